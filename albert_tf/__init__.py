@@ -1,0 +1,37 @@
+"""albert_tf: ALBERT pretraining, fine-tuning and serving with Keras 3 and TensorFlow.
+
+Public API:
+  AlbertConfig                       the original albert_config.json, validated
+  AlbertEncoder, AlbertPretrainer    Keras models (inputs/outputs named as in TF-Hub BERT)
+  AlbertTokenizer                    normalization + SentencePiece, Python and in-graph
+  data.pretraining_dataset           the tf.data input for pretraining
+"""
+import importlib
+import os
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "AlbertConfig": "albert_tf.config",
+    "AlbertEncoder": "albert_tf.modeling.encoder",
+    "AlbertPretrainer": "albert_tf.modeling.pretrainer",
+    "AlbertTokenizer": "albert_tf.tokenization",
+}
+
+
+def configs_dir():
+    """The folder holding the paper's model configs (albert_base.json, ...)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
+def __getattr__(name):  # PEP 562: import heavy modules only when used
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "configs_dir", "__version__"]

@@ -1,0 +1,47 @@
+"""The `albert-tf` command line: one subcommand per job.
+
+Each subcommand lives in the module that does the work; that module exposes
+`add_arguments(parser)` and `run(args) -> int`. Modules are imported only when
+their subcommand runs, so `albert-tf --help` is fast.
+"""
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    # name: (module, one-line help)
+    "vocab": ("albert_tf.data.vocab", "train the SentencePiece vocabulary"),
+    "create-data": ("albert_tf.data.create_pretraining_data", "turn raw text into pretraining TFRecords"),
+    "pretrain": ("albert_tf.training.pretrain", "pretrain with LAMB (TPU, GPUs, multi-worker or CPU)"),
+    "convert": ("albert_tf.checkpoints", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
+}
+
+
+def build_parser(argv=None):
+    parser = argparse.ArgumentParser(prog="albert-tf", description="ALBERT with Keras 3 and TensorFlow.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    # Only the chosen subcommand's module is imported.
+    chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            module = importlib.import_module(module_name)
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        return args._run(args) or 0
+    except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback
+        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

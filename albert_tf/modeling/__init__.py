@@ -1,0 +1,1 @@
+"""ALBERT layers and models (keras.ops only)."""

@@ -1,0 +1,1 @@
+"""Pretraining: ALBERT's LAMB, learning-rate schedules, distribution strategies and the training loop."""

@@ -1,0 +1,21 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import helpers  # noqa: E402  pylint: disable=wrong-import-position
+
+
+@pytest.fixture(scope="session")
+def tiny_spm_model(tmp_path_factory):
+    """Path to a tiny SentencePiece model (vocab 300) with ALBERT's special ids."""
+    return helpers.train_tiny_spm(str(tmp_path_factory.mktemp("spm")))
+
+
+@pytest.fixture
+def corpus_file(tmp_path):
+    """A small generated corpus in the original format."""
+    return helpers.write_corpus(str(tmp_path / "corpus.txt"))
