@@ -121,6 +121,30 @@ class LAMB(keras.optimizers.Optimizer):
         self.assign(m, next_m)
         self.assign(v, next_v)
 
+    def apply_reduced_gradients(self, grads, variables):
+        """Applies gradients that are already summed over replicas (and clipped), without summing them again.
+
+        Keras' `apply()` in a replica context sums the gradients over replicas itself and clips (global_clipnorm)
+        before that sum, i.e. per replica; the original clips the summed gradient. The pretraining loop therefore
+        sums and clips itself and calls this, in a replica context (inside strategy.run) or with no strategy.
+
+        Args:
+          grads: a list of dense float tensors, one per variable, identical on every replica.
+          variables: the model's trainable variables (the list the optimizer was built with).
+        """
+        if not self.built:
+            self.build(variables)
+        learning_rate = self.learning_rate
+
+        def update_all(strategy, grads):
+            for grad, variable in zip(grads, variables):
+                strategy.extended.update(
+                    variable.value, lambda var, g: self.update_step(g, var, learning_rate), args=(grad,),
+                    group=False)
+            self._iterations.assign_add(1)
+
+        tf.distribute.get_replica_context().merge_call(update_all, args=(list(grads),))
+
     def get_config(self):
         config = super().get_config()
         config.update({

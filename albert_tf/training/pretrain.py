@@ -140,9 +140,7 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False):
         grads, sums = forward_backward(batch, mlm_weight_total, training)
         grads = replica.all_reduce("sum", grads)                 # the gradient of the global-batch loss
         grads, grad_norm = tf.clip_by_global_norm(grads, 1.0)    # as the original: clip_norm=1.0
-        # The update runs once per variable in cross-replica context, on the already-summed gradients (Keras'
-        # optimizer would sum again in replica context, and clip before the sum).
-        replica.merge_call(lambda _, g: optimizer.apply(g, variables), args=(grads,))
+        optimizer.apply_reduced_gradients(grads, variables)     # (Keras' apply() would sum again)
         sums["grad_norm_sum"] = grad_norm / tf.cast(replica.num_replicas_in_sync, tf.float32)
         return sums
 
@@ -294,7 +292,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     # ---- restore: the latest checkpoint of this run, else --init-checkpoint's weights
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(f"resumed from {manager.latest_checkpoint} at step {int(optimizer.iterations)}", flush=True)
+        print(f"resumed from {manager.latest_checkpoint} at step {int(optimizer.iterations.numpy())}", flush=True)
     elif args.init_checkpoint:
         path = tf.train.latest_checkpoint(args.init_checkpoint)
         if path is None:
@@ -305,7 +303,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
         except AssertionError as e:
             raise ValueError(f"--init-checkpoint {path}: does not hold every weight of this config ({e})") from None
         print(f"initialized the weights from {path}", flush=True)
-    step = int(optimizer.iterations)
+    step = int(optimizer.iterations.numpy())
 
     # ---- data: order = f(seed, step)
     train_iterator = iter(strategy.distribute_datasets_from_function(
