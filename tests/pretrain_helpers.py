@@ -16,11 +16,12 @@ if REPO not in sys.path:  # when run as a script
 from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID, feature_spec  # noqa: E402
 
 
-def make_example(rng, seq_length, max_predictions, vocab_size):
-    """One record. Segment "first" counts up through the low half of the vocabulary, segment "second" through the
-    high half; label 0 keeps (first, second), label 1 swaps them, so the order is learnable from either segment's
-    ids. Masked tokens are predictable from their neighbours (each token is the previous one + 1)."""
-    half = (vocab_size - 5) // 2
+def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
+    """One record. Segment "first" counts up (cyclically) through the low half of the ids, segment "second"
+    through the high half; label 0 keeps (first, second), label 1 swaps them, so the order is learnable from either
+    segment's ids. Masked tokens are predictable from their neighbours (each token is the previous one + 1).
+    `alphabet` limits each half to that many ids (an easier task), else the halves split the vocabulary."""
+    half = alphabet or (vocab_size - 5) // 2
     len_a = int(rng.integers(4, seq_length // 2 - 2))
     len_b = int(rng.integers(4, seq_length - 3 - len_a + 1))
     first = 5 + (int(rng.integers(0, half)) + np.arange(len_a)) % half
@@ -57,11 +58,11 @@ def make_example(rng, seq_length, max_predictions, vocab_size):
     return tf.train.Example(features=tf.train.Features(feature={k: to_feature(v) for k, v in feature.items()}))
 
 
-def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0):
+def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0, alphabet=None):
     rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(path) as writer:
         for _ in range(num_examples):
-            writer.write(make_example(rng, seq_length, max_predictions, vocab_size).SerializeToString())
+            writer.write(make_example(rng, seq_length, max_predictions, vocab_size, alphabet).SerializeToString())
     return path
 
 
