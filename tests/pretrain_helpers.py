@@ -17,13 +17,17 @@ from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID, feature_spec  # noq
 
 
 def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
-    """One record. Segment "first" counts up (cyclically) through the low half of the ids, segment "second"
-    through the high half; label 0 keeps (first, second), label 1 swaps them, so the order is learnable from either
-    segment's ids. Masked tokens are predictable from their neighbours (each token is the previous one + 1).
-    `alphabet` limits each half to that many ids (an easier task), else the halves split the vocabulary."""
+    """One record in the original order (label 0) or swapped (label 1).
+
+    The original order is a long segment counting up (cyclically) through the low half of the ids, then a short one
+    counting through the high half. Swapping moves the short high segment first, so the order is learnable from
+    which ids carry segment id 0 and from where [SEP] falls. Masked tokens are predictable from their neighbours
+    (each token is the previous one + 1). `alphabet` limits each half to that many ids (an easier MLM task).
+    """
     half = alphabet or (vocab_size - 5) // 2
-    len_a = int(rng.integers(4, seq_length // 2 - 2))
-    len_b = int(rng.integers(4, seq_length - 3 - len_a + 1))
+    room = seq_length - 3
+    len_b = int(rng.integers(3, max(4, room // 4)))
+    len_a = int(rng.integers(max(len_b + 2, room // 2), room - len_b + 1))
     first = 5 + (int(rng.integers(0, half)) + np.arange(len_a)) % half
     second = 5 + half + (int(rng.integers(0, half)) + np.arange(len_b)) % half
     label = int(rng.integers(0, 2))
