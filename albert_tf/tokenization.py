@@ -15,6 +15,7 @@ Semantics follow google-research/albert:
 
 Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
 """
+import functools
 import os
 import unicodedata
 
@@ -206,6 +207,132 @@ class AlbertTokenizer:
         if single:
             out = {k: v[0] for k, v in out.items()}
         return out
+
+    # ------------------------------------------------------------------------------------------------ in-graph
+    @property
+    def in_graph(self):
+        """The tf.Module holding the in-graph tokenizer (SentencePiece resource + digit-comma table), built on
+        first use. Attach it to the tf.Module you export (e.g. `export_module.tokenizer = tok.in_graph`) so a
+        SavedModel tracks its resources."""
+        if self._in_graph is None:
+            self._in_graph = _make_in_graph_tokenizer(self)
+        return self._in_graph
+
+    def tf_normalize(self, strings):
+        """In-graph `normalize`: tf.string [...] -> tf.string [...] (same shape)."""
+        return self.in_graph.normalize(strings)
+
+    def tf_encode(self, strings):
+        """In-graph `encode`: tf.string [B] -> tf.RaggedTensor int32 [B, None] (a scalar gives int32 [None]).
+
+        Identical ids to `encode` for valid UTF-8 text; no py_function, so it works in tf.data, tf.function and
+        SavedModels.
+        """
+        return self.in_graph.encode(strings)
+
+    def tf_pack(self, text_a, text_b=None, seq_length=128):
+        """In-graph `pack`: tf.string [B] (and optional [B]) -> dict of int32 [B, seq_length] tensors
+        `input_word_ids`, `input_mask`, `input_type_ids`, equal to `pack` on the same strings."""
+        return self.in_graph.pack(text_a, text_b, seq_length)
+
+
+def _char_class(codepoints):
+    """An RE2 character class matching exactly the given code points (sorted ints)."""
+    ranges = []
+    for c in codepoints:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def _unicode_classes():
+    """RE2 classes for Python's notion of whitespace (str.split) and of combining marks (unicodedata.combining)."""
+    all_chars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    whitespace = [c for c in all_chars if chr(c).isspace()]
+    combining = [c for c in all_chars if unicodedata.combining(chr(c))]
+    return _char_class(whitespace), _char_class(combining)
+
+
+def _make_in_graph_tokenizer(tokenizer):
+    """Builds the tf.Module behind AlbertTokenizer.tf_* (imports TensorFlow and tensorflow-text only now)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+    whitespace_class, combining_class = _unicode_classes()
+
+    class InGraphAlbertTokenizer(tf.Module):
+        """In-graph twin of AlbertTokenizer (see its tf_normalize / tf_encode / tf_pack)."""
+
+        def __init__(self):
+            super().__init__(name="albert_tokenizer")
+            self.lower_case = tokenizer.lower_case
+            self.special_ids = (tokenizer.cls_id, tokenizer.sep_id)
+            self.sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto, out_type=tf.int32)
+            # Row i: the ids that replace id i (itself, or its digit-comma expansion).
+            rows = [[i] for i in range(tokenizer.vocab_size)]
+            for i, expansion in tokenizer._digit_comma_ids.items():  # pylint: disable=protected-access
+                rows[i] = expansion
+            self.has_digit_comma = bool(tokenizer._digit_comma_ids)  # pylint: disable=protected-access
+            self.expansion = tf.RaggedTensor.from_row_lengths(
+                tf.constant(np.concatenate([np.asarray(r, np.int32) for r in rows]), tf.int32),
+                tf.constant([len(r) for r in rows], tf.int64))
+
+        def normalize(self, strings):
+            text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
+            text = tf.strings.regex_replace(text, "^ | $", "")
+            text = tf.strings.regex_replace(text, "``|''", '"')
+            text = tf_text.normalize_utf8(text, "NFKD")
+            text = tf.strings.regex_replace(text, combining_class, "")
+            if self.lower_case:
+                text = tf.strings.lower(text, encoding="utf-8")
+            return text
+
+        def encode(self, strings):
+            strings = tf.convert_to_tensor(strings, tf.string)
+            if strings.shape.rank == 0:
+                return self.encode(strings[tf.newaxis])[0]
+            ids = self.sentencepiece.tokenize(self.normalize(strings))
+            if self.has_digit_comma:
+                ids = tf.gather(self.expansion, ids).merge_dims(1, 2)
+            return ids
+
+        def pack(self, text_a, text_b, seq_length):
+            cls_id, sep_id = self.special_ids
+            segments = [self.encode(text_a)]
+            if text_b is not None:
+                segments.append(self.encode(text_b))
+            lengths = [s.row_lengths() for s in segments]
+            if len(segments) == 1:
+                keep = [tf.minimum(lengths[0], seq_length - 2)]
+            else:
+                budget = seq_length - 3
+                keep_a = tf.minimum(lengths[0], tf.maximum(budget - lengths[1], (budget + 1) // 2))
+                keep = [keep_a, tf.minimum(lengths[1], budget - keep_a)]
+            segments = [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, tf.newaxis])
+                        for s, n, k in zip(segments, lengths, keep)]
+            batch = tf.shape(lengths[0], out_type=tf.int64)[0]
+
+            def column(value):
+                return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), tf.constant(value, tf.int32)))
+
+            parts = [column(cls_id), segments[0], column(sep_id)]
+            types = [tf.zeros_like(p) for p in parts]
+            if len(segments) == 2:
+                parts += [segments[1], column(sep_id)]
+                types += [tf.ones_like(segments[1]), tf.ones_like(parts[-1])]
+            words = tf.concat(parts, axis=1)
+            shape = [None, seq_length]
+            return {
+                "input_word_ids": words.to_tensor(0, shape=shape),
+                "input_mask": tf.ones_like(words).to_tensor(0, shape=shape),
+                "input_type_ids": tf.concat(types, axis=1).to_tensor(0, shape=shape),
+            }
+
+    with tf.init_scope():  # resources and tables are created eagerly even when first used inside a tf.function
+        return InGraphAlbertTokenizer()
 
 
 def truncated_lengths(len_a, len_b, seq_length):
