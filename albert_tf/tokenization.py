@@ -287,8 +287,20 @@ def _make_in_graph_tokenizer(tokenizer):
             text = tf_text.normalize_utf8(text, "NFKD")
             text = tf.strings.regex_replace(text, combining_class, "")
             if self.lower_case:
-                text = tf.strings.lower(text, encoding="utf-8")
+                text = self._lower(text)
             return text
+
+        @staticmethod
+        def _lower(strings):
+            """tf.strings.lower(utf-8) stops at a NUL byte: lowercase the NUL-separated parts and rejoin them."""
+            flat = tf.reshape(strings, [-1])
+            parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
+            nul = tf.constant("\x00")
+            is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
+            suffix = tf.where(is_last.flat_values, tf.constant(""), nul)  # a NUL after every part but the last
+            lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
+            joined = tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+            return tf.reshape(joined, tf.shape(strings))
 
         def encode(self, strings):
             strings = tf.convert_to_tensor(strings, tf.string)
