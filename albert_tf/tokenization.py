@@ -45,6 +45,15 @@ def normalize(text, lower_case=True):
     return text
 
 
+def _as_text(text):
+    """str as is; bytes (e.g. from a tf.data iterator) decoded as UTF-8, bad bytes replaced by U+FFFD."""
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
+    return text
+
+
 def _ends_with_digit_comma(piece):
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
@@ -131,8 +140,8 @@ class AlbertTokenizer:
         return pieces + [piece[-1]]
 
     def encode_as_pieces(self, text):
-        """str -> list of pieces (normalized, segmented, digit-comma rule applied)."""
-        pieces = self._sp.encode(normalize(text, self.lower_case), out_type=str)
+        """str (or UTF-8 bytes) -> list of pieces (normalized, segmented, digit-comma rule applied)."""
+        pieces = self._sp.encode(normalize(_as_text(text), self.lower_case), out_type=str)
         out = []
         for piece in pieces:
             if _ends_with_digit_comma(piece):
@@ -142,10 +151,11 @@ class AlbertTokenizer:
         return out
 
     def encode(self, text):
-        """str -> list[int] ids; a list of str -> a list of such lists. No [CLS]/[SEP] (see `pack`)."""
-        if not isinstance(text, str):
+        """str (or UTF-8 bytes) -> list[int] ids; a list of them -> a list of such lists. No [CLS]/[SEP] (see
+        `pack`)."""
+        if not isinstance(text, (str, bytes, bytearray)):
             return [self.encode(t) for t in text]
-        ids = self._sp.encode(normalize(text, self.lower_case))
+        ids = self._sp.encode(normalize(_as_text(text), self.lower_case))
         if not self._digit_comma_ids or self._digit_comma_ids.keys().isdisjoint(ids):
             return ids
         out = []
@@ -172,19 +182,19 @@ class AlbertTokenizer:
         """[CLS] a [SEP] (b [SEP]) padded with 0 to seq_length; the longer side is truncated first, from its end.
 
         Args:
-          text_a: a str, or a list of B str.
+          text_a: a str (or UTF-8 bytes), or a list of B of them.
           text_b: None, or the same kind as text_a.
           seq_length: L, the packed length.
         Returns:
           dict of int32 numpy arrays `input_word_ids`, `input_mask`, `input_type_ids`, each [L] (or [B, L]).
         """
-        single = isinstance(text_a, str)
+        single = isinstance(text_a, (str, bytes))
         texts_a = [text_a] if single else list(text_a)
         if text_b is None:
             texts_b = [None] * len(texts_a)
         else:
-            texts_b = [text_b] if isinstance(text_b, str) else list(text_b)
-            if isinstance(text_b, str) != single or len(texts_b) != len(texts_a):
+            texts_b = [text_b] if isinstance(text_b, (str, bytes)) else list(text_b)
+            if isinstance(text_b, (str, bytes)) != single or len(texts_b) != len(texts_a):
                 raise ValueError(f"pack: text_b must match text_a (got {len(texts_b)} text_b for "
                                  f"{len(texts_a)} text_a)")
         minimum = 2 if text_b is None else 3
@@ -287,8 +297,20 @@ def _make_in_graph_tokenizer(tokenizer):
             text = tf_text.normalize_utf8(text, "NFKD")
             text = tf.strings.regex_replace(text, combining_class, "")
             if self.lower_case:
-                text = tf.strings.lower(text, encoding="utf-8")
+                text = self._lower(text)
             return text
+
+        @staticmethod
+        def _lower(strings):
+            """tf.strings.lower(utf-8) stops at a NUL byte: lowercase the NUL-separated parts and rejoin them."""
+            flat = tf.reshape(strings, [-1])
+            parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
+            nul = tf.constant("\x00")
+            is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
+            suffix = tf.where(is_last.flat_values, tf.constant(""), nul)  # a NUL after every part but the last
+            lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
+            joined = tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+            return tf.reshape(joined, tf.shape(strings))
 
         def encode(self, strings):
             strings = tf.convert_to_tensor(strings, tf.string)

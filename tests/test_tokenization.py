@@ -220,6 +220,7 @@ EQUALITY_TEXTS = [
     "中文字符 and 日本語のテキスト, 한국어",
     "emoji 😀👍🏽 ok 🇫🇷",
     "it costs 3.0, or 7,5, or 42, and 1999,",
+    "nul\x00 inside\x00\x00 AND control\x01\x7f chars \ufeff\u200b",
     "runs   of \t\n whitespace\u00a0and\u3000ideographic\u2009thin  ",
     "",
     "   \t ",
@@ -306,3 +307,21 @@ def test_python_path_does_not_import_tensorflow(tiny_spm_model):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_tf_encode_equals_encode_on_random_unicode(tiny_tokenizer):
+    """300 seeded random strings drawn from ASCII, the BMP and the supplementary planes (no surrogates)."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(0)
+    spans = [(0x0, 0x7F), (0xA0, 0x2FFF), (0x3000, 0xD7FF), (0xE000, 0xFFEF), (0x10000, 0x1FBFF)]
+    texts = ["".join(chr(rng.randint(*rng.choice(spans))) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    assert tiny_tokenizer.tf_encode(texts).to_list() == [tiny_tokenizer.encode(t) for t in texts]
+
+
+def test_bytes_input_decodes_as_utf8(hand_tokenizer):
+    assert hand_tokenizer.encode("3.0, y".encode()) == [7, 8, 9, 10, 17]
+    assert hand_tokenizer.encode([b"x7,", "x5,"]) == [[13, 16, 10], [13, 12, 10]]
+    np.testing.assert_array_equal(hand_tokenizer.pack(b"x7,", seq_length=6)["input_word_ids"], [2, 13, 16, 10, 3, 0])
+    with pytest.raises(TypeError, match="expected str or bytes, got int"):
+        hand_tokenizer.encode_as_pieces(3)
