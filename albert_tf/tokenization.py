@@ -10,8 +10,9 @@ Semantics follow google-research/albert:
   * SentencePiece segmentation of the normalized text;
   * the digit-comma rule: a piece such as "▁3.0," (ends in ",", the character before is a digit) is replaced by the
     pieces of "3.0" (the piece without its comma and without any "▁") followed by "," as its own piece. When the
-    original piece did not start with "▁" the "▁" that re-encoding adds in front is dropped again (as the reference
-    implementation intends, and as Hugging Face's AlbertTokenizer does).
+    original piece did not start with "▁" the "▁" that re-encoding adds in front is dropped again: what the
+    reference code does under Python 2 and what Hugging Face's AlbertTokenizer does. (Under Python 3 the reference
+    compares a str with bytes there and never drops it; the two differ only for such pieces without "▁".)
 
 Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
 """
@@ -126,7 +127,7 @@ class AlbertTokenizer:
                     "(train the vocabulary with `albert-tf vocab`, or pad_id=0 unk_id=1)")
         for piece, want in SPECIAL_PIECES.items():
             got = self._sp.piece_to_id(piece)
-            if got != want or self._sp.id_to_piece(want) != piece:
+            if got != want or want >= self.vocab_size or self._sp.id_to_piece(want) != piece:
                 where = "missing" if got == self._sp.unk_id() else f"at id {got}"
                 raise ValueError(
                     f"SentencePiece model {self.model_name}: {piece} is {where}, expected at id {want} "
