@@ -303,15 +303,20 @@ def _make_in_graph_tokenizer(tokenizer):
 
         @staticmethod
         def _lower(strings):
-            """tf.strings.lower(utf-8) stops at a NUL byte: lowercase the NUL-separated parts and rejoin them."""
+            """tf.strings.lower(utf-8) stops at a NUL byte: if the batch holds one, lowercase the NUL-separated
+            parts and rejoin them (the NUL goes in as a tensor value: string attributes would truncate it too)."""
             flat = tf.reshape(strings, [-1])
-            parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
-            nul = tf.constant("\x00")
-            is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
-            suffix = tf.where(is_last.flat_values, tf.constant(""), nul)  # a NUL after every part but the last
-            lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
-            joined = tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
-            return tf.reshape(joined, tf.shape(strings))
+
+            def nul_safe():
+                parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
+                is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
+                suffix = tf.where(is_last.flat_values, tf.constant(""), tf.constant("\x00"))
+                lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
+                return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+
+            has_nul = tf.reduce_any(tf.strings.regex_full_match(flat, "(?s).*\\x00.*"))
+            lowered = tf.cond(has_nul, nul_safe, lambda: tf.strings.lower(flat, encoding="utf-8"))
+            return tf.reshape(lowered, tf.shape(strings))
 
         def encode(self, strings):
             strings = tf.convert_to_tensor(strings, tf.string)
