@@ -1,12 +1,13 @@
 """`albert-tf vocab` / train_vocab: end to end on a generated corpus, sampling, and each bad-input message."""
 import glob
 import os
+import pathlib
 
 import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab
+from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
 from albert_tf.tokenization import AlbertTokenizer, normalize
 from test_tokenization import EQUALITY_TEXTS
 
@@ -74,6 +75,27 @@ def test_trained_model_python_equals_in_graph(cli_model):
     tok = AlbertTokenizer(cli_model[0] + ".model")
     texts = EQUALITY_TEXTS + ["The river (near the city) costs £3.0, €42 - or 7,5."]
     assert tok.tf_encode(texts).to_list() == [tok.encode(t) for t in texts]
+
+
+def test_same_seed_same_bytes(corpus_dir, tmp_path):
+    outputs = []
+    for run in range(2):
+        stats = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / f"run{run}"), vocab_size=120,
+                            max_sentences=300, seed=5)
+        assert stats["sampled"] == 300
+        outputs.append([pathlib.Path(stats[k]).read_bytes() for k in ("model", "vocab")])
+    assert outputs[0] == outputs[1]
+    other = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / "other"), vocab_size=120,
+                        max_sentences=300, seed=6)
+    assert pathlib.Path(other["model"]).read_bytes() != outputs[0][0]  # a different sample
+
+
+def test_vocab_file_matches_sentencepiece_writer(tiny_spm_model):
+    """The .vocab we write from the model equals the one SentencePiece's own trainer wrote beside it."""
+    with open(tiny_spm_model, "rb") as f:
+        model = f.read()
+    with open(tiny_spm_model[: -len(".model")] + ".vocab", encoding="utf-8") as f:
+        assert vocab_lines(model) == f.read()
 
 
 def test_cased_vocab_keeps_uppercase(corpus_dir, tmp_path):
