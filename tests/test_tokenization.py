@@ -275,6 +275,8 @@ def test_tf_encode_equals_encode(which, tiny_tokenizer, hand_tokenizer):
         return tok.tf_encode(strings)
 
     assert encode_fn(tf.constant(texts)).to_list() == expected
+    scalar = tok.tf_encode(tf.constant(texts[0]))  # a scalar string gives a 1-D int32 tensor
+    assert scalar.shape.rank == 1 and scalar.numpy().tolist() == expected[0]
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tok.tf_encode)
     assert [row for batch in dataset for row in batch.to_list()] == expected
 

@@ -166,3 +166,21 @@ def test_vocab_size_too_large_for_corpus(tmp_path):
 def test_vocab_size_below_the_special_symbols(corpus_dir, tmp_path):
     with pytest.raises(ValueError, match="--vocab-size 10 is too small"):
         train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "v"), vocab_size=10)
+
+
+def test_tf_io_gfile_paths_in_and_out(corpus_dir):
+    """Non-local paths (gs:// in real use) go through tf.io.gfile; TensorFlow's ram:// filesystem stands in."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tf.io.gfile.makedirs("ram://vocab_in")
+    tf.io.gfile.copy(str(corpus_dir / "part-0.txt"), "ram://vocab_in/part-0.txt", overwrite=True)
+    stats = train_vocab("ram://vocab_in/*.txt", "ram://vocab_out/spm", vocab_size=120)
+    assert stats["files"] == ["ram://vocab_in/part-0.txt"]
+    assert sorted(tf.io.gfile.listdir("ram://vocab_out")) == ["spm.model", "spm.vocab"]
+    local = train_vocab(str(corpus_dir / "part-0.txt"), str(corpus_dir.parent / "local_spm"), vocab_size=120)
+    with tf.io.gfile.GFile("ram://vocab_out/spm.model", "rb") as f, open(local["model"], "rb") as g:
+        assert f.read() == g.read()
+    tok = AlbertTokenizer("ram://vocab_out/spm.model")
+    assert tok.encode("the river") == AlbertTokenizer(local["model"]).encode("the river")
+    with pytest.raises(FileNotFoundError, match="SentencePiece model ram://vocab_out/none.model not found"):
+        AlbertTokenizer("ram://vocab_out/none.model")
