@@ -39,8 +39,9 @@ def normalize(text, lower_case=True):
     """
     text = " ".join(text.split())
     text = text.replace("``", '"').replace("''", '"')
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c))
+    if not text.isascii():  # ASCII has no decompositions and no combining marks
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
     if lower_case:
         text = text.lower()
     return text

@@ -83,18 +83,20 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345):
         with _open_binary(path) as f:
             for raw in f:
                 lines += 1
-                text = normalize(raw.decode("utf-8", _REPLACE_ERRORS), lower_case)
-                if not text:
+                text = raw.decode("utf-8", _REPLACE_ERRORS)
+                if text.isspace() or not text:
                     continue
+                # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n lines.
                 if seen < max_sentences:
-                    sample.append(text)
+                    sample.append(normalize(text, lower_case))
                 else:
                     j = rng.randint(0, seen)
                     if j < max_sentences:
-                        sample[j] = text
+                        sample[j] = normalize(text, lower_case)
                 seen += 1
         if _ByteErrorCounter.count > before:
             replaced_per_file[path] = _ByteErrorCounter.count - before
+    sample = [s for s in sample if s]  # a line of combining marks only normalizes to nothing
     stats = {"lines": lines, "sentences": seen, "replaced_bytes": sum(replaced_per_file.values()),
              "replaced_bytes_per_file": replaced_per_file}
     return sample, stats
