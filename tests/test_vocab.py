@@ -184,3 +184,23 @@ def test_tf_io_gfile_paths_in_and_out(corpus_dir):
     assert tok.encode("the river") == AlbertTokenizer(local["model"]).encode("the river")
     with pytest.raises(FileNotFoundError, match="SentencePiece model ram://vocab_out/none.model not found"):
         AlbertTokenizer("ram://vocab_out/none.model")
+
+
+def test_sampling_memory_does_not_grow_with_the_corpus(tmp_path):
+    """Peak Python memory while sampling 500 sentences from 20k vs 80k lines: the sample bounds it, not the file."""
+    import tracemalloc  # pylint: disable=import-outside-toplevel
+
+    peaks = []
+    for n in (20_000, 80_000):
+        path = tmp_path / f"lines-{n}.txt"
+        with open(path, "w", encoding="utf-8") as f:
+            for i in range(n):
+                f.write(f"Sentence number {i} says something about the river and the mountain.\n")
+        tracemalloc.start()
+        sample, stats = sample_sentences([str(path)], 500, seed=1)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert len(sample) == 500 and stats["sentences"] == n
+    file_bytes = (tmp_path / "lines-80000.txt").stat().st_size
+    assert peaks[1] < 1.5 * peaks[0], peaks  # keeping every line would make this 4x
+    assert peaks[1] < file_bytes / 10, (peaks, file_bytes)
