@@ -10,8 +10,9 @@ Semantics follow google-research/albert:
   * SentencePiece segmentation of the normalized text;
   * the digit-comma rule: a piece such as "▁3.0," (ends in ",", the character before is a digit) is replaced by the
     pieces of "3.0" (the piece without its comma and without any "▁") followed by "," as its own piece. When the
-    original piece did not start with "▁" the "▁" that re-encoding adds in front is dropped again (as the reference
-    implementation intends, and as Hugging Face's AlbertTokenizer does).
+    original piece did not start with "▁" the "▁" that re-encoding adds in front is dropped again: what the
+    reference code does under Python 2 and what Hugging Face's AlbertTokenizer does. (Under Python 3 the reference
+    compares a str with bytes there and never drops it; the two differ only for such pieces without "▁".)
 
 Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
 """
@@ -38,8 +39,9 @@ def normalize(text, lower_case=True):
     """
     text = " ".join(text.split())
     text = text.replace("``", '"').replace("''", '"')
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c))
+    if not text.isascii():  # ASCII has no decompositions and no combining marks
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
     if lower_case:
         text = text.lower()
     return text
@@ -126,7 +128,7 @@ class AlbertTokenizer:
                     "(train the vocabulary with `albert-tf vocab`, or pad_id=0 unk_id=1)")
         for piece, want in SPECIAL_PIECES.items():
             got = self._sp.piece_to_id(piece)
-            if got != want or self._sp.id_to_piece(want) != piece:
+            if got != want or want >= self.vocab_size or self._sp.id_to_piece(want) != piece:
                 where = "missing" if got == self._sp.unk_id() else f"at id {got}"
                 raise ValueError(
                     f"SentencePiece model {self.model_name}: {piece} is {where}, expected at id {want} "
@@ -302,15 +304,20 @@ def _make_in_graph_tokenizer(tokenizer):
 
         @staticmethod
         def _lower(strings):
-            """tf.strings.lower(utf-8) stops at a NUL byte: lowercase the NUL-separated parts and rejoin them."""
+            """tf.strings.lower(utf-8) stops at a NUL byte: if the batch holds one, lowercase the NUL-separated
+            parts and rejoin them (the NUL goes in as a tensor value: string attributes would truncate it too)."""
             flat = tf.reshape(strings, [-1])
-            parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
-            nul = tf.constant("\x00")
-            is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
-            suffix = tf.where(is_last.flat_values, tf.constant(""), nul)  # a NUL after every part but the last
-            lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
-            joined = tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
-            return tf.reshape(joined, tf.shape(strings))
+
+            def nul_safe():
+                parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
+                is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
+                suffix = tf.where(is_last.flat_values, tf.constant(""), tf.constant("\x00"))
+                lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
+                return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+
+            has_nul = tf.reduce_any(tf.strings.regex_full_match(flat, "(?s).*\\x00.*"))
+            lowered = tf.cond(has_nul, nul_safe, lambda: tf.strings.lower(flat, encoding="utf-8"))
+            return tf.reshape(lowered, tf.shape(strings))
 
         def encode(self, strings):
             strings = tf.convert_to_tensor(strings, tf.string)

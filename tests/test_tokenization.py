@@ -37,7 +37,7 @@ def _int_field(field, value):
     return _varint(field << 3) + _varint(value)
 
 
-def _model_proto(pieces):
+def _model_proto(pieces, pad_id=0, unk_id=1):
     """Serializes a unigram ModelProto by hand (the generated protobuf module may not match the runtime).
 
     pieces: list of (piece, score, type); ids are list positions. pad 0, unk 1, no bos/eos, identity normalizer.
@@ -46,7 +46,8 @@ def _model_proto(pieces):
     for piece, score, kind in pieces:
         body = _length_delimited(1, piece) + _varint(2 << 3 | 5) + struct.pack("<f", score) + _int_field(3, kind)
         out += _length_delimited(1, body)
-    trainer = _int_field(3, 1) + _int_field(40, 1) + _int_field(41, -1) + _int_field(42, -1) + _int_field(43, 0)
+    trainer = (_int_field(3, 1) + _int_field(40, unk_id) + _int_field(41, -1) + _int_field(42, -1)
+               + _int_field(43, pad_id))
     normalizer = _length_delimited(1, "identity") + _int_field(3, 1) + _int_field(4, 1) + _int_field(5, 1)
     return out + _length_delimited(2, trainer) + _length_delimited(3, normalizer)
 
@@ -127,6 +128,13 @@ def test_bad_special_ids_name_the_model(tmp_path, pieces, message):
     with pytest.raises(ValueError, match=message) as info:
         AlbertTokenizer(str(path))
     assert str(path) in str(info.value)
+
+
+def test_bad_pad_id_names_the_model(tmp_path):
+    path = tmp_path / "nopad.model"
+    path.write_bytes(_model_proto([("<unk>", 0.0, UNKNOWN)] + HAND_PIECES[2:], pad_id=-1, unk_id=0))
+    with pytest.raises(ValueError, match=f"SentencePiece model {path}: <pad> has id -1, expected 0"):
+        AlbertTokenizer(str(path))
 
 
 def test_missing_and_corrupt_model_files(tmp_path):
@@ -267,6 +275,8 @@ def test_tf_encode_equals_encode(which, tiny_tokenizer, hand_tokenizer):
         return tok.tf_encode(strings)
 
     assert encode_fn(tf.constant(texts)).to_list() == expected
+    scalar = tok.tf_encode(tf.constant(texts[0]))  # a scalar string gives a 1-D int32 tensor
+    assert scalar.shape.rank == 1 and scalar.numpy().tolist() == expected[0]
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tok.tf_encode)
     assert [row for batch in dataset for row in batch.to_list()] == expected
 

@@ -1,12 +1,13 @@
 """`albert-tf vocab` / train_vocab: end to end on a generated corpus, sampling, and each bad-input message."""
 import glob
 import os
+import pathlib
 
 import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab
+from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
 from albert_tf.tokenization import AlbertTokenizer, normalize
 from test_tokenization import EQUALITY_TEXTS
 
@@ -74,6 +75,27 @@ def test_trained_model_python_equals_in_graph(cli_model):
     tok = AlbertTokenizer(cli_model[0] + ".model")
     texts = EQUALITY_TEXTS + ["The river (near the city) costs £3.0, €42 - or 7,5."]
     assert tok.tf_encode(texts).to_list() == [tok.encode(t) for t in texts]
+
+
+def test_same_seed_same_bytes(corpus_dir, tmp_path):
+    outputs = []
+    for run in range(2):
+        stats = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / f"run{run}"), vocab_size=120,
+                            max_sentences=300, seed=5)
+        assert stats["sampled"] == 300
+        outputs.append([pathlib.Path(stats[k]).read_bytes() for k in ("model", "vocab")])
+    assert outputs[0] == outputs[1]
+    other = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / "other"), vocab_size=120,
+                        max_sentences=300, seed=6)
+    assert pathlib.Path(other["model"]).read_bytes() != outputs[0][0]  # a different sample
+
+
+def test_vocab_file_matches_sentencepiece_writer(tiny_spm_model):
+    """The .vocab we write from the model equals the one SentencePiece's own trainer wrote beside it."""
+    with open(tiny_spm_model, "rb") as f:
+        model = f.read()
+    with open(tiny_spm_model[: -len(".model")] + ".vocab", encoding="utf-8") as f:
+        assert vocab_lines(model) == f.read()
 
 
 def test_cased_vocab_keeps_uppercase(corpus_dir, tmp_path):
@@ -144,3 +166,41 @@ def test_vocab_size_too_large_for_corpus(tmp_path):
 def test_vocab_size_below_the_special_symbols(corpus_dir, tmp_path):
     with pytest.raises(ValueError, match="--vocab-size 10 is too small"):
         train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "v"), vocab_size=10)
+
+
+def test_tf_io_gfile_paths_in_and_out(corpus_dir):
+    """Non-local paths (gs:// in real use) go through tf.io.gfile; TensorFlow's ram:// filesystem stands in."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tf.io.gfile.makedirs("ram://vocab_in")
+    tf.io.gfile.copy(str(corpus_dir / "part-0.txt"), "ram://vocab_in/part-0.txt", overwrite=True)
+    stats = train_vocab("ram://vocab_in/*.txt", "ram://vocab_out/spm", vocab_size=120)
+    assert stats["files"] == ["ram://vocab_in/part-0.txt"]
+    assert sorted(tf.io.gfile.listdir("ram://vocab_out")) == ["spm.model", "spm.vocab"]
+    local = train_vocab(str(corpus_dir / "part-0.txt"), str(corpus_dir.parent / "local_spm"), vocab_size=120)
+    with tf.io.gfile.GFile("ram://vocab_out/spm.model", "rb") as f, open(local["model"], "rb") as g:
+        assert f.read() == g.read()
+    tok = AlbertTokenizer("ram://vocab_out/spm.model")
+    assert tok.encode("the river") == AlbertTokenizer(local["model"]).encode("the river")
+    with pytest.raises(FileNotFoundError, match="SentencePiece model ram://vocab_out/none.model not found"):
+        AlbertTokenizer("ram://vocab_out/none.model")
+
+
+def test_sampling_memory_does_not_grow_with_the_corpus(tmp_path):
+    """Peak Python memory while sampling 500 sentences from 20k vs 80k lines: the sample bounds it, not the file."""
+    import tracemalloc  # pylint: disable=import-outside-toplevel
+
+    peaks = []
+    for n in (20_000, 80_000):
+        path = tmp_path / f"lines-{n}.txt"
+        with open(path, "w", encoding="utf-8") as f:
+            for i in range(n):
+                f.write(f"Sentence number {i} says something about the river and the mountain.\n")
+        tracemalloc.start()
+        sample, stats = sample_sentences([str(path)], 500, seed=1)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert len(sample) == 500 and stats["sentences"] == n
+    file_bytes = (tmp_path / "lines-80000.txt").stat().st_size
+    assert peaks[1] < 1.5 * peaks[0], peaks  # keeping every line would make this 4x
+    assert peaks[1] < file_bytes / 10, (peaks, file_bytes)

@@ -7,14 +7,12 @@ The original's settings: unigram model, <pad> 0, <unk> 1, control symbols [CLS] 
 user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-blank input line is one sentence, passed
 through `albert_tf.tokenization.normalize` (the tokenizer's own preprocessing) before training. Input is streamed
 and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
-corpus. PREFIX.model and PREFIX.vocab are written atomically.
+corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
 """
 import codecs
 import glob
 import os
 import random
-import shutil
-import tempfile
 
 from albert_tf.tokenization import normalize
 
@@ -22,6 +20,7 @@ USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 CHARACTER_COVERAGE = 0.99995
 DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
+TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
 _REPLACE_ERRORS = "albert_tf_count_replace"
 
 
@@ -84,26 +83,46 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345):
         with _open_binary(path) as f:
             for raw in f:
                 lines += 1
-                text = normalize(raw.decode("utf-8", _REPLACE_ERRORS), lower_case)
-                if not text:
+                text = raw.decode("utf-8", _REPLACE_ERRORS)
+                if text.isspace() or not text:
                     continue
+                # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n lines.
                 if seen < max_sentences:
-                    sample.append(text)
+                    sample.append(normalize(text, lower_case))
                 else:
                     j = rng.randint(0, seen)
                     if j < max_sentences:
-                        sample[j] = text
+                        sample[j] = normalize(text, lower_case)
                 seen += 1
         if _ByteErrorCounter.count > before:
             replaced_per_file[path] = _ByteErrorCounter.count - before
+    sample = [s for s in sample if s]  # a line of combining marks only normalizes to nothing
     stats = {"lines": lines, "sentences": seen, "replaced_bytes": sum(replaced_per_file.values()),
              "replaced_bytes_per_file": replaced_per_file}
     return sample, stats
 
 
+def _drain(items):
+    """Yields the list's items, dropping each reference once yielded (SentencePiece keeps its own copy)."""
+    for i, item in enumerate(items):
+        items[i] = None
+        yield item
+
+
+def vocab_lines(model_proto):
+    """The PREFIX.vocab text SentencePiece writes: "piece<TAB>score" per id (score as C++ streams print it)."""
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
+
+
 def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
-                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345, num_threads=None):
+                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345):
     """Trains ALBERT's SentencePiece unigram vocabulary; writes output_prefix + ".model" / ".vocab" atomically.
+
+    Training runs in memory with a fixed thread count, so the same input, arguments and seed give byte-identical
+    files on any machine.
 
     Args:
       input_pattern: glob of UTF-8 text files (local or gs://), one sentence per line (blank lines ignored).
@@ -112,16 +131,17 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
       lower_case: normalize to lowercase (False for a cased vocabulary).
       max_sentences: at most this many sentences are sampled (seeded reservoir) for training.
       seed: sampling seed.
-      num_threads: SentencePiece trainer threads (default: all CPUs, at most 16).
     Returns:
       dict: files, lines, sentences, sampled, replaced_bytes, replaced_bytes_per_file, model, vocab (paths).
     Raises:
       FileNotFoundError: the glob matches no file.
       ValueError: empty corpus, or a vocab_size the corpus cannot support.
     """
+    import io  # pylint: disable=import-outside-toplevel
+
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.utils import atomic_copy  # pylint: disable=import-outside-toplevel
+    from albert_tf.utils import atomic_output  # pylint: disable=import-outside-toplevel
 
     files = match_files(input_pattern)
     sample, stats = sample_sentences(files, max_sentences, lower_case, seed)
@@ -132,38 +152,31 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     if vocab_size < minimum:
         raise ValueError(f"--vocab-size {vocab_size} is too small: the special and user-defined symbols alone "
                          f"take {minimum - 1} ids")
-    output_prefix = os.fspath(output_prefix)
-    local_dir = None if _is_remote(output_prefix) else (os.path.dirname(os.path.abspath(output_prefix)))
-    if local_dir is not None:
-        os.makedirs(local_dir, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".albert_vocab_", dir=local_dir)
+    stats["sampled"] = len(sample)
+    model = io.BytesIO()
     try:
-        corpus = os.path.join(work, "sentences.txt")
-        with open(corpus, "w", encoding="utf-8") as f:
-            for sentence in sample:
-                f.write(sentence + "\n")
-        del sample
-        temp_prefix = os.path.join(work, "spm")
-        try:
-            spm.SentencePieceTrainer.train(
-                input=corpus, model_prefix=temp_prefix, vocab_size=vocab_size, model_type="unigram",
-                pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-                control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
-                character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
-                num_threads=num_threads or min(16, os.cpu_count() or 1), minloglevel=2,
-            )
-        except RuntimeError as e:
-            message = str(e)
-            if "Vocabulary size" in message or "vocab_size" in message:
-                raise ValueError(f"--vocab-size {vocab_size} does not fit the corpus {input_pattern!r} "
-                                 f"({stats['sentences']} sentences): {message}") from e
-            raise ValueError(f"SentencePiece training on {input_pattern!r} failed: {message}") from e
-        outputs = {"vocab": output_prefix + ".vocab", "model": output_prefix + ".model"}
-        for ext in ("vocab", "model"):  # the .model last: its presence means the pair is complete
-            atomic_copy(f"{temp_prefix}.{ext}", outputs[ext])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    stats.update(files=files, sampled=min(stats["sentences"], max_sentences), **outputs)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=_drain(sample), model_writer=model, vocab_size=vocab_size, model_type="unigram",
+            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
+            character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
+            num_threads=TRAINER_THREADS, minloglevel=2,
+        )
+    except RuntimeError as e:
+        message = str(e)
+        if "Vocabulary size" in message or "vocab_size" in message:
+            raise ValueError(f"--vocab-size {vocab_size} does not fit the corpus {input_pattern!r} "
+                             f"({stats['sentences']} sentences): {message}") from e
+        raise ValueError(f"SentencePiece training on {input_pattern!r} failed: {message}") from e
+    output_prefix = os.fspath(output_prefix)
+    if not _is_remote(output_prefix):
+        os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
+    outputs = {"vocab": output_prefix + ".vocab", "model": output_prefix + ".model"}
+    with atomic_output(outputs["vocab"], "w") as f:
+        f.write(vocab_lines(model.getvalue()))
+    with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the pair is complete
+        f.write(model.getvalue())
+    stats.update(files=files, **outputs)
     return stats
 
 
