@@ -106,9 +106,9 @@ class _ByteCounter:
             yield line
 
 
-def _blocks(files, counter):
+def _blocks(files, counter, block_documents):
     for file_index, path in enumerate(files):
-        for block in _instances.iter_blocks(counter.wrap(_read_lines(path)), file_index):
+        for block in _instances.iter_blocks(counter.wrap(_read_lines(path)), file_index, block_documents):
             yield path, block
 
 
@@ -149,7 +149,8 @@ class _Progress:
 
 
 def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, workers=1,
-                            lower_case=True, progress=True):
+                            lower_case=True, progress=True,
+                            block_documents=_instances.BLOCK_DOCUMENTS):
     """Writes pretraining TFRecords; see the module docstring.
 
     Args:
@@ -162,6 +163,8 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
       workers: processes building instances (1: in this process). The output does not depend on it.
       lower_case: the tokenizer's lowercasing (False for a cased vocabulary).
       progress: print a progress bar and the summary to stderr.
+      block_documents: documents per block (the unit of work, of in-block shuffling and of the fallback's
+        random document); part of what determines the output, like the seed.
     Returns:
       Summary.
     Raises:
@@ -210,14 +213,14 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
 
         if workers == 1:
             processor = _instances.BlockProcessor(tokenizer, options)
-            for path, block in _blocks(files, counter):
+            for path, block in _blocks(files, counter, block_documents):
                 consume(path, processor.process(block))
         else:
             context = multiprocessing.get_context("spawn")
             pool = context.Pool(workers, initializer=_init_worker,
                                 initargs=(tokenizer.model_proto, lower_case, options))
             pending = collections.deque()
-            for path, block in _blocks(files, counter):
+            for path, block in _blocks(files, counter, block_documents):
                 pending.append((path, pool.apply_async(_process, (block,))))
                 while len(pending) > 2 * workers:  # bounded: at most 2 blocks per worker in flight
                     p, result = pending.popleft()
@@ -227,6 +230,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
                 consume(p, result.get())
         for w in writers:
             w.close()
+        writers = []
         if stats.documents == 0:
             raise ValueError(f"empty corpus: no text in {', '.join(files)}")
         if stats.instances == 0:
