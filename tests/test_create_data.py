@@ -272,3 +272,22 @@ def test_bad_options(tmp_path, tiny_spm_model, corpus_file, capsys):
     assert "max_seq_length must be at least 5" in capsys.readouterr().err
     assert _cli(tmp_path, tiny_spm_model + ".missing", corpus_file) == 2
     assert ".missing" in capsys.readouterr().err
+
+
+def test_fast_serialization_equals_protobuf():
+    rng = np.random.default_rng(0)
+    n = 50
+    feats = {
+        "input_ids": rng.integers(0, 40000, (n, 300)) * (rng.random((n, 300)) < 0.8),
+        "input_mask": rng.integers(0, 2, (n, 300)),
+        "masked_lm_positions": rng.integers(0, 300, (n, 7)),
+        "masked_lm_weights": rng.random((n, 7)).astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (n, 1)),
+        "big": rng.integers(0, 1 << 34, (n, 3)),
+    }
+    ours = instances.encode_examples(feats)
+    for i in range(n):
+        ex = tf.train.Example(features=tf.train.Features(feature={
+            k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i])) if v.dtype.kind == "f" else
+            tf.train.Feature(int64_list=tf.train.Int64List(value=v[i])) for k, v in feats.items()}))
+        assert ours[i] == ex.SerializeToString(deterministic=True)

@@ -27,6 +27,7 @@ Deliberate differences, so that memory stays bounded and the output is determini
 """
 import codecs
 import dataclasses
+import functools
 import itertools
 import random
 
@@ -337,59 +338,68 @@ def _varint(n):
 
 
 def _packed_varints(values):
-    """int64 [N, W] (non-negative, < 2**35) → (one bytes object, int64 [N] bytes per row): rows' packed varints."""
-    values = np.asarray(values, dtype=np.int64)
-    if values.size and (values.min() < 0 or values.max() >= 1 << 35):
+    """int array [N, W] (non-negative, < 2**35) → (one bytes object, per-row byte counts int64 [N] or None when
+    every row takes W bytes): the rows' values as packed protobuf varints, all rows at once."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return b"", None
+    top = int(values.max())
+    if values.min() < 0 or top >= 1 << 35:
         raise ValueError("feature values must be in [0, 2**35)")
-    nbytes = np.ones(values.shape, np.int64)
-    for k in range(1, 5):
+    if top < 0x80:  # one byte per value: the common case (masks, segments, labels, short positions)
+        return values.astype(np.uint8).tobytes(), None
+    width = (top.bit_length() + 6) // 7
+    values = values.astype(np.int64)
+    nbytes = np.ones(values.shape, np.int8)
+    for k in range(1, width):
         nbytes += values >= (1 << (7 * k))
-    shifts = 7 * np.arange(5)
-    digits = (values[..., None] >> shifts) & 0x7F
-    more = np.arange(5) < (nbytes[..., None] - 1)
-    digits = (digits | (more * 0x80)).astype(np.uint8)
-    keep = np.arange(5) < nbytes[..., None]
-    return digits[keep].tobytes(), nbytes.sum(axis=1)
+    k = np.arange(width, dtype=np.int8)
+    digits = ((values[..., None] >> (7 * k.astype(np.int64))) & 0x7F).astype(np.uint8)
+    digits |= (k < nbytes[..., None] - 1).astype(np.uint8) << 7
+    return digits[k < nbytes[..., None]].tobytes(), nbytes.sum(axis=1, dtype=np.int64)
 
 
 def encode_examples(features):
-    """Serializes N tf.train.Examples from {name: array [N, W]} (int arrays → int64_list, float32 → float_list).
+    """Serializes N tf.train.Examples from {name: array [N, W]} (int arrays → int64_list, float → float_list).
 
     The bytes equal `tf.train.Example.SerializeToString(deterministic=True)` (map keys in sorted order), without
-    building protobuf objects: the varints are packed for all N rows at once with numpy.
+    building protobuf objects: values are packed for all N rows at once with numpy, and the framing of a
+    fixed-width feature is computed once.
     """
     names = sorted(features)
     num = len(features[names[0]])
-    columns = []
-    for name in names:
+    fixed, varying = [], []  # per column: how to cut row i's bytes
+    for column, name in enumerate(names):
         values = np.asarray(features[name])
         if values.dtype.kind == "f":
-            payload = values.astype("<f4").tobytes()
-            per_row = np.full(num, 4 * values.shape[1], np.int64)
-            list_tag = b"\x12"
+            payload, per_row = values.astype("<f4").tobytes(), None
+            width, list_tag = 4 * values.shape[1], b"\x12"
         else:
             payload, per_row = _packed_varints(values)
-            list_tag = b"\x1a"
+            width, list_tag = values.shape[1], b"\x1a"
         key = name.encode()
-        columns.append((b"\n" + _varint(len(key)) + key + b"\x12", list_tag, payload,
-                        np.concatenate([[0], np.cumsum(per_row)]).tolist()))
-    cache = {}
-
-    def header(n):
-        h = cache.get(n)
-        if h is None:
-            h = cache[n] = _varint(n)
-        return h
-
+        key_part = b"\n" + _varint(len(key)) + key + b"\x12"
+        if per_row is None:
+            values_list_header = b"\n" + _varint(width)
+            feature_header = list_tag + _varint(len(values_list_header) + width) + values_list_header
+            entry_len = len(key_part) + len(_varint(len(feature_header) + width)) + len(feature_header) + width
+            prefix = b"\n" + _varint(entry_len) + key_part + _varint(len(feature_header) + width) + feature_header
+            fixed.append((column, prefix, payload, width))
+        else:
+            ends = np.concatenate([[0], np.cumsum(per_row)]).tolist()
+            varying.append((column, key_part, list_tag, payload, ends))
+    header = functools.lru_cache(maxsize=None)(_varint)
     records = []
+    parts = [b""] * len(names)
     for i in range(num):
-        entries = []
-        for key_part, list_tag, payload, ends in columns:
+        for column, prefix, payload, width in fixed:
+            parts[column] = prefix + payload[i * width:(i + 1) * width]
+        for column, key_part, list_tag, payload, ends in varying:
             body = payload[ends[i]:ends[i + 1]]
             values_list = b"\n" + header(len(body)) + body
             feature = list_tag + header(len(values_list)) + values_list
             entry = key_part + header(len(feature)) + feature
-            entries.append(b"\n" + header(len(entry)) + entry)
-        features_bytes = b"".join(entries)
+            parts[column] = b"\n" + header(len(entry)) + entry
+        features_bytes = b"".join(parts)
         records.append(b"\n" + header(len(features_bytes)) + features_bytes)
     return records
