@@ -19,6 +19,7 @@ The last line is parseable:
 """
 import argparse
 import glob
+import itertools
 import os
 import re
 import subprocess
@@ -38,10 +39,11 @@ def python_doc_sources():
 
 
 def write_corpus(files, path, max_bytes):
-    """rst sources → one sentence per line, a blank line between files; stops after max_bytes. Returns bytes."""
+    """rst sources → one sentence per line, a blank line between files, cycling through the files again if
+    needed; stops after max_bytes. Returns the bytes written."""
     written = 0
     with open(path, "w", encoding="utf-8") as out:
-        for name in files:
+        for name in itertools.cycle(files):
             with open(name, encoding="utf-8", errors="replace") as f:
                 text = f.read()
             sentences = []
@@ -73,6 +75,7 @@ def measure(cmd, env=None):
 
 
 def count_records(paths):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return sum(1 for p in paths for _ in tf.data.TFRecordDataset(p))
@@ -83,7 +86,7 @@ def main(argv=None):
     parser.add_argument("--original-dir", default="/work/scratch/orig",
                         help="folder holding the google-research/albert checkout as package `albert`")
     parser.add_argument("--work-dir", default=None, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--small-mb", type=float, default=1.25)
+    parser.add_argument("--small-mb", type=float, default=2.5)
     parser.add_argument("--scale", type=int, default=4, help="the large corpus is this many times the small one")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--max-seq-length", type=int, default=128)

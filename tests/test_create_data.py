@@ -45,7 +45,8 @@ def _reference_truncate(rnd, la, lb, max_tokens):
     return cuts[0][0], cuts[0][1], cuts[1][0], cuts[1][1]
 
 
-@pytest.mark.parametrize("la,lb,max_tokens", [(40, 10, 30), (10, 40, 30), (25, 25, 20), (25, 25, 21), (12, 10, 11), (30, 3, 61), (7, 6, 4)])
+@pytest.mark.parametrize("la,lb,max_tokens", [
+    (40, 10, 30), (10, 40, 30), (25, 25, 20), (25, 25, 21), (12, 10, 11), (30, 3, 61), (7, 6, 4)])
 def test_truncation_matches_original_loop(la, lb, max_tokens):
     rnd = random.Random(0)
     ours, ref = collections.Counter(), collections.Counter()

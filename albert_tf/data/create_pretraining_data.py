@@ -10,9 +10,9 @@ records made here and by google-research/albert's create_pretraining_data.py are
 unmasked records (zero prediction slots) for the input pipeline's dynamic masking.
 
 How it differs from the original (see albert_tf.data.instances for the instance semantics):
-  * it streams: files are read line by line, grouped into blocks of up to 256 documents, and each block is turned
-    into records and written before the next is read, so memory is bounded by (workers + 2) blocks whatever the
-    corpus size (the original holds every document and every instance in memory);
+  * it streams: files are read line by line, grouped into blocks of up to 256 documents (or 1 MiB), and each
+    block is turned into records and written before the next is read, so memory is bounded by a few blocks per
+    worker whatever the corpus size (the original holds every document and every instance in memory);
   * the output is a function of the input and --seed only: the same bytes whatever --workers, because blocks
     are cut by the input alone, every draw is seeded from (seed, file, document, dupe round) or (seed, file,
     block), and records are written in block order, dealt round-robin to the shards;

@@ -1,9 +1,10 @@
 """Building pretraining instances from text blocks: shared by the local `create-data` and the Beam pipeline.
 
 Nothing here imports TensorFlow, so worker processes stay light. The unit of work is a *block*: up to
-`BLOCK_DOCUMENTS` consecutive documents of one input file (fewer when they pass `BLOCK_BYTES`). Block boundaries
-depend only on the input, and every random choice is seeded from (seed, file index, document index, dupe round)
-or (seed, file index, block index), so the records of a block are the same bytes whoever processes it.
+`BLOCK_DOCUMENTS` consecutive documents of one input file (fewer once they pass `BLOCK_BYTES` of text); its
+instances are assembled, masked and serialized `BATCH_INSTANCES` at a time. Block boundaries depend only on
+the input, and every random choice is seeded from (seed, file index, document index, dupe round) or (seed, file
+index, block index), so the records of a block are the same bytes whoever processes it.
 
 Instances follow google-research/albert's create_pretraining_data.py (SOP):
   * per document and dupe round a target length: max_seq_length − 3, or with p = short_seq_prob a uniform
@@ -37,7 +38,8 @@ from albert_tf.data import masking
 from albert_tf.data.features import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
-BLOCK_BYTES = 4 << 20
+BLOCK_BYTES = 1 << 20
+BATCH_INSTANCES = 512  # instances assembled, masked and serialized together
 _MIX = 1_000_003
 
 # ------------------------------------------------------------------------------------------------ reading text
@@ -285,17 +287,26 @@ class BlockProcessor:
         rng = np.random.default_rng(block_seed(opts.seed, block.file_index, block.block_index))
         rng.shuffle(spans)
         span = np.array([s[:5] for s in spans], dtype=np.int64)
+        records = []
+        for start in range(0, len(spans), BATCH_INSTANCES):  # bounded temporaries, whatever the block holds
+            records.extend(self._encode(flat, span[start:start + BATCH_INSTANCES], rng, stats))
+        stats.instances = len(spans)
+        stats.random_next = sum(s[5] for s in spans)
+        return records, stats
+
+    def _encode(self, flat, span, rng, stats):
+        """Assembles, masks and serializes a batch of instances given as (a0, a1, b0, b1, label) rows [n, 5]."""
+        opts = self.options
         a0, a1, b0, b1, label = span.T
         la, lb = a1 - a0, b1 - b0
         lengths = la + lb + 3
-        seq = opts.max_seq_length
-        col = np.arange(seq)[None, :]
+        col = np.arange(opts.max_seq_length)[None, :]
         in_a = (col >= 1) & (col <= la[:, None])
         in_b = (col >= la[:, None] + 2) & (col < lengths[:, None] - 1)
         src = np.where(in_a, a0[:, None] + col - 1, np.where(in_b, b0[:, None] + col - la[:, None] - 2, 0))
-        ids = np.where(in_a | in_b, flat[src] if flat.size else 0, PAD_ID)
+        ids = np.where(in_a | in_b, flat[src], PAD_ID)
         ids[:, 0] = CLS_ID
-        rows = np.arange(len(spans))
+        rows = np.arange(len(span))
         ids[rows, la + 1] = SEP_ID
         ids[rows, lengths - 1] = SEP_ID
         valid = col < lengths[:, None]
@@ -307,21 +318,18 @@ class BlockProcessor:
                 max_predictions=opts.max_predictions, ngram=opts.ngram, vocab_size=self.vocab_size)
         else:
             masked = ids
-            positions = mlm_ids = np.zeros((len(spans), opts.max_predictions), np.int64)
-            num = np.zeros(len(spans), np.int64)
+            positions = mlm_ids = np.zeros((len(span), opts.max_predictions), np.int64)
+            num = np.zeros(len(span), np.int64)
         weights = (np.arange(opts.max_predictions)[None, :] < num[:, None]).astype(np.float32)
-        records = encode_examples({
+        stats.tokens += int(lengths.sum())
+        stats.masked += int(num.sum())
+        stats.maskable += int((lengths - 3).sum())
+        stats.swapped += int(label.sum())
+        return encode_examples({
             "input_ids": masked, "input_mask": valid.astype(np.int64), "segment_ids": segment,
             "token_boundary": boundary, "masked_lm_positions": positions, "masked_lm_ids": mlm_ids,
             "masked_lm_weights": weights, "next_sentence_labels": label[:, None],
         })
-        stats.instances = len(spans)
-        stats.tokens = int(lengths.sum())
-        stats.masked = int(num.sum())
-        stats.maskable = int((lengths - 3).sum())
-        stats.swapped = int(label.sum())
-        stats.random_next = sum(s[5] for s in spans)
-        return records, stats
 
 
 # ------------------------------------------------------------------------------------------------ serialization
