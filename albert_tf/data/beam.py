@@ -11,9 +11,10 @@ The pipeline is the local tool's, stage for stage, with the same code (albert_tf
   files → blocks of documents (read per file, streaming) → reshuffle → records (BlockProcessor, the tokenizer
   loaded once per worker) → shard = crc32(record) mod N → group by shard → PREFIX-SSSSS-of-NNNNN.tfrecord, each
   written by tf.io.TFRecordWriter under a temporary name and renamed when complete (no crc32c package needed).
-Each block is seeded from (seed, file, block) and its documents from (seed, file, document, round), so the
-pipeline writes exactly the records the local `create-data` writes for the same input, seed and block size — only
-their order and their assignment to shards differ. Counters (instances, documents, ...) are reported at the end,
+Each file is read by one worker (streaming, block by block) while the blocks are built on all workers, so give
+a large corpus as many files. Each block is seeded from (seed, file, block) and its documents from (seed, file,
+document, round), so the pipeline writes exactly the records the local `create-data` writes for the same input,
+seed and block size — only their order and their assignment to shards differ. Counters (instances, documents, ...) are reported at the end,
 and the same bad-input errors are raised (an empty result is deleted, never left behind).
 """
 import argparse
