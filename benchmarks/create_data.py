@@ -2,8 +2,9 @@
 
 Real English: the Python 3 documentation sources (`apt-get install python3-doc`, *.rst.txt), one sentence per line
 and a blank line between files. A SentencePiece vocabulary is trained with `albert-tf vocab`. Both tools run at
-seq 128, 20 predictions, ngram 3, dupe factor 1, one process each, on a small and on a 4x larger corpus, as child
-processes measured with os.wait4: wall time, CPU time (user + sys) and peak RSS.
+seq 128, 20 predictions, ngram 3, dupe factor 1, one process each, on a small and on a 4x larger corpus. Each run
+is a child process that imports everything first and then times only the work (process CPU time, all threads, and
+wall time); its peak RSS comes from os.wait4.
 
 The original is not part of this repository: bring it yourself, e.g. with
     git clone https://github.com/google-research/albert /work/scratch/orig/albert
@@ -11,8 +12,8 @@ and pass --original-dir /work/scratch/orig (the folder that holds the `albert` p
 tensorflow.compat.v1 of the installed TensorFlow; `tensorflow_hub` (imported by its tokenization.py, used only for
 TF-Hub modules) is replaced by an empty stub when it is not installed.
 
-Throughput is reported per CPU second (one core) as the marginal rate between the two corpus sizes, so the fixed
-start-up cost (importing TensorFlow, loading the vocabulary) cancels out; the raw whole-run rates are printed too.
+Throughput is instances per CPU second of the work (one core; the machine may be shared, so CPU time is steadier
+than wall time, which is printed too), over both corpus sizes.
 The last line is parseable:
     ours_inst_per_s=... original_inst_per_s=... speedup=... ours_peak_rss_mb_small=... ours_peak_rss_mb_large=...
     original_peak_rss_mb_small=... original_peak_rss_mb_large=...
@@ -62,16 +63,40 @@ def write_corpus(files, path, max_bytes):
     return written
 
 
+# Each tool runs in a child process that imports everything first and then times only the work (CPU time of
+# the whole process, all threads, and wall time), printing `work_cpu_s=... work_wall_s=...` as its last line.
+_OURS = """
+import sys, time
+import tensorflow, albert_tf.tokenization
+from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
+corpus, model, out, seq = sys.argv[1:5]
+cpu, wall = time.process_time(), time.time()
+create_pretraining_data(corpus, model, out, options=InstanceOptions(max_seq_length=int(seq), max_predictions=20),
+                        workers=1, progress=False)
+print(f"work_cpu_s={time.process_time() - cpu} work_wall_s={time.time() - wall}")
+"""
+_ORIGINAL = """
+import sys, time
+from albert import create_pretraining_data as original
+original.FLAGS(["create_pretraining_data"] + sys.argv[1:])
+cpu, wall = time.process_time(), time.time()
+original.main(None)
+print(f"work_cpu_s={time.process_time() - cpu} work_wall_s={time.time() - wall}")
+"""
+
+
 def measure(cmd, env=None):
-    """Runs cmd; returns (wall s, cpu s, peak RSS MiB) of that child alone (os.wait4)."""
-    start = time.time()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.time() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{err.decode(errors='replace')[-3000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    """Runs cmd; returns (work wall s, work cpu s, peak RSS MiB of that child alone, via os.wait4)."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err)
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            err.seek(0)
+            sys.exit(f"failed: {' '.join(cmd)}\n{err.read().decode(errors='replace')[-3000:]}")
+    fields = dict(kv.split("=") for kv in out.decode().strip().splitlines()[-1].split())
+    return float(fields["work_wall_s"]), float(fields["work_cpu_s"]), usage.ru_maxrss / 1024
 
 
 def count_records(paths):
@@ -124,17 +149,14 @@ def main(argv=None):
     results = {}
     for name, corpus in corpora.items():
         out = os.path.join(work, f"ours_{name}")
-        cmd = [python, "-m", "albert_tf", "create-data", "--input", corpus, "--spm-model", prefix + ".model",
-               "--output", out, "--max-seq-length", seq, "--max-predictions", "20", "--workers", "1"]
-        wall, cpu, rss = measure(cmd, env)
-        results[("ours", name)] = (count_records(glob.glob(out + "-*.tfrecord")), wall, cpu, rss)
+        cmd = [python, "-c", _OURS, corpus, prefix + ".model", out, seq]
+        results[("ours", name)] = (count_records(glob.glob(out + "-*.tfrecord")),) + measure(cmd, env)
         out = os.path.join(work, f"original_{name}.tfrecord")
-        cmd = [python, "-m", "albert.create_pretraining_data", f"--input_file={corpus}", f"--output_file={out}",
+        cmd = [python, "-c", _ORIGINAL, f"--input_file={corpus}", f"--output_file={out}",
                f"--spm_model_file={prefix}.model", f"--vocab_file={prefix}.vocab", f"--max_seq_length={seq}",
                "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--ngram=3", "--dupe_factor=1",
                "--short_seq_prob=0.1", "--random_seed=12345"]
-        wall, cpu, rss = measure(cmd, orig_env)
-        results[("original", name)] = (count_records([out]), wall, cpu, rss)
+        results[("original", name)] = (count_records([out]),) + measure(cmd, orig_env)
 
     rates = {}
     for tool in ("ours", "original"):
@@ -143,7 +165,7 @@ def main(argv=None):
             print(f"{tool:8s} {name}: {n} instances, wall {wall:.1f} s ({n / wall:.0f}/s), cpu {cpu:.1f} s "
                   f"({n / cpu:.0f}/s), peak RSS {rss:.0f} MiB", file=sys.stderr)
         (n0, _, c0, _), (n1, _, c1, _) = results[(tool, "small")], results[(tool, "large")]
-        rates[tool] = (n1 - n0) / max(c1 - c0, 1e-9)
+        rates[tool] = (n0 + n1) / (c0 + c1)
     print(f"ours_inst_per_s={rates['ours']:.0f} original_inst_per_s={rates['original']:.0f} "
           f"speedup={rates['ours'] / rates['original']:.1f} "
           f"ours_peak_rss_mb_small={results[('ours', 'small')][3]:.0f} "
