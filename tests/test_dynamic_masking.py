@@ -195,6 +195,24 @@ def test_ngram_lengths_match_reference_at_seq_512(batch512):
     assert abs(np.sum(span_units > 0) / len(ref_spans) - 1) < 0.05
 
 
+def test_tight_budget_shortens_ngrams_as_reference():
+    """Budget 3 in 20 tokens: when 1-2 tokens remain, a long draw is shortened (not skipped), as the original does."""
+    rng = np.random.default_rng(6)
+    ids, mask, boundary = make_records(10000, 20, rng=rng, continuation_prob=0.0, short_prob=0.0)
+    spans = select_ngram_spans(ids, mask, boundary, seed=tf.constant([1, 6]), max_predictions=20, ngram=3)
+    span_units = spans["span_units"].numpy()
+    got_per_row = collections.Counter(tuple(sorted(row[row > 0].tolist())) for row in span_units)
+    ref_rng = np.random.default_rng(8)
+    ref_per_row = collections.Counter(
+        tuple(sorted(reference_spans(ids[r], mask[r], boundary[r], max_predictions=20, masked_lm_prob=0.15, ngram=3,
+                                     rng=ref_rng)[1])) for r in range(len(ids)))
+    keys = sorted(set(got_per_row) | set(ref_per_row))
+    assert {sum(k) for k in keys} == {3}  # every row masks exactly its budget of 3
+    got = np.array([got_per_row[k] for k in keys]) / len(ids)
+    want = np.array([ref_per_row[k] for k in keys]) / len(ids)
+    np.testing.assert_allclose(got, want, atol=0.03)
+
+
 def test_mask_rate_and_run_lengths_match_reference():
     rng = np.random.default_rng(2)
     ids, mask, boundary = make_records(1500, 128, rng=rng)
