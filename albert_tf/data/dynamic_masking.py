@@ -66,10 +66,10 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
     seq = tf.shape(input_ids)[1]
     order_seed, ngram_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
 
-    special = (input_ids == CLS_ID) | (input_ids == SEP_ID) | (input_mask == 0)
+    special = tf.equal(input_ids, CLS_ID) | tf.equal(input_ids, SEP_ID) | tf.equal(input_mask, 0)
     candidate = tf.logical_not(special)
     prev_special = tf.concat([tf.ones([batch, 1], tf.bool), special[:, :-1]], axis=1)
-    unit_start = candidate & ((token_boundary == 1) | prev_special)
+    unit_start = candidate & (tf.equal(token_boundary, 1) | prev_special)
     units_so_far = tf.cumsum(tf.cast(unit_start, tf.int32), axis=1)  # [B, S]
     unit_of_token = units_so_far - 1  # index of the unit holding token s (valid where candidate)
     num_units = units_so_far[:, -1]  # [B]
