@@ -1,0 +1,116 @@
+"""AlbertEncoder: factorized embedding, cross-layer-shared post-LN transformer, pooler."""
+import keras
+from keras import ops
+
+from albert_tf.config import AlbertConfig, load_config
+from albert_tf.modeling.attention import AttentionSublayer
+from albert_tf.modeling.embedding import FactorizedEmbedding
+from albert_tf.modeling.feedforward import FeedForwardSublayer
+from albert_tf.modeling.layers import dense
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def _sublayer_keys(config):
+    """For each applied block (layer i, inner block j) in order, the keys of the attention and FFN parameter sets
+    it uses.
+
+    Layer i uses group g = int(i·G/L) (the original). With sharing "all" both halves are keyed by (g, j) — the
+    original ALBERT. "attention" keys attention by (g, j) and the FFN per layer (i, j); "ffn" the reverse; "none"
+    keys both per layer (no sharing, BERT). LayerNorms belong to the half they follow.
+    """
+    keys = []
+    for i in range(config.num_hidden_layers):
+        g = config.group_of_layer(i)
+        for j in range(config.inner_group_num):
+            shared, own = ("group", g, j), ("layer", i, j)
+            attention_key = shared if config.sharing in ("all", "attention") else own
+            ffn_key = shared if config.sharing in ("all", "ffn") else own
+            keys.append((attention_key, ffn_key))
+    return keys
+
+
+def _key_name(key):
+    kind, a, j = key
+    return f"group_{a}_inner_group_{j}" if kind == "group" else f"layer_{a}_inner_group_{j}"
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEncoder(keras.Model):
+    """The ALBERT encoder as a functional Keras model.
+
+    Inputs (dict, TF-Hub BERT names): `input_word_ids`, `input_mask`, `input_type_ids`, int32 [B, L].
+    Outputs (dict):
+      sequence_output  float [B, L, H]   the last block's output
+      pooled_output    float [B, H]      tanh(dense(sequence_output[:, 0]))
+      encoder_outputs  list of float [B, L, H], one per applied block (num_hidden_layers × inner_group_num)
+
+    Args:
+      config: an AlbertConfig, dict, preset name or path to albert_config.json.
+      dropout: False builds the model with both dropout rates set to 0 (the paper's dropout removal).
+    """
+
+    def __init__(self, config, dropout=True, **kwargs):
+        config = load_config(config)
+        if not dropout:
+            config = config.without_dropout()
+        self.config = config
+        c = config
+
+        embeddings = FactorizedEmbedding(c, name="embeddings")
+        attention_layers, ffn_layers = {}, {}
+        keys = _sublayer_keys(c)
+        for attention_key, ffn_key in keys:
+            if attention_key not in attention_layers:
+                attention_layers[attention_key] = AttentionSublayer(c, name=f"attention_{_key_name(attention_key)}")
+            if ffn_key not in ffn_layers:
+                ffn_layers[ffn_key] = FeedForwardSublayer(c, name=f"ffn_{_key_name(ffn_key)}")
+        pooler = dense(c.hidden_size, c, "pooler_dense", activation_fn="tanh")
+
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+        x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        encoder_outputs = []
+        for attention_key, ffn_key in keys:
+            x = attention_layers[attention_key](x, inputs["input_mask"])
+            x = ffn_layers[ffn_key](x)
+            encoder_outputs.append(x)
+        pooled = pooler(x[:, 0, :])
+        outputs = {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        self.embeddings = embeddings
+        self.attention_layers = attention_layers  # {("group", g, j) or ("layer", i, j): AttentionSublayer}
+        self.ffn_layers = ffn_layers
+        self.block_keys = keys  # per applied block: (attention key, ffn key)
+        self.pooler = pooler
+
+    def call(self, inputs, training=None, mask=None):
+        # Callers may pass a whole pretraining batch; keep only the model inputs.
+        if isinstance(inputs, dict):
+            inputs = {name: inputs[name] for name in INPUT_NAMES}
+        return super().call(inputs, training=training, mask=mask)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+    @classmethod
+    def from_pretrained(cls, directory, dropout=True):
+        """Loads the encoder of a pretrained-model directory (albert_config.json + TF checkpoint), as written by
+        `albert-tf convert` and `albert-tf pretrain`."""
+        from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+
+        return AlbertPretrainer.from_pretrained(directory, dropout=dropout).encoder
+
+
+def count_params(model):
+    """Number of distinct parameters (shared and tied variables counted once)."""
+    seen = {}
+    for v in model.weights:
+        seen[id(v)] = int(ops.size(v))
+    return sum(seen.values())
+
