@@ -9,11 +9,12 @@ create_pretraining_data.py), applied to a batch of UNMASKED records inside tf.da
   recognised by id, not by boundary).
 - Budget per sequence: min(max_predictions, max(1, round(num_tokens * masked_lm_prob))), num_tokens counting [CLS]
   and [SEP] (Python's round, half to even, in float64 as the original).
-- Candidate start units are visited in a random order. At each, n <= ngram units is drawn with p(n) ∝ 1/n (limited
-  to the units left before the end of the sequence); n is shortened until the n-gram fits the budget, and the
-  n-gram is skipped when even one unit does not fit or when it overlaps an earlier n-gram. Visiting stops when the
-  budget is spent (or nothing left can fit).
-- Each selected token: 80% [MASK], 10% unchanged, 10% a random id in [RANDOM_ID_START, vocab_size).
+- Candidate start units are visited in a random order. At each unit u, n <= ngram is drawn with p(n) ∝ 1/n and
+  the n-gram is units u .. u+n-1, cut short at the last unit (as the original slices its candidate list); n is
+  shortened until the n-gram fits the budget, and the n-gram is skipped when even one unit does not fit or when it
+  overlaps an earlier n-gram. Visiting stops when the budget is spent (or nothing left can fit).
+- Each selected token: 80% [MASK], 10% unchanged, 10% a random id in [RANDOM_ID_START, vocab_size) = the whole
+  vocabulary, as the original and albert_tf.data.masking (the numpy version used by create-data) draw it.
 - Positions are sorted, padded with 0 (and weight 0) up to max_predictions.
 
 Randomness is stateless: given the same `seed` tensor the output is identical; callers pass a different seed per
@@ -25,10 +26,10 @@ r-th unit of every row), so its cost is per batch, not per example.
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.data.features import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
-# Random replacements are drawn from ids [RANDOM_ID_START, vocab_size): never pad/unk/[CLS]/[SEP]/[MASK].
-RANDOM_ID_START = 5
+# Random replacements are drawn from ids [RANDOM_ID_START, vocab_size): the whole vocabulary, like the original.
+RANDOM_ID_START = 0
 
 
 def masking_budget(num_tokens, max_predictions, masked_lm_prob):
@@ -54,7 +55,8 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
       seed: int32/int64 [2], a stateless RNG seed.
     Returns a dict:
       selected: bool [B, S], the token positions chosen for prediction.
-      span_units: int32 [B, S], at the first unit of each chosen n-gram its n (units), 0 elsewhere; indexed by unit.
+      span_units: int32 [B, S], at the first unit of each chosen n-gram its length in units (after any cut at the
+        end of the sequence), 0 elsewhere; indexed by unit.
       budget: int32 [B], the number of tokens the sequence may mask.
     """
     if ngram < 1:
@@ -66,7 +68,8 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
     seq = tf.shape(input_ids)[1]
     order_seed, ngram_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
 
-    special = tf.equal(input_ids, CLS_ID) | tf.equal(input_ids, SEP_ID) | tf.equal(input_mask, 0)
+    special = (tf.equal(input_ids, CLS_ID) | tf.equal(input_ids, SEP_ID) | tf.equal(input_ids, PAD_ID)
+               | tf.equal(input_mask, 0))
     candidate = tf.logical_not(special)
     prev_special = tf.concat([tf.ones([batch, 1], tf.bool), special[:, :-1]], axis=1)
     unit_start = candidate & (tf.equal(token_boundary, 1) | prev_special)
@@ -110,23 +113,23 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
         u = tf.argmin(keys, axis=1, output_type=tf.int32)  # [B], the unit visited now
         at_u = tf.stack([rows[:, 0], u], axis=1)  # [B, 2]
         keys = tf.tensor_scatter_nd_update(keys, at_u, tf.fill([batch], 3.0))
-        # n drawn with p(n) ∝ 1/n over n <= min(ngram, units left), by inverse CDF.
-        kmax = tf.clip_by_value(num_units - u, 1, ngram)
-        draw = ngram_uniform[:, step] * tf.gather(harmonic, kmax)
+        # n drawn with p(n) ∝ 1/n, n = 1..ngram, by inverse CDF.
+        draw = ngram_uniform[:, step] * harmonic[ngram]
         n_draw = 1 + tf.reduce_sum(tf.cast(draw[:, None] >= harmonic[None, 1:ngram], tf.int32), axis=1)
-        # Tokens of the k-unit n-gram at u, k = 1..ngram: [B, ngram] (big when it runs past the last unit).
+        # Tokens of the k-unit n-gram at u, k = 1..ngram, cut short at the last unit (cum_len holds the total
+        # beyond it): [B, ngram], non-decreasing in k.
         end = u[:, None] + ks[None, :]
         toks = tf.gather(cum_len, tf.minimum(end, seq), batch_dims=1) - tf.gather(cum_len, u, batch_dims=1)[:, None]
-        toks = tf.where(end <= num_units[:, None], toks, big)
         fits = (ks[None, :] <= n_draw[:, None]) & (toks <= (budget - count)[:, None])
-        n_eff = tf.reduce_sum(tf.cast(fits, tf.int32), axis=1)  # fits is a prefix: toks grows with k
+        n_eff = tf.reduce_sum(tf.cast(fits, tf.int32), axis=1)  # fits is a prefix: take the longest
         span_units = tf.stack([rows, tf.minimum(end - 1, seq - 1)], axis=2)  # [B, ngram, 2]: units u .. u+ngram-1
-        in_span = ks[None, :] <= n_eff[:, None]  # [B, ngram]
+        in_span = (ks[None, :] <= n_eff[:, None]) & (end <= num_units[:, None])  # [B, ngram], real units only
         overlap = tf.reduce_any(in_span & (tf.gather_nd(covered, span_units) > 0), axis=1)
         take = tf.logical_not(done(step, count)) & (n_eff > 0) & tf.logical_not(overlap)
         covered = tf.tensor_scatter_nd_max(covered, span_units, tf.cast(in_span & take[:, None], tf.int32))
         count = count + tf.where(take, tf.gather(toks, tf.maximum(n_eff - 1, 0), batch_dims=1), 0)
-        spans = tf.tensor_scatter_nd_add(spans, at_u, tf.where(take, n_eff, 0))
+        units_taken = tf.reduce_sum(tf.cast(in_span, tf.int32), axis=1)
+        spans = tf.tensor_scatter_nd_add(spans, at_u, tf.where(take, units_taken, 0))
         return step + 1, count, covered, spans, keys
 
     _, _, covered_units, span_units, _ = tf.while_loop(
@@ -152,8 +155,8 @@ def mask_batch(input_ids, input_mask, token_boundary, *, seed, max_predictions, 
       masked_lm_positions int32 [B, P] (sorted, 0-padded), masked_lm_ids int32 [B, P] (the original ids, 0-padded),
       masked_lm_weights float32 [B, P] (1.0 for real predictions, 0.0 for padding).
     """
-    if vocab_size is None or vocab_size <= RANDOM_ID_START:
-        raise ValueError(f"dynamic masking needs vocab_size > {RANDOM_ID_START} for random replacements, "
+    if vocab_size is None or vocab_size <= max(RANDOM_ID_START, MASK_ID):
+        raise ValueError(f"dynamic masking needs the vocab_size (> {MASK_ID}) to draw random replacements, "
                          f"got {vocab_size}")
     input_ids = tf.cast(input_ids, tf.int32)
     span_seed, replace_seed, random_id_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=3))
