@@ -25,6 +25,10 @@ from albert_tf.data.dynamic_masking import mask_batch
 _RECORD_SHUFFLE_BUFFER = 10_000  # records; ~50 MB at seq 512
 _CYCLE_LENGTH = 8  # files read at once when training
 _CHUNK = 64  # records a per-file reader hands on at a time (the byte check runs once per chunk)
+# Records are parsed (and dynamically masked) in groups of at least this many, then re-batched: much of the cost of
+# both is per call, and per-replica batches can be small (e.g. 8 on a large pod slice).
+_PARSE_GROUP = 64
+_MASK_GROUP = 256
 _TFRECORD_FRAMING_BYTES = 16  # uint64 length + crc32 of the length + crc32 of the data
 
 
@@ -179,7 +183,8 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
         dataset = dataset.unbatch().shuffle(_RECORD_SHUFFLE_BUFFER, seed=seed + 1, reshuffle_each_iteration=True)
     else:
         dataset = dataset.flat_map(_file_records).unbatch()
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    group = max(batch_size, _MASK_GROUP if dynamic_masking else _PARSE_GROUP)
+    dataset = dataset.batch(group, drop_remainder=is_training)
 
     spec = _parse_spec(seq_length, max_predictions, dynamic_masking)
     base_seed = tf.constant([seed, pipeline_id], tf.int64)
@@ -205,6 +210,8 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
         return batch
 
     dataset = dataset.enumerate().map(to_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if group != batch_size:
+        dataset = dataset.unbatch().batch(batch_size, drop_remainder=is_training)
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
