@@ -14,6 +14,7 @@ seq_length / max_predictions (the first record of every file is checked up front
 file name attached, so TensorFlow's error names the file too), and a truncated or corrupt TFRecord file (each file's
 reader counts the bytes it consumed and compares them with the file's size when it ends).
 """
+import concurrent.futures
 import random
 import struct
 
@@ -106,6 +107,17 @@ def check_first_record(path, *, seq_length, max_predictions, dynamic_masking):
                          f"unmasked records (create-data --no-mask)")
 
 
+def _check_files(files, **kwargs):
+    """Checks the first record of every file (in parallel: on gs:// each check is a round trip); returns sizes."""
+
+    def check(path):
+        check_first_record(path, **kwargs)
+        return tf.io.gfile.stat(path).length
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        return list(pool.map(check, files))  # re-raises the first failure in file order
+
+
 def _file_records(filename, size):
     """Records of one file, in chunks of up to _CHUNK, each as (filenames [n], records [n]).
 
@@ -168,10 +180,8 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
             raise ValueError(f"{len(files)} file(s) match {file_pattern!r} but there are {num_pipelines} input "
                              f"pipelines: write at least one shard per pipeline (create-data --num-shards)")
         files = files[pipeline_id::num_pipelines]
-    for path in files:
-        check_first_record(path, seq_length=seq_length, max_predictions=max_predictions,
-                           dynamic_masking=dynamic_masking)
-    sizes = [tf.io.gfile.stat(path).length for path in files]
+    sizes = _check_files(files, seq_length=seq_length, max_predictions=max_predictions,
+                         dynamic_masking=dynamic_masking)
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
 
