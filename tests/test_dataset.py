@@ -1,6 +1,7 @@
 """pretraining_dataset: batch layout, values, sharding, determinism, order, errors that name the file."""
 import collections
 import os
+import re
 
 import numpy as np
 import pytest
@@ -115,6 +116,11 @@ def test_eval_reads_every_record_once_in_order_with_exact_values(tmp_path):
     np.testing.assert_array_equal(got["masked_lm_ids"], [r["masked_lm_ids"] for r in rows])
     np.testing.assert_array_equal(got["masked_lm_weights"], [r["masked_lm_weights"] for r in rows])
     np.testing.assert_array_equal(got["sentence_order_labels"], [r["next_sentence_labels"][0] for r in rows])
+    # A batch as large as the parse group takes the path without re-batching: same records, same order.
+    whole = list(pretraining_dataset(str(tmp_path / "*.tfrecord"), seq_length=SEQ, max_predictions=PRED,
+                                     batch_size=300, is_training=False))
+    assert len(whole) == 1
+    np.testing.assert_array_equal(whole[0]["input_word_ids"].numpy(), got["input_word_ids"])
 
 
 def test_training_shuffles_and_repeats(tmp_path):
@@ -225,7 +231,9 @@ def test_length_mismatch_in_a_later_record_names_file(tmp_path):
     ds = pretraining_dataset([good[0], bad], seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=False)
     with pytest.raises(tf.errors.InvalidArgumentError) as err:
         list(ds)
-    assert bad in str(err.value) and "input_ids" in str(err.value)
+    message = str(err.value)
+    assert bad in message and re.search(r"Key: (input_ids|input_mask|segment_ids)", message)
+    assert f"Values size: {SEQ - 4} but output shape: [{SEQ}]" in message
 
 
 def test_dynamic_masking_rejects_masked_records(tmp_path):

@@ -26,7 +26,7 @@ def make_records(num, seq, *, rng, continuation_prob=0.3, short_prob=0.3):
     for row in range(num):
         length = seq if rng.random() > short_prob else int(rng.integers(8, seq))
         split = int(rng.integers(2, length - 2))
-        ids[row, :length] = rng.integers(RANDOM_ID_START, VOCAB, size=length)
+        ids[row, :length] = rng.integers(MASK_ID + 1, VOCAB, size=length)
         boundary[row, :length] = rng.random(length) >= continuation_prob
         for pos in (0, split, length - 1):
             ids[row, pos] = CLS_ID if pos == 0 else SEP_ID
@@ -56,12 +56,12 @@ def reference_spans(ids, mask, boundary, *, max_predictions, masked_lm_prob, ngr
     starts = list(range(len(units)))
     rng.shuffle(starts)
     covered, spans = set(), []
+    pvals = 1.0 / np.arange(1, ngram + 1)
     for start in starts:
         if len(covered) >= budget:
             break
-        kmax = min(ngram, len(units) - start)
-        pvals = 1.0 / np.arange(1, kmax + 1)
-        n = int(rng.choice(np.arange(1, kmax + 1), p=pvals / pvals.sum()))
+        n = int(rng.choice(np.arange(1, ngram + 1), p=pvals / pvals.sum()))
+        # The n-gram is units[start:start + n]: cut short at the last unit, as a list slice is.
         while n > 0 and len(covered) + sum(len(u) for u in units[start:start + n]) > budget:
             n -= 1
         if n == 0:
@@ -70,7 +70,7 @@ def reference_spans(ids, mask, boundary, *, max_predictions, masked_lm_prob, ngr
         if covered.intersection(positions):
             continue
         covered.update(positions)
-        spans.append(n)
+        spans.append(len(units[start:start + n]))
     return sorted(covered), spans
 
 
@@ -161,11 +161,13 @@ def test_80_10_10(batch512, masked512):
     frac_random = np.mean((new != MASK_ID) & (new != old))
     sigma = np.sqrt(0.1 * 0.9 / n)
     assert abs(frac_mask - 0.8) < 5 * np.sqrt(0.16 / n)
-    # A random id equal to the original (p = 1/995) counts as unchanged.
+    # A random id equal to the original (p = 1/1000) counts as unchanged.
     assert abs(frac_same - 0.1) < 5 * sigma + 0.001
     assert abs(frac_random - 0.1) < 5 * sigma + 0.001
     randoms = new[(new != MASK_ID) & (new != old)]
-    assert randoms.min() >= RANDOM_ID_START and randoms.max() < VOCAB
+    # Random replacements come from the whole vocabulary [0, VOCAB), as the original and the numpy version draw them.
+    assert RANDOM_ID_START == 0 and randoms.min() >= 0 and randoms.max() < VOCAB
+    assert randoms.min() < 0.05 * VOCAB and randoms.max() > 0.95 * VOCAB
 
 
 def test_ngram_lengths_near_closed_form():
@@ -193,6 +195,24 @@ def test_ngram_lengths_match_reference_at_seq_512(batch512):
         ref_spans += row_spans
     np.testing.assert_allclose(got, histogram(ref_spans, (1, 2, 3)), atol=0.03)
     assert abs(np.sum(span_units > 0) / len(ref_spans) - 1) < 0.05
+
+
+def test_tight_budget_shortens_ngrams_as_reference():
+    """Budget 3 in 20 tokens: when 1-2 tokens remain, a long draw is shortened (not skipped), as the original does."""
+    rng = np.random.default_rng(6)
+    ids, mask, boundary = make_records(10000, 20, rng=rng, continuation_prob=0.0, short_prob=0.0)
+    spans = select_ngram_spans(ids, mask, boundary, seed=tf.constant([1, 6]), max_predictions=20, ngram=3)
+    span_units = spans["span_units"].numpy()
+    got_per_row = collections.Counter(tuple(sorted(row[row > 0].tolist())) for row in span_units)
+    ref_rng = np.random.default_rng(8)
+    ref_per_row = collections.Counter(
+        tuple(sorted(reference_spans(ids[r], mask[r], boundary[r], max_predictions=20, masked_lm_prob=0.15, ngram=3,
+                                     rng=ref_rng)[1])) for r in range(len(ids)))
+    keys = sorted(set(got_per_row) | set(ref_per_row))
+    assert {sum(k) for k in keys} == {3}  # every row masks exactly its budget of 3
+    got = np.array([got_per_row[k] for k in keys]) / len(ids)
+    want = np.array([ref_per_row[k] for k in keys]) / len(ids)
+    np.testing.assert_allclose(got, want, atol=0.03)
 
 
 def test_mask_rate_and_run_lengths_match_reference():
@@ -256,3 +276,57 @@ def test_needs_vocab_size():
     with pytest.raises(ValueError, match="vocab_size"):
         mask_batch(np.zeros((1, 4)), np.ones((1, 4)), np.ones((1, 4)), seed=[0, 0], max_predictions=2,
                    vocab_size=None)
+
+
+def test_static_numpy_and_dynamic_in_graph_masking_agree():
+    """create-data's numpy masking (albert_tf.data.masking) and the in-graph one: same distribution."""
+    from albert_tf.data import masking  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.default_rng(12)
+    ids, mask, boundary = make_records(4000, 128, rng=rng)
+    lengths = mask.sum(axis=1)
+    dynamic = mask_batch(ids, mask, boundary, seed=tf.constant([4, 2]), max_predictions=20, vocab_size=VOCAB)
+    d_ids, d_pos = dynamic["input_word_ids"].numpy(), dynamic["masked_lm_positions"].numpy()
+    d_num = dynamic["masked_lm_weights"].numpy().sum(axis=1).astype(int)
+    s_ids, s_pos, s_labels, s_num = masking.mask_batch(ids, lengths, boundary, np.random.default_rng(13),
+                                                       masked_lm_prob=0.15, max_predictions=20, ngram=3,
+                                                       vocab_size=VOCAB)
+    total = lengths.sum()
+    assert abs(d_num.sum() / total - s_num.sum() / total) < 0.003, (d_num.sum() / total, s_num.sum() / total)
+    np.testing.assert_allclose(np.bincount(d_num, minlength=21) / len(ids), np.bincount(s_num, minlength=21) / len(ids),
+                               atol=0.02)
+
+    def runs_and_replacements(new_ids, positions, num):
+        runs, kinds = [], collections.Counter()
+        for row in range(len(ids)):
+            chosen = positions[row, :num[row]]
+            runs += run_lengths(chosen.tolist())
+            new, old = new_ids[row, chosen], ids[row, chosen]
+            kinds.update(np.where(new == MASK_ID, "mask", np.where(new == old, "same", "random")).tolist())
+        count = sum(kinds.values())
+        return runs, np.array([kinds["mask"], kinds["same"], kinds["random"]]) / count
+
+    d_runs, d_kinds = runs_and_replacements(d_ids, d_pos, d_num)
+    s_runs, s_kinds = runs_and_replacements(s_ids, s_pos, s_num)
+    keys = range(1, 10)
+    np.testing.assert_allclose(histogram(d_runs, keys), histogram(s_runs, keys), atol=0.015)
+    np.testing.assert_allclose(d_kinds, s_kinds, atol=0.012)
+    np.testing.assert_allclose(d_kinds, [0.8, 0.1, 0.1], atol=0.012)
+    for row in range(len(ids)):  # both label the original ids
+        np.testing.assert_array_equal(s_labels[row, :s_num[row]], ids[row, s_pos[row, :s_num[row]]])
+
+
+def test_static_numpy_and_dynamic_agree_under_a_tight_budget():
+    """Budget 3 in 20 tokens: per-row outcomes (runs of masked positions) have the same distribution."""
+    from albert_tf.data import masking  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.default_rng(14)
+    ids, mask, boundary = make_records(10000, 20, rng=rng, continuation_prob=0.0, short_prob=0.0)
+    dynamic = select_ngram_spans(ids, mask, boundary, seed=tf.constant([9, 9]), max_predictions=20, ngram=3)
+    d_sel = dynamic["selected"].numpy()
+    _, s_pos, _, s_num = masking.mask_batch(ids, mask.sum(axis=1), boundary, np.random.default_rng(15),
+                                            masked_lm_prob=0.15, max_predictions=20, ngram=3, vocab_size=VOCAB)
+    d_rows = collections.Counter(tuple(sorted(run_lengths(np.flatnonzero(r).tolist()))) for r in d_sel)
+    s_rows = collections.Counter(tuple(sorted(run_lengths(s_pos[i, :s_num[i]].tolist()))) for i in range(len(ids)))
+    keys = sorted(set(d_rows) | set(s_rows))
+    np.testing.assert_allclose([d_rows[k] / len(ids) for k in keys], [s_rows[k] / len(ids) for k in keys], atol=0.02)

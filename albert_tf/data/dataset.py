@@ -14,6 +14,7 @@ seq_length / max_predictions (the first record of every file is checked up front
 file name attached, so TensorFlow's error names the file too), and a truncated or corrupt TFRecord file (each file's
 reader counts the bytes it consumed and compares them with the file's size when it ends).
 """
+import concurrent.futures
 import random
 import struct
 
@@ -25,6 +26,10 @@ from albert_tf.data.dynamic_masking import mask_batch
 _RECORD_SHUFFLE_BUFFER = 10_000  # records; ~50 MB at seq 512
 _CYCLE_LENGTH = 8  # files read at once when training
 _CHUNK = 64  # records a per-file reader hands on at a time (the byte check runs once per chunk)
+# Records are parsed (and dynamically masked) in groups of at least this many, then re-batched: much of the cost of
+# both is per call, and per-replica batches can be small (e.g. 8 on a large pod slice).
+_PARSE_GROUP = 64
+_MASK_GROUP = 256
 _TFRECORD_FRAMING_BYTES = 16  # uint64 length + crc32 of the length + crc32 of the data
 
 
@@ -102,6 +107,17 @@ def check_first_record(path, *, seq_length, max_predictions, dynamic_masking):
                          f"unmasked records (create-data --no-mask)")
 
 
+def _check_files(files, **kwargs):
+    """Checks the first record of every file (in parallel: on gs:// each check is a round trip); returns sizes."""
+
+    def check(path):
+        check_first_record(path, **kwargs)
+        return tf.io.gfile.stat(path).length
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        return list(pool.map(check, files))  # re-raises the first failure in file order
+
+
 def _file_records(filename, size):
     """Records of one file, in chunks of up to _CHUNK, each as (filenames [n], records [n]).
 
@@ -164,10 +180,8 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
             raise ValueError(f"{len(files)} file(s) match {file_pattern!r} but there are {num_pipelines} input "
                              f"pipelines: write at least one shard per pipeline (create-data --num-shards)")
         files = files[pipeline_id::num_pipelines]
-    for path in files:
-        check_first_record(path, seq_length=seq_length, max_predictions=max_predictions,
-                           dynamic_masking=dynamic_masking)
-    sizes = [tf.io.gfile.stat(path).length for path in files]
+    sizes = _check_files(files, seq_length=seq_length, max_predictions=max_predictions,
+                         dynamic_masking=dynamic_masking)
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
 
@@ -179,7 +193,8 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
         dataset = dataset.unbatch().shuffle(_RECORD_SHUFFLE_BUFFER, seed=seed + 1, reshuffle_each_iteration=True)
     else:
         dataset = dataset.flat_map(_file_records).unbatch()
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
+    group = max(batch_size, _MASK_GROUP if dynamic_masking else _PARSE_GROUP)
+    dataset = dataset.batch(group, drop_remainder=is_training)
 
     spec = _parse_spec(seq_length, max_predictions, dynamic_masking)
     base_seed = tf.constant([seed, pipeline_id], tf.int64)
@@ -205,6 +220,8 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
         return batch
 
     dataset = dataset.enumerate().map(to_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if group != batch_size:
+        dataset = dataset.unbatch().batch(batch_size, drop_remainder=is_training)
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = True
