@@ -16,7 +16,7 @@ _IGNORED_RELEASED_KEYS = frozenset(
 )
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
-HIDDEN_ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "linear", "swish", "silu")
+HIDDEN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "linear", "swish", "silu")
 
 
 @dataclasses.dataclass
@@ -32,7 +32,8 @@ class AlbertConfig:
       inner_group_num: the number of transformer blocks inside each group, applied in order.
       num_attention_heads: heads per self-attention; must divide hidden_size.
       intermediate_size: the FFN inner width.
-      hidden_act: FFN and MLM-transform activation; "gelu" is the tanh approximation, as in the original.
+      hidden_act: FFN and MLM-transform activation; "gelu" is the tanh approximation, as in the original
+        ("gelu_new" is the same); "gelu_exact" is the erf form.
       hidden_dropout_prob: dropout on embeddings and block outputs, in [0, 1).
       attention_probs_dropout_prob: dropout on attention probabilities, in [0, 1).
       max_position_embeddings: the longest sequence the position table covers.

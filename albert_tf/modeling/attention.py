@@ -8,6 +8,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.layers import dense, layer_norm
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AttentionSublayer(keras.layers.Layer):
     """The attention half of a post-LN transformer block:
     LayerNorm(x + Dropout(Dense_out(MultiHeadSelfAttention(x)))).

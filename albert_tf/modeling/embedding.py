@@ -6,6 +6,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.layers import dense, initializer, layer_norm
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class FactorizedEmbedding(keras.layers.Layer):
     """Word (V×E) + position (max_pos×E) + token type (types×E) embeddings, LayerNorm and dropout at width E,
     then the E→H projection `embedding_hidden_mapping_in` (present only when E ≠ H).

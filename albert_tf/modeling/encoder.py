@@ -35,6 +35,7 @@ def _key_name(key):
     return f"group_{a}_inner_group_{j}" if kind == "group" else f"layer_{a}_inner_group_{j}"
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(keras.Model):
     """The ALBERT encoder as a functional Keras model.
 

@@ -5,6 +5,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.layers import activation, dense, layer_norm
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class FeedForwardSublayer(keras.layers.Layer):
     """LayerNorm(x + Dropout(Dense_out(act(Dense_in(x))))), with act the config's hidden_act (tanh-GELU).
 

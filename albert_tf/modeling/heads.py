@@ -6,6 +6,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.layers import activation, dense, layer_norm
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class MaskedLMHead(keras.layers.Layer):
     """Gathers the masked positions, then dense(H→E, hidden_act) → LayerNorm → logits against the word-embedding
     table (transposed, tied) + an output bias [V].
@@ -47,6 +48,7 @@ class MaskedLMHead(keras.layers.Layer):
         return {**super().get_config(), "config": self.config.to_dict(), "embedding": self.embedding.name}
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class SentenceOrderHead(keras.layers.Layer):
     """dense H→2 on the pooled output. Label 0 = original order, 1 = swapped.
 

@@ -21,6 +21,8 @@ def activation(name):
     """Maps albert_config.json `hidden_act` to a function; "gelu" is the tanh approximation, as the original."""
     if name in ("gelu", "gelu_new"):
         return gelu_tanh
+    if name == "gelu_exact":  # erf GELU (Hugging Face's "gelu"); not the original ALBERT's
+        return lambda x: ops.gelu(x, approximate=False)
     return {"relu": ops.relu, "tanh": ops.tanh, "linear": lambda x: x, "swish": ops.silu, "silu": ops.silu}[name]
 
 

@@ -11,6 +11,7 @@ from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 PRETRAINER_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPretrainer(keras.Model):
     """ALBERT for pretraining (MLM + SOP), a functional Keras model.
 

@@ -1,0 +1,298 @@
+"""Import released ALBERT checkpoints: google-research/albert TF1 checkpoints (and TF-Hub exports, whose names carry a
+`module/` prefix) and Hugging Face directories (config.json + model.safetensors), into a pretrained-model directory.
+
+The `albert-tf convert` subcommand lives here too.
+
+Every model weight must receive a tensor of the right shape, and every checkpoint tensor must find a home, except
+optimizer slots (`adam_m`, `adam_v`) and `global_step`. A checkpoint with no pretraining-head tensors at all (an
+encoder-only export such as Hugging Face `AlbertModel`) is accepted: the heads keep their initialization and a
+warning says so. Anything else that does not fit is an error naming each tensor.
+"""
+import json
+import os
+import re
+import sys
+import uuid
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+
+_SKIPPED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Momentum$|/lamb_[mv]$)")
+
+
+# ---------------------------------------------------------------------------------------------------- name maps
+def _transpose(x):
+    return np.ascontiguousarray(np.transpose(x))
+
+
+def _identity(x):
+    return x
+
+
+def _dense(prefix, layer, transpose=False):
+    """(name, variable, transform) rows for a Dense layer. TF1 kernels are [in, out] like Keras; torch's Linear
+    weights are [out, in], hence `transpose`."""
+    kernel_name, bias_name = (f"{prefix}.weight", f"{prefix}.bias") if transpose else (
+        f"{prefix}/kernel", f"{prefix}/bias")
+    return [(kernel_name, layer.kernel, _transpose if transpose else _identity), (bias_name, layer.bias, _identity)]
+
+
+def _layer_norm(prefix, layer, hf=False):
+    if hf:
+        return [(f"{prefix}.weight", layer.gamma, _identity), (f"{prefix}.bias", layer.beta, _identity)]
+    return [(f"{prefix}/gamma", layer.gamma, _identity), (f"{prefix}/beta", layer.beta, _identity)]
+
+
+def _tf1_block_prefix(key):
+    kind, a, j = key
+    group = f"group_{a}" if kind == "group" else f"layer_{a}"  # "layer_i" only for the non-original sharing modes
+    return f"bert/encoder/transformer/{group}/inner_group_{j}"
+
+
+def tf1_name_map(pretrainer):
+    """[(original TF1 variable name, Keras variable, numpy transform checkpoint→Keras)] for an AlbertPretrainer.
+
+    With sharing "all" the names are exactly google-research/albert's. The other sharing modes, which the original
+    code does not have, use `layer_{i}` in place of `group_{g}` for their per-layer halves.
+    Rows under `cls/` are the pretraining heads.
+    """
+    enc = pretrainer.encoder
+    emb = enc.embeddings
+    rows = [
+        ("bert/embeddings/word_embeddings", emb.word_embeddings, _identity),
+        ("bert/embeddings/position_embeddings", emb.position_embeddings, _identity),
+        ("bert/embeddings/token_type_embeddings", emb.token_type_embeddings, _identity),
+        *_layer_norm("bert/embeddings/LayerNorm", emb.layer_norm),
+    ]
+    if emb.projection is not None:
+        rows += _dense("bert/encoder/embedding_hidden_mapping_in", emb.projection)
+    for key, att in enc.attention_layers.items():
+        p = _tf1_block_prefix(key)
+        rows += _dense(f"{p}/attention_1/self/query", att.query)
+        rows += _dense(f"{p}/attention_1/self/key", att.key)
+        rows += _dense(f"{p}/attention_1/self/value", att.value)
+        rows += _dense(f"{p}/attention_1/output/dense", att.output_dense)
+        rows += _layer_norm(f"{p}/LayerNorm", att.layer_norm)
+    for key, ffn in enc.ffn_layers.items():
+        p = _tf1_block_prefix(key)
+        rows += _dense(f"{p}/ffn_1/intermediate/dense", ffn.intermediate)
+        rows += _dense(f"{p}/ffn_1/intermediate/output/dense", ffn.output_dense)
+        rows += _layer_norm(f"{p}/LayerNorm_1", ffn.layer_norm)
+    rows += _dense("bert/pooler/dense", enc.pooler)
+    mlm, sop = pretrainer.mlm_head, pretrainer.sop_head
+    rows += _dense("cls/predictions/transform/dense", mlm.transform)
+    rows += _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm)
+    rows += [
+        ("cls/predictions/output_bias", mlm.output_bias, _identity),
+        ("cls/seq_relationship/output_weights", sop.dense.kernel, _transpose),  # stored [2, H]
+        ("cls/seq_relationship/output_bias", sop.dense.bias, _identity),
+    ]
+    return rows
+
+
+def hf_name_map(pretrainer):
+    """[(Hugging Face AlbertForPreTraining tensor name, Keras variable, transform)]; names of the encoder carry the
+    `albert.` prefix (an AlbertModel file has them without it, handled by the loader). Sharing "all" only."""
+    if pretrainer.config.sharing != "all":
+        raise ValueError(f"Hugging Face ALBERT has only full cross-layer sharing; this model has "
+                         f"sharing={pretrainer.config.sharing!r}")
+    enc = pretrainer.encoder
+    emb = enc.embeddings
+    rows = [
+        ("albert.embeddings.word_embeddings.weight", emb.word_embeddings, _identity),
+        ("albert.embeddings.position_embeddings.weight", emb.position_embeddings, _identity),
+        ("albert.embeddings.token_type_embeddings.weight", emb.token_type_embeddings, _identity),
+        *_layer_norm("albert.embeddings.LayerNorm", emb.layer_norm, hf=True),
+    ]
+    if emb.projection is not None:
+        rows += _dense("albert.encoder.embedding_hidden_mapping_in", emb.projection, transpose=True)
+    for (_, g, j), att in enc.attention_layers.items():
+        p = f"albert.encoder.albert_layer_groups.{g}.albert_layers.{j}"
+        ffn = enc.ffn_layers[("group", g, j)]
+        rows += _dense(f"{p}.attention.query", att.query, transpose=True)
+        rows += _dense(f"{p}.attention.key", att.key, transpose=True)
+        rows += _dense(f"{p}.attention.value", att.value, transpose=True)
+        rows += _dense(f"{p}.attention.dense", att.output_dense, transpose=True)
+        rows += _layer_norm(f"{p}.attention.LayerNorm", att.layer_norm, hf=True)
+        rows += _dense(f"{p}.ffn", ffn.intermediate, transpose=True)
+        rows += _dense(f"{p}.ffn_output", ffn.output_dense, transpose=True)
+        rows += _layer_norm(f"{p}.full_layer_layer_norm", ffn.layer_norm, hf=True)
+    rows += _dense("albert.pooler", enc.pooler, transpose=True)
+    mlm, sop = pretrainer.mlm_head, pretrainer.sop_head
+    rows += _dense("predictions.dense", mlm.transform, transpose=True)
+    rows += _layer_norm("predictions.LayerNorm", mlm.layer_norm, hf=True)
+    rows += [("predictions.bias", mlm.output_bias, _identity)]
+    rows += _dense("sop_classifier.classifier", sop.dense, transpose=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------- assignment
+def _is_head(name):
+    return name.startswith(("cls/", "predictions.", "sop_classifier."))
+
+
+def assign_from_tensors(pretrainer, tensors, rows, source):
+    """Assigns `tensors` ({name: numpy array}) to the model through `rows` (a name map).
+
+    Raises ValueError listing every model weight without a tensor, every shape mismatch and every tensor without
+    a home. Returns the list of warnings (e.g. encoder-only checkpoint).
+    """
+    warnings = []
+    names = {name for name, _, _ in rows}
+    missing = [name for name in names if name not in tensors]
+    if missing and all(_is_head(n) for n in missing) and not any(_is_head(n) for n in tensors):
+        warnings.append(f"{source}: encoder-only checkpoint (no pretraining-head tensors); the MLM and "
+                        "sentence-order heads keep their random initialization")
+        missing = []
+        rows = [r for r in rows if not _is_head(r[0])]
+    problems = [f"model weight '{n}' has no tensor in the checkpoint" for n in sorted(missing)]
+    unused = sorted(set(tensors) - names)
+    problems += [f"checkpoint tensor '{n}' {tuple(tensors[n].shape)} matches no model weight" for n in unused]
+    values = []
+    for name, variable, transform in rows:
+        if name not in tensors:
+            continue
+        value = transform(np.asarray(tensors[name]))
+        if tuple(value.shape) != tuple(variable.shape):
+            problems.append(f"tensor '{name}' has shape {tuple(np.asarray(tensors[name]).shape)}, the model "
+                            f"expects {tuple(variable.shape) if transform is _identity else tuple(variable.shape)[::-1]}")
+            continue
+        values.append((variable, value))
+    if problems:
+        raise ValueError(f"{source}: checkpoint does not fit the config:\n  " + "\n  ".join(problems))
+    for variable, value in values:
+        variable.assign(value.astype(variable.dtype))
+    return warnings
+
+
+def read_tf1_checkpoint(path):
+    """{name: numpy array} of a TF1 checkpoint prefix (e.g. .../model.ckpt-best), without optimizer slots and
+    global_step, and with a TF-Hub `module/` prefix removed."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        raise FileNotFoundError(f"{path}: not a readable TF checkpoint ({str(e).splitlines()[0]})") from None
+    tensors = {}
+    for name in reader.get_variable_to_shape_map():
+        if _SKIPPED_TF1.search(name):
+            continue
+        key = name[len("module/"):] if name.startswith("module/") else name
+        tensors[key] = reader.get_tensor(name)
+    return tensors
+
+
+def load_tf1_checkpoint(pretrainer, path):
+    """Assigns a google-research/albert (or TF-Hub) TF1 checkpoint to `pretrainer`. Returns warnings."""
+    return assign_from_tensors(pretrainer, read_tf1_checkpoint(path), tf1_name_map(pretrainer), path)
+
+
+# ---------------------------------------------------------------------------------------------------- Hugging Face
+_HF_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+            "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_act", "hidden_dropout_prob",
+            "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size", "initializer_range")
+
+
+def config_from_hf(path):
+    """AlbertConfig from a Hugging Face ALBERT config.json. Their "gelu_new" is the original's tanh GELU; their
+    "gelu" is the exact one."""
+    with tf.io.gfile.GFile(path, "r") as f:
+        values = json.load(f)
+    if values.get("model_type", "albert") != "albert":
+        raise ValueError(f"{path}: field 'model_type' is {values['model_type']!r}, expected 'albert'")
+    eps = values.get("layer_norm_eps", 1e-12)
+    if abs(eps - 1e-12) > 1e-15:
+        raise ValueError(f"{path}: field 'layer_norm_eps' is {eps}, ALBERT uses 1e-12")
+    picked = {k: values[k] for k in _HF_KEYS if k in values}
+    act = picked.get("hidden_act", "gelu_new")
+    picked["hidden_act"] = {"gelu_new": "gelu", "gelu": "gelu_exact", "gelu_pytorch_tanh": "gelu"}.get(act, act)
+    return AlbertConfig.from_dict(picked, source=path)
+
+
+def read_hf_checkpoint(directory):
+    """{name: numpy array} from DIR/model.safetensors (numpy API: no torch needed); names get the `albert.`
+    prefix when the file is an AlbertModel's."""
+    from safetensors.numpy import load as load_safetensors  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(directory, "model.safetensors")
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{path}: no model.safetensors (a Hugging Face ALBERT directory holds config.json "
+                                "and model.safetensors)")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        raw = load_safetensors(f.read())
+    tensors = {}
+    for name, value in raw.items():
+        if name.endswith("position_ids") or name.startswith("predictions.decoder."):
+            continue  # a buffer, and the decoder tied to the word embeddings / predictions.bias
+        if not name.startswith(("albert.", "predictions.", "sop_classifier.")):
+            name = "albert." + name
+        tensors[name] = value
+    return tensors
+
+
+def load_hf_checkpoint(pretrainer, directory):
+    """Assigns a Hugging Face AlbertModel / AlbertForPreTraining safetensors file to `pretrainer`."""
+    return assign_from_tensors(pretrainer, read_hf_checkpoint(directory), hf_name_map(pretrainer),
+                               os.path.join(directory, "model.safetensors"))
+
+
+# ---------------------------------------------------------------------------------------------------- convert
+def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
+    """Converts a released checkpoint into a pretrained-model directory `output` (created atomically: built under
+    a temporary name, then renamed). Returns the loaded AlbertPretrainer."""
+    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+
+    output = os.fspath(output).rstrip("/")
+    if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
+        raise ValueError(f"{output}: output directory exists and is not empty; give a new or empty directory")
+    if source == "tf1":
+        if config is None:
+            config = os.path.join(os.path.dirname(checkpoint), "albert_config.json")
+            if not tf.io.gfile.exists(config):
+                raise ValueError(f"--config is required: no albert_config.json beside {checkpoint}")
+        cfg = AlbertConfig.from_json_file(config)
+    elif source == "hf":
+        cfg = AlbertConfig.from_json_file(config) if config else config_from_hf(os.path.join(checkpoint,
+                                                                                             "config.json"))
+        if spm_model is None and tf.io.gfile.exists(os.path.join(checkpoint, "spiece.model")):
+            spm_model = os.path.join(checkpoint, "spiece.model")
+    else:
+        raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
+    if spm_model and not tf.io.gfile.exists(spm_model):
+        raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
+    model = AlbertPretrainer(cfg)
+    warnings = (load_tf1_checkpoint if source == "tf1" else load_hf_checkpoint)(model, checkpoint)
+    for w in warnings:
+        log(f"warning: {w}")
+    tmp = f"{output}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        model.save_pretrained(tmp, spm_model=spm_model)
+        if tf.io.gfile.exists(output):
+            tf.io.gfile.rmtree(output)  # empty, checked above
+        tf.io.gfile.rename(tmp, output)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+        raise
+    return model
+
+
+def add_arguments(parser):
+    parser.add_argument("--from", dest="source", required=True, choices=("tf1", "hf"),
+                        help="tf1: google-research/albert or TF-Hub checkpoint; hf: Hugging Face directory")
+    parser.add_argument("--checkpoint", required=True,
+                        help="tf1: the checkpoint prefix (e.g. PATH/model.ckpt-best); hf: the directory")
+    parser.add_argument("--config", help="albert_config.json (tf1: default beside the checkpoint; hf: config.json)")
+    parser.add_argument("--spm-model", help="the SentencePiece model to copy into the output as spm.model")
+    parser.add_argument("--output", required=True, help="the pretrained-model directory to write")
+
+
+def run(args):
+    from albert_tf.modeling.encoder import count_params  # pylint: disable=import-outside-toplevel
+
+    model = convert(args.source, args.checkpoint, args.output, config=args.config, spm_model=args.spm_model,
+                    log=lambda m: print(m, file=sys.stderr))
+    print(f"wrote {args.output}: {count_params(model):,} parameters "
+          f"({count_params(model.encoder):,} in the encoder)")
+    return 0

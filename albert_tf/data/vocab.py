@@ -1,0 +1,205 @@
+"""`albert-tf vocab`: train ALBERT's SentencePiece vocabulary on raw text.
+
+    albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000] [--cased]
+                    [--max-sentences 10000000] [--seed 12345]
+
+The original's settings: unigram model, <pad> 0, <unk> 1, control symbols [CLS] [SEP] [MASK] = 2, 3, 4, no bos/eos,
+user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-blank input line is one sentence, passed
+through `albert_tf.tokenization.normalize` (the tokenizer's own preprocessing) before training. Input is streamed
+and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
+corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
+"""
+import codecs
+import glob
+import os
+import random
+
+from albert_tf.tokenization import normalize
+
+USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
+CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+CHARACTER_COVERAGE = 0.99995
+DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
+TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
+_REPLACE_ERRORS = "albert_tf_count_replace"
+
+
+class _ByteErrorCounter:
+    """A codecs error handler: replaces undecodable bytes with U+FFFD and counts them."""
+
+    count = 0
+
+    def __call__(self, error):
+        _ByteErrorCounter.count += error.end - error.start
+        return "\ufffd", error.end
+
+
+codecs.register_error(_REPLACE_ERRORS, _ByteErrorCounter())
+
+
+def _csv(symbols):
+    """SentencePiece reads repeated flags as CSV: quote a symbol holding '"' or ',' (else '"' opens a field)."""
+    return ",".join('"' + s.replace('"', '""') + '"' if ('"' in s or "," in s) else s for s in symbols)
+
+
+def _is_remote(path):
+    return "://" in path
+
+
+def match_files(input_pattern):
+    """Sorted files matching a glob (local or gs://); FileNotFoundError naming the glob if none."""
+    if _is_remote(input_pattern):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        files = tf.io.gfile.glob(input_pattern)
+    else:
+        files = [f for f in glob.glob(os.path.expanduser(input_pattern)) if os.path.isfile(f)]
+    if not files:
+        raise FileNotFoundError(f"--input {input_pattern!r} matches no file")
+    return sorted(files)
+
+
+def _open_binary(path):
+    if _is_remote(path):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def sample_sentences(files, max_sentences, lower_case=True, seed=12345):
+    """Streams `files`, normalizes each non-blank line, keeps a uniform sample of at most max_sentences.
+
+    Reservoir sampling (Vitter's algorithm R) with random.Random(seed): deterministic for given files and seed.
+    Returns (sample: list[str], stats: dict with lines, sentences, replaced_bytes, replaced_bytes_per_file).
+    """
+    if max_sentences < 1:
+        raise ValueError(f"--max-sentences must be at least 1, got {max_sentences}")
+    rng = random.Random(seed)
+    sample, seen, lines = [], 0, 0
+    replaced_per_file = {}
+    for path in files:
+        before = _ByteErrorCounter.count
+        with _open_binary(path) as f:
+            for raw in f:
+                lines += 1
+                text = raw.decode("utf-8", _REPLACE_ERRORS)
+                if text.isspace() or not text:
+                    continue
+                # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n lines.
+                if seen < max_sentences:
+                    sample.append(normalize(text, lower_case))
+                else:
+                    j = rng.randint(0, seen)
+                    if j < max_sentences:
+                        sample[j] = normalize(text, lower_case)
+                seen += 1
+        if _ByteErrorCounter.count > before:
+            replaced_per_file[path] = _ByteErrorCounter.count - before
+    sample = [s for s in sample if s]  # a line of combining marks only normalizes to nothing
+    stats = {"lines": lines, "sentences": seen, "replaced_bytes": sum(replaced_per_file.values()),
+             "replaced_bytes_per_file": replaced_per_file}
+    return sample, stats
+
+
+def _drain(items):
+    """Yields the list's items, dropping each reference once yielded (SentencePiece keeps its own copy)."""
+    for i, item in enumerate(items):
+        items[i] = None
+        yield item
+
+
+def vocab_lines(model_proto):
+    """The PREFIX.vocab text SentencePiece writes: "piece<TAB>score" per id (score as C++ streams print it)."""
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
+
+
+def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
+                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345):
+    """Trains ALBERT's SentencePiece unigram vocabulary; writes output_prefix + ".model" / ".vocab" atomically.
+
+    Training runs in memory with a fixed thread count, so the same input, arguments and seed give byte-identical
+    files on any machine.
+
+    Args:
+      input_pattern: glob of UTF-8 text files (local or gs://), one sentence per line (blank lines ignored).
+      output_prefix: where to write PREFIX.model and PREFIX.vocab (local or gs://).
+      vocab_size: number of pieces, special ones included.
+      lower_case: normalize to lowercase (False for a cased vocabulary).
+      max_sentences: at most this many sentences are sampled (seeded reservoir) for training.
+      seed: sampling seed.
+    Returns:
+      dict: files, lines, sentences, sampled, replaced_bytes, replaced_bytes_per_file, model, vocab (paths).
+    Raises:
+      FileNotFoundError: the glob matches no file.
+      ValueError: empty corpus, or a vocab_size the corpus cannot support.
+    """
+    import io  # pylint: disable=import-outside-toplevel
+
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.utils import atomic_output  # pylint: disable=import-outside-toplevel
+
+    files = match_files(input_pattern)
+    sample, stats = sample_sentences(files, max_sentences, lower_case, seed)
+    if not sample:
+        raise ValueError(f"--input {input_pattern!r}: {len(files)} file(s), {stats['lines']} line(s), "
+                         "but no text to train on (empty corpus)")
+    minimum = len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS) + 3
+    if vocab_size < minimum:
+        raise ValueError(f"--vocab-size {vocab_size} is too small: the special and user-defined symbols alone "
+                         f"take {minimum - 1} ids")
+    stats["sampled"] = len(sample)
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=_drain(sample), model_writer=model, vocab_size=vocab_size, model_type="unigram",
+            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
+            character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
+            num_threads=TRAINER_THREADS, minloglevel=2,
+        )
+    except RuntimeError as e:
+        message = str(e)
+        if "Vocabulary size" in message or "vocab_size" in message:
+            raise ValueError(f"--vocab-size {vocab_size} does not fit the corpus {input_pattern!r} "
+                             f"({stats['sentences']} sentences): {message}") from e
+        raise ValueError(f"SentencePiece training on {input_pattern!r} failed: {message}") from e
+    output_prefix = os.fspath(output_prefix)
+    if not _is_remote(output_prefix):
+        os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
+    outputs = {"vocab": output_prefix + ".vocab", "model": output_prefix + ".model"}
+    with atomic_output(outputs["vocab"], "w") as f:
+        f.write(vocab_lines(model.getvalue()))
+    with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the pair is complete
+        f.write(model.getvalue())
+    stats.update(files=files, **outputs)
+    return stats
+
+
+def add_arguments(parser):
+    parser.add_argument("--input", required=True, metavar="GLOB",
+                        help="text files (local or gs://), one sentence per line; blank lines are ignored")
+    parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
+                        help="writes PREFIX.model and PREFIX.vocab")
+    parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included (30000)")
+    parser.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased ALBERT)")
+    parser.add_argument("--max-sentences", type=int, default=DEFAULT_MAX_SENTENCES,
+                        help="train on a seeded uniform sample of at most this many lines (bounds memory)")
+    parser.add_argument("--seed", type=int, default=12345, help="sampling seed")
+
+
+def run(args):
+    stats = train_vocab(args.input, args.output_prefix, vocab_size=args.vocab_size, lower_case=not args.cased,
+                        max_sentences=args.max_sentences, seed=args.seed)
+    print(f"albert-tf vocab: {len(stats['files'])} file(s), {stats['lines']} lines, {stats['sentences']} "
+          f"sentences, {stats['sampled']} sampled")
+    if stats["replaced_bytes"]:
+        per_file = ", ".join(f"{path}: {n}" for path, n in stats["replaced_bytes_per_file"].items())
+        print(f"albert-tf vocab: warning: replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with U+FFFD "
+              f"({per_file})")
+    print(f"albert-tf vocab: wrote {stats['model']} and {stats['vocab']}")
+    return 0

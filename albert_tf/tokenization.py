@@ -1,0 +1,377 @@
+"""ALBERT text preprocessing and SentencePiece tokenization, in Python and in-graph (tensorflow-text).
+
+The Python path (`normalize`, `AlbertTokenizer.encode` / `pack`) needs only `sentencepiece`; the in-graph path
+(`AlbertTokenizer.tf_encode` / `tf_pack`) is built on first use and gives identical ids, so it can run inside
+tf.data, a tf.function or an exported SavedModel.
+
+Semantics follow google-research/albert:
+  * `normalize`: collapse whitespace runs to one space and strip, ``  and '' -> ", NFKD, drop combining marks,
+    lowercase unless cased;
+  * SentencePiece segmentation of the normalized text;
+  * the digit-comma rule: a piece such as "▁3.0," (ends in ",", the character before is a digit) is replaced by the
+    pieces of "3.0" (the piece without its comma and without any "▁") followed by "," as its own piece. When the
+    original piece did not start with "▁" the "▁" that re-encoding adds in front is dropped again: what the
+    reference code does under Python 2 and what Hugging Face's AlbertTokenizer does. (Under Python 3 the reference
+    compares a str with bytes there and never drops it; the two differ only for such pieces without "▁".)
+
+Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
+"""
+import functools
+import os
+import unicodedata
+
+import numpy as np
+
+SPIECE_UNDERLINE = "\u2581"
+SPECIAL_PIECES = {"[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+PAD_ID, UNK_ID = 0, 1
+
+
+def normalize(text, lower_case=True):
+    """ALBERT's text preprocessing (the same function trains the vocabulary and feeds the tokenizer).
+
+    Args:
+      text: a str.
+      lower_case: lowercase the result (uncased models, the default).
+    Returns:
+      the normalized str: whitespace runs collapsed to one space and stripped, ``/'' replaced by ", NFKD
+      decomposition with combining marks (unicodedata.combining != 0) removed, lowercased unless cased.
+    """
+    text = " ".join(text.split())
+    text = text.replace("``", '"').replace("''", '"')
+    if not text.isascii():  # ASCII has no decompositions and no combining marks
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
+    if lower_case:
+        text = text.lower()
+    return text
+
+
+def _as_text(text):
+    """str as is; bytes (e.g. from a tf.data iterator) decoded as UTF-8, bad bytes replaced by U+FFFD."""
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
+    return text
+
+
+def _ends_with_digit_comma(piece):
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def _read_model(spm_model):
+    """Returns (serialized model bytes, a name for messages) for a path (local or gs://) or bytes."""
+    if isinstance(spm_model, (bytes, bytearray)):
+        return bytes(spm_model), "<serialized SentencePiece model>"
+    path = os.fspath(spm_model)
+    if "://" in path:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"SentencePiece model {path} not found")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read(), path
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"SentencePiece model {path} not found")
+    with open(path, "rb") as f:
+        return f.read(), path
+
+
+class AlbertTokenizer:
+    """ALBERT's tokenizer: `normalize` + SentencePiece + the digit-comma rule, in Python and in-graph.
+
+    Args:
+      spm_model: path of a SentencePiece .model (local or any tf.io.gfile filesystem such as gs://), or its bytes.
+      lower_case: lowercase during normalization (False for cased vocabularies).
+
+    Attributes:
+      pad_id, unk_id, cls_id, sep_id, mask_id: 0, 1, 2, 3, 4 (checked against the model).
+      vocab_size: number of pieces.
+      model_name: the path given (or a placeholder for bytes), used in messages.
+    """
+
+    pad_id, unk_id = PAD_ID, UNK_ID
+    cls_id, sep_id, mask_id = SPECIAL_PIECES["[CLS]"], SPECIAL_PIECES["[SEP]"], SPECIAL_PIECES["[MASK]"]
+
+    def __init__(self, spm_model, lower_case=True):
+        import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+        self.model_proto, self.model_name = _read_model(spm_model)
+        self.lower_case = bool(lower_case)
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(self.model_proto)
+        except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
+            raise ValueError(f"{self.model_name} is not a SentencePiece model ({e})") from e
+        self._check_special_ids()
+        # id of a piece ending in digit + comma -> the ids the digit-comma rule puts in its place.
+        self._digit_comma_ids = {}
+        for i in range(self.vocab_size):
+            piece = self._sp.id_to_piece(i)
+            if not self._sp.is_control(i) and _ends_with_digit_comma(piece):
+                self._digit_comma_ids[i] = [self._sp.piece_to_id(p) for p in self._split_digit_comma(piece)]
+        self._in_graph = None
+
+    # ----------------------------------------------------------------------------------------------- Python path
+    @property
+    def vocab_size(self):
+        """Number of pieces in the SentencePiece model (the model's vocab_size)."""
+        return self._sp.get_piece_size()
+
+    def _check_special_ids(self):
+        expected = {"<pad>": (self._sp.pad_id(), PAD_ID), "<unk>": (self._sp.unk_id(), UNK_ID)}
+        for name, (got, want) in expected.items():
+            if got != want:
+                raise ValueError(
+                    f"SentencePiece model {self.model_name}: {name} has id {got}, expected {want} "
+                    "(train the vocabulary with `albert-tf vocab`, or pad_id=0 unk_id=1)")
+        for piece, want in SPECIAL_PIECES.items():
+            got = self._sp.piece_to_id(piece)
+            if got != want or want >= self.vocab_size or self._sp.id_to_piece(want) != piece:
+                where = "missing" if got == self._sp.unk_id() else f"at id {got}"
+                raise ValueError(
+                    f"SentencePiece model {self.model_name}: {piece} is {where}, expected at id {want} "
+                    "([CLS] [SEP] [MASK] must be control symbols 2, 3, 4; train with `albert-tf vocab`)")
+
+    def _split_digit_comma(self, piece):
+        """The digit-comma rule for one piece: "▁3.0," -> pieces("3.0") + [","]."""
+        pieces = self._sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+        if not piece.startswith(SPIECE_UNDERLINE) and pieces and pieces[0].startswith(SPIECE_UNDERLINE):
+            pieces = pieces[1:] if pieces[0] == SPIECE_UNDERLINE else [pieces[0][1:]] + pieces[1:]
+        return pieces + [piece[-1]]
+
+    def encode_as_pieces(self, text):
+        """str (or UTF-8 bytes) -> list of pieces (normalized, segmented, digit-comma rule applied)."""
+        pieces = self._sp.encode(normalize(_as_text(text), self.lower_case), out_type=str)
+        out = []
+        for piece in pieces:
+            if _ends_with_digit_comma(piece):
+                out.extend(self._split_digit_comma(piece))
+            else:
+                out.append(piece)
+        return out
+
+    def encode(self, text):
+        """str (or UTF-8 bytes) -> list[int] ids; a list of them -> a list of such lists. No [CLS]/[SEP] (see
+        `pack`)."""
+        if not isinstance(text, (str, bytes, bytearray)):
+            return [self.encode(t) for t in text]
+        ids = self._sp.encode(normalize(_as_text(text), self.lower_case))
+        if not self._digit_comma_ids or self._digit_comma_ids.keys().isdisjoint(ids):
+            return ids
+        out = []
+        for i in ids:
+            expansion = self._digit_comma_ids.get(i)
+            if expansion is None:
+                out.append(i)
+            else:
+                out.extend(expansion)
+        return out
+
+    def decode(self, ids):
+        """list[int] (or a 1-D array) -> str; special ids decode to nothing."""
+        return self._sp.decode([int(i) for i in ids])
+
+    def id_to_piece(self, id_):
+        return self._sp.id_to_piece(int(id_))
+
+    def piece_to_id(self, piece):
+        """The piece's id, or unk_id when the vocabulary lacks it."""
+        return self._sp.piece_to_id(piece)
+
+    def pack(self, text_a, text_b=None, seq_length=128):
+        """[CLS] a [SEP] (b [SEP]) padded with 0 to seq_length; the longer side is truncated first, from its end.
+
+        Args:
+          text_a: a str (or UTF-8 bytes), or a list of B of them.
+          text_b: None, or the same kind as text_a.
+          seq_length: L, the packed length.
+        Returns:
+          dict of int32 numpy arrays `input_word_ids`, `input_mask`, `input_type_ids`, each [L] (or [B, L]).
+        """
+        single = isinstance(text_a, (str, bytes))
+        texts_a = [text_a] if single else list(text_a)
+        if text_b is None:
+            texts_b = [None] * len(texts_a)
+        else:
+            texts_b = [text_b] if isinstance(text_b, (str, bytes)) else list(text_b)
+            if isinstance(text_b, (str, bytes)) != single or len(texts_b) != len(texts_a):
+                raise ValueError(f"pack: text_b must match text_a (got {len(texts_b)} text_b for "
+                                 f"{len(texts_a)} text_a)")
+        minimum = 2 if text_b is None else 3
+        if seq_length < minimum:
+            raise ValueError(f"pack: seq_length must be at least {minimum}, got {seq_length}")
+        words = np.zeros([len(texts_a), seq_length], np.int32)
+        mask = np.zeros([len(texts_a), seq_length], np.int32)
+        types = np.zeros([len(texts_a), seq_length], np.int32)
+        for row, (a, b) in enumerate(zip(texts_a, texts_b)):
+            ids_a = self.encode(a)
+            ids_b = None if b is None else self.encode(b)
+            len_a, len_b = truncated_lengths(len(ids_a), None if ids_b is None else len(ids_b), seq_length)
+            tokens = [self.cls_id] + ids_a[:len_a] + [self.sep_id]
+            if ids_b is not None:
+                types[row, len(tokens):len(tokens) + len_b + 1] = 1
+                tokens += ids_b[:len_b] + [self.sep_id]
+            words[row, :len(tokens)] = tokens
+            mask[row, :len(tokens)] = 1
+        out = {"input_word_ids": words, "input_mask": mask, "input_type_ids": types}
+        if single:
+            out = {k: v[0] for k, v in out.items()}
+        return out
+
+    # ------------------------------------------------------------------------------------------------ in-graph
+    @property
+    def in_graph(self):
+        """The tf.Module holding the in-graph tokenizer (SentencePiece resource + digit-comma table), built on
+        first use. Attach it to the tf.Module you export (e.g. `export_module.tokenizer = tok.in_graph`) so a
+        SavedModel tracks its resources."""
+        if self._in_graph is None:
+            self._in_graph = _make_in_graph_tokenizer(self)
+        return self._in_graph
+
+    def tf_normalize(self, strings):
+        """In-graph `normalize`: tf.string [...] -> tf.string [...] (same shape)."""
+        return self.in_graph.normalize(strings)
+
+    def tf_encode(self, strings):
+        """In-graph `encode`: tf.string [B] -> tf.RaggedTensor int32 [B, None] (a scalar gives int32 [None]).
+
+        Identical ids to `encode` for valid UTF-8 text; no py_function, so it works in tf.data, tf.function and
+        SavedModels.
+        """
+        return self.in_graph.encode(strings)
+
+    def tf_pack(self, text_a, text_b=None, seq_length=128):
+        """In-graph `pack`: tf.string [B] (and optional [B]) -> dict of int32 [B, seq_length] tensors
+        `input_word_ids`, `input_mask`, `input_type_ids`, equal to `pack` on the same strings."""
+        return self.in_graph.pack(text_a, text_b, seq_length)
+
+
+def _char_class(codepoints):
+    """An RE2 character class matching exactly the given code points (sorted ints)."""
+    ranges = []
+    for c in codepoints:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def _unicode_classes():
+    """RE2 classes for Python's notion of whitespace (str.split) and of combining marks (unicodedata.combining)."""
+    all_chars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    whitespace = [c for c in all_chars if chr(c).isspace()]
+    combining = [c for c in all_chars if unicodedata.combining(chr(c))]
+    return _char_class(whitespace), _char_class(combining)
+
+
+def _make_in_graph_tokenizer(tokenizer):
+    """Builds the tf.Module behind AlbertTokenizer.tf_* (imports TensorFlow and tensorflow-text only now)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+    whitespace_class, combining_class = _unicode_classes()
+
+    class InGraphAlbertTokenizer(tf.Module):
+        """In-graph twin of AlbertTokenizer (see its tf_normalize / tf_encode / tf_pack)."""
+
+        def __init__(self):
+            super().__init__(name="albert_tokenizer")
+            self.lower_case = tokenizer.lower_case
+            self.special_ids = (tokenizer.cls_id, tokenizer.sep_id)
+            self.sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto, out_type=tf.int32)
+            # Row i: the ids that replace id i (itself, or its digit-comma expansion).
+            rows = [[i] for i in range(tokenizer.vocab_size)]
+            for i, expansion in tokenizer._digit_comma_ids.items():  # pylint: disable=protected-access
+                rows[i] = expansion
+            self.has_digit_comma = bool(tokenizer._digit_comma_ids)  # pylint: disable=protected-access
+            self.expansion = tf.RaggedTensor.from_row_lengths(
+                tf.constant(np.concatenate([np.asarray(r, np.int32) for r in rows]), tf.int32),
+                tf.constant([len(r) for r in rows], tf.int64))
+
+        def normalize(self, strings):
+            text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
+            text = tf.strings.regex_replace(text, "^ | $", "")
+            text = tf.strings.regex_replace(text, "``|''", '"')
+            text = tf_text.normalize_utf8(text, "NFKD")
+            text = tf.strings.regex_replace(text, combining_class, "")
+            if self.lower_case:
+                text = self._lower(text)
+            return text
+
+        @staticmethod
+        def _lower(strings):
+            """tf.strings.lower(utf-8) stops at a NUL byte: if the batch holds one, lowercase the NUL-separated
+            parts and rejoin them (the NUL goes in as a tensor value: string attributes would truncate it too)."""
+            flat = tf.reshape(strings, [-1])
+
+            def nul_safe():
+                parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
+                is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
+                suffix = tf.where(is_last.flat_values, tf.constant(""), tf.constant("\x00"))
+                lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
+                return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+
+            has_nul = tf.reduce_any(tf.strings.regex_full_match(flat, "(?s).*\\x00.*"))
+            lowered = tf.cond(has_nul, nul_safe, lambda: tf.strings.lower(flat, encoding="utf-8"))
+            return tf.reshape(lowered, tf.shape(strings))
+
+        def encode(self, strings):
+            strings = tf.convert_to_tensor(strings, tf.string)
+            if strings.shape.rank == 0:
+                return self.encode(strings[tf.newaxis])[0]
+            ids = self.sentencepiece.tokenize(self.normalize(strings))
+            if self.has_digit_comma:
+                ids = tf.gather(self.expansion, ids).merge_dims(1, 2)
+            return ids
+
+        def pack(self, text_a, text_b, seq_length):
+            cls_id, sep_id = self.special_ids
+            segments = [self.encode(text_a)]
+            if text_b is not None:
+                segments.append(self.encode(text_b))
+            lengths = [s.row_lengths() for s in segments]
+            if len(segments) == 1:
+                keep = [tf.minimum(lengths[0], seq_length - 2)]
+            else:
+                budget = seq_length - 3
+                keep_a = tf.minimum(lengths[0], tf.maximum(budget - lengths[1], (budget + 1) // 2))
+                keep = [keep_a, tf.minimum(lengths[1], budget - keep_a)]
+            segments = [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, tf.newaxis])
+                        for s, n, k in zip(segments, lengths, keep)]
+            batch = tf.shape(lengths[0], out_type=tf.int64)[0]
+
+            def column(value):
+                return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), tf.constant(value, tf.int32)))
+
+            parts = [column(cls_id), segments[0], column(sep_id)]
+            types = [tf.zeros_like(p) for p in parts]
+            if len(segments) == 2:
+                parts += [segments[1], column(sep_id)]
+                types += [tf.ones_like(segments[1]), tf.ones_like(parts[-1])]
+            words = tf.concat(parts, axis=1)
+            shape = [None, seq_length]
+            return {
+                "input_word_ids": words.to_tensor(0, shape=shape),
+                "input_mask": tf.ones_like(words).to_tensor(0, shape=shape),
+                "input_type_ids": tf.concat(types, axis=1).to_tensor(0, shape=shape),
+            }
+
+    with tf.init_scope():  # resources and tables are created eagerly even when first used inside a tf.function
+        return InGraphAlbertTokenizer()
+
+
+def truncated_lengths(len_a, len_b, seq_length):
+    """Lengths kept of segments a and b when packing into seq_length: the longer is cut first (b on a tie).
+
+    Equals popping one token at a time from the end of the longer segment until [CLS] a [SEP] b [SEP] fits
+    (`tf_pack` does the same arithmetic on tensors). len_b None means a single segment ([CLS] a [SEP]).
+    """
+    if len_b is None:
+        return min(len_a, seq_length - 2), None
+    budget = seq_length - 3
+    keep_a = min(len_a, max(budget - len_b, (budget + 1) // 2))
+    return keep_a, min(len_b, budget - keep_a)

@@ -1,0 +1,209 @@
+"""`albert-tf convert`: checkpoints written in the original TF1 names / Hugging Face names reproduce the numpy
+reference after import; bad checkpoints are refused with errors naming each tensor."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numpy_albert as ref
+from albert_tf import AlbertEncoder, AlbertPretrainer
+from albert_tf.cli import main as cli_main
+from test_modeling import SMALL, compare, make_inputs
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_TF1_WRITER = """
+import sys
+import numpy as np, tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+for job in sys.argv[1:]:
+    npz, prefix, slots, out = job.split("::")
+    data = np.load(npz)
+    with tf.Graph().as_default():
+        for key in data.files:
+            name = prefix + key.replace("|", "/")
+            value = data[key]
+            tf.compat.v1.get_variable(name, initializer=tf.constant(value), dtype=value.dtype)
+            if slots == "1":
+                tf.compat.v1.get_variable(name + "/adam_m", initializer=tf.zeros_like(value))
+                tf.compat.v1.get_variable(name + "/adam_v", initializer=tf.zeros_like(value))
+        tf.compat.v1.train.get_or_create_global_step()
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, out, write_meta_graph=False, write_state=False)
+"""
+
+
+def write_tf1_checkpoints(jobs):
+    """Writes checkpoints the way the original TF1 code does: tf.compat.v1 variables in a graph + Saver.
+
+    `jobs`: [(directory, weights, prefix, with_optimizer_slots)]. One subprocess writes them all, so TF1 graph mode
+    stays out of the test process. Returns the checkpoint prefixes (DIR/model.ckpt-best).
+    """
+    args, paths = [], []
+    for directory, weights, prefix, slots in jobs:
+        os.makedirs(directory, exist_ok=True)
+        npz = os.path.join(directory, "weights.npz")
+        np.savez(npz, **{k.replace("/", "|"): v for k, v in weights.items()})
+        paths.append(os.path.join(directory, "model.ckpt-best"))
+        args.append(f"{npz}::{prefix}::{int(slots)}::{paths[-1]}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    subprocess.run([sys.executable, "-c", _TF1_WRITER, *args], check=True, env=env)
+    return paths
+
+
+def _broken(weights):
+    broken = dict(weights)
+    del broken["bert/encoder/transformer/group_1/inner_group_0/attention_1/self/key/kernel"]
+    broken["bert/pooler/dense/kernel"] = np.zeros((16, 8), np.float32)
+    broken["bert/encoder/mystery/kernel"] = np.ones(3, np.float32)
+    return broken
+
+
+@pytest.fixture(scope="module")
+def tf1(tmp_path_factory):
+    """Checkpoints in the original names, written once for this module: {case: (weights, cfg, checkpoint path)}."""
+    root = tmp_path_factory.mktemp("tf1")
+    cases = {
+        "plain": (dict(SMALL), "", True),
+        "module": (dict(SMALL), "module/", True),
+        "e_eq_h": (dict(SMALL, embedding_size=16), "", True),
+        "no_slots": (dict(SMALL), "", False),
+        "broken": (dict(SMALL), "", True),
+    }
+    weights = {name: ref.random_weights(cfg, np.random.default_rng(i)) for i, (name, (cfg, _, _)) in
+               enumerate(cases.items())}
+    jobs = [(str(root / name), _broken(weights[name]) if name == "broken" else weights[name], prefix, slots)
+            for name, (_, prefix, slots) in cases.items()]
+    paths = write_tf1_checkpoints(jobs)
+    return {name: (weights[name], cases[name][0], path) for name, path in zip(cases, paths)}
+
+
+def write_config(path, cfg):
+    with open(path, "w") as f:
+        json.dump({**cfg, "down_scale_factor": 1, "net_structure_type": 0, "gap_size": 0, "num_memory_blocks": 0,
+                   "layers_to_keep": []}, f)  # the released files' unused keys must load
+    return path
+
+
+def reference(weights, cfg, batch):
+    return ref.forward(weights, cfg, batch["input_word_ids"], batch["input_mask"], batch["input_type_ids"],
+                       batch["masked_lm_positions"])
+
+
+@pytest.mark.parametrize("case", ["plain", "module", "e_eq_h"])  # module: TF-Hub's `module/` prefix; E == H
+def test_convert_tf1_checkpoint_reproduces_reference(tmp_path, tf1, case):
+    weights, cfg, ckpt = tf1[case]
+    config = write_config(str(tmp_path / "albert_config.json"), cfg)
+    out = str(tmp_path / "converted")
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config, "--output", out]) == 0
+    assert sorted(f for f in os.listdir(out) if not f.startswith("ckpt-0")) == ["albert_config.json", "checkpoint"]
+    model = AlbertPretrainer.from_pretrained(out)
+    batch = make_inputs(cfg)
+    diff = compare(model(batch, training=False), reference(weights, cfg, batch), batch["input_mask"])
+    print(f"tf1 convert {case}: max|diff|={diff:.2e}")
+    assert diff < 1e-5
+    encoder = AlbertEncoder.from_pretrained(out)
+    np.testing.assert_allclose(encoder(batch)["pooled_output"], reference(weights, cfg, batch)["pooled_output"],
+                               atol=1e-5)
+
+
+def test_convert_copies_spm_model(tmp_path, tf1, tiny_spm_model):
+    _, cfg, ckpt = tf1["no_slots"]
+    write_config(os.path.join(os.path.dirname(ckpt), "albert_config.json"), cfg)  # found beside the checkpoint
+    out = str(tmp_path / "out")
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--spm-model", tiny_spm_model,
+                     "--output", out]) == 0
+    with open(os.path.join(out, "spm.model"), "rb") as a, open(tiny_spm_model, "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_convert_refuses_missing_extra_and_misshapen_tensors(tmp_path, tf1, capsys):
+    _, cfg, ckpt = tf1["broken"]
+    config = write_config(str(tmp_path / "albert_config.json"), cfg)
+    out = str(tmp_path / "out")
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config, "--output", out]) == 2
+    err = capsys.readouterr().err
+    assert "bert/encoder/transformer/group_1/inner_group_0/attention_1/self/key/kernel' has no tensor" in err
+    assert "'bert/pooler/dense/kernel' has shape (16, 8), the model expects (16, 16)" in err
+    assert "'bert/encoder/mystery/kernel' (3,) matches no model weight" in err
+    assert "model.ckpt-best" in err  # names the file
+    assert not os.path.exists(out) and not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+def test_convert_refuses_config_that_disagrees(tmp_path, tf1, capsys):
+    ckpt = tf1["no_slots"][2]
+    config = write_config(str(tmp_path / "albert_config.json"), dict(SMALL, intermediate_size=48))
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config,
+                     "--output", str(tmp_path / "o")]) == 2
+    assert "ffn_1/intermediate/dense/kernel' has shape (16, 32), the model expects (16, 48)" in capsys.readouterr().err
+
+
+def _write_hf(directory, cfg, tensors):
+    from safetensors.numpy import save_file
+
+    os.makedirs(directory, exist_ok=True)
+    hf_config = {k: v for k, v in cfg.items() if k != "hidden_act"}
+    hf_config.update(hidden_act="gelu_new", model_type="albert", layer_norm_eps=1e-12,
+                     architectures=["AlbertForPreTraining"], pad_token_id=0)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(hf_config, f)
+    save_file(tensors, os.path.join(directory, "model.safetensors"))
+
+
+def test_convert_hf_pretraining_checkpoint(tmp_path):
+    weights = ref.random_weights(SMALL, np.random.default_rng(7))
+    hf_dir = str(tmp_path / "hf")
+    _write_hf(hf_dir, SMALL, ref.hf_names(weights, SMALL))
+    out = str(tmp_path / "out")
+    assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
+    model = AlbertPretrainer.from_pretrained(out)
+    batch = make_inputs(SMALL)
+    diff = compare(model(batch, training=False), reference(weights, SMALL, batch), batch["input_mask"])
+    print(f"hf convert: max|diff|={diff:.2e}")
+    assert diff < 1e-5
+
+
+def test_convert_hf_encoder_only_checkpoint(tmp_path, capsys):
+    weights = ref.random_weights(SMALL, np.random.default_rng(8))
+    tensors = {k[len("albert."):]: v for k, v in ref.hf_names(weights, SMALL).items() if k.startswith("albert.")}
+    hf_dir = str(tmp_path / "hf")
+    _write_hf(hf_dir, SMALL, tensors)  # AlbertModel: no prefix, no heads
+    out = str(tmp_path / "out")
+    assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
+    assert "encoder-only checkpoint" in capsys.readouterr().err
+    encoder = AlbertEncoder.from_pretrained(out)
+    batch = make_inputs(SMALL)
+    np.testing.assert_allclose(encoder(batch)["pooled_output"], reference(weights, SMALL, batch)["pooled_output"],
+                               atol=1e-5)
+
+
+def test_convert_refuses_nonempty_output_and_missing_checkpoint(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("precious")
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", str(tmp_path / "nope" / "model.ckpt"),
+                     "--config", write_config(str(tmp_path / "c.json"), SMALL), "--output", str(out)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (out / "keep.txt").read_text() == "precious"
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", str(tmp_path / "nope" / "model.ckpt"),
+                     "--config", str(tmp_path / "c.json"), "--output", str(tmp_path / "new")]) == 2
+    assert "not a readable TF checkpoint" in capsys.readouterr().err
+
+
+def test_from_pretrained_refuses_directory_without_checkpoint(tmp_path):
+    write_config(str(tmp_path / "albert_config.json"), SMALL)
+    with pytest.raises(FileNotFoundError, match="no TF checkpoint"):
+        AlbertPretrainer.from_pretrained(str(tmp_path))
+
+
+def test_console_script_entry_point_runs_convert_help():
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run([sys.executable, "-m", "albert_tf", "convert", "--help"], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    assert "--from" in out and "--checkpoint" in out

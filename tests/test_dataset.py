@@ -1,0 +1,271 @@
+"""pretraining_dataset: batch layout, values, sharding, determinism, order, errors that name the file."""
+import collections
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data.dataset import pretraining_dataset
+from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
+
+SEQ, PRED, VOCAB = 32, 5, 500
+
+
+def original_record(rng, *, record_id, seq=SEQ, pred=PRED, masked=True):
+    """One record laid out as google-research/albert's create_pretraining_data.py writes it (same feature order).
+
+    `record_id` is recoverable from the record: the SOP label is record_id % 2 and segment A has 2 + record_id % 20
+    tokens... so tests identify records by (input_type_ids, label). Returns (features dict of lists, Example bytes).
+    """
+    length = int(rng.integers(seq // 2, seq + 1))
+    split = 2 + record_id % (length - 4)  # index of the first [SEP]
+    ids = rng.integers(5, VOCAB, size=length).tolist()
+    ids[0], ids[split], ids[length - 1] = CLS_ID, SEP_ID, SEP_ID
+    segment = [0] * (split + 1) + [1] * (length - split - 1)
+    boundary = (rng.random(length) < 0.7).astype(int).tolist()
+    boundary[0] = boundary[1] = boundary[split] = boundary[split + 1] = boundary[length - 1] = 1
+    positions, labels = [], []
+    if masked:
+        positions = sorted(rng.choice(np.arange(1, length - 1), size=min(pred, 3), replace=False).tolist())
+        labels = [ids[p] for p in positions]
+        for p in positions:
+            ids[p] = MASK_ID
+    pad, extra = seq - length, pred - len(positions)
+    values = collections.OrderedDict([
+        ("input_ids", ids + [0] * pad),
+        ("input_mask", [1] * length + [0] * pad),
+        ("segment_ids", segment + [0] * pad),
+        ("token_boundary", boundary + [0] * pad),
+        ("masked_lm_positions", positions + [0] * extra),
+        ("masked_lm_ids", labels + [0] * extra),
+        ("masked_lm_weights", [1.0] * len(positions) + [0.0] * extra),
+        ("next_sentence_labels", [record_id % 2]),
+    ])
+    feats = collections.OrderedDict()
+    for name, v in values.items():
+        if name == "masked_lm_weights":
+            feats[name] = tf.train.Feature(float_list=tf.train.FloatList(value=v))
+        else:
+            feats[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+    return values, tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def write_files(directory, num_files, per_file, *, seed=0, **kwargs):
+    """Writes num_files TFRecord files; returns (paths, list of per-file lists of feature dicts)."""
+    rng = np.random.default_rng(seed)
+    paths, contents = [], []
+    for f in range(num_files):
+        path = os.path.join(directory, f"part-{f:03d}.tfrecord")
+        rows = []
+        with tf.io.TFRecordWriter(path) as writer:
+            for r in range(per_file):
+                values, data = original_record(rng, record_id=f * per_file + r, **kwargs)
+                writer.write(data)
+                rows.append(values)
+        paths.append(path)
+        contents.append(rows)
+    return paths, contents
+
+
+def collect(dataset, num_batches=None):
+    batches = list(dataset.take(num_batches) if num_batches else dataset)
+    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
+
+
+def fingerprint(batch, row):
+    """Identifies a record (ids outside masked positions are untouched, type ids never change)."""
+    return tuple(batch["input_type_ids"][row].tolist()) + (int(batch["sentence_order_labels"][row]),
+                                                            int(batch["input_mask"][row].sum()))
+
+
+def test_batch_names_dtypes_static_shapes(tmp_path):
+    for dynamic in (False, True):
+        directory = tmp_path / str(dynamic)
+        directory.mkdir()
+        write_files(str(directory), 2, 10, masked=not dynamic)
+        ds = pretraining_dataset(str(directory / "*.tfrecord"), seq_length=SEQ, max_predictions=PRED, batch_size=4,
+                                 is_training=True, seed=1, dynamic_masking=dynamic, vocab_size=VOCAB)
+        spec = ds.element_spec
+        expected = {
+            "input_word_ids": ([4, SEQ], tf.int32), "input_mask": ([4, SEQ], tf.int32),
+            "input_type_ids": ([4, SEQ], tf.int32), "masked_lm_positions": ([4, PRED], tf.int32),
+            "masked_lm_ids": ([4, PRED], tf.int32), "masked_lm_weights": ([4, PRED], tf.float32),
+            "sentence_order_labels": ([4], tf.int32),
+        }
+        assert set(spec) == set(expected)
+        for name, (shape, dtype) in expected.items():
+            assert spec[name].shape.as_list() == shape and spec[name].dtype == dtype, name
+        batch = next(iter(ds))
+        assert batch["input_word_ids"].shape == (4, SEQ)
+
+
+def test_eval_reads_every_record_once_in_order_with_exact_values(tmp_path):
+    paths, contents = write_files(str(tmp_path), 3, 7)
+    ds = pretraining_dataset([paths[2], str(tmp_path / "part-00[01].tfrecord")], seq_length=SEQ,
+                             max_predictions=PRED, batch_size=4, is_training=False)
+    batches = list(ds)
+    assert [b["input_word_ids"].shape[0] for b in batches] == [4, 4, 4, 4, 4, 1]  # 21 records, last batch kept
+    got = collect(ds)
+    rows = [r for file_rows in contents for r in file_rows]  # files in sorted order, records in file order
+    np.testing.assert_array_equal(got["input_word_ids"], [r["input_ids"] for r in rows])
+    np.testing.assert_array_equal(got["input_mask"], [r["input_mask"] for r in rows])
+    np.testing.assert_array_equal(got["input_type_ids"], [r["segment_ids"] for r in rows])
+    np.testing.assert_array_equal(got["masked_lm_positions"], [r["masked_lm_positions"] for r in rows])
+    np.testing.assert_array_equal(got["masked_lm_ids"], [r["masked_lm_ids"] for r in rows])
+    np.testing.assert_array_equal(got["masked_lm_weights"], [r["masked_lm_weights"] for r in rows])
+    np.testing.assert_array_equal(got["sentence_order_labels"], [r["next_sentence_labels"][0] for r in rows])
+    # A batch as large as the parse group takes the path without re-batching: same records, same order.
+    whole = list(pretraining_dataset(str(tmp_path / "*.tfrecord"), seq_length=SEQ, max_predictions=PRED,
+                                     batch_size=300, is_training=False))
+    assert len(whole) == 1
+    np.testing.assert_array_equal(whole[0]["input_word_ids"].numpy(), got["input_word_ids"])
+
+
+def test_training_shuffles_and_repeats(tmp_path):
+    paths, contents = write_files(str(tmp_path), 3, 8)
+    ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=8, is_training=True, seed=3)
+    got = collect(ds, 30)  # 240 records = 10 epochs of 24 (the record shuffle buffer spans epochs)
+    counts = collections.Counter(tuple(r) for r in got["input_word_ids"].tolist())
+    assert set(counts) == {tuple(r["input_ids"]) for rows in contents for r in rows}
+    assert max(counts.values()) - min(counts.values()) <= 8
+    in_order = np.array([r["input_ids"] for rows in contents for r in rows])
+    assert not np.array_equal(got["input_word_ids"][:24], in_order)
+
+
+def test_input_context_shards_files_disjointly(tmp_path):
+    paths, contents = write_files(str(tmp_path), 4, 6)
+    owner = {}
+    for f, rows in enumerate(contents):
+        for r in rows:
+            owner[tuple(r["input_ids"])] = f
+    seen = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                             num_replicas_in_sync=4)
+        ds = pretraining_dataset(str(tmp_path / "*.tfrecord"), seq_length=SEQ, max_predictions=PRED,
+                                 batch_size=8, is_training=True, input_context=context, seed=0)
+        assert ds.element_spec["input_word_ids"].shape.as_list() == [2, SEQ]  # global 8 over 4 replicas
+        got = collect(ds, 12)
+        seen.append({owner[tuple(r)] for r in got["input_word_ids"].tolist()})
+    assert seen[0] == {0, 2} and seen[1] == {1, 3}
+
+
+def test_too_few_files_for_pipelines(tmp_path):
+    write_files(str(tmp_path), 1, 2)
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=0, num_replicas_in_sync=2)
+    with pytest.raises(ValueError, match="1 file.*2 input pipelines"):
+        pretraining_dataset(str(tmp_path / "*"), seq_length=SEQ, max_predictions=PRED, batch_size=2,
+                            is_training=True, input_context=context)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_deterministic_given_seed(tmp_path, dynamic):
+    write_files(str(tmp_path), 3, 10, masked=not dynamic)
+    pattern = str(tmp_path / "*.tfrecord")
+
+    def make(seed):
+        return collect(pretraining_dataset(pattern, seq_length=SEQ, max_predictions=PRED, batch_size=4,
+                                           is_training=True, seed=seed, dynamic_masking=dynamic, vocab_size=VOCAB),
+                       10)
+
+    first, again, other = make(7), make(7), make(8)
+    for name in first:
+        np.testing.assert_array_equal(first[name], again[name])
+    assert not np.array_equal(first["input_word_ids"], other["input_word_ids"])
+
+
+def test_dynamic_masking_fresh_each_epoch(tmp_path):
+    paths, contents = write_files(str(tmp_path), 1, 12, masked=False)
+    ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=4, is_training=True, seed=0,
+                             dynamic_masking=True, vocab_size=VOCAB)
+    got = collect(ds, 24)  # 8 epochs of 12 records (the shuffle buffer spans epochs: counts vary a little)
+    by_record = collections.defaultdict(list)
+    originals = {}
+    for rows in contents:
+        for r in rows:
+            originals[tuple(r["segment_ids"]) + (r["next_sentence_labels"][0], sum(r["input_mask"]))] = r
+    for row in range(len(got["input_word_ids"])):
+        record = originals[fingerprint(got, row)]
+        weights = got["masked_lm_weights"][row]
+        positions = got["masked_lm_positions"][row][weights > 0]
+        restored = got["input_word_ids"][row].copy()
+        restored[positions] = got["masked_lm_ids"][row][weights > 0]
+        np.testing.assert_array_equal(restored, record["input_ids"])  # labels are the original ids
+        assert 1 <= weights.sum() <= min(PRED, max(1, round(sum(record["input_mask"]) * 0.15)))
+        by_record[fingerprint(got, row)].append(tuple(positions.tolist()))
+    assert len(by_record) == 12 and all(len(v) >= 3 for v in by_record.values())
+    assert sum(len(set(v)) > 1 for v in by_record.values()) >= 10  # new masks across epochs
+
+
+def test_pattern_matching_nothing_is_named(tmp_path):
+    write_files(str(tmp_path), 1, 2)
+    missing = str(tmp_path / "nope-*.tfrecord")
+    with pytest.raises(FileNotFoundError, match="nope-"):
+        pretraining_dataset([str(tmp_path / "*.tfrecord"), missing], seq_length=SEQ, max_predictions=PRED,
+                            batch_size=2, is_training=False)
+
+
+@pytest.mark.parametrize("seq,pred,feature,found,expected", [
+    (SEQ + 8, PRED, "input_ids", SEQ, SEQ + 8),
+    (SEQ, PRED + 2, "masked_lm_positions", PRED, PRED + 2),
+])
+def test_length_mismatch_in_first_record_names_file_feature_lengths(tmp_path, seq, pred, feature, found, expected):
+    paths, _ = write_files(str(tmp_path), 2, 3)
+    with pytest.raises(ValueError) as err:
+        pretraining_dataset(str(tmp_path / "*"), seq_length=seq, max_predictions=pred, batch_size=2,
+                            is_training=True)
+    message = str(err.value)
+    assert paths[0] in message and repr(feature) in message
+    assert f"length {found}, expected {expected}" in message
+
+
+def test_length_mismatch_in_a_later_record_names_file(tmp_path):
+    good, _ = write_files(str(tmp_path), 1, 4)
+    bad = str(tmp_path / "part-bad.tfrecord")
+    rng = np.random.default_rng(0)
+    with tf.io.TFRecordWriter(bad) as writer:
+        writer.write(original_record(rng, record_id=0)[1])
+        writer.write(original_record(rng, record_id=1, seq=SEQ - 4)[1])
+    ds = pretraining_dataset([good[0], bad], seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=False)
+    with pytest.raises(tf.errors.InvalidArgumentError) as err:
+        list(ds)
+    message = str(err.value)
+    assert bad in message and re.search(r"Key: (input_ids|input_mask|segment_ids)", message)
+    assert f"Values size: {SEQ - 4} but output shape: [{SEQ}]" in message
+
+
+def test_dynamic_masking_rejects_masked_records(tmp_path):
+    write_files(str(tmp_path), 1, 2, masked=True)
+    with pytest.raises(ValueError, match="already masked.*--no-mask"):
+        pretraining_dataset(str(tmp_path / "*"), seq_length=SEQ, max_predictions=PRED, batch_size=2,
+                            is_training=True, dynamic_masking=True, vocab_size=VOCAB)
+
+
+@pytest.mark.parametrize("damage", ["truncate_tail", "corrupt_middle"])
+def test_damaged_file_names_file(tmp_path, damage):
+    paths, _ = write_files(str(tmp_path), 2, 6)
+    data = bytearray(open(paths[1], "rb").read())
+    if damage == "truncate_tail":
+        data = data[:-10]
+    else:
+        data[len(data) // 2] ^= 0xFF
+    with open(paths[1], "wb") as f:
+        f.write(bytes(data))
+    for is_training in (False, True):
+        ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2,
+                                 is_training=is_training, seed=0)
+        with pytest.raises(tf.errors.InvalidArgumentError) as err:
+            for _ in ds.take(30):
+                pass
+        assert paths[1] in str(err.value) and "truncated or corrupt" in str(err.value)
+
+
+def test_file_truncated_in_first_record_fails_up_front(tmp_path):
+    paths, _ = write_files(str(tmp_path), 1, 2)
+    data = open(paths[0], "rb").read()
+    with open(paths[0], "wb") as f:
+        f.write(data[:30])
+    with pytest.raises(ValueError, match=f"{paths[0]}: truncated or corrupt"):
+        pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=True)

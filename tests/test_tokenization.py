@@ -1,0 +1,337 @@
+"""AlbertTokenizer: normalization, special ids, the digit-comma rule, packing, and Python == in-graph ids.
+
+The digit-comma and packing expectations come from a hand-written SentencePiece model (`_hand_model`), whose
+segmentations are worked out by hand in the comments.
+"""
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import helpers
+from albert_tf.tokenization import AlbertTokenizer, normalize, truncated_lengths
+
+# ---------------------------------------------------------------------------------- a hand-made SentencePiece model
+NORMAL, UNKNOWN, CONTROL = 1, 2, 3  # sentencepiece_model.proto ModelProto.SentencePiece.Type
+
+
+def _varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _length_delimited(field, data):
+    data = data.encode() if isinstance(data, str) else data
+    return _varint(field << 3 | 2) + _varint(len(data)) + data
+
+
+def _int_field(field, value):
+    return _varint(field << 3) + _varint(value)
+
+
+def _model_proto(pieces, pad_id=0, unk_id=1):
+    """Serializes a unigram ModelProto by hand (the generated protobuf module may not match the runtime).
+
+    pieces: list of (piece, score, type); ids are list positions. pad 0, unk 1, no bos/eos, identity normalizer.
+    """
+    out = b""
+    for piece, score, kind in pieces:
+        body = _length_delimited(1, piece) + _varint(2 << 3 | 5) + struct.pack("<f", score) + _int_field(3, kind)
+        out += _length_delimited(1, body)
+    trainer = (_int_field(3, 1) + _int_field(40, unk_id) + _int_field(41, -1) + _int_field(42, -1)
+               + _int_field(43, pad_id))
+    normalizer = _length_delimited(1, "identity") + _int_field(3, 1) + _int_field(4, 1) + _int_field(5, 1)
+    return out + _length_delimited(2, trainer) + _length_delimited(3, normalizer)
+
+
+SPECIALS = [("<pad>", 0.0, CONTROL), ("<unk>", 0.0, UNKNOWN), ("[CLS]", 0.0, CONTROL), ("[SEP]", 0.0, CONTROL),
+            ("[MASK]", 0.0, CONTROL)]
+HAND_PIECES = SPECIALS + [
+    ("▁", -2.0, NORMAL),      # 5
+    ("▁3.0,", 5.0, NORMAL),   # 6   wins over ▁3 . 0 , for "3.0,"
+    ("▁3", -1.0, NORMAL),     # 7
+    (".", -2.0, NORMAL),      # 8
+    ("0", -2.0, NORMAL),      # 9
+    (",", -2.0, NORMAL),      # 10
+    ("5,", 5.0, NORMAL),      # 11  a digit-comma piece without ▁
+    ("5", -2.0, NORMAL),      # 12
+    ("▁x", -1.0, NORMAL),     # 13
+    ("7,", 5.0, NORMAL),      # 14
+    ("▁7", -1.0, NORMAL),     # 15
+    ("7", -2.0, NORMAL),      # 16
+    ("▁y", -1.0, NORMAL),     # 17
+    ("3", -2.0, NORMAL),      # 18
+    ("x", -2.0, NORMAL),      # 19
+    ("y", -2.0, NORMAL),      # 20
+]
+
+
+@pytest.fixture(scope="module")
+def hand_tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hand") / "hand.model"
+    path.write_bytes(_model_proto(HAND_PIECES))
+    return AlbertTokenizer(str(path))
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tiny_spm_model):
+    return AlbertTokenizer(tiny_spm_model)
+
+
+# -------------------------------------------------------------------------------------------------- normalize
+@pytest.mark.parametrize("text, expected", [
+    ("Café naïve", "cafe naive"),
+    ("  runs \t of\n\n white\u00a0space\u3000here  ", "runs of white space here"),
+    ("中文字符", "中文字符"),                        # CJK kept (no decomposition, no case)
+    ("日本語のテキスト", "日本語のテキスト"),
+    ("emoji 😀 ok", "emoji 😀 ok"),
+    ("", ""),
+    ("   ", ""),
+    ("``Quoted'' TEXT", '"quoted" text'),
+    ("Résumé 1999 3.0, 7,5", "resume 1999 3.0, 7,5"),  # digits untouched
+    ("ﬁ ① ＡＢＣ", "fi 1 abc"),                       # NFKD compatibility forms
+    ("e\u0301", "e"),                                  # a combining mark on its own is dropped
+    ("ΟΔΟΣ", "οδος"),                                  # final sigma from str.lower
+])
+def test_normalize_hand_examples(text, expected):
+    assert normalize(text) == expected
+
+
+def test_normalize_cased_keeps_case_but_strips_accents():
+    assert normalize("Café  Naïve", lower_case=False) == "Cafe Naive"
+
+
+# ------------------------------------------------------------------------------------------------ special ids
+def test_special_ids(tiny_tokenizer):
+    tok = tiny_tokenizer
+    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
+    assert [tok.id_to_piece(i) for i in range(5)] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert tok.piece_to_id("[MASK]") == 4
+    assert tok.vocab_size == 300
+
+
+@pytest.mark.parametrize("pieces, message", [
+    (SPECIALS[:4] + HAND_PIECES[5:], r"\[MASK\] is missing, expected at id 4"),
+    (SPECIALS[:2] + [SPECIALS[3], SPECIALS[2]] + HAND_PIECES[4:], r"\[CLS\] is at id 3, expected at id 2"),
+])
+def test_bad_special_ids_name_the_model(tmp_path, pieces, message):
+    path = tmp_path / "bad.model"
+    path.write_bytes(_model_proto(pieces))
+    with pytest.raises(ValueError, match=message) as info:
+        AlbertTokenizer(str(path))
+    assert str(path) in str(info.value)
+
+
+def test_bad_pad_id_names_the_model(tmp_path):
+    path = tmp_path / "nopad.model"
+    path.write_bytes(_model_proto([("<unk>", 0.0, UNKNOWN)] + HAND_PIECES[2:], pad_id=-1, unk_id=0))
+    with pytest.raises(ValueError, match=f"SentencePiece model {path}: <pad> has id -1, expected 0"):
+        AlbertTokenizer(str(path))
+
+
+def test_missing_and_corrupt_model_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.model"):
+        AlbertTokenizer(str(tmp_path / "nope.model"))
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"\x00not a model at all")
+    with pytest.raises(ValueError, match=f"{junk} is not a SentencePiece model"):
+        AlbertTokenizer(str(junk))
+
+
+def test_model_from_bytes(tiny_spm_model, tiny_tokenizer):
+    with open(tiny_spm_model, "rb") as f:
+        tok = AlbertTokenizer(f.read())
+    assert tok.encode("the river of time") == tiny_tokenizer.encode("the river of time")
+
+
+# ----------------------------------------------------------------------------------------- digit-comma rule
+@pytest.mark.parametrize("text, pieces, ids", [
+    # SentencePiece gives ["▁3.0,", "▁y"]; "▁3.0," -> pieces("3.0") = ["▁3", ".", "0"], then ",".
+    ("3.0, y", ["▁3", ".", "0", ",", "▁y"], [7, 8, 9, 10, 17]),
+    # ["▁x", "5,"]: "5," lacks ▁, so the "▁" that re-encoding "5" puts first (["▁", "5"]) is dropped.
+    ("x5,", ["▁x", "5", ","], [13, 12, 10]),
+    # ["▁x", "7,"]: re-encoding "7" gives ["▁7"], whose leading ▁ is stripped -> "7".
+    ("x7,", ["▁x", "7", ","], [13, 16, 10]),
+    # "▁3" "," are separate pieces: nothing to split.
+    ("y 3,", ["▁y", "▁3", ","], [17, 7, 10]),
+])
+def test_digit_comma_rule_hand_computed(hand_tokenizer, text, pieces, ids):
+    assert hand_tokenizer.encode_as_pieces(text) == pieces
+    assert hand_tokenizer.encode(text) == ids
+
+
+# ----------------------------------------------------------------------------------------------------- packing
+def _pop_loop_lengths(len_a, len_b, seq_length):
+    """Reference: pop from the end of the longer segment (b on a tie) until the packed pair fits."""
+    while len_a + len_b > seq_length - 3:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return len_a, len_b
+
+
+def test_truncated_lengths_matches_pop_loop():
+    for seq_length in range(3, 12):
+        for len_a in range(12):
+            for len_b in range(12):
+                assert truncated_lengths(len_a, len_b, seq_length) == _pop_loop_lengths(len_a, len_b, seq_length)
+        assert truncated_lengths(7, None, seq_length) == (min(7, seq_length - 2), None)
+
+
+def test_pack_layout_hand_computed(hand_tokenizer):
+    # a = "3.0, y" -> [7, 8, 9, 10, 17]; b = "x7," -> [13, 16, 10]
+    out = hand_tokenizer.pack("3.0, y", "x7,", seq_length=12)
+    np.testing.assert_array_equal(out["input_word_ids"], [2, 7, 8, 9, 10, 17, 3, 13, 16, 10, 3, 0])
+    np.testing.assert_array_equal(out["input_mask"], [1] * 11 + [0])
+    np.testing.assert_array_equal(out["input_type_ids"], [0] * 7 + [1] * 4 + [0])
+    assert all(v.dtype == np.int32 and v.shape == (12,) for v in out.values())
+    # seq 8: 5 + 3 tokens for 5 slots -> pop a, pop a, (tie) pop b -> a keeps 3, b keeps 2.
+    out = hand_tokenizer.pack("3.0, y", "x7,", seq_length=8)
+    np.testing.assert_array_equal(out["input_word_ids"], [2, 7, 8, 9, 3, 13, 16, 3])
+    np.testing.assert_array_equal(out["input_type_ids"], [0, 0, 0, 0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(out["input_mask"], [1] * 8)
+    # one segment, truncated from the end
+    out = hand_tokenizer.pack("3.0, y", seq_length=5)
+    np.testing.assert_array_equal(out["input_word_ids"], [2, 7, 8, 9, 3])
+    np.testing.assert_array_equal(out["input_type_ids"], [0] * 5)
+
+
+def test_pack_batch_equals_rows(hand_tokenizer):
+    texts_a, texts_b = ["3.0, y", "x5,", ""], ["x7,", "", "y 3,"]
+    batch = hand_tokenizer.pack(texts_a, texts_b, seq_length=9)
+    for key, value in batch.items():
+        assert value.shape == (3, 9) and value.dtype == np.int32
+        for row, (a, b) in enumerate(zip(texts_a, texts_b)):
+            np.testing.assert_array_equal(value[row], hand_tokenizer.pack(a, b, seq_length=9)[key])
+    np.testing.assert_array_equal(batch["input_word_ids"][2], [2, 3, 17, 7, 10, 3, 0, 0, 0])
+
+
+def test_pack_bad_arguments(hand_tokenizer):
+    with pytest.raises(ValueError, match="seq_length must be at least 3"):
+        hand_tokenizer.pack("x", "y", seq_length=2)
+    with pytest.raises(ValueError, match="text_b must match text_a"):
+        hand_tokenizer.pack(["x", "y"], ["x"], seq_length=8)
+
+
+# ------------------------------------------------------------------------------------ Python == in-graph ids
+EQUALITY_TEXTS = [
+    "Café naïve résumé Über",
+    "中文字符 and 日本語のテキスト, 한국어",
+    "emoji 😀👍🏽 ok 🇫🇷",
+    "it costs 3.0, or 7,5, or 42, and 1999,",
+    "nul\x00 inside\x00\x00 AND control\x01\x7f chars \ufeff\u200b",
+    "runs   of \t\n whitespace\u00a0and\u3000ideographic\u2009thin  ",
+    "",
+    "   \t ",
+    "``Quoted'' text '' ``",
+    "ΟΔΟΣ ΑΣ. Σ",
+    "İstanbul ǅ ﬁ ① ＡＢＣ ¨x",
+    "e\u0301 a\u0308 o\u0327\u0301",
+    "UPPER lower MiXeD 3.0,x",
+]
+
+
+def _long_text():
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(3)
+    return " ".join(helpers.make_sentence(rng) for _ in range(120))
+
+
+def test_encode_ids_equal_piece_ids(tiny_tokenizer, hand_tokenizer):
+    for tok in (tiny_tokenizer, hand_tokenizer):
+        for text in EQUALITY_TEXTS + [_long_text()]:
+            assert tok.encode(text) == [tok.piece_to_id(p) for p in tok.encode_as_pieces(text)], text
+
+
+def test_tf_normalize_equals_normalize(tiny_tokenizer):
+    texts = EQUALITY_TEXTS + [_long_text()]
+    got = [s.decode("utf-8") for s in tiny_tokenizer.tf_normalize(texts).numpy()]
+    assert got == [normalize(t) for t in texts]
+
+
+@pytest.mark.parametrize("which", ["tiny", "hand"])
+def test_tf_encode_equals_encode(which, tiny_tokenizer, hand_tokenizer):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tok = tiny_tokenizer if which == "tiny" else hand_tokenizer
+    texts = EQUALITY_TEXTS + [_long_text(), "3.0, y x5, x7,"]
+    expected = [tok.encode(t) for t in texts]
+    ragged = tok.tf_encode(tf.constant(texts))
+    assert ragged.dtype == tf.int32 and ragged.shape.rank == 2
+    assert ragged.to_list() == expected
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode_fn(strings):
+        return tok.tf_encode(strings)
+
+    assert encode_fn(tf.constant(texts)).to_list() == expected
+    scalar = tok.tf_encode(tf.constant(texts[0]))  # a scalar string gives a 1-D int32 tensor
+    assert scalar.shape.rank == 1 and scalar.numpy().tolist() == expected[0]
+    dataset = tf.data.Dataset.from_tensor_slices(texts).batch(4).map(tok.tf_encode)
+    assert [row for batch in dataset for row in batch.to_list()] == expected
+
+
+@pytest.mark.parametrize("seq_length", [8, 32])
+def test_tf_pack_equals_pack(hand_tokenizer, tiny_tokenizer, seq_length):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    for tok in (hand_tokenizer, tiny_tokenizer):
+        texts_a = EQUALITY_TEXTS + ["3.0, y x5, x7,"]
+        texts_b = list(reversed(texts_a))
+        for b in (None, texts_b):
+            expected = tok.pack(texts_a, b, seq_length=seq_length)
+            got = tok.tf_pack(tf.constant(texts_a), None if b is None else tf.constant(b), seq_length=seq_length)
+            for key in expected:
+                assert got[key].dtype == tf.int32 and got[key].shape.as_list() == [len(texts_a), seq_length]
+                np.testing.assert_array_equal(got[key].numpy(), expected[key], err_msg=key)
+
+
+def test_in_graph_tokenizer_survives_saved_model(hand_tokenizer, tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    module = tf.Module()
+    module.tokenizer = hand_tokenizer.in_graph
+    module.pack = tf.function(lambda a, b: hand_tokenizer.tf_pack(a, b, seq_length=12),
+                              input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    del module
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    got = loaded.pack(tf.constant(["3.0, y"]), tf.constant(["x7,"]))
+    np.testing.assert_array_equal(got["input_word_ids"].numpy()[0], [2, 7, 8, 9, 10, 17, 3, 13, 16, 10, 3, 0])
+
+
+def test_python_path_does_not_import_tensorflow(tiny_spm_model):
+    code = ("import sys; from albert_tf.tokenization import AlbertTokenizer; "
+            f"t = AlbertTokenizer({tiny_spm_model!r}); t.encode('the river'); t.pack('a', 'b', seq_length=8); "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_tf_encode_equals_encode_on_random_unicode(tiny_tokenizer):
+    """300 seeded random strings drawn from ASCII, the BMP and the supplementary planes (no surrogates)."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(0)
+    spans = [(0x0, 0x7F), (0xA0, 0x2FFF), (0x3000, 0xD7FF), (0xE000, 0xFFEF), (0x10000, 0x1FBFF)]
+    texts = ["".join(chr(rng.randint(*rng.choice(spans))) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    assert tiny_tokenizer.tf_encode(texts).to_list() == [tiny_tokenizer.encode(t) for t in texts]
+
+
+def test_bytes_input_decodes_as_utf8(hand_tokenizer):
+    assert hand_tokenizer.encode("3.0, y".encode()) == [7, 8, 9, 10, 17]
+    assert hand_tokenizer.encode([b"x7,", "x5,"]) == [[13, 16, 10], [13, 12, 10]]
+    np.testing.assert_array_equal(hand_tokenizer.pack(b"x7,", seq_length=6)["input_word_ids"], [2, 13, 16, 10, 3, 0])
+    with pytest.raises(TypeError, match="expected str or bytes, got int"):
+        hand_tokenizer.encode_as_pieces(3)

@@ -1,0 +1,206 @@
+"""`albert-tf vocab` / train_vocab: end to end on a generated corpus, sampling, and each bad-input message."""
+import glob
+import os
+import pathlib
+
+import pytest
+
+import helpers
+from albert_tf import cli
+from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
+from albert_tf.tokenization import AlbertTokenizer, normalize
+from test_tokenization import EQUALITY_TEXTS
+
+VOCAB_SIZE = 150
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("vocab_corpus")
+    for i in range(2):
+        helpers.write_corpus(str(directory / f"part-{i}.txt"), num_docs=40, seed=10 + i)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def cli_model(corpus_dir, tmp_path_factory):
+    """Runs the CLI once; returns (model prefix, captured stdout, exit code)."""
+    out_dir = tmp_path_factory.mktemp("vocab_out")
+    prefix = str(out_dir / "sub" / "spm")
+    capture = os.path.join(str(out_dir), "stdout.txt")
+    import contextlib  # pylint: disable=import-outside-toplevel
+
+    with open(capture, "w", encoding="utf-8") as f, contextlib.redirect_stdout(f):
+        code = cli.main(["vocab", "--input", str(corpus_dir / "part-*.txt"), "--output-prefix", prefix,
+                         "--vocab-size", str(VOCAB_SIZE), "--max-sentences", "100000"])
+    with open(capture, encoding="utf-8") as f:
+        return prefix, f.read(), code
+
+
+def _count_lines(directory):
+    lines = sentences = 0
+    for path in glob.glob(str(directory / "part-*.txt")):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                lines += 1
+                sentences += bool(line.strip())
+    return lines, sentences
+
+
+def test_vocab_cli_end_to_end(cli_model, corpus_dir):
+    prefix, stdout, code = cli_model
+    assert code == 0
+    tok = AlbertTokenizer(prefix + ".model")
+    assert tok.vocab_size == VOCAB_SIZE
+    assert [tok.id_to_piece(i) for i in range(5)] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    # each user-defined symbol is one piece, right after the control symbols, in the original's order
+    assert [tok.id_to_piece(5 + i) for i in range(len(USER_DEFINED_SYMBOLS))] == list(USER_DEFINED_SYMBOLS)
+    with open(prefix + ".vocab", encoding="utf-8") as f:
+        vocab_lines = [line.split("\t")[0] for line in f]
+    assert vocab_lines[:13] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"] + list(USER_DEFINED_SYMBOLS)
+    assert len(vocab_lines) == VOCAB_SIZE
+    # uncased: trained on lowercased text, so no piece holds an uppercase letter
+    assert not any(ch.isupper() for piece in vocab_lines[5:] for ch in piece)
+    # the summary reports what an independent count of the corpus says
+    lines, sentences = _count_lines(corpus_dir)
+    assert f"2 file(s), {lines} lines, {sentences} sentences, {sentences} sampled" in stdout
+    assert f"wrote {prefix}.model and {prefix}.vocab" in stdout
+    assert "replaced" not in stdout
+    # atomic writes leave nothing but the two outputs
+    assert sorted(os.listdir(os.path.dirname(prefix))) == ["spm.model", "spm.vocab"]
+
+
+def test_trained_model_python_equals_in_graph(cli_model):
+    """The vocab's own (nmt_nfkc) normalizer runs in both paths: ids must still agree."""
+    tok = AlbertTokenizer(cli_model[0] + ".model")
+    texts = EQUALITY_TEXTS + ["The river (near the city) costs £3.0, €42 - or 7,5."]
+    assert tok.tf_encode(texts).to_list() == [tok.encode(t) for t in texts]
+
+
+def test_same_seed_same_bytes(corpus_dir, tmp_path):
+    outputs = []
+    for run in range(2):
+        stats = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / f"run{run}"), vocab_size=120,
+                            max_sentences=300, seed=5)
+        assert stats["sampled"] == 300
+        outputs.append([pathlib.Path(stats[k]).read_bytes() for k in ("model", "vocab")])
+    assert outputs[0] == outputs[1]
+    other = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / "other"), vocab_size=120,
+                        max_sentences=300, seed=6)
+    assert pathlib.Path(other["model"]).read_bytes() != outputs[0][0]  # a different sample
+
+
+def test_vocab_file_matches_sentencepiece_writer(tiny_spm_model):
+    """The .vocab we write from the model equals the one SentencePiece's own trainer wrote beside it."""
+    with open(tiny_spm_model, "rb") as f:
+        model = f.read()
+    with open(tiny_spm_model[: -len(".model")] + ".vocab", encoding="utf-8") as f:
+        assert vocab_lines(model) == f.read()
+
+
+def test_cased_vocab_keeps_uppercase(corpus_dir, tmp_path):
+    stats = train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "cased"), vocab_size=120, lower_case=False)
+    with open(stats["vocab"], encoding="utf-8") as f:
+        pieces = [line.split("\t")[0] for line in f]
+    assert any(ch.isupper() for piece in pieces for ch in piece)  # sentences start with a capital
+
+
+def test_reservoir_sample_is_seeded_and_uniform(tmp_path):
+    path = tmp_path / "numbers.txt"
+    n, k = 200, 20
+    path.write_text("".join(f"Line {i}\n\n" for i in range(n)), encoding="utf-8")
+    sample, stats = sample_sentences([str(path)], k, seed=7)
+    assert stats["lines"] == 2 * n and stats["sentences"] == n and len(sample) == k
+    assert sample == sample_sentences([str(path)], k, seed=7)[0]
+    assert sample != sample_sentences([str(path)], k, seed=8)[0]
+    assert all(s.startswith("line ") for s in sample)  # normalized (lowercased)
+    # k >= n keeps every sentence in order
+    assert sample_sentences([str(path)], n, seed=1)[0] == [normalize(f"Line {i}") for i in range(n)]
+    # inclusion probability is k/n for every line: over 300 seeds each line is kept ~30 times (binomial sd ~5.2)
+    counts = [0] * n
+    for seed in range(300):
+        for s in sample_sentences([str(path)], k, seed=seed)[0]:
+            counts[int(s.split()[1])] += 1
+    # lines in the first half per sample: hypergeometric, mean k/2, variance k/4 (n-k)/(n-1) ~ 4.52 per seed
+    assert abs(sum(counts[: n // 2]) - 300 * k / 2) < 5 * (300 * 4.52) ** 0.5
+    assert max(counts) < 30 + 6 * 5.2 and min(counts) > 30 - 6 * 5.2
+
+
+def test_glob_matching_nothing(tmp_path, capsys):
+    pattern = str(tmp_path / "missing-*.txt")
+    with pytest.raises(FileNotFoundError, match="matches no file") as info:
+        train_vocab(pattern, str(tmp_path / "v"), vocab_size=50)
+    assert pattern in str(info.value)
+    assert cli.main(["vocab", "--input", pattern, "--output-prefix", str(tmp_path / "v")]) == 2
+    assert f"albert-tf vocab: error: --input '{pattern}' matches no file" in capsys.readouterr().err
+
+
+def test_empty_corpus(tmp_path):
+    (tmp_path / "blank.txt").write_text("\n   \n\t\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"1 file\(s\), 3 line\(s\), but no text to train on \(empty corpus\)"):
+        train_vocab(str(tmp_path / "*.txt"), str(tmp_path / "v"), vocab_size=50)
+    assert not glob.glob(str(tmp_path / "v.*"))
+
+
+def test_non_utf8_bytes_are_replaced_counted_and_reported(corpus_dir, tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    with open(corpus_dir / "part-0.txt", "rb") as f:
+        good = f.read()
+    # \xff and \xfe are never valid; \xc3 followed by a space is a truncated sequence: 3 bytes in all.
+    bad.write_bytes(good + b"\nhello \xff\xfe world\nthen \xc3 again\n")
+    sample, stats = sample_sentences([str(bad)], 10**6)
+    assert stats["replaced_bytes"] == 3 and stats["replaced_bytes_per_file"] == {str(bad): 3}
+    assert "hello \ufffd\ufffd world" in sample and "then \ufffd again" in sample
+    code = cli.main(["vocab", "--input", str(bad), "--output-prefix", str(tmp_path / "v"), "--vocab-size", "120"])
+    assert code == 0
+    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().out
+
+
+def test_vocab_size_too_large_for_corpus(tmp_path):
+    (tmp_path / "small.txt").write_text("a tiny corpus.\nwith two lines.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"--vocab-size 5000 does not fit the corpus .*small.txt.*2 sentences"):
+        train_vocab(str(tmp_path / "small.txt"), str(tmp_path / "v"), vocab_size=5000)
+    assert sorted(os.listdir(tmp_path)) == ["small.txt"]  # no output, no temp left behind
+
+
+def test_vocab_size_below_the_special_symbols(corpus_dir, tmp_path):
+    with pytest.raises(ValueError, match="--vocab-size 10 is too small"):
+        train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "v"), vocab_size=10)
+
+
+def test_tf_io_gfile_paths_in_and_out(corpus_dir):
+    """Non-local paths (gs:// in real use) go through tf.io.gfile; TensorFlow's ram:// filesystem stands in."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tf.io.gfile.makedirs("ram://vocab_in")
+    tf.io.gfile.copy(str(corpus_dir / "part-0.txt"), "ram://vocab_in/part-0.txt", overwrite=True)
+    stats = train_vocab("ram://vocab_in/*.txt", "ram://vocab_out/spm", vocab_size=120)
+    assert stats["files"] == ["ram://vocab_in/part-0.txt"]
+    assert sorted(tf.io.gfile.listdir("ram://vocab_out")) == ["spm.model", "spm.vocab"]
+    local = train_vocab(str(corpus_dir / "part-0.txt"), str(corpus_dir.parent / "local_spm"), vocab_size=120)
+    with tf.io.gfile.GFile("ram://vocab_out/spm.model", "rb") as f, open(local["model"], "rb") as g:
+        assert f.read() == g.read()
+    tok = AlbertTokenizer("ram://vocab_out/spm.model")
+    assert tok.encode("the river") == AlbertTokenizer(local["model"]).encode("the river")
+    with pytest.raises(FileNotFoundError, match="SentencePiece model ram://vocab_out/none.model not found"):
+        AlbertTokenizer("ram://vocab_out/none.model")
+
+
+def test_sampling_memory_does_not_grow_with_the_corpus(tmp_path):
+    """Peak Python memory while sampling 500 sentences from 20k vs 80k lines: the sample bounds it, not the file."""
+    import tracemalloc  # pylint: disable=import-outside-toplevel
+
+    peaks = []
+    for n in (20_000, 80_000):
+        path = tmp_path / f"lines-{n}.txt"
+        with open(path, "w", encoding="utf-8") as f:
+            for i in range(n):
+                f.write(f"Sentence number {i} says something about the river and the mountain.\n")
+        tracemalloc.start()
+        sample, stats = sample_sentences([str(path)], 500, seed=1)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert len(sample) == 500 and stats["sentences"] == n
+    file_bytes = (tmp_path / "lines-80000.txt").stat().st_size
+    assert peaks[1] < 1.5 * peaks[0], peaks  # keeping every line would make this 4x
+    assert peaks[1] < file_bytes / 10, (peaks, file_bytes)
