@@ -28,7 +28,12 @@ reference it is compared against, so its signature is kept stable.
 """
 import numpy as np
 
-from albert_tf.data.features import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_tf.tokenization import AlbertTokenizer
+
+# The special ids (albert_tf.data.features holds the same; taken from the tokenizer module, which does not import
+# TensorFlow, so that create-data's worker processes stay light).
+PAD_ID, CLS_ID, SEP_ID, MASK_ID = (AlbertTokenizer.pad_id, AlbertTokenizer.cls_id, AlbertTokenizer.sep_id,
+                                   AlbertTokenizer.mask_id)
 
 _ASCII_PUNCTUATION = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~')
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _ASCII_PUNCTUATION
