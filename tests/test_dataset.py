@@ -1,4 +1,5 @@
 """pretraining_dataset: batch layout, values, sharding, determinism, order, errors that name the file."""
+import base64
 import collections
 import os
 import re
@@ -11,6 +12,36 @@ from albert_tf.data.dataset import pretraining_dataset
 from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
 
 SEQ, PRED, VOCAB = 32, 5, 500
+
+
+# Two records from each of two files written by google-research/albert's create_pretraining_data.py itself (run under
+# TF 2.21's compat.v1 on tests/helpers.write_corpus(num_docs=4, min_sents=3, max_sents=5, seed=3) with the tiny
+# SentencePiece model, --max_seq_length=32 --max_predictions_per_seq=5 --random_seed=7, and --masked_lm_prob=0.15 /
+# 0): TFRecord framing included, base64.
+ORIGINAL_MASKED_RECORDS = (
+    "bAEAAAAAAADzCkAPCukCCiAKE21hc2tlZF9sbV9wb3NpdGlvbnMSCRoHCgUNDhITFQozCgtzZWdtZW50X2lkcxIkGiIKIAAAAAAAAAABAQEBAQ"
+    "EBAQEBAQEBAQEBAQEBAQEBAQEBCh0KFG5leHRfc2VudGVuY2VfbGFiZWxzEgUaAwoBAAo2Cg50b2tlbl9ib3VuZGFyeRIkGiIKIAEBAQEBAQEA"
+    "AAAAAQEBAQEBAQEBAQEBAQEBAQEAAQEBCjgKCWlucHV0X2lkcxIrGikKJwIzSBdVBQOkAqsC/QHhAQxfBARXL3UEBBcETIYBFQwgsgFOoQEGAw"
+    "ocCg1tYXNrZWRfbG1faWRzEgsaCQoHmQEFhQFMCwoyCgppbnB1dF9tYXNrEiQaIgogAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEK"
+    "LQoRbWFza2VkX2xtX3dlaWdodHMSGBIWChQAAIA/AACAPwAAgD8AAIA/AACAPz07/Z9xAQAAAAAAAJpndysK7gIKIAoTbWFza2VkX2xtX3Bvc2"
+    "l0aW9ucxIJGgcKBQcICRobCjMKC3NlZ21lbnRfaWRzEiQaIgogAAAAAAAAAAAAAAAAAAEBAQEBAQEBAQEBAQEBAQEBAQEKHQoUbmV4dF9zZW50"
+    "ZW5jZV9sYWJlbHMSBRoDCgEBCjYKDnRva2VuX2JvdW5kYXJ5EiQaIgogAQEBAQEBAQEBAAEBAQAAAAABAQEBAQEBAQEBAQEBAQEKPgoJaW5wdX"
+    "RfaWRzEjEaLwotAqoBgAF5JoYBbQSyAU4zBQOrAqgCoQLhAYIBBYIBXTwdW1ihAQSRAZMBQVwDChsKDW1hc2tlZF9sbV9pZHMSChoICgZWsgFO"
+    "DxYKMgoKaW5wdXRfbWFzaxIkGiIKIAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBCi0KEW1hc2tlZF9sbV93ZWlnaHRzEhgSFgoUAA"
+    "CAPwAAgD8AAIA/AACAPwAAgD9urrq1"
+)
+ORIGINAL_UNMASKED_RECORDS = (
+    "bQEAAAAAAAA7nXY5CuoCCjIKCmlucHV0X21hc2sSJBoiCiABAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQodChRuZXh0X3NlbnRlbm"
+    "NlX2xhYmVscxIFGgMKAQAKIAoTbWFza2VkX2xtX3Bvc2l0aW9ucxIJGgcKBQAAAAAACi0KEW1hc2tlZF9sbV93ZWlnaHRzEhgSFgoUAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAKGgoNbWFza2VkX2xtX2lkcxIJGgcKBQAAAAAACjYKDnRva2VuX2JvdW5kYXJ5EiQaIgogAQEBAQEBAQEBAQABAQEBAA"
+    "EBAQEBAQEBAQEBAQEBAQEKOwoJaW5wdXRfaWRzEi4aLAoqAlsvHZoBTWwFmgHDAbcBpQFcR5YBqgIDggFdPB1bWKEBDxaTAUFcbTwDCjMKC3Nl"
+    "Z21lbnRfaWRzEiQaIgogAAAAAAAAAAAAAAAAAAAAAAABAQEBAQEBAQEBAQEBAQEKU+o0bwEAAAAAAABqgfEECuwCCjIKCmlucHV0X21hc2sSJB"
+    "oiCiABAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQodChRuZXh0X3NlbnRlbmNlX2xhYmVscxIFGgMKAQAKIAoTbWFza2VkX2xtX3Bv"
+    "c2l0aW9ucxIJGgcKBQAAAAAACi0KEW1hc2tlZF9sbV93ZWlnaHRzEhgSFgoUAAAAAAAAAAAAAAAAAAAAAAAAAAAKGgoNbWFza2VkX2xtX2lkcx"
+    "IJGgcKBQAAAAAACjYKDnRva2VuX2JvdW5kYXJ5EiQaIgogAQEBAQEBAQEBAQEBAQEBAQEBAQEAAQEBAQEBAAAAAAEKPQoJaW5wdXRfaWRzEjAa"
+    "LgosAnp0gAFEN3SXAYgBTS0MFhoGAwZQugHDAbcBYjZAMp4BlgGkAqsC/QHhAQMKMwoLc2VnbWVudF9pZHMSJBoiCiAAAAAAAAAAAAAAAAAAAA"
+    "AAAQEBAQEBAQEBAQEBAQEBAfdj+LE="
+)
 
 
 def original_record(rng, *, record_id, seq=SEQ, pred=PRED, masked=True):
@@ -269,3 +300,37 @@ def test_file_truncated_in_first_record_fails_up_front(tmp_path):
         f.write(data[:30])
     with pytest.raises(ValueError, match=f"{paths[0]}: truncated or corrupt"):
         pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=True)
+
+
+def test_reads_records_written_by_the_original_tool(tmp_path):
+    for blob, dynamic in ((ORIGINAL_MASKED_RECORDS, False), (ORIGINAL_UNMASKED_RECORDS, True)):
+        path = str(tmp_path / f"original-{dynamic}.tfrecord")
+        with open(path, "wb") as f:
+            f.write(base64.b64decode("".join(blob)))
+        examples = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+        assert len(examples) == 2
+
+        def feature(name, examples=examples):
+            values = [e.features.feature[name] for e in examples]
+            return np.array([list(v.float_list.value) or list(v.int64_list.value) for v in values])
+
+        got = collect(pretraining_dataset(path, seq_length=32, max_predictions=5, batch_size=2, is_training=False,
+                                          dynamic_masking=dynamic, vocab_size=300, seed=0))
+        np.testing.assert_array_equal(got["input_mask"], feature("input_mask"))
+        np.testing.assert_array_equal(got["input_type_ids"], feature("segment_ids"))
+        np.testing.assert_array_equal(got["sentence_order_labels"], feature("next_sentence_labels")[:, 0])
+        ids = feature("input_ids")
+        assert np.all(feature("token_boundary")[np.isin(ids, [CLS_ID, SEP_ID])] == 1)  # the original marks specials
+        if not dynamic:
+            np.testing.assert_array_equal(got["input_word_ids"], ids)
+            np.testing.assert_array_equal(got["masked_lm_positions"], feature("masked_lm_positions"))
+            np.testing.assert_array_equal(got["masked_lm_ids"], feature("masked_lm_ids"))
+            np.testing.assert_array_equal(got["masked_lm_weights"], feature("masked_lm_weights"))
+        else:
+            assert not feature("masked_lm_weights").any()
+            weights = got["masked_lm_weights"]
+            assert np.all(weights.sum(axis=1) >= 1)
+            for row in range(2):
+                positions = got["masked_lm_positions"][row][weights[row] > 0]
+                assert not np.isin(ids[row, positions], [CLS_ID, SEP_ID]).any()  # boundary 1, still never masked
+                np.testing.assert_array_equal(got["masked_lm_ids"][row][weights[row] > 0], ids[row, positions])
