@@ -334,3 +334,20 @@ def test_reads_records_written_by_the_original_tool(tmp_path):
                 positions = got["masked_lm_positions"][row][weights[row] > 0]
                 assert not np.isin(ids[row, positions], [CLS_ID, SEP_ID]).any()  # boundary 1, still never masked
                 np.testing.assert_array_equal(got["masked_lm_ids"][row][weights[row] > 0], ids[row, positions])
+
+
+def test_text_file_is_not_taken_for_records(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("The quick brown fox jumps over the lazy dog.\n" * 3)
+    with pytest.raises(ValueError, match="corpus.txt: truncated or corrupt TFRecord file, or not a TFRecord file"):
+        pretraining_dataset(str(path), seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=True)
+
+
+def test_empty_shards_are_fine(tmp_path):
+    paths, contents = write_files(str(tmp_path), 2, 3)
+    empty = str(tmp_path / "part-002.tfrecord")
+    with tf.io.TFRecordWriter(empty):
+        pass
+    got = collect(pretraining_dataset(paths + [empty], seq_length=SEQ, max_predictions=PRED, batch_size=4,
+                                      is_training=False))
+    np.testing.assert_array_equal(got["input_word_ids"], [r["input_ids"] for rows in contents for r in rows])

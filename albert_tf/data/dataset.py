@@ -53,13 +53,15 @@ def match_files(file_pattern):
 
 def _first_record(path):
     """The first serialized record of a TFRecord file, read directly (cheap, works on gs://); None if empty."""
+    size = tf.io.gfile.stat(path).length
     with tf.io.gfile.GFile(path, "rb") as f:
         header = f.read(12)
         if not header:
             return None
-        if len(header) < 12:
-            raise ValueError(f"{path}: truncated or corrupt TFRecord file (only {len(header)} bytes)")
-        (length,) = struct.unpack("<Q", header[:8])
+        (length,) = struct.unpack("<Q", header[:8]) if len(header) == 12 else (None,)
+        if length is None or 12 + length + 4 > size:
+            raise ValueError(f"{path}: truncated or corrupt TFRecord file, or not a TFRecord file ({size} bytes, "
+                             f"first record header claims {length} bytes)")
         data = f.read(length)
         if len(data) != length or len(f.read(4)) != 4:
             raise ValueError(f"{path}: truncated or corrupt TFRecord file (first record claims {length} bytes)")
