@@ -136,8 +136,8 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
 
     _, _, covered_units, span_units, _ = tf.while_loop(
         cond, body,
-        (tf.constant(0), tf.zeros([batch], tf.int32), tf.zeros([batch, seq], tf.int32), tf.zeros([batch, seq], tf.int32),
-         keys),
+        (tf.constant(0), tf.zeros([batch], tf.int32), tf.zeros([batch, seq], tf.int32),
+         tf.zeros([batch, seq], tf.int32), keys),
     )
     selected = candidate & (tf.gather(covered_units, tf.maximum(unit_of_token, 0), batch_dims=1) > 0)
     return {"selected": selected, "span_units": span_units, "budget": budget}
