@@ -16,39 +16,72 @@ from test_modeling import SMALL, compare, make_inputs
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def write_tf1_checkpoint(directory, weights, prefix="", with_optimizer_slots=True, extra=None):
-    """Writes a checkpoint the way the original TF1 code does: tf.compat.v1 variables in a graph + Saver.
-
-    Runs in a subprocess so the TF1 graph mode stays out of this test process.
-    """
-    os.makedirs(directory, exist_ok=True)
-    npz = os.path.join(directory, "weights.npz")
-    names = dict(weights)
-    if extra:
-        names.update(extra)
-    np.savez(npz, **{k.replace("/", "|"): v for k, v in names.items()})
-    script = f"""
+_TF1_WRITER = """
+import sys
 import numpy as np, tensorflow as tf
 tf.compat.v1.disable_eager_execution()
-data = np.load({npz!r})
-with tf.Graph().as_default():
-    for key in data.files:
-        name = {prefix!r} + key.replace("|", "/")
-        value = data[key]
-        tf.compat.v1.get_variable(name, initializer=tf.constant(value), dtype=value.dtype)
-        if {with_optimizer_slots!r}:
-            tf.compat.v1.get_variable(name + "/adam_m", initializer=tf.zeros_like(value))
-            tf.compat.v1.get_variable(name + "/adam_v", initializer=tf.zeros_like(value))
-    tf.compat.v1.train.get_or_create_global_step()
-    saver = tf.compat.v1.train.Saver()
-    with tf.compat.v1.Session() as sess:
-        sess.run(tf.compat.v1.global_variables_initializer())
-        saver.save(sess, {os.path.join(directory, "model.ckpt-best")!r}, write_meta_graph=False,
-                   write_state=False)
+for job in sys.argv[1:]:
+    npz, prefix, slots, out = job.split("::")
+    data = np.load(npz)
+    with tf.Graph().as_default():
+        for key in data.files:
+            name = prefix + key.replace("|", "/")
+            value = data[key]
+            tf.compat.v1.get_variable(name, initializer=tf.constant(value), dtype=value.dtype)
+            if slots == "1":
+                tf.compat.v1.get_variable(name + "/adam_m", initializer=tf.zeros_like(value))
+                tf.compat.v1.get_variable(name + "/adam_v", initializer=tf.zeros_like(value))
+        tf.compat.v1.train.get_or_create_global_step()
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, out, write_meta_graph=False, write_state=False)
 """
+
+
+def write_tf1_checkpoints(jobs):
+    """Writes checkpoints the way the original TF1 code does: tf.compat.v1 variables in a graph + Saver.
+
+    `jobs`: [(directory, weights, prefix, with_optimizer_slots)]. One subprocess writes them all, so TF1 graph mode
+    stays out of the test process. Returns the checkpoint prefixes (DIR/model.ckpt-best).
+    """
+    args, paths = [], []
+    for directory, weights, prefix, slots in jobs:
+        os.makedirs(directory, exist_ok=True)
+        npz = os.path.join(directory, "weights.npz")
+        np.savez(npz, **{k.replace("/", "|"): v for k, v in weights.items()})
+        paths.append(os.path.join(directory, "model.ckpt-best"))
+        args.append(f"{npz}::{prefix}::{int(slots)}::{paths[-1]}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    subprocess.run([sys.executable, "-c", script], check=True, env=env)
-    return os.path.join(directory, "model.ckpt-best")
+    subprocess.run([sys.executable, "-c", _TF1_WRITER, *args], check=True, env=env)
+    return paths
+
+
+def _broken(weights):
+    broken = dict(weights)
+    del broken["bert/encoder/transformer/group_1/inner_group_0/attention_1/self/key/kernel"]
+    broken["bert/pooler/dense/kernel"] = np.zeros((16, 8), np.float32)
+    broken["bert/encoder/mystery/kernel"] = np.ones(3, np.float32)
+    return broken
+
+
+@pytest.fixture(scope="module")
+def tf1(tmp_path_factory):
+    """Checkpoints in the original names, written once for this module: {case: (weights, cfg, checkpoint path)}."""
+    root = tmp_path_factory.mktemp("tf1")
+    cases = {
+        "plain": (dict(SMALL), "", True),
+        "module": (dict(SMALL), "module/", True),
+        "e_eq_h": (dict(SMALL, embedding_size=16), "", True),
+        "no_slots": (dict(SMALL), "", False),
+        "broken": (dict(SMALL), "", True),
+    }
+    weights = {name: ref.random_weights(cfg, np.random.default_rng(i)) for i, (name, (cfg, _, _)) in
+               enumerate(cases.items())}
+    jobs = [(str(root / name), _broken(weights[name]) if name == "broken" else weights[name], prefix, slots)
+            for name, (_, prefix, slots) in cases.items()]
+    paths = write_tf1_checkpoints(jobs)
+    return {name: (weights[name], cases[name][0], path) for name, path in zip(cases, paths)}
 
 
 def write_config(path, cfg):
@@ -63,29 +96,26 @@ def reference(weights, cfg, batch):
                        batch["masked_lm_positions"])
 
 
-@pytest.mark.parametrize("prefix,embedding_size", [("", 8), ("module/", 8), ("", 16)])
-def test_convert_tf1_checkpoint_reproduces_reference(tmp_path, prefix, embedding_size):
-    cfg = dict(SMALL, embedding_size=embedding_size)
-    weights = ref.random_weights(cfg, np.random.default_rng(3))
-    ckpt = write_tf1_checkpoint(str(tmp_path / "released"), weights, prefix=prefix)
-    config = write_config(str(tmp_path / "released" / "albert_config.json"), cfg)
+@pytest.mark.parametrize("case", ["plain", "module", "e_eq_h"])  # module: TF-Hub's `module/` prefix; E == H
+def test_convert_tf1_checkpoint_reproduces_reference(tmp_path, tf1, case):
+    weights, cfg, ckpt = tf1[case]
+    config = write_config(str(tmp_path / "albert_config.json"), cfg)
     out = str(tmp_path / "converted")
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config, "--output", out]) == 0
     assert sorted(f for f in os.listdir(out) if not f.startswith("ckpt-0")) == ["albert_config.json", "checkpoint"]
     model = AlbertPretrainer.from_pretrained(out)
     batch = make_inputs(cfg)
     diff = compare(model(batch, training=False), reference(weights, cfg, batch), batch["input_mask"])
-    print(f"tf1 convert prefix={prefix!r} E={embedding_size}: max|diff|={diff:.2e}")
+    print(f"tf1 convert {case}: max|diff|={diff:.2e}")
     assert diff < 1e-5
     encoder = AlbertEncoder.from_pretrained(out)
     np.testing.assert_allclose(encoder(batch)["pooled_output"], reference(weights, cfg, batch)["pooled_output"],
                                atol=1e-5)
 
 
-def test_convert_copies_spm_model(tmp_path, tiny_spm_model):
-    weights = ref.random_weights(SMALL, np.random.default_rng(4))
-    ckpt = write_tf1_checkpoint(str(tmp_path / "r"), weights, with_optimizer_slots=False)
-    write_config(str(tmp_path / "r" / "albert_config.json"), SMALL)  # found beside the checkpoint
+def test_convert_copies_spm_model(tmp_path, tf1, tiny_spm_model):
+    _, cfg, ckpt = tf1["no_slots"]
+    write_config(os.path.join(os.path.dirname(ckpt), "albert_config.json"), cfg)  # found beside the checkpoint
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--spm-model", tiny_spm_model,
                      "--output", out]) == 0
@@ -93,13 +123,9 @@ def test_convert_copies_spm_model(tmp_path, tiny_spm_model):
         assert a.read() == b.read()
 
 
-def test_convert_refuses_missing_extra_and_misshapen_tensors(tmp_path, capsys):
-    weights = ref.random_weights(SMALL, np.random.default_rng(5))
-    config = write_config(str(tmp_path / "albert_config.json"), SMALL)
-    broken = dict(weights)
-    del broken["bert/encoder/transformer/group_1/inner_group_0/attention_1/self/key/kernel"]
-    broken["bert/pooler/dense/kernel"] = np.zeros((16, 8), np.float32)
-    ckpt = write_tf1_checkpoint(str(tmp_path / "bad"), broken, extra={"bert/encoder/mystery/kernel": np.ones(3)})
+def test_convert_refuses_missing_extra_and_misshapen_tensors(tmp_path, tf1, capsys):
+    _, cfg, ckpt = tf1["broken"]
+    config = write_config(str(tmp_path / "albert_config.json"), cfg)
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config, "--output", out]) == 2
     err = capsys.readouterr().err
@@ -110,9 +136,8 @@ def test_convert_refuses_missing_extra_and_misshapen_tensors(tmp_path, capsys):
     assert not os.path.exists(out) and not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
-def test_convert_refuses_config_that_disagrees(tmp_path, capsys):
-    weights = ref.random_weights(SMALL, np.random.default_rng(6))
-    ckpt = write_tf1_checkpoint(str(tmp_path / "r"), weights, with_optimizer_slots=False)
+def test_convert_refuses_config_that_disagrees(tmp_path, tf1, capsys):
+    ckpt = tf1["no_slots"][2]
     config = write_config(str(tmp_path / "albert_config.json"), dict(SMALL, intermediate_size=48))
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config,
                      "--output", str(tmp_path / "o")]) == 2

@@ -1,0 +1,202 @@
+"""create-data as an Apache Beam pipeline, for corpora that outgrow one machine (extra `[beam]`).
+
+    python -m albert_tf.data.beam --input 'gs://bucket/corpus/*.txt' --spm-model gs://bucket/spm.model \\
+        --output gs://bucket/data/train --num-shards 1024 [the create-data flags] \\
+        --runner DataflowRunner --project P --region R --temp_location gs://bucket/tmp ...
+
+Every flag that is not a create-data flag is passed to Beam's PipelineOptions (runner, project, workers, ...);
+`--workers` does not apply (the runner decides the parallelism).
+
+The pipeline is the local tool's, stage for stage, with the same code (albert_tf.data.instances):
+  files → blocks of documents (read per file, streaming) → reshuffle → records (BlockProcessor, the tokenizer
+  loaded once per worker) → shard = crc32(record) mod N → group by shard → PREFIX-SSSSS-of-NNNNN.tfrecord, each
+  written by tf.io.TFRecordWriter under a temporary name and renamed when complete (no crc32c package needed).
+Each file is read by one worker (streaming, block by block) while the blocks are built on all workers, so give
+a large corpus as many files. Each block is seeded from (seed, file, block) and its documents from (seed, file,
+document, round), so the pipeline writes exactly the records the local `create-data` writes for the same input,
+seed and block size — only their order and their assignment to shards differ. Counters (instances, documents, ...) are reported at the end,
+and the same bad-input errors are raised (an empty result is deleted, never left behind).
+"""
+import argparse
+import logging
+import sys
+import zlib
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from albert_tf.data import create_pretraining_data as local
+from albert_tf.data import instances as _instances
+
+_NAMESPACE = "albert_tf.create_data"
+_REPLACED_NAMESPACE = "albert_tf.replaced_bytes"
+
+
+def match_files(input_pattern):
+    """Comma-separated globs on any Beam filesystem → sorted file list; a glob matching nothing is an error."""
+    files = []
+    for pattern in [p.strip() for p in input_pattern.split(",") if p.strip()]:
+        matched = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+        if not matched:
+            raise FileNotFoundError(f"--input {pattern!r} matches no file")
+        files.extend(m for m in matched if m not in files)
+    return files
+
+
+def _read_blocks(indexed_path, block_documents):
+    file_index, path = indexed_path
+    with FileSystems.open(path) as f:
+        for block in _instances.iter_blocks(iter(f.readline, b""), file_index, block_documents):
+            if block.replaced_bytes:
+                Metrics.counter(_REPLACED_NAMESPACE, path).inc(block.replaced_bytes)
+            yield block
+
+
+class _BuildRecords(beam.DoFn):
+    """Block → serialized Examples (albert_tf.data.instances.BlockProcessor), counting BlockStats."""
+
+    def __init__(self, model_proto, lower_case, options):
+        super().__init__()
+        self.model_proto, self.lower_case, self.options = model_proto, lower_case, options
+        self.processor = None
+
+    def setup(self):
+        from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+        self.processor = _instances.BlockProcessor(AlbertTokenizer(self.model_proto, lower_case=self.lower_case),
+                                                   self.options)
+
+    def process(self, block):
+        records, stats = self.processor.process(block)
+        for name, value in vars(stats).items():
+            if name != "replaced_bytes":
+                Metrics.counter(_NAMESPACE, name).inc(value)
+        yield from records
+
+
+def _write_shard(shard_records, paths):
+    """(shard index, records) → the shard file, written under a temporary name then renamed."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.utils import temp_path_for  # pylint: disable=import-outside-toplevel
+
+    shard, records = shard_records
+    path = paths[shard]
+    tmp = temp_path_for(path)
+    try:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            for record in records:
+                writer.write(record)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+    return path
+
+
+def build_pipeline(pipeline, files, model_proto, output_prefix, *, num_shards, options, lower_case,
+                   block_documents=_instances.BLOCK_DOCUMENTS):
+    """Adds the create-data stages to `pipeline` (a beam.Pipeline). Returns the PCollection of written paths."""
+    paths = local.shard_paths(output_prefix, num_shards)
+    return (
+        pipeline
+        | "Files" >> beam.Create(list(enumerate(files)))
+        | "ReadBlocks" >> beam.FlatMap(_read_blocks, block_documents)
+        | "Distribute" >> beam.Reshuffle()
+        | "BuildRecords" >> beam.ParDo(_BuildRecords(model_proto, lower_case, options))
+        | "AssignShard" >> beam.Map(lambda record: (zlib.crc32(record) % num_shards, record))
+        | "GroupShards" >> beam.GroupByKey()
+        | "WriteShards" >> beam.Map(_write_shard, paths))
+
+
+def _counters(result):
+    def value(counter):
+        try:
+            return counter.committed or 0
+        except Exception:  # pylint: disable=broad-except  # runners without committed metrics
+            return counter.attempted or 0
+
+    query = result.metrics().query(MetricsFilter())
+    totals, replaced = {}, {}
+    for counter in query["counters"]:
+        key = counter.key.metric
+        if key.namespace == _NAMESPACE:
+            totals[key.name] = totals.get(key.name, 0) + value(counter)
+        elif key.namespace == _REPLACED_NAMESPACE:
+            replaced[key.name] = replaced.get(key.name, 0) + value(counter)
+    return totals, replaced
+
+
+def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, lower_case=True,
+                 pipeline_options=None, block_documents=_instances.BLOCK_DOCUMENTS, progress=True):
+    """Runs create-data on Beam and waits for it. Returns a create_pretraining_data.Summary.
+
+    Args:
+      input_pattern, spm_model, output_prefix, num_shards, options, lower_case, block_documents: as
+        `albert_tf.data.create_pretraining_data.create_pretraining_data`.
+      pipeline_options: apache_beam PipelineOptions (runner and its settings); DirectRunner when None.
+    Raises:
+      FileNotFoundError / ValueError: the local tool's bad-input errors (no partial output is left).
+    """
+    import time  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    options = (options or local.InstanceOptions()).validate()
+    if num_shards < 1:
+        raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
+    files = match_files(input_pattern)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)  # fails early on a bad model
+    parent = output_prefix.rsplit("/", 1)[0] if "/" in output_prefix else ""
+    if parent:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        tf.io.gfile.makedirs(parent)
+    start = time.time()
+    pipeline = beam.Pipeline(options=pipeline_options or PipelineOptions([]))
+    build_pipeline(pipeline, files, tokenizer.model_proto, output_prefix, num_shards=num_shards, options=options,
+                   lower_case=lower_case, block_documents=block_documents)
+    result = pipeline.run()
+    result.wait_until_finish()
+    totals, replaced = _counters(result)
+    stats = _instances.BlockStats(**{k: v for k, v in totals.items() if k in vars(_instances.BlockStats())})
+    stats.replaced_bytes = sum(replaced.values())
+    outputs = local.shard_paths(output_prefix, num_shards)
+    error = None
+    if stats.documents == 0:
+        error = f"empty corpus: no text in {', '.join(files)}"
+    elif stats.instances == 0:
+        error = (f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
+                 "than 2 sentences (one sentence per line, a blank line between documents)")
+    if error:
+        FileSystems.delete([p for p in outputs if FileSystems.exists(p)])
+        raise ValueError(error)
+    for path in outputs:  # a shard that received no record is still written, empty
+        if not FileSystems.exists(path):
+            _write_shard((0, []), [path])
+    summary = local.Summary(outputs, stats, replaced, time.time() - start)
+    if progress:
+        for line in summary.lines():
+            print(line, file=sys.stderr)
+    return summary
+
+
+def main(argv=None):
+    """`python -m albert_tf.data.beam` with the create-data flags; the other flags go to PipelineOptions."""
+    parser = argparse.ArgumentParser(prog="python -m albert_tf.data.beam", description=__doc__.split("\n")[0])
+    local.add_arguments(parser)
+    args, beam_args = parser.parse_known_args(argv)
+    try:
+        run_pipeline(args.input, args.spm_model, args.output, num_shards=args.num_shards,
+                     options=local.options_from_args(args), pipeline_options=PipelineOptions(beam_args))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"albert_tf.data.beam: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    logging.getLogger().setLevel(logging.WARNING)
+    sys.exit(main())

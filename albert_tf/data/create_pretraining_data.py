@@ -1,0 +1,287 @@
+"""`albert-tf create-data`: raw text → pretraining TFRecords (SOP pairs, n-gram whole-word masking).
+
+    albert-tf create-data --input 'corpus/*.txt' --spm-model spm.model --output data/train \\
+        [--num-shards N] [--max-seq-length 512] [--max-predictions 20] [--masked-lm-prob 0.15] [--ngram 3]
+        [--dupe-factor 1] [--short-seq-prob 0.1] [--seed 12345] [--workers N] [--no-mask]
+
+Input: the original format, one sentence per line and a blank line between documents (comma-separated globs,
+local or gs://). Output: PREFIX-00000-of-0000N.tfrecord ... holding the features of albert_tf.data.features, so
+records made here and by google-research/albert's create_pretraining_data.py are interchangeable. `--no-mask` writes
+unmasked records (zero prediction slots) for the input pipeline's dynamic masking.
+
+How it differs from the original (see albert_tf.data.instances for the instance semantics):
+  * it streams: files are read line by line, grouped into blocks of up to 256 documents (or 1 MiB), and each
+    block is turned into records and written before the next is read, so memory is bounded by a few blocks per
+    worker whatever the corpus size (the original holds every document and every instance in memory);
+  * the output is a function of the input and --seed only: the same bytes whatever --workers, because blocks
+    are cut by the input alone, every draw is seeded from (seed, file, document, dupe round) or (seed, file,
+    block), and records are written in block order, dealt round-robin to the shards;
+  * all shards are written under temporary names and renamed only when everything succeeded.
+
+Python API: `create_pretraining_data(input_pattern, spm_model, output_prefix, ...)` returns a `Summary`.
+"""
+import collections
+import dataclasses
+import multiprocessing
+import os
+import sys
+import time
+
+from albert_tf.data import instances as _instances
+from albert_tf.data.instances import InstanceOptions
+
+__all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "add_arguments", "run", "input_files",
+           "shard_paths"]
+
+
+@dataclasses.dataclass
+class Summary:
+    """What a run wrote. `stats` holds the counts (see instances.BlockStats)."""
+    output_files: list
+    stats: _instances.BlockStats
+    replaced_by_file: dict
+    seconds: float
+
+    def lines(self):
+        s = self.stats
+        masked = s.masked / max(1, s.maskable)
+        swapped = s.swapped / max(1, s.instances)
+        out = [
+            f"wrote {s.instances} instances ({s.tokens} tokens) to {len(self.output_files)} shard(s): "
+            f"{self.output_files[0]}{' ...' if len(self.output_files) > 1 else ''}",
+            f"documents {s.documents}, skipped (fewer than 2 sentences) {s.skipped_documents}",
+            f"masked fraction {masked:.4f} of non-special tokens; SOP labels: 1 (swapped or random B) {swapped:.4f}, "
+            f"0 {1 - swapped:.4f}; one-sentence chunks paired with another document {s.random_next}",
+            f"{s.instances / max(self.seconds, 1e-9):.0f} instances/s over {self.seconds:.1f} s",
+        ]
+        for path, count in self.replaced_by_file.items():
+            out.append(f"warning: {path}: replaced {count} bytes of invalid UTF-8 with U+FFFD")
+        return out
+
+
+def input_files(input_pattern):
+    """Comma-separated globs → sorted, de-duplicated file list; a glob matching nothing is an error naming it."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    files = []
+    for pattern in [p.strip() for p in input_pattern.split(",") if p.strip()]:
+        matched = sorted(tf.io.gfile.glob(pattern))
+        if not matched:
+            raise FileNotFoundError(f"--input {pattern!r} matches no file")
+        files.extend(m for m in matched if m not in files)
+    if not files:
+        raise FileNotFoundError(f"--input {input_pattern!r} names no file")
+    return files
+
+
+def shard_paths(output_prefix, num_shards):
+    """The output file names: PREFIX-00000-of-0000N.tfrecord (the same template as the Beam pipeline)."""
+    return [f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+
+
+def _read_lines(path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if "://" not in path:
+        with open(path, "rb") as f:
+            yield from f
+        return
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while True:
+            line = f.readline()
+            if not line:
+                return
+            yield line
+
+
+class _ByteCounter:
+    """Wraps a line iterator, counting bytes read (for the progress bar)."""
+
+    def __init__(self):
+        self.total = 0
+
+    def wrap(self, lines):
+        for line in lines:
+            self.total += len(line)
+            yield line
+
+
+def _blocks(files, counter, block_documents):
+    for file_index, path in enumerate(files):
+        for block in _instances.iter_blocks(counter.wrap(_read_lines(path)), file_index, block_documents):
+            yield path, block
+
+
+# ---------------------------------------------------------------------------------------------- worker side
+_PROCESSOR = None
+
+
+def _init_worker(model_proto, lower_case, options):
+    global _PROCESSOR  # pylint: disable=global-statement
+    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    _PROCESSOR = _instances.BlockProcessor(AlbertTokenizer(model_proto, lower_case=lower_case), options)
+
+
+def _process(block):
+    return _PROCESSOR.process(block)
+
+
+class _Progress:
+    def __init__(self, total_bytes, enabled):
+        self.total = max(1, total_bytes)
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.start = self.last = time.time()
+
+    def update(self, done_bytes, stats, final=False):
+        now = time.time()
+        if not self.enabled or (not final and now - self.last < (0.5 if self.tty else 10.0)):
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        frac = min(1.0, done_bytes / self.total)
+        bar = "#" * int(frac * 20)
+        line = (f"[{bar:<20}] {100 * frac:5.1f}%  {stats.documents} docs ({stats.documents / elapsed:.0f}/s)  "
+                f"{stats.instances} instances ({stats.instances / elapsed:.0f}/s)")
+        end = "\n" if final or not self.tty else ""
+        print(("\r" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
+
+
+def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, workers=1,
+                            lower_case=True, progress=True,
+                            block_documents=_instances.BLOCK_DOCUMENTS):
+    """Writes pretraining TFRecords; see the module docstring.
+
+    Args:
+      input_pattern: comma-separated file globs (local or gs://).
+      spm_model: the SentencePiece model path (from `albert-tf vocab`).
+      output_prefix: shards are written to PREFIX-%05d-of-%05d.tfrecord (parent folders are created).
+      num_shards: number of output files; instances are dealt round-robin.
+      options: InstanceOptions (max_seq_length, max_predictions, masked_lm_prob, ngram, dupe_factor,
+        short_seq_prob, seed, mask).
+      workers: processes building instances (1: in this process). The output does not depend on it.
+      lower_case: the tokenizer's lowercasing (False for a cased vocabulary).
+      progress: print a progress bar and the summary to stderr.
+      block_documents: documents per block (the unit of work, of in-block shuffling and of the fallback's
+        random document); part of what determines the output, like the seed.
+    Returns:
+      Summary.
+    Raises:
+      FileNotFoundError: a glob matches nothing, or the model is missing.
+      ValueError: bad options, an empty corpus, or no document long enough to make an instance.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.utils import temp_path_for  # pylint: disable=import-outside-toplevel
+
+    options = (options or InstanceOptions()).validate()
+    if num_shards < 1:
+        raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    files = input_files(input_pattern)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
+    outputs = shard_paths(output_prefix, num_shards)
+    parent = os.path.dirname(output_prefix)
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    temps = [temp_path_for(p) for p in outputs]
+    stats = _instances.BlockStats()
+    replaced = collections.OrderedDict()
+    counter = _ByteCounter()
+    bar = _Progress(total_bytes, progress)
+    start = time.time()
+    writers = []
+    pool = None
+    try:
+        writers = [tf.io.TFRecordWriter(t) for t in temps]
+        next_shard = 0
+
+        def consume(path, block_result):
+            nonlocal next_shard
+            records, block_stats = block_result
+            stats.add(block_stats)
+            if block_stats.replaced_bytes:
+                replaced[path] = replaced.get(path, 0) + block_stats.replaced_bytes
+            for record in records:
+                writers[next_shard].write(record)
+                next_shard = (next_shard + 1) % num_shards
+            bar.update(counter.total, stats)
+
+        if workers == 1:
+            processor = _instances.BlockProcessor(tokenizer, options)
+            for path, block in _blocks(files, counter, block_documents):
+                consume(path, processor.process(block))
+        else:
+            context = multiprocessing.get_context("spawn")
+            pool = context.Pool(workers, initializer=_init_worker,
+                                initargs=(tokenizer.model_proto, lower_case, options))
+            pending = collections.deque()
+            for path, block in _blocks(files, counter, block_documents):
+                pending.append((path, pool.apply_async(_process, (block,))))
+                while len(pending) > 2 * workers:  # bounded: at most 2 blocks per worker in flight
+                    p, result = pending.popleft()
+                    consume(p, result.get())
+            while pending:
+                p, result = pending.popleft()
+                consume(p, result.get())
+        for w in writers:
+            w.close()
+        writers = []
+        if stats.documents == 0:
+            raise ValueError(f"empty corpus: no text in {', '.join(files)}")
+        if stats.instances == 0:
+            raise ValueError(
+                f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
+                "than 2 sentences (one sentence per line, a blank line between documents)")
+        for tmp, final in zip(temps, outputs):
+            tf.io.gfile.rename(tmp, final, overwrite=True)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        for w in writers:
+            w.close()
+        for tmp in temps:
+            if tf.io.gfile.exists(tmp):
+                tf.io.gfile.remove(tmp)
+    summary = Summary(outputs, stats, dict(replaced), time.time() - start)
+    bar.update(counter.total, stats, final=True)
+    if progress:
+        for line in summary.lines():
+            print(line, file=sys.stderr)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def add_arguments(parser):
+    parser.add_argument("--input", required=True, help="comma-separated globs of text files (one sentence per "
+                        "line, a blank line between documents)")
+    parser.add_argument("--spm-model", required=True, help="SentencePiece model from `albert-tf vocab`")
+    parser.add_argument("--output", required=True, help="output prefix: PREFIX-00000-of-0000N.tfrecord ...")
+    parser.add_argument("--num-shards", type=int, default=1)
+    parser.add_argument("--max-seq-length", type=int, default=512)
+    parser.add_argument("--max-predictions", type=int, default=20, help="masked LM predictions per sequence")
+    parser.add_argument("--masked-lm-prob", type=float, default=0.15)
+    parser.add_argument("--ngram", type=int, default=3, help="longest masked n-gram (in whole words)")
+    parser.add_argument("--dupe-factor", type=int, default=1, help="passes over the corpus, each with new "
+                        "chunking and masks")
+    parser.add_argument("--short-seq-prob", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--workers", type=int, default=1, help="processes (the output does not depend on it)")
+    parser.add_argument("--no-mask", action="store_true", help="write unmasked records (for dynamic masking)")
+
+
+def options_from_args(args):
+    return InstanceOptions(max_seq_length=args.max_seq_length, max_predictions=args.max_predictions,
+                           masked_lm_prob=args.masked_lm_prob, ngram=args.ngram, dupe_factor=args.dupe_factor,
+                           short_seq_prob=args.short_seq_prob, seed=args.seed, mask=not args.no_mask)
+
+
+def run(args):
+    create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
+                            options=options_from_args(args), workers=args.workers)
+    return 0

@@ -1,0 +1,294 @@
+"""create-data: instance semantics (SOP, layout, truncation), determinism, atomic shards, bad input, records."""
+import collections
+import glob
+import os
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import helpers
+from albert_tf import cli
+from albert_tf.data import instances
+from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
+from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID, feature_spec
+from albert_tf.tokenization import AlbertTokenizer
+
+SEQ, PRED = 64, 10
+
+
+def _read(paths, seq=SEQ, pred=PRED):
+    """All records of `paths` (in file order) parsed with feature_spec, as numpy arrays."""
+    raw = [r.numpy() for p in paths for r in tf.data.TFRecordDataset(p)]
+    parsed = tf.io.parse_example(tf.constant(raw), feature_spec(seq, pred))
+    return raw, {k: v.numpy() for k, v in parsed.items()}
+
+
+def _make(tmp_path, corpus, model, name="out", **kwargs):
+    options = kwargs.pop("options", InstanceOptions(max_seq_length=SEQ, max_predictions=PRED))
+    return create_pretraining_data(str(corpus), model, str(tmp_path / name / "data"), options=options,
+                                   progress=False, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------- instance logic
+def _reference_truncate(rnd, la, lb, max_tokens):
+    """The original's loop: returns (front cuts of A, back cuts of A, front of B, back of B)."""
+    cuts = [[0, 0], [0, 0]]
+    while la + lb > max_tokens:
+        side = 0 if la > lb else 1
+        cuts[side][0 if rnd.random() < 0.5 else 1] += 1
+        if side == 0:
+            la -= 1
+        else:
+            lb -= 1
+    return cuts[0][0], cuts[0][1], cuts[1][0], cuts[1][1]
+
+
+@pytest.mark.parametrize("la,lb,max_tokens", [
+    (40, 10, 30), (10, 40, 30), (25, 25, 20), (25, 25, 21), (12, 10, 11), (30, 3, 61), (7, 6, 4)])
+def test_truncation_matches_original_loop(la, lb, max_tokens):
+    rnd = random.Random(0)
+    ours, ref = collections.Counter(), collections.Counter()
+    for _ in range(4000):
+        a0, a1, b0, b1 = instances._truncate(rnd, 100, 100 + la, 500, 500 + lb, max_tokens)
+        ours[(a0 - 100, 100 + la - a1, b0 - 500, 500 + lb - b1)] += 1
+        ref[_reference_truncate(rnd, la, lb, max_tokens)] += 1
+    # Same total cut per side (deterministic) and the same front/back split distribution.
+    assert {(k[0] + k[1], k[2] + k[3]) for k in ours} == {(k[0] + k[1], k[2] + k[3]) for k in ref}
+    for key in set(ours) | set(ref):
+        assert abs(ours[key] - ref[key]) / 4000 < 0.03, key
+    if la + lb > max_tokens:
+        assert all(la - k[0] - k[1] + lb - k[2] - k[3] == max_tokens for k in ours)
+
+
+def _sentence_offsets(doc_lengths):
+    """offsets for documents whose sentence lengths are given; flat token = 1000 * doc + sentence index."""
+    offsets, flat, pos = [], [], 0
+    for d, lengths in enumerate(doc_lengths):
+        bounds = [pos]
+        for s, n in enumerate(lengths):
+            flat.extend([1000 * d + s] * n)
+            pos += n
+            bounds.append(pos)
+        offsets.append(bounds)
+    return offsets, np.array(flat)
+
+
+def test_sop_pairs_follow_the_original():
+    """Label 0: A's sentences then B's, contiguous. Label 1: the swap (B's sentences precede A's), or a
+    one-sentence chunk paired with another document's sentences. Labels are balanced."""
+    rnd = random.Random(1)
+    docs = [[rnd.randint(3, 20) for _ in range(rnd.randint(2, 15))] for _ in range(40)]
+    offsets, flat = _sentence_offsets(docs)
+    labels = collections.Counter()
+    for d in range(len(docs)):
+        for r in range(30):
+            for a0, a1, b0, b1, label, fallback in instances.document_instances(
+                    offsets, d, len(docs), random.Random(d * 100 + r), max_seq_length=1000, short_seq_prob=0.3):
+                a, b = flat[a0:a1], flat[b0:b1]
+                assert a.size and b.size
+                assert np.all(a // 1000 == d)
+                if fallback:
+                    assert label == 1 and np.all(b // 1000 != d) and len(np.unique(a)) == 1
+                    continue
+                labels[label] += 1
+                assert np.all(b // 1000 == d)
+                if label == 0:
+                    assert a1 == b0 and a[-1] % 1000 < b[0] % 1000
+                else:
+                    assert b1 == a0 and b[-1] % 1000 < a[0] % 1000
+    balance = labels[1] / (labels[0] + labels[1])
+    assert abs(balance - 0.5) < 0.03
+
+
+def test_chunks_reach_target_and_short_targets_happen():
+    offsets, _ = _sentence_offsets([[10] * 50])
+    full, short = [], []
+    for r in range(300):
+        out = instances.document_instances(offsets, 0, 1, random.Random(r), max_seq_length=53, short_seq_prob=0.2)
+        lengths = [a1 - a0 + b1 - b0 for a0, a1, b0, b1, _, _ in out]
+        (full if len(out) <= 10 else short).append(lengths)
+    # Target 50: five sentences per chunk, ten chunks of exactly 50; ~20% of documents use a shorter target.
+    assert all(lengths == [50] * 10 for lengths in full)
+    assert 0.12 < len(short) / 300 < 0.28
+
+
+# ------------------------------------------------------------------------------------------- end to end
+def test_layout_matches_hand_built_example(tmp_path, tiny_spm_model):
+    tok = AlbertTokenizer(tiny_spm_model)
+    s0, s1 = "The river was old and ancient.", "Children like music!"
+    (tmp_path / "c.txt").write_text(f"{s0}\n{s1}\n", encoding="utf-8")
+    summary = _make(tmp_path, tmp_path / "c.txt", tiny_spm_model,
+                    options=InstanceOptions(max_seq_length=SEQ, max_predictions=PRED, short_seq_prob=0, mask=False))
+    _, rec = _read(summary.output_files)
+    assert len(rec["input_ids"]) == 1
+    a, b = tok.encode(s0), tok.encode(s1)
+    if rec["next_sentence_labels"][0, 0] == 1:
+        a, b = b, a
+    ids = [CLS_ID] + a + [SEP_ID] + b + [SEP_ID]
+    pad = SEQ - len(ids)
+    np.testing.assert_array_equal(rec["input_ids"][0], ids + [0] * pad)
+    np.testing.assert_array_equal(rec["input_mask"][0], [1] * len(ids) + [0] * pad)
+    np.testing.assert_array_equal(rec["segment_ids"][0], [0] * (len(a) + 2) + [1] * (len(b) + 1) + [0] * pad)
+    starts = [1] + [int(tok.id_to_piece(i).startswith("\u2581") or not tok.id_to_piece(i).isalpha())
+                    for i in ids[1:-1]] + [1]
+    starts[len(a) + 1] = 1
+    np.testing.assert_array_equal(rec["token_boundary"][0], starts + [0] * pad)
+    assert not rec["masked_lm_positions"].any() and not rec["masked_lm_weights"].any()
+
+
+def test_sop_end_to_end_order(tmp_path, tiny_spm_model):
+    """Through tokenizer and records: label 0 keeps the text order, label 1 reverses it (or pairs documents)."""
+    corpus = helpers.write_corpus(str(tmp_path / "c.txt"), num_docs=150, min_sents=2, max_sents=10, seed=3)
+    summary = _make(tmp_path, corpus, tiny_spm_model,
+                    options=InstanceOptions(max_seq_length=SEQ, max_predictions=PRED, mask=False, dupe_factor=3))
+    _, rec = _read(summary.output_files)
+    tok = AlbertTokenizer(tiny_spm_model)
+    docs = open(corpus, encoding="utf-8").read().split("\n\n")
+    as_text = lambda ids: "".join(chr(256 + int(i)) for i in ids)  # noqa: E731
+    doc_text = [as_text([i for line in d.splitlines() for i in tok.encode(line)]) for d in docs]
+    counts = collections.Counter()
+    for ids, seg, label in zip(rec["input_ids"], rec["segment_ids"], rec["next_sentence_labels"][:, 0]):
+        length = int((ids != 0).sum())
+        sep = int(np.flatnonzero(ids == SEP_ID)[0])
+        a, b = as_text(ids[1:sep]), as_text(ids[sep + 1:length - 1])
+        assert np.all(seg[sep + 1:length] == 1) and np.all(seg[:sep + 1] == 0)
+        where = [(t.find(a), t.find(b)) for t in doc_text]
+        same = [(pa, pb) for pa, pb in where if pa >= 0 and pb >= 0]
+        if not same:  # the one-sentence fallback: B from another document
+            assert label == 1
+            counts["fallback"] += 1
+            continue
+        pa, pb = same[0]
+        counts[(label, pa < pb)] += 1
+    assert counts[(0, False)] == 0 and counts[(1, True)] == 0
+    balance = counts[(1, False)] / (counts[(1, False)] + counts[(0, True)])
+    assert abs(balance - 0.5) < 0.05, counts
+    s = summary.stats
+    assert s.instances == len(rec["input_ids"]) and s.random_next == counts["fallback"]
+
+
+def test_masked_records_parse_and_agree_with_unmasked(tmp_path, tiny_spm_model, corpus_file):
+    masked = _make(tmp_path, corpus_file, tiny_spm_model, name="m", num_shards=2)
+    plain = _make(tmp_path, corpus_file, tiny_spm_model, name="p", num_shards=2,
+                  options=InstanceOptions(max_seq_length=SEQ, max_predictions=PRED, mask=False))
+    _, m = _read(masked.output_files)
+    _, p = _read(plain.output_files)
+    assert len(m["input_ids"]) == len(p["input_ids"]) > 20
+    for key in ("input_mask", "segment_ids", "token_boundary", "next_sentence_labels"):
+        np.testing.assert_array_equal(m[key], p[key])
+    # --no-mask: zero prediction slots, no [MASK] anywhere.
+    assert not p["masked_lm_positions"].any() and not p["masked_lm_ids"].any() and not p["masked_lm_weights"].any()
+    assert not (p["input_ids"] == MASK_ID).any()
+    masked_total = 0
+    for i in range(len(m["input_ids"])):
+        k = int(m["masked_lm_weights"][i].sum())
+        pos = m["masked_lm_positions"][i, :k]
+        assert np.all(m["masked_lm_weights"][i, :k] == 1) and not m["masked_lm_positions"][i, k:].any()
+        np.testing.assert_array_equal(m["masked_lm_ids"][i, :k], p["input_ids"][i, pos])
+        changed = np.flatnonzero(m["input_ids"][i] != p["input_ids"][i])
+        assert set(changed) <= set(pos.tolist())
+        assert not np.isin(p["input_ids"][i, pos], [CLS_ID, SEP_ID, 0]).any()
+        masked_total += k
+    assert masked.stats.masked == masked_total
+    assert 0.12 < masked_total / masked.stats.maskable < 0.17
+
+
+def test_same_bytes_whatever_the_workers(tmp_path, tiny_spm_model):
+    for i in range(2):
+        helpers.write_corpus(str(tmp_path / f"c{i}.txt"), num_docs=40, seed=i)
+    pattern = str(tmp_path / "c*.txt")
+    one = _make(tmp_path, pattern, tiny_spm_model, name="w1", num_shards=3, workers=1, block_documents=7)
+    two = _make(tmp_path, pattern, tiny_spm_model, name="w2", num_shards=3, workers=2, block_documents=7)
+    for a, b in zip(one.output_files, two.output_files):
+        assert open(a, "rb").read() == open(b, "rb").read()
+    other_seed = _make(tmp_path, pattern, tiny_spm_model, name="s", num_shards=3, block_documents=7,
+                       options=InstanceOptions(max_seq_length=SEQ, max_predictions=PRED, seed=1))
+    assert open(one.output_files[0], "rb").read() != open(other_seed.output_files[0], "rb").read()
+    # Round-robin: shard sizes differ by at most one record.
+    sizes = [len(_read([f])[0]) for f in one.output_files]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == one.stats.instances
+
+
+def test_failure_leaves_no_files(tmp_path, tiny_spm_model, monkeypatch):
+    corpus = helpers.write_corpus(str(tmp_path / "c.txt"), num_docs=30)
+    calls = []
+    real = instances.BlockProcessor.process
+
+    def failing(self, block):
+        calls.append(block.block_index)
+        if len(calls) == 2:
+            raise RuntimeError("disk on fire")
+        return real(self, block)
+
+    monkeypatch.setattr(instances.BlockProcessor, "process", failing)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        _make(tmp_path, corpus, tiny_spm_model, num_shards=2, block_documents=5)
+    assert os.listdir(tmp_path / "out") == []
+
+
+# ------------------------------------------------------------------------------------------- bad input (CLI)
+def _cli(tmp_path, model, pattern, *extra):
+    return cli.main(["create-data", "--input", pattern, "--spm-model", model, "--output",
+                     str(tmp_path / "o" / "data"), "--max-seq-length", "64", "--max-predictions", "10", *extra])
+
+
+def test_glob_matching_nothing(tmp_path, tiny_spm_model, capsys):
+    assert _cli(tmp_path, tiny_spm_model, str(tmp_path / "nope*.txt")) == 2
+    err = capsys.readouterr().err
+    assert "nope*.txt" in err and "matches no file" in err
+
+
+def test_empty_corpus(tmp_path, tiny_spm_model, capsys):
+    (tmp_path / "e.txt").write_text("\n  \n\n", encoding="utf-8")
+    assert _cli(tmp_path, tiny_spm_model, str(tmp_path / "e.txt")) == 2
+    err = capsys.readouterr().err
+    assert "empty corpus" in err and "e.txt" in err
+    assert not glob.glob(str(tmp_path / "o" / "*"))
+
+
+def test_all_documents_too_short(tmp_path, tiny_spm_model, capsys):
+    (tmp_path / "s.txt").write_text("One sentence only.\n\nAnother lonely one.\n", encoding="utf-8")
+    assert _cli(tmp_path, tiny_spm_model, str(tmp_path / "s.txt")) == 2
+    err = capsys.readouterr().err
+    assert "all 2 documents" in err and "fewer than 2 sentences" in err and "s.txt" in err
+    assert not glob.glob(str(tmp_path / "o" / "*"))
+
+
+def test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model, capsys):
+    path = tmp_path / "bad.txt"
+    path.write_bytes("The river was old.\nThe city is new \xff\xfe here.\n\nMusic and science.\nWater.\n"
+                     .encode("latin-1"))
+    assert _cli(tmp_path, tiny_spm_model, str(path), "--no-mask") == 0
+    err = capsys.readouterr().err
+    assert "bad.txt: replaced 2 bytes of invalid UTF-8" in err
+    assert "documents 2, skipped (fewer than 2 sentences) 0" in err
+    raw, rec = _read(sorted(glob.glob(str(tmp_path / "o" / "data-*.tfrecord"))))
+    assert len(raw) >= 2
+
+
+def test_bad_options(tmp_path, tiny_spm_model, corpus_file, capsys):
+    assert _cli(tmp_path, tiny_spm_model, corpus_file, "--max-seq-length", "4") == 2
+    assert "max_seq_length must be at least 5" in capsys.readouterr().err
+    assert _cli(tmp_path, tiny_spm_model + ".missing", corpus_file) == 2
+    assert ".missing" in capsys.readouterr().err
+
+
+def test_fast_serialization_equals_protobuf():
+    rng = np.random.default_rng(0)
+    n = 50
+    feats = {
+        "input_ids": rng.integers(0, 40000, (n, 300)) * (rng.random((n, 300)) < 0.8),
+        "input_mask": rng.integers(0, 2, (n, 300)),
+        "masked_lm_positions": rng.integers(0, 300, (n, 7)),
+        "masked_lm_weights": rng.random((n, 7)).astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (n, 1)),
+        "big": rng.integers(0, 1 << 34, (n, 3)),
+    }
+    ours = instances.encode_examples(feats)
+    for i in range(n):
+        ex = tf.train.Example(features=tf.train.Features(feature={
+            k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i])) if v.dtype.kind == "f" else
+            tf.train.Feature(int64_list=tf.train.Int64List(value=v[i])) for k, v in feats.items()}))
+        assert ours[i] == ex.SerializeToString(deterministic=True)
