@@ -351,3 +351,26 @@ def test_empty_shards_are_fine(tmp_path):
     got = collect(pretraining_dataset(paths + [empty], seq_length=SEQ, max_predictions=PRED, batch_size=4,
                                       is_training=False))
     np.testing.assert_array_equal(got["input_word_ids"], [r["input_ids"] for rows in contents for r in rows])
+
+
+def test_reads_create_data_output_static_and_dynamic(tmp_path, tiny_spm_model, corpus_file):
+    """End to end: albert-tf create-data (masked, and --no-mask for dynamic masking) → pretraining_dataset."""
+    from albert_tf.data.create_pretraining_data import create_pretraining_data  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.instances import InstanceOptions  # pylint: disable=import-outside-toplevel
+
+    for mask in (True, False):
+        prefix = str(tmp_path / f"mask-{mask}" / "data")
+        create_pretraining_data(corpus_file, tiny_spm_model, prefix, num_shards=2, progress=False,
+                                options=InstanceOptions(max_seq_length=64, max_predictions=8, mask=mask, seed=1))
+        got = collect(pretraining_dataset(prefix + "-*.tfrecord", seq_length=64, max_predictions=8, batch_size=16,
+                                          is_training=False, dynamic_masking=not mask, vocab_size=300, seed=0))
+        ids, weights, positions = got["input_word_ids"], got["masked_lm_weights"], got["masked_lm_positions"]
+        assert len(ids) > 20
+        assert np.all(ids[:, 0] == CLS_ID) and np.all(got["input_mask"][:, 0] == 1)
+        lengths = got["input_mask"].sum(axis=1)
+        budget = np.minimum(8, np.maximum(1, np.round(lengths * 0.15)))
+        assert np.all(weights.sum(axis=1) <= budget) and weights.sum() / budget.sum() > 0.9
+        rows, slots = np.nonzero(weights)
+        masked_ids = ids[rows, positions[rows, slots]]
+        assert 0.6 < np.mean(masked_ids == MASK_ID) < 0.95
+        assert not np.isin(got["masked_lm_ids"][rows, slots], [CLS_ID, SEP_ID, 0]).any()
