@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data.create_pretraining_data import create_pretraining_data
 from albert_tf.data.dataset import pretraining_dataset
+from albert_tf.data.instances import InstanceOptions
 from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
 
 SEQ, PRED, VOCAB = 32, 5, 500
@@ -355,9 +357,6 @@ def test_empty_shards_are_fine(tmp_path):
 
 def test_reads_create_data_output_static_and_dynamic(tmp_path, tiny_spm_model, corpus_file):
     """End to end: albert-tf create-data (masked, and --no-mask for dynamic masking) → pretraining_dataset."""
-    from albert_tf.data.create_pretraining_data import create_pretraining_data  # pylint: disable=import-outside-toplevel
-    from albert_tf.data.instances import InstanceOptions  # pylint: disable=import-outside-toplevel
-
     for mask in (True, False):
         prefix = str(tmp_path / f"mask-{mask}" / "data")
         create_pretraining_data(corpus_file, tiny_spm_model, prefix, num_shards=2, progress=False,
