@@ -29,6 +29,7 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # albert_tf from this checkout (for reading the records back)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"(])")
 
 
@@ -106,6 +107,29 @@ def count_records(paths):
     return sum(1 for p in paths for _ in tf.data.TFRecordDataset(p))
 
 
+def distribution(paths, seq, predictions=20):
+    """A few statistics of the records, to compare the two tools' output (not only their speed)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.data.features import MASK_ID, feature_spec  # pylint: disable=import-outside-toplevel
+
+    raw = [r.numpy() for p in paths for r in tf.data.TFRecordDataset(p)]
+    e = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(raw), feature_spec(seq, predictions)).items()}
+    valid = e["masked_lm_weights"] > 0
+    shown = np.take_along_axis(e["input_ids"], e["masked_lm_positions"], axis=1)
+    runs = []
+    for pos, k in zip(e["masked_lm_positions"], valid.sum(axis=1)):
+        if k:
+            runs.extend(np.diff(np.r_[0, np.flatnonzero(np.diff(pos[:k]) != 1) + 1, k]).tolist())
+    hist = np.bincount(runs, minlength=5)[1:5] / max(1, len(runs))
+    as_mask = ((shown == MASK_ID) & valid).sum() / valid.sum()
+    unchanged = ((shown == e["masked_lm_ids"]) & valid).sum() / valid.sum()
+    return (f"mean length {e['input_mask'].sum(1).mean():.1f}, SOP label 1 {e['next_sentence_labels'].mean():.3f}, "
+            f"masked/instance {valid.sum(1).mean():.2f}, [MASK] {as_mask:.3f}, unchanged {unchanged:.3f}, "
+            f"runs of 1/2/3/4 masked tokens {' '.join(f'{h:.3f}' for h in hist)}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--original-dir", default="/work/scratch/orig",
@@ -164,6 +188,9 @@ def main(argv=None):
             n, wall, cpu, rss = results[(tool, name)]
             print(f"{tool:8s} {name}: {n} instances, wall {wall:.1f} s ({n / wall:.0f}/s), cpu {cpu:.1f} s "
                   f"({n / cpu:.0f}/s), peak RSS {rss:.0f} MiB", file=sys.stderr)
+        large = (glob.glob(os.path.join(work, "ours_large-*.tfrecord")) if tool == "ours"
+                 else [os.path.join(work, "original_large.tfrecord")])
+        print(f"{tool:8s} large records: {distribution(large, args.max_seq_length)}", file=sys.stderr)
         (n0, _, c0, _), (n1, _, c1, _) = results[(tool, "small")], results[(tool, "large")]
         rates[tool] = (n0 + n1) / (c0 + c1)
     print(f"ours_inst_per_s={rates['ours']:.0f} original_inst_per_s={rates['original']:.0f} "

@@ -150,6 +150,7 @@ def main():
                                                    args.max_predictions, args.vocab_size, seed=1)
         dynamic = args.dynamic_records or _generate(tmp, "dynamic", args.generate, args.num_files, args.seq_length,
                                                      args.max_predictions, args.vocab_size, seed=2)
+        print(f"records: static {static}, dynamic {dynamic}", flush=True)
         common = dict(seq_length=args.seq_length, max_predictions=args.max_predictions, batch_size=args.batch_size,
                       is_training=True, seed=0)
         pipelines = {

@@ -1,4 +1,5 @@
 """pretraining_dataset: batch layout, values, sharding, determinism, order, errors that name the file."""
+import base64
 import collections
 import os
 import re
@@ -7,10 +8,42 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data.create_pretraining_data import create_pretraining_data
 from albert_tf.data.dataset import pretraining_dataset
+from albert_tf.data.instances import InstanceOptions
 from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
 
 SEQ, PRED, VOCAB = 32, 5, 500
+
+
+# Two records from each of two files written by google-research/albert's create_pretraining_data.py itself (run under
+# TF 2.21's compat.v1 on tests/helpers.write_corpus(num_docs=4, min_sents=3, max_sents=5, seed=3) with the tiny
+# SentencePiece model, --max_seq_length=32 --max_predictions_per_seq=5 --random_seed=7, and --masked_lm_prob=0.15 /
+# 0): TFRecord framing included, base64.
+ORIGINAL_MASKED_RECORDS = (
+    "bAEAAAAAAADzCkAPCukCCiAKE21hc2tlZF9sbV9wb3NpdGlvbnMSCRoHCgUNDhITFQozCgtzZWdtZW50X2lkcxIkGiIKIAAAAAAAAAABAQEBAQ"
+    "EBAQEBAQEBAQEBAQEBAQEBAQEBCh0KFG5leHRfc2VudGVuY2VfbGFiZWxzEgUaAwoBAAo2Cg50b2tlbl9ib3VuZGFyeRIkGiIKIAEBAQEBAQEA"
+    "AAAAAQEBAQEBAQEBAQEBAQEBAQEAAQEBCjgKCWlucHV0X2lkcxIrGikKJwIzSBdVBQOkAqsC/QHhAQxfBARXL3UEBBcETIYBFQwgsgFOoQEGAw"
+    "ocCg1tYXNrZWRfbG1faWRzEgsaCQoHmQEFhQFMCwoyCgppbnB1dF9tYXNrEiQaIgogAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEK"
+    "LQoRbWFza2VkX2xtX3dlaWdodHMSGBIWChQAAIA/AACAPwAAgD8AAIA/AACAPz07/Z9xAQAAAAAAAJpndysK7gIKIAoTbWFza2VkX2xtX3Bvc2"
+    "l0aW9ucxIJGgcKBQcICRobCjMKC3NlZ21lbnRfaWRzEiQaIgogAAAAAAAAAAAAAAAAAAEBAQEBAQEBAQEBAQEBAQEBAQEKHQoUbmV4dF9zZW50"
+    "ZW5jZV9sYWJlbHMSBRoDCgEBCjYKDnRva2VuX2JvdW5kYXJ5EiQaIgogAQEBAQEBAQEBAAEBAQAAAAABAQEBAQEBAQEBAQEBAQEKPgoJaW5wdX"
+    "RfaWRzEjEaLwotAqoBgAF5JoYBbQSyAU4zBQOrAqgCoQLhAYIBBYIBXTwdW1ihAQSRAZMBQVwDChsKDW1hc2tlZF9sbV9pZHMSChoICgZWsgFO"
+    "DxYKMgoKaW5wdXRfbWFzaxIkGiIKIAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBCi0KEW1hc2tlZF9sbV93ZWlnaHRzEhgSFgoUAA"
+    "CAPwAAgD8AAIA/AACAPwAAgD9urrq1"
+)
+ORIGINAL_UNMASKED_RECORDS = (
+    "bQEAAAAAAAA7nXY5CuoCCjIKCmlucHV0X21hc2sSJBoiCiABAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQodChRuZXh0X3NlbnRlbm"
+    "NlX2xhYmVscxIFGgMKAQAKIAoTbWFza2VkX2xtX3Bvc2l0aW9ucxIJGgcKBQAAAAAACi0KEW1hc2tlZF9sbV93ZWlnaHRzEhgSFgoUAAAAAAAA"
+    "AAAAAAAAAAAAAAAAAAAKGgoNbWFza2VkX2xtX2lkcxIJGgcKBQAAAAAACjYKDnRva2VuX2JvdW5kYXJ5EiQaIgogAQEBAQEBAQEBAQABAQEBAA"
+    "EBAQEBAQEBAQEBAQEBAQEKOwoJaW5wdXRfaWRzEi4aLAoqAlsvHZoBTWwFmgHDAbcBpQFcR5YBqgIDggFdPB1bWKEBDxaTAUFcbTwDCjMKC3Nl"
+    "Z21lbnRfaWRzEiQaIgogAAAAAAAAAAAAAAAAAAAAAAABAQEBAQEBAQEBAQEBAQEKU+o0bwEAAAAAAABqgfEECuwCCjIKCmlucHV0X21hc2sSJB"
+    "oiCiABAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQodChRuZXh0X3NlbnRlbmNlX2xhYmVscxIFGgMKAQAKIAoTbWFza2VkX2xtX3Bv"
+    "c2l0aW9ucxIJGgcKBQAAAAAACi0KEW1hc2tlZF9sbV93ZWlnaHRzEhgSFgoUAAAAAAAAAAAAAAAAAAAAAAAAAAAKGgoNbWFza2VkX2xtX2lkcx"
+    "IJGgcKBQAAAAAACjYKDnRva2VuX2JvdW5kYXJ5EiQaIgogAQEBAQEBAQEBAQEBAQEBAQEBAQEAAQEBAQEBAAAAAAEKPQoJaW5wdXRfaWRzEjAa"
+    "LgosAnp0gAFEN3SXAYgBTS0MFhoGAwZQugHDAbcBYjZAMp4BlgGkAqsC/QHhAQMKMwoLc2VnbWVudF9pZHMSJBoiCiAAAAAAAAAAAAAAAAAAAA"
+    "AAAQEBAQEBAQEBAQEBAQEBAfdj+LE="
+)
 
 
 def original_record(rng, *, record_id, seq=SEQ, pred=PRED, masked=True):
@@ -269,3 +302,74 @@ def test_file_truncated_in_first_record_fails_up_front(tmp_path):
         f.write(data[:30])
     with pytest.raises(ValueError, match=f"{paths[0]}: truncated or corrupt"):
         pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=True)
+
+
+def test_reads_records_written_by_the_original_tool(tmp_path):
+    for blob, dynamic in ((ORIGINAL_MASKED_RECORDS, False), (ORIGINAL_UNMASKED_RECORDS, True)):
+        path = str(tmp_path / f"original-{dynamic}.tfrecord")
+        with open(path, "wb") as f:
+            f.write(base64.b64decode("".join(blob)))
+        examples = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+        assert len(examples) == 2
+
+        def feature(name, examples=examples):
+            values = [e.features.feature[name] for e in examples]
+            return np.array([list(v.float_list.value) or list(v.int64_list.value) for v in values])
+
+        got = collect(pretraining_dataset(path, seq_length=32, max_predictions=5, batch_size=2, is_training=False,
+                                          dynamic_masking=dynamic, vocab_size=300, seed=0))
+        np.testing.assert_array_equal(got["input_mask"], feature("input_mask"))
+        np.testing.assert_array_equal(got["input_type_ids"], feature("segment_ids"))
+        np.testing.assert_array_equal(got["sentence_order_labels"], feature("next_sentence_labels")[:, 0])
+        ids = feature("input_ids")
+        assert np.all(feature("token_boundary")[np.isin(ids, [CLS_ID, SEP_ID])] == 1)  # the original marks specials
+        if not dynamic:
+            np.testing.assert_array_equal(got["input_word_ids"], ids)
+            np.testing.assert_array_equal(got["masked_lm_positions"], feature("masked_lm_positions"))
+            np.testing.assert_array_equal(got["masked_lm_ids"], feature("masked_lm_ids"))
+            np.testing.assert_array_equal(got["masked_lm_weights"], feature("masked_lm_weights"))
+        else:
+            assert not feature("masked_lm_weights").any()
+            weights = got["masked_lm_weights"]
+            assert np.all(weights.sum(axis=1) >= 1)
+            for row in range(2):
+                positions = got["masked_lm_positions"][row][weights[row] > 0]
+                assert not np.isin(ids[row, positions], [CLS_ID, SEP_ID]).any()  # boundary 1, still never masked
+                np.testing.assert_array_equal(got["masked_lm_ids"][row][weights[row] > 0], ids[row, positions])
+
+
+def test_text_file_is_not_taken_for_records(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("The quick brown fox jumps over the lazy dog.\n" * 3)
+    with pytest.raises(ValueError, match="corpus.txt: truncated or corrupt TFRecord file, or not a TFRecord file"):
+        pretraining_dataset(str(path), seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=True)
+
+
+def test_empty_shards_are_fine(tmp_path):
+    paths, contents = write_files(str(tmp_path), 2, 3)
+    empty = str(tmp_path / "part-002.tfrecord")
+    with tf.io.TFRecordWriter(empty):
+        pass
+    got = collect(pretraining_dataset(paths + [empty], seq_length=SEQ, max_predictions=PRED, batch_size=4,
+                                      is_training=False))
+    np.testing.assert_array_equal(got["input_word_ids"], [r["input_ids"] for rows in contents for r in rows])
+
+
+def test_reads_create_data_output_static_and_dynamic(tmp_path, tiny_spm_model, corpus_file):
+    """End to end: albert-tf create-data (masked, and --no-mask for dynamic masking) → pretraining_dataset."""
+    for mask in (True, False):
+        prefix = str(tmp_path / f"mask-{mask}" / "data")
+        create_pretraining_data(corpus_file, tiny_spm_model, prefix, num_shards=2, progress=False,
+                                options=InstanceOptions(max_seq_length=64, max_predictions=8, mask=mask, seed=1))
+        got = collect(pretraining_dataset(prefix + "-*.tfrecord", seq_length=64, max_predictions=8, batch_size=16,
+                                          is_training=False, dynamic_masking=not mask, vocab_size=300, seed=0))
+        ids, weights, positions = got["input_word_ids"], got["masked_lm_weights"], got["masked_lm_positions"]
+        assert len(ids) > 20
+        assert np.all(ids[:, 0] == CLS_ID) and np.all(got["input_mask"][:, 0] == 1)
+        lengths = got["input_mask"].sum(axis=1)
+        budget = np.minimum(8, np.maximum(1, np.round(lengths * 0.15)))
+        assert np.all(weights.sum(axis=1) <= budget) and weights.sum() / budget.sum() > 0.9
+        rows, slots = np.nonzero(weights)
+        masked_ids = ids[rows, positions[rows, slots]]
+        assert 0.6 < np.mean(masked_ids == MASK_ID) < 0.95
+        assert not np.isin(got["masked_lm_ids"][rows, slots], [CLS_ID, SEP_ID, 0]).any()

@@ -272,10 +272,14 @@ def test_rows_without_maskable_tokens():
     np.testing.assert_array_equal(out["masked_lm_ids"].numpy(), [[0, 0, 0], [7, 0, 0]])
 
 
-def test_needs_vocab_size():
+def test_bad_settings():
+    args = (np.zeros((1, 4)), np.ones((1, 4)), np.ones((1, 4)))
     with pytest.raises(ValueError, match="vocab_size"):
-        mask_batch(np.zeros((1, 4)), np.ones((1, 4)), np.ones((1, 4)), seed=[0, 0], max_predictions=2,
-                   vocab_size=None)
+        mask_batch(*args, seed=[0, 0], max_predictions=2, vocab_size=None)
+    with pytest.raises(ValueError, match="masked_lm_prob"):
+        mask_batch(*args, seed=[0, 0], max_predictions=2, vocab_size=VOCAB, masked_lm_prob=0.0)
+    with pytest.raises(ValueError, match="ngram"):
+        mask_batch(*args, seed=[0, 0], max_predictions=2, vocab_size=VOCAB, ngram=0)
 
 
 def test_static_numpy_and_dynamic_in_graph_masking_agree():

@@ -220,3 +220,10 @@ def test_distribution_matches_reference():
         assert abs(ours[k] / sum(ours.values()) - ref[k] / sum(ref.values())) < 0.02, k
     # The accepted n-grams lean short (1/n, and overflowing n-grams fall back to shorter ones).
     assert ref_grams[1] > ref_grams[2] > ref_grams[3] > 0
+
+
+def test_special_ids_agree_with_the_record_format():
+    from albert_tf.data import features  # pylint: disable=import-outside-toplevel
+
+    assert (masking.PAD_ID, masking.CLS_ID, masking.SEP_ID, masking.MASK_ID) == (
+        features.PAD_ID, features.CLS_ID, features.SEP_ID, features.MASK_ID)

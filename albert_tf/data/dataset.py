@@ -1,7 +1,8 @@
 """The tf.data input pipeline for pretraining: TFRecords (ours or the original tool's) → batch dicts.
 
     files (glob, sharded per input pipeline) → file shuffle → repeat (training) → parallel interleave of per-file
-    readers → record shuffle (training) → batch → parse_example on the whole batch → [dynamic masking] → prefetch
+    readers → record shuffle (training) → batch (groups of >= 64 records, 256 with dynamic masking) →
+    parse_example on the whole group → [dynamic masking] → re-batch to batch_size → prefetch
 
 Batches are dicts (B = batch size, S = seq_length, P = max_predictions):
     input_word_ids, input_mask, input_type_ids  int32 [B, S]
@@ -51,15 +52,16 @@ def match_files(file_pattern):
     return sorted(files)
 
 
-def _first_record(path):
-    """The first serialized record of a TFRecord file, read directly (cheap, works on gs://); None if empty."""
+def _first_record(path, size):
+    """The first serialized record of a TFRecord file of `size` bytes, read directly (works on gs://); None if empty."""
     with tf.io.gfile.GFile(path, "rb") as f:
         header = f.read(12)
         if not header:
             return None
-        if len(header) < 12:
-            raise ValueError(f"{path}: truncated or corrupt TFRecord file (only {len(header)} bytes)")
-        (length,) = struct.unpack("<Q", header[:8])
+        (length,) = struct.unpack("<Q", header[:8]) if len(header) == 12 else (None,)
+        if length is None or 12 + length + 4 > size:
+            raise ValueError(f"{path}: truncated or corrupt TFRecord file, or not a TFRecord file ({size} bytes, "
+                             f"first record header claims {length} bytes)")
         data = f.read(length)
         if len(data) != length or len(f.read(4)) != 4:
             raise ValueError(f"{path}: truncated or corrupt TFRecord file (first record claims {length} bytes)")
@@ -73,12 +75,12 @@ def _required_features(dynamic_masking):
         features.LABEL_FEATURE,)
 
 
-def check_first_record(path, *, seq_length, max_predictions, dynamic_masking):
+def check_first_record(path, *, seq_length, max_predictions, dynamic_masking, size=None):
     """Checks the first record of `path` has the features and lengths the pipeline will parse.
 
     Raises ValueError naming the file, the feature, and the expected and found lengths.
     """
-    data = _first_record(path)
+    data = _first_record(path, tf.io.gfile.stat(path).length if size is None else size)
     if data is None:
         return
     example = tf.train.Example()
@@ -111,8 +113,9 @@ def _check_files(files, **kwargs):
     """Checks the first record of every file (in parallel: on gs:// each check is a round trip); returns sizes."""
 
     def check(path):
-        check_first_record(path, **kwargs)
-        return tf.io.gfile.stat(path).length
+        size = tf.io.gfile.stat(path).length
+        check_first_record(path, size=size, **kwargs)
+        return size
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
         return list(pool.map(check, files))  # re-raises the first failure in file order

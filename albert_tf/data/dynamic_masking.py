@@ -61,6 +61,8 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
     """
     if ngram < 1:
         raise ValueError(f"ngram must be >= 1, got {ngram}")
+    if not 0 < masked_lm_prob <= 1:
+        raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
     input_ids = tf.cast(input_ids, tf.int32)
     input_mask = tf.cast(input_mask, tf.int32)
     token_boundary = tf.cast(token_boundary, tf.int32)
@@ -134,8 +136,8 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
 
     _, _, covered_units, span_units, _ = tf.while_loop(
         cond, body,
-        (tf.constant(0), tf.zeros([batch], tf.int32), tf.zeros([batch, seq], tf.int32), tf.zeros([batch, seq], tf.int32),
-         keys),
+        (tf.constant(0), tf.zeros([batch], tf.int32), tf.zeros([batch, seq], tf.int32),
+         tf.zeros([batch, seq], tf.int32), keys),
     )
     selected = candidate & (tf.gather(covered_units, tf.maximum(unit_of_token, 0), batch_dims=1) > 0)
     return {"selected": selected, "span_units": span_units, "budget": budget}
@@ -149,7 +151,7 @@ def mask_batch(input_ids, input_mask, token_boundary, *, seed, max_predictions, 
       input_ids, input_mask, token_boundary: int tensors [B, S] (the records' features).
       seed: int32/int64 [2], a stateless RNG seed (fold in the batch index for fresh masks each batch/epoch).
       max_predictions: P, the number of prediction slots.
-      vocab_size: random replacements are drawn from [RANDOM_ID_START, vocab_size).
+      vocab_size: random replacements are drawn from [RANDOM_ID_START, vocab_size) = [0, vocab_size).
     Returns a dict:
       input_word_ids int32 [B, S] (with [MASK] / random / unchanged at the chosen positions),
       masked_lm_positions int32 [B, P] (sorted, 0-padded), masked_lm_ids int32 [B, P] (the original ids, 0-padded),

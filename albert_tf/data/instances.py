@@ -35,7 +35,7 @@ import random
 import numpy as np
 
 from albert_tf.data import masking
-from albert_tf.data.features import CLS_ID, PAD_ID, SEP_ID
+from albert_tf.data.masking import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
 BLOCK_BYTES = 1 << 20

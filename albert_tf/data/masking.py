@@ -28,7 +28,12 @@ reference it is compared against, so its signature is kept stable.
 """
 import numpy as np
 
-from albert_tf.data.features import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_tf.tokenization import AlbertTokenizer
+
+# The special ids (albert_tf.data.features holds the same; taken from the tokenizer module, which does not import
+# TensorFlow, so that create-data's worker processes stay light).
+PAD_ID, CLS_ID, SEP_ID, MASK_ID = (AlbertTokenizer.pad_id, AlbertTokenizer.cls_id, AlbertTokenizer.sep_id,
+                                   AlbertTokenizer.mask_id)
 
 _ASCII_PUNCTUATION = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~')
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _ASCII_PUNCTUATION
@@ -130,12 +135,11 @@ def mask_batch(token_ids, lengths, token_boundary, rng, *, masked_lm_prob, max_p
     r, c = np.nonzero(starts)
     cum[r, unit_id[r, c]] = cand_before[r, c]
 
-    # A random visiting order of each row's units, and the n drawn at each step.
+    # A random visiting order of each row's units; n is drawn when a unit is visited.
     keys = rng.random((n_rows, max_units))
     keys[np.arange(max_units)[None, :] >= num_units[:, None]] = 2.0
     order = np.argsort(keys, axis=1)
     cdf = np.cumsum(ngram_probabilities(ngram))[:-1]
-    ns = np.searchsorted(cdf, rng.random((n_rows, max_units)), side="right") + 1
 
     covered = np.zeros((n_rows, width), dtype=bool)
     count = np.zeros(n_rows, np.int64)
@@ -147,7 +151,8 @@ def mask_batch(token_ids, lengths, token_boundary, rng, *, masked_lm_prob, max_p
         u = order[rows, step]
         spans = u[:, None] + offsets[None, :] + 1  # end unit (exclusive) for n = 1..ngram
         sizes = cum[rows[:, None], spans] - cum[rows, u][:, None]
-        fits = (offsets[None, :] < ns[rows, step][:, None]) & (count[rows, None] + sizes <= budget[rows, None])
+        drawn = np.searchsorted(cdf, rng.random(rows.size), side="right") + 1
+        fits = (offsets[None, :] < drawn[:, None]) & (count[rows, None] + sizes <= budget[rows, None])
         n = fits.sum(axis=1)  # sizes grow with n, so the fitting n form a prefix: take the longest
         in_gram = offsets[None, :] < n[:, None]
         touched = covered[rows[:, None], spans - 1] & in_gram
