@@ -304,3 +304,19 @@ def test_worker_side_does_not_import_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.stdout.strip() == "False"
+
+
+def test_cased_flag_keeps_case(tmp_path, tiny_spm_model, corpus_file):
+    """--cased tokenizes without lowercasing: the tiny vocabulary was trained on cased text, so ids differ."""
+    outputs = {}
+    for flag in ((), ("--cased",)):
+        out = tmp_path / ("cased" if flag else "lower")
+        assert cli.main(["create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output",
+                         str(out / "data"), "--max-seq-length", "64", "--max-predictions", "10", "--no-mask",
+                         *flag]) == 0
+        outputs[bool(flag)] = _read(sorted(glob.glob(str(out / "data*"))))[1]["input_ids"]
+    tok = AlbertTokenizer(tiny_spm_model, lower_case=False)
+    upper = {i for i in range(tok.vocab_size) if any(ch.isupper() for ch in tok.id_to_piece(i)) and i > 4}
+    assert upper  # the tiny vocabulary was trained on cased text
+    assert upper & set(outputs[True].ravel().tolist())
+    assert not upper & set(outputs[False].ravel().tolist())

@@ -273,6 +273,7 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--workers", type=int, default=1, help="processes (the output does not depend on it)")
     parser.add_argument("--no-mask", action="store_true", help="write unmasked records (for dynamic masking)")
+    parser.add_argument("--cased", action="store_true", help="keep case (for a vocabulary made with `vocab --cased`)")
 
 
 def options_from_args(args):
@@ -283,5 +284,5 @@ def options_from_args(args):
 
 def run(args):
     create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
-                            options=options_from_args(args), workers=args.workers)
+                            options=options_from_args(args), workers=args.workers, lower_case=not args.cased)
     return 0
