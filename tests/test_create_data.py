@@ -320,3 +320,13 @@ def test_cased_flag_keeps_case(tmp_path, tiny_spm_model, corpus_file):
     assert upper  # the tiny vocabulary was trained on cased text
     assert upper & set(outputs[True].ravel().tolist())
     assert not upper & set(outputs[False].ravel().tolist())
+
+
+def test_invalid_utf8_counted_after_vocab_module_is_imported(tmp_path, tiny_spm_model, capsys):
+    """vocab and create-data share one decoding error handler; importing one must not break the other's counts."""
+    import importlib
+
+    import albert_tf.data.vocab as vocab_module
+
+    importlib.reload(vocab_module)
+    test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model, capsys)

@@ -26,7 +26,6 @@ Deliberate differences, so that memory stays bounded and the output is determini
     pair, and the original would only pair them with a random document under label 1;
   * the original draws n-gram sizes from numpy's unseeded global generator; here everything is seeded.
 """
-import codecs
 import dataclasses
 import functools
 import itertools
@@ -35,6 +34,7 @@ import random
 import numpy as np
 
 from albert_tf.data import masking
+from albert_tf.data.text import decode_utf8
 from albert_tf.data.masking import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
@@ -43,15 +43,6 @@ BATCH_INSTANCES = 512  # instances assembled, masked and serialized together
 _MIX = 1_000_003
 
 # ------------------------------------------------------------------------------------------------ reading text
-_REPLACED = [0]
-
-
-def _count_and_replace(error):
-    _REPLACED[0] += error.end - error.start
-    return "\ufffd", error.end
-
-
-codecs.register_error("albert_tf_count_replace", _count_and_replace)
 
 
 @dataclasses.dataclass
@@ -81,12 +72,8 @@ def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=
         return block
 
     for raw in itertools.chain(lines, [b""]):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            before = _REPLACED[0]
-            line = raw.decode("utf-8", "albert_tf_count_replace")
-            replaced += _REPLACED[0] - before
+        line, bad = decode_utf8(raw)
+        replaced += bad
         line = line.strip()
         if line:
             current.append(line)

@@ -9,11 +9,11 @@ through `albert_tf.tokenization.normalize` (the tokenizer's own preprocessing) b
 and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
 corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
 """
-import codecs
 import glob
 import os
 import random
 
+from albert_tf.data.text import decode_utf8
 from albert_tf.tokenization import normalize
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
@@ -21,20 +21,6 @@ CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 CHARACTER_COVERAGE = 0.99995
 DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
 TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
-_REPLACE_ERRORS = "albert_tf_count_replace"
-
-
-class _ByteErrorCounter:
-    """A codecs error handler: replaces undecodable bytes with U+FFFD and counts them."""
-
-    count = 0
-
-    def __call__(self, error):
-        _ByteErrorCounter.count += error.end - error.start
-        return "\ufffd", error.end
-
-
-codecs.register_error(_REPLACE_ERRORS, _ByteErrorCounter())
 
 
 def _csv(symbols):
@@ -79,11 +65,12 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345):
     sample, seen, lines = [], 0, 0
     replaced_per_file = {}
     for path in files:
-        before = _ByteErrorCounter.count
+        replaced = 0
         with _open_binary(path) as f:
             for raw in f:
                 lines += 1
-                text = raw.decode("utf-8", _REPLACE_ERRORS)
+                text, bad = decode_utf8(raw)
+                replaced += bad
                 if text.isspace() or not text:
                     continue
                 # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n lines.
@@ -94,8 +81,8 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345):
                     if j < max_sentences:
                         sample[j] = normalize(text, lower_case)
                 seen += 1
-        if _ByteErrorCounter.count > before:
-            replaced_per_file[path] = _ByteErrorCounter.count - before
+        if replaced:
+            replaced_per_file[path] = replaced
     sample = [s for s in sample if s]  # a line of combining marks only normalizes to nothing
     stats = {"lines": lines, "sentences": seen, "replaced_bytes": sum(replaced_per_file.values()),
              "replaced_bytes_per_file": replaced_per_file}
