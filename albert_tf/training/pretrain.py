@@ -277,7 +277,9 @@ def run(args):  # noqa: C901  (one readable function on purpose)
                          exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"))
         optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    checkpoint_dir = args.model_dir if chief else os.path.join(args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
+    # Every worker takes part in a multi-worker save; only the chief's copy is kept.
+    checkpoint_dir = args.model_dir if chief else os.path.join(
+        args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=args.keep_checkpoint_max,
                                          step_counter=optimizer.iterations)
 
