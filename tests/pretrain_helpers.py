@@ -14,13 +14,14 @@ from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
+def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None, unmasked=False):
     """One record in the original order (label 0) or swapped (label 1).
 
     The original order is a long segment counting up (cyclically) through the low half of the ids, then a short one
     counting through the high half. Swapping moves the short high segment first, so the order is learnable from
     which ids carry segment id 0 and from where [SEP] falls. Masked tokens are predictable from their neighbours
     (each token is the previous one + 1). `alphabet` limits each half to that many ids (an easier MLM task).
+    `unmasked` writes the tokens as they are and zero prediction slots (create-data --no-mask's layout).
     """
     half = alphabet or (vocab_size - 5) // 2
     room = seq_length - 3
@@ -38,6 +39,9 @@ def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
     positions = np.sort(rng.choice(candidates, size=num_masked, replace=False))
     ids = tokens[positions].copy()
     tokens[positions] = MASK_ID
+    if unmasked:
+        tokens[positions] = ids
+        positions, ids, num_masked = positions[:0], ids[:0], 0
 
     def pad(x, length, dtype=np.int64):
         out = np.zeros(length, dtype)
@@ -60,11 +64,13 @@ def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
     return tf.train.Example(features=tf.train.Features(feature={k: to_feature(v) for k, v in feature.items()}))
 
 
-def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0, alphabet=None):
+def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0, alphabet=None,
+                  unmasked=False):
     rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(path) as writer:
         for _ in range(num_examples):
-            writer.write(make_example(rng, seq_length, max_predictions, vocab_size, alphabet).SerializeToString())
+            example = make_example(rng, seq_length, max_predictions, vocab_size, alphabet, unmasked)
+            writer.write(example.SerializeToString())
     return path
 
 

@@ -195,6 +195,20 @@ def test_eval_and_summaries_are_written(data_dir, tmp_path):
     assert {"masked_lm_accuracy", "sentence_order_loss", "learning_rate", "tokens_per_sec"} <= tags
 
 
+def test_dynamic_masking_masks_in_the_pipeline(data_dir, tmp_path):
+    unmasked = tmp_path / "unmasked.tfrecord"
+    ph.write_records(str(unmasked), 64, SEQ, PRED, seed=5, unmasked=True)
+    model_dir = tmp_path / "dynamic"
+    args = base_args(data_dir, model_dir, steps=2, dynamic_masking=True)
+    args[args.index("--train-data") + 1] = str(unmasked)
+    assert run_in_process(args) == 0
+    (row,) = train_metrics(model_dir).values()
+    assert row["masked_lm_loss"] > 1.0  # positions were masked and predicted (no weights → loss 0)
+    # Masked records are refused with dynamic masking: they would be masked twice.
+    args[args.index("--train-data") + 1] = str(data_dir / "train.tfrecord")
+    assert run_in_process(args) == 2
+
+
 # ------------------------------------------------------------------------------------------ the step under XLA
 def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(data_dir):
     import keras
