@@ -12,7 +12,8 @@ NAME=$1 ZONE=$2 ROOT=$3 CONFIG=$4; shift 4
 case "$ROOT" in gs://*) ;; *) echo "$0: $ROOT: TPU hosts read gs:// only" >&2; exit 2;; esac
 MODEL_DIR="$ROOT/models/$CONFIG"
 EXTRA=$(printf " %q" "$@")
-if [[ "${POD:-0}" == 1 ]]; then TPU_FLAG="--tpu $NAME"; WORKERS=0; else TPU_FLAG="--tpu local"; WORKERS=0; fi
+TPU_FLAG="--tpu local"
+if [[ "${POD:-0}" == 1 ]]; then TPU_FLAG="--tpu $NAME"; fi
 CMD="albert-tf pretrain $TPU_FLAG --config $CONFIG \
   --train-data '$ROOT/records/train-*' --eval-data '$ROOT/records/eval-*' \
   --model-dir $MODEL_DIR --spm-model $ROOT/spm.model \
@@ -20,4 +21,4 @@ CMD="albert-tf pretrain $TPU_FLAG --config $CONFIG \
   --learning-rate 0.00176 --num-train-steps 125000 --num-warmup-steps 3125 \
   --steps-per-loop 1000 --save-checkpoints-steps 5000 --keep-checkpoint-max 5 $EXTRA \
   2>&1 | tee -a ~/pretrain.log"
-gcloud compute tpus tpu-vm ssh "$NAME" --zone "$ZONE" --worker="$WORKERS" --command "$CMD"
+gcloud compute tpus tpu-vm ssh "$NAME" --zone "$ZONE" --worker=0 --command "$CMD"
