@@ -317,6 +317,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     # Two traces at most: with dropout (training=True) and without (after --no-dropout-after-step).
     train_loop = tf.function(train_loop)
 
+    @tf.autograph.experimental.do_not_convert  # no control flow; spares a harmless AutoGraph warning
     def eval_step(batch):
         outputs = model(batch, training=False)
         replica = tf.distribute.get_replica_context()
