@@ -1,6 +1,6 @@
 """Helpers for the pretraining tests: generated pretraining TFRecords with a learnable sentence order and
-predictable masked tokens, a minimal reader (used only while albert_tf.data.dataset has not landed), and a CLI
-runner for subprocesses (--cpu-replicas must configure devices before TensorFlow initializes them).
+predictable masked tokens, and a CLI runner for subprocesses (--cpu-replicas must configure devices before
+TensorFlow initializes them).
 """
 import os
 import subprocess
@@ -9,20 +9,19 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:  # when run as a script
-    sys.path.insert(0, REPO)
-
-from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID, feature_spec  # noqa: E402
 
 
-def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
+def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None, unmasked=False):
     """One record in the original order (label 0) or swapped (label 1).
 
     The original order is a long segment counting up (cyclically) through the low half of the ids, then a short one
     counting through the high half. Swapping moves the short high segment first, so the order is learnable from
     which ids carry segment id 0 and from where [SEP] falls. Masked tokens are predictable from their neighbours
     (each token is the previous one + 1). `alphabet` limits each half to that many ids (an easier MLM task).
+    `unmasked` writes the tokens as they are and zero prediction slots (create-data --no-mask's layout).
     """
     half = alphabet or (vocab_size - 5) // 2
     room = seq_length - 3
@@ -40,6 +39,9 @@ def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
     positions = np.sort(rng.choice(candidates, size=num_masked, replace=False))
     ids = tokens[positions].copy()
     tokens[positions] = MASK_ID
+    if unmasked:
+        tokens[positions] = ids
+        positions, ids, num_masked = positions[:0], ids[:0], 0
 
     def pad(x, length, dtype=np.int64):
         out = np.zeros(length, dtype)
@@ -62,60 +64,21 @@ def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None):
     return tf.train.Example(features=tf.train.Features(feature={k: to_feature(v) for k, v in feature.items()}))
 
 
-def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0, alphabet=None):
+def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0, alphabet=None,
+                  unmasked=False):
     rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(path) as writer:
         for _ in range(num_examples):
-            writer.write(make_example(rng, seq_length, max_predictions, vocab_size, alphabet).SerializeToString())
+            example = make_example(rng, seq_length, max_predictions, vocab_size, alphabet, unmasked)
+            writer.write(example.SerializeToString())
     return path
-
-
-def minimal_pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size, is_training,
-                                input_context=None, dynamic_masking=False, seed=None):
-    """Stand-in for albert_tf.data.pretraining_dataset (same signature and batch layout) for these tests only."""
-    if dynamic_masking:
-        raise NotImplementedError("the test stand-in reader has no dynamic masking")
-    files = sorted(tf.io.gfile.glob(file_pattern))
-    dataset = tf.data.TFRecordDataset(files)
-    if input_context and input_context.num_input_pipelines > 1:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    if is_training:
-        dataset = dataset.repeat().shuffle(64, seed=seed)
-    spec = feature_spec(seq_length, max_predictions)
-
-    def parse(record):
-        f = tf.io.parse_single_example(record, spec)
-        i32 = lambda name: tf.cast(f[name], tf.int32)  # noqa: E731
-        return {"input_word_ids": i32("input_ids"), "input_mask": i32("input_mask"),
-                "input_type_ids": i32("segment_ids"), "masked_lm_positions": i32("masked_lm_positions"),
-                "masked_lm_ids": i32("masked_lm_ids"), "masked_lm_weights": f["masked_lm_weights"],
-                "sentence_order_labels": tf.cast(f["next_sentence_labels"][0], tf.int32)}
-
-    return dataset.map(parse).batch(batch_size, drop_remainder=True)
-
-
-def use_stand_in_reader_if_needed():
-    """Points albert_tf.data.pretraining_dataset at the stand-in while the real reader has not landed."""
-    try:
-        import albert_tf.data.dataset  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    except ImportError:
-        import albert_tf.data  # pylint: disable=import-outside-toplevel
-
-        albert_tf.data.pretraining_dataset = minimal_pretraining_dataset
 
 
 def run_cli(args, timeout=600, check=True):
     """Runs `albert-tf pretrain ARGS` in a fresh Python process; returns the CompletedProcess."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "pretrain", *map(str, args)],
+    proc = subprocess.run([sys.executable, "-m", "albert_tf", "pretrain", *map(str, args)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"pretrain exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
-
-
-if __name__ == "__main__":
-    use_stand_in_reader_if_needed()
-    from albert_tf import cli  # pylint: disable=import-outside-toplevel
-
-    sys.exit(cli.main(sys.argv[1:]))

@@ -26,11 +26,6 @@ def data_dir(tmp_path_factory):
     return d
 
 
-@pytest.fixture(autouse=True)
-def _stand_in_reader():
-    ph.use_stand_in_reader_if_needed()
-
-
 def base_args(data_dir, model_dir, steps=6, **extra):
     args = ["--config", data_dir / "albert_config.json", "--train-data", data_dir / "train.tfrecord",
             "--model-dir", model_dir, "--max-seq-length", SEQ, "--max-predictions", PRED,
@@ -153,11 +148,11 @@ def test_records_with_wrong_lengths_are_refused(data_dir, tmp_path, capsys):
     args[args.index("--max-seq-length") + 1] = "64"
     assert run_in_process(args) == 2
     err = capsys.readouterr().err
-    assert "train.tfrecord" in err and "'input_ids' has length 32" in err and "--max-seq-length is 64" in err
+    assert "train.tfrecord" in err and "'input_ids' has length 32, expected 64" in err
     args = base_args(data_dir, tmp_path / "m")
     args[args.index("--max-predictions") + 1] = "7"
     assert run_in_process(args) == 2
-    assert "'masked_lm_positions' has length 5" in capsys.readouterr().err
+    assert "'masked_lm_positions' has length 5, expected 7" in capsys.readouterr().err
 
 
 def test_tpu_with_local_paths_is_refused(data_dir, tmp_path, capsys):
@@ -200,17 +195,32 @@ def test_eval_and_summaries_are_written(data_dir, tmp_path):
     assert {"masked_lm_accuracy", "sentence_order_loss", "learning_rate", "tokens_per_sec"} <= tags
 
 
+def test_dynamic_masking_masks_in_the_pipeline(data_dir, tmp_path):
+    unmasked = tmp_path / "unmasked.tfrecord"
+    ph.write_records(str(unmasked), 64, SEQ, PRED, seed=5, unmasked=True)
+    model_dir = tmp_path / "dynamic"
+    args = base_args(data_dir, model_dir, steps=2, dynamic_masking=True)
+    args[args.index("--train-data") + 1] = str(unmasked)
+    assert run_in_process(args) == 0
+    (row,) = train_metrics(model_dir).values()
+    assert row["masked_lm_loss"] > 1.0  # positions were masked and predicted (no weights → loss 0)
+    # Masked records are refused with dynamic masking: they would be masked twice.
+    args[args.index("--train-data") + 1] = str(data_dir / "train.tfrecord")
+    assert run_in_process(args) == 2
+
+
 # ------------------------------------------------------------------------------------------ the step under XLA
 def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(data_dir):
     import keras
 
+    from albert_tf.data import pretraining_dataset
     from albert_tf.modeling.pretrainer import AlbertPretrainer
     from albert_tf.training import LAMB, WarmupPolynomialDecay
     from albert_tf.training.pretrain import make_train_step
 
     batch_size = 8
-    dataset = ph.minimal_pretraining_dataset(str(data_dir / "train.tfrecord"), seq_length=SEQ,
-                                             max_predictions=PRED, batch_size=batch_size, is_training=True, seed=0)
+    dataset = pretraining_dataset(str(data_dir / "train.tfrecord"), seq_length=SEQ, max_predictions=PRED,
+                                  batch_size=batch_size, is_training=True, seed=0)
     for spec in dataset.element_spec.values():
         assert spec.shape.is_fully_defined(), dataset.element_spec
     batch = next(iter(dataset))

@@ -148,30 +148,21 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False):
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-def check_records(file_pattern, seq_length, max_predictions, flag):
-    """Refuses records whose lengths disagree with the flags, naming the file, the feature and both lengths."""
-    files = sorted(tf.io.gfile.glob(file_pattern))
-    if not files:
-        raise FileNotFoundError(f"{flag} {file_pattern}: no files match")
-    for raw in tf.data.TFRecordDataset(files[0]).take(1):
-        example = tf.train.Example.FromString(raw.numpy())
-        expected = {"input_ids": seq_length, "input_mask": seq_length, "segment_ids": seq_length,
-                    "masked_lm_positions": max_predictions, "masked_lm_ids": max_predictions,
-                    "masked_lm_weights": max_predictions}
-        for name, length in expected.items():
-            feature = example.features.feature.get(name)
-            if feature is None:
-                raise ValueError(f"{files[0]}: record has no feature '{name}' (not a pretraining record?)")
-            values = feature.int64_list.value or feature.float_list.value
-            if len(values) != length:
-                what = "--max-seq-length" if length == seq_length else "--max-predictions"
-                raise ValueError(f"{files[0]}: feature '{name}' has length {len(values)}, but {what} is {length}; "
-                                 f"pass the lengths the records were created with")
-        return files
-    raise ValueError(f"{files[0]}: the first file holds no records")
+def check_records(file_pattern, seq_length, max_predictions, dynamic_masking, flag):
+    """Refuses, before anything is built, a pattern matching nothing or records whose lengths disagree with the
+    flags (the first file's first record; the input pipeline checks every file when it starts)."""
+    from albert_tf.data.dataset import check_first_record, match_files  # pylint: disable=import-outside-toplevel
+
+    try:
+        files = match_files(file_pattern)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{flag}: {e}") from None
+    check_first_record(files[0], seq_length=seq_length, max_predictions=max_predictions,
+                       dynamic_masking=dynamic_masking)
+    return files
 
 
-def make_dataset_fn(args, file_pattern, global_batch_size, is_training, skip_global_batches=0):
+def make_dataset_fn(args, config, file_pattern, global_batch_size, is_training, skip_global_batches=0):
     """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes.
 
     Replicas of one input pipeline take consecutive per-replica batches, so a global batch is the same examples
@@ -181,11 +172,12 @@ def make_dataset_fn(args, file_pattern, global_batch_size, is_training, skip_glo
     from albert_tf.data import pretraining_dataset  # pylint: disable=import-outside-toplevel
 
     def dataset_fn(input_context):
-        per_replica = input_context.get_per_replica_batch_size(global_batch_size)
+        # batch_size is the global batch: with input_context the pipeline yields per-replica batches.
         dataset = pretraining_dataset(
             file_pattern, seq_length=args.max_seq_length, max_predictions=args.max_predictions,
-            batch_size=per_replica, is_training=is_training, input_context=input_context,
-            dynamic_masking=args.dynamic_masking, seed=args.seed)
+            batch_size=global_batch_size, is_training=is_training, input_context=input_context,
+            dynamic_masking=args.dynamic_masking, seed=args.seed,
+            vocab_size=config.vocab_size if args.dynamic_masking else None)
         replicas_per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
         if skip_global_batches:
             dataset = dataset.skip(skip_global_batches * replicas_per_pipeline)
@@ -265,9 +257,9 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     if args.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {args.max_seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
-    check_records(args.train_data, args.max_seq_length, args.max_predictions, "--train-data")
+    check_records(args.train_data, args.max_seq_length, args.max_predictions, args.dynamic_masking, "--train-data")
     if args.eval_data:
-        check_records(args.eval_data, args.max_seq_length, args.max_predictions, "--eval-data")
+        check_records(args.eval_data, args.max_seq_length, args.max_predictions, args.dynamic_masking, "--eval-data")
     prepare_model_dir(args, config, write=chief)
 
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
@@ -285,7 +277,9 @@ def run(args):  # noqa: C901  (one readable function on purpose)
                          exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"))
         optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    checkpoint_dir = args.model_dir if chief else os.path.join(args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
+    # Every worker takes part in a multi-worker save; only the chief's copy is kept.
+    checkpoint_dir = args.model_dir if chief else os.path.join(
+        args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
     manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=args.keep_checkpoint_max,
                                          step_counter=optimizer.iterations)
 
@@ -306,8 +300,9 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     step = int(optimizer.iterations.numpy())
 
     # ---- data: order = f(seed, step)
-    train_iterator = iter(strategy.distribute_datasets_from_function(
-        make_dataset_fn(args, args.train_data, args.train_batch_size, is_training=True, skip_global_batches=step)))
+    train_dataset_fn = make_dataset_fn(args, config, args.train_data, args.train_batch_size, is_training=True,
+                                       skip_global_batches=step)
+    train_iterator = iter(strategy.distribute_datasets_from_function(train_dataset_fn))
 
     # ---- the compiled loop: steps_per_loop steps per host call
     train_step = make_train_step(model, optimizer, args.train_batch_size, jit_compile=jit)
@@ -322,6 +317,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     # Two traces at most: with dropout (training=True) and without (after --no-dropout-after-step).
     train_loop = tf.function(train_loop)
 
+    @tf.autograph.experimental.do_not_convert  # no control flow; spares a harmless AutoGraph warning
     def eval_step(batch):
         outputs = model(batch, training=False)
         replica = tf.distribute.get_replica_context()
@@ -335,7 +331,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
 
     def evaluate():
         dataset = strategy.distribute_datasets_from_function(
-            make_dataset_fn(args, args.eval_data, eval_batch_size, is_training=False))
+            make_dataset_fn(args, config, args.eval_data, eval_batch_size, is_training=False))
         totals = None
         for i, batch in enumerate(dataset):
             if i >= args.max_eval_steps:
