@@ -265,3 +265,26 @@ def test_tiny_model_learns_sentence_order_and_masked_tokens(tmp_path):
     assert final_eval["sentence_order_accuracy"] >= 0.9, final_eval
     assert final_eval["masked_lm_accuracy"] >= first_loop["masked_lm_accuracy"] + 0.05, (first_loop, final_eval)
     assert final_eval["masked_lm_loss"] < first_loop["masked_lm_loss"] - 1.0
+
+
+@pytest.mark.slow  # four short training runs in this process
+def test_no_dropout_after_step_switches_dropout_off_at_that_step(data_dir, tmp_path):
+    """Dropout 0.3 in the config. Switching at step 2 in one run must equal a run to step 2 with dropout resumed
+    with --no-dropout; switching at step 0 must equal --no-dropout; and dropout must really have been on before."""
+    config = tmp_path / "dropout_config.json"
+    TINY.replace(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3).to_json_file(str(config))
+
+    def args(model_dir, steps=4, **extra):
+        a = base_args(data_dir, tmp_path / model_dir, steps=steps, **extra)
+        a[a.index("--config") + 1] = str(config)
+        return a
+
+    assert run_in_process(args("switch", no_dropout_after_step=2)) == 0
+    assert run_in_process(args("split", steps=2, no_dropout_after_step=4)) == 0  # steps 1..2 with dropout
+    assert run_in_process(args("split", steps=4, no_dropout=True)) == 0  # resumed at 2, steps 3..4 without
+    assert_same_checkpoint(tmp_path / "switch", tmp_path / "split", 4)
+    assert run_in_process(args("at_zero", no_dropout_after_step=0)) == 0
+    assert run_in_process(args("never", no_dropout=True)) == 0
+    assert_same_checkpoint(tmp_path / "at_zero", tmp_path / "never", 4)
+    a, b = checkpoint_values(tmp_path / "switch", 2), checkpoint_values(tmp_path / "never", 2)
+    assert max(np.abs(a[n] - b[n]).max() for n in a if "model" in n) > 1e-4  # dropout was on in steps 1..2

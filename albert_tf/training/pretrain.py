@@ -270,7 +270,10 @@ def run(args):  # noqa: C901  (one readable function on purpose)
 
     # ---- model and optimizer, created under the strategy (variables mirrored / on TPU)
     with strategy.scope():
-        model = AlbertPretrainer(config, dropout=not args.no_dropout)
+        # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with
+        # training=False, which in ALBERT removes dropout and nothing else. (Building it with the rates set to 0
+        # would draw Keras' seed stream differently and so change the initial weights of a seeded run.)
+        model = AlbertPretrainer(config)
         schedule = WarmupPolynomialDecay(args.learning_rate, args.num_train_steps, args.num_warmup_steps,
                                          power=args.poly_power)
         optimizer = LAMB(schedule, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
