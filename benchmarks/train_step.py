@@ -60,6 +60,11 @@ def _parse_args(argv=None):
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
     p.add_argument("--intra-threads", type=int, default=0, help="ours: TF intra-op threads (0: TF's default)")
     p.add_argument("--inter-threads", type=int, default=1, help="ours: TF inter-op threads (0: TF's default)")
+    p.add_argument("--no-fused", action="store_true",
+                   help="ours: the plain keras.ops elementwise path instead of the fused kernels (modeling/fused.py)")
+    p.add_argument("--also", action="append", default=[], metavar="K=V,...",
+                   help="another configuration of ours to time alongside, e.g. 'dtype=float32' or "
+                        "'fused=0,inter=0' (keys: dtype, xla, fused, intra, inter); repeatable")
     p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None,
                    help=f"interpreter with keras-hub 0.32 (default {DEFAULT_PEER_PYTHON} if present)")
     p.add_argument("--peer-configs", default=",".join(PEER_CONFIGS),
@@ -142,6 +147,9 @@ def _worker_ours(args):
     from albert_tf.training.pretrain import SUM_KEYS, make_train_step  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.modeling import fused  # pylint: disable=import-outside-toplevel
+
+    fused.ENABLED = not args.no_fused
     config = load_config(args.config)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
@@ -245,7 +253,7 @@ def _worker_peak(args):
 
 def _worker_main(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args._worker == "ours":
+    if args._worker.startswith("ours"):
         _worker_ours(args)
     elif args._worker.startswith("peer:"):
         _worker_peer(args, args._worker.split(":", 1)[1])
@@ -256,6 +264,19 @@ def _worker_main(args):
 
 
 # ------------------------------------------------------------------------------------------ the parent
+def _describe(variant):
+    dtype = "mixed_bfloat16" if variant["dtype"] == "bfloat16" else variant["dtype"]
+    return (f"{dtype}{'+xla' if variant['xla'] == 'on' else ''}{'' if variant['fused'] == '1' else '+unfused'},"
+            f"intra={variant['intra'] if variant['intra'] != '0' else 'default'},"
+            f"inter={variant['inter'] if variant['inter'] != '0' else 'default'}")
+
+
+def _variant_argv(variant):
+    argv = ["--dtype", variant["dtype"], "--xla", variant["xla"], "--intra-threads", variant["intra"],
+            "--inter-threads", variant["inter"]]
+    return argv + ([] if variant["fused"] == "1" else ["--no-fused"])
+
+
 class Worker:
     """A worker subprocess (this script with --_worker NAME) speaking the MARK protocol."""
 
@@ -306,12 +327,19 @@ def _load_average():
 def main(args):  # noqa: C901
     argv = ["--config", os.path.abspath(args.config), "--seq-length", str(args.seq_length),
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
-            "--warmup-steps", str(args.warmup_steps), "--dtype", args.dtype, "--xla", args.xla,
-            "--intra-threads", str(args.intra_threads), "--inter-threads", str(args.inter_threads),
-            "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
-    ours_config = (f"{'mixed_bfloat16' if args.dtype == 'bfloat16' else 'float32'}"
-                   f"{'+xla' if args.xla == 'on' else ''},intra={args.intra_threads or 'default'},"
-                   f"inter={args.inter_threads or 'default'}")
+            "--warmup-steps", str(args.warmup_steps), "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
+    ours = {"dtype": args.dtype, "xla": args.xla, "fused": "0" if args.no_fused else "1",
+            "intra": str(args.intra_threads), "inter": str(args.inter_threads)}
+    variants = {"ours": ours}
+    for text in args.also:
+        variant = dict(ours)
+        for item in filter(None, text.split(",")):
+            key, _, value = item.partition("=")
+            if key not in ours:
+                raise SystemExit(f"--also {text}: unknown key '{key}' (expected {', '.join(ours)})")
+            variant[key] = value
+        variants["ours[" + text + "]"] = variant
+    ours_config = _describe(ours)
     peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
     for c in peer_configs:
         if c not in PEER_CONFIGS:
@@ -334,10 +362,10 @@ def main(args):  # noqa: C901
     workers = {}
     try:
         # Started one at a time, so that compiling one does not slow the timing of another.
-        workers["ours"] = Worker("ours", sys.executable, argv, args.verbose)
-        print(f"ours ({ours_config}): compiled in {workers['ours'].ready['compile_seconds']:.1f}s, "
-              f"{workers['ours'].ready['params']} parameters, first loss {workers['ours'].ready['first_loss']:.4f}",
-              flush=True)
+        for name, variant in variants.items():
+            w = workers[name] = Worker(name, sys.executable, argv + _variant_argv(variant), args.verbose)
+            print(f"{name} ({_describe(variant)}): compiled in {w.ready['compile_seconds']:.1f}s, "
+                  f"{w.ready['params']} parameters, first loss {w.ready['first_loss']:.4f}", flush=True)
         for c in peer_configs:
             try:
                 w = Worker(f"peer:{c}", args.peer_python, argv, args.verbose)
