@@ -125,9 +125,9 @@ def _serve(run_rounds):
         command = line.split()
         if not command or command[0] == "quit":
             return
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         extra = run_rounds(int(command[1])) or {}
-        _say("result", seconds=time.perf_counter() - start, **extra)
+        _say("result", seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start, **extra)
 
 
 def _worker_ours(args):
@@ -378,6 +378,7 @@ def main(args):  # noqa: C901
         workers["peak"] = Worker("peak", sys.executable, argv, args.verbose)
 
         rates = {name: [] for name in workers if name != "peak"}
+        cpu_rates = {name: [] for name in rates}  # examples per CPU-second of the worker: less load-dependent
         peaks, f32_peaks = [], []
         for r in range(args.rounds):
             line = []
@@ -390,7 +391,8 @@ def main(args):  # noqa: C901
                 else:
                     result = worker.run(args.steps)
                     rates[name].append(args.steps * args.batch_size / result["seconds"])
-                    line.append(f"{name}={rates[name][-1]:.3f}ex/s")
+                    cpu_rates[name].append(args.steps * args.batch_size / result["cpu_seconds"])
+                    line.append(f"{name}={rates[name][-1]:.3f}ex/s({cpu_rates[name][-1]:.3f}/cpu-s)")
             print(f"round {r + 1}/{args.rounds} (load {_load_average():.2f}): " + " ".join(line), flush=True)
     finally:
         for worker in workers.values():
@@ -402,7 +404,8 @@ def main(args):  # noqa: C901
     achieved = ours_best * flops_per_example
     for name, values in rates.items():
         print(f"{name}: best {max(values):.3f} median {statistics.median(values):.3f} examples/s "
-              f"({max(values) * flops_per_example / 1e9:.1f} GFLOP/s at best)", flush=True)
+              f"({max(values) * flops_per_example / 1e9:.1f} GFLOP/s at best); per CPU-second: best "
+              f"{max(cpu_rates[name]):.3f} median {statistics.median(cpu_rates[name]):.3f}", flush=True)
     print(f"flops/example {flops_per_example / 1e9:.2f} GFLOP; bf16 {args.peak_size}^3 matmul peak "
           f"{peak / 1e9:.1f} GFLOP/s (median {statistics.median(peaks) / 1e9:.1f}); f32 {max(f32_peaks) / 1e9:.1f}",
           flush=True)
