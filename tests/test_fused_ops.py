@@ -79,6 +79,22 @@ def test_bfloat16_inputs_keep_their_dtype_and_compute_in_float32():
     np.testing.assert_allclose(tf.cast(out, tf.float32).numpy(), expected.numpy(), atol=2e-2)
 
 
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Counts the calls of each fused kernel (the layers look them up at call time)."""
+    calls = {name: 0 for name in fused._tf_kernels()}
+
+    def counting(name, kernel):
+        def wrapper(*args):
+            calls[name] += 1
+            return kernel(*args)
+        return wrapper
+
+    for name, kernel in list(fused._tf_kernels().items()):
+        monkeypatch.setitem(fused._KERNELS, name, counting(name, kernel))
+    return calls
+
+
 def _model_and_batch(sharing="all"):
     cfg = dict(SMALL, sharing=sharing, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     weights = ref.random_weights(cfg, np.random.default_rng(0))
@@ -88,16 +104,19 @@ def _model_and_batch(sharing="all"):
 
 
 @pytest.mark.parametrize("sharing", ["all", "none"])
-def test_training_path_matches_numpy_reference(sharing):
+def test_training_path_matches_numpy_reference(sharing, kernel_calls):
     cfg, weights, model, batch = _model_and_batch(sharing)
     expected = ref.forward(weights, cfg, batch["input_word_ids"], batch["input_mask"], batch["input_type_ids"],
                            batch["masked_lm_positions"])
-    assert fused.use_fused(True)
+    model(batch, training=False)
+    assert not any(kernel_calls.values()), "inference must not use the fused (XLA) kernels"
     diff = compare(model(batch, training=True), expected, batch["input_mask"])
+    blocks = cfg["num_hidden_layers"] * cfg["inner_group_num"]
+    assert kernel_calls == {"bias_gelu": blocks, "residual_layer_norm": 2 * blocks, "masked_softmax": blocks}
     assert diff < 1e-5
 
 
-def test_training_path_gradients_match_unfused():
+def test_training_path_gradients_match_unfused(kernel_calls):
     _, _, model, batch = _model_and_batch()
     labels = np.random.default_rng(5).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
 
@@ -109,6 +128,7 @@ def test_training_path_gradients_match_unfused():
         return [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, model.trainable_variables)]
 
     got = grads()
+    assert kernel_calls["bias_gelu"] > 0
     fused.ENABLED = False
     try:
         want = grads()
