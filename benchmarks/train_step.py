@@ -1,196 +1,432 @@
-"""Pretraining step throughput: albert_tf vs keras-hub 0.32's AlbertMaskedLM, side by side, plus the machine's
-measured bf16 matmul peak.
+"""Pretraining step throughput on this CPU: albert_tf (MLM + SOP, LAMB, clipping) vs keras-hub's AlbertMaskedLM.
 
-    python benchmarks/train_step.py --config configs/albert_base.json --seq-length 128 --batch-size 8 \
-        --peer-python /work/venv-khub/bin/python
+    python benchmarks/train_step.py --config configs/albert_base.json --seq-length 128 --batch-size 8
 
-Ours: full pretraining steps — MLM + SOP forward/backward, the global-batch loss, clipping to global norm 1.0 and
-the LAMB update — exactly `albert_tf.training.pretrain.make_train_step`, `--steps` steps per compiled call as the
-training loop runs them, on a fixed synthetic batch (no input pipeline in the timing).
-Peer: keras-hub's AlbertMaskedLM (MLM only, no SOP head) with the same architecture, compiled with
-keras.optimizers.Lamb, trained with train_on_batch; each of `--peer-configs` is measured and the best one kept. It runs
-in a separate interpreter (`--peer-python`, a venv with keras-hub==0.32.*) so the two installs cannot interfere.
-Peak: the best of several large bf16 tf.matmul runs on this machine.
-Achieved FLOP/s counts the matmul FLOPs of one training example (albert_tf.training.flops) × examples/s.
+Measured side by side in one run, each side in its own worker process (built and compiled first, then idle while
+the others are timed), alternating round by round (ours, peer configurations..., matmul peak; `--rounds` times):
 
-The last line is parseable:
-    examples_per_sec=X achieved_flops=X peak_fraction=X keras_hub_examples_per_sec=X ratio=X
+  ours      full pretraining steps as `albert-tf pretrain` runs them on one device: AlbertPretrainer forward,
+            the MLM + SOP loss, gradients, the cross-replica sum, clipping to global norm 1.0 and the LAMB update
+            (`albert_tf.training.pretrain.make_train_step`, `LAMB`, `WarmupPolynomialDecay`), `--steps` steps per
+            compiled call as `--steps-per-loop` does. Default configuration: the fastest we found on this CPU
+            (see notes/README_perf.md): mixed_bfloat16, no XLA.
+  peer      keras-hub 0.32 `AlbertMaskedLM` (MLM only, so it does less work than ours: no SOP head, no pooler)
+            with the same backbone sizes, trained with `train_on_batch` (Keras' compiled train step, Adam, its
+            default compile), in every configuration of `--peer-configs` (default: float32 and mixed_bfloat16,
+            each with and without jit_compile); the best configuration is the figure. It runs under
+            `--peer-python` (a separate virtualenv holding tensorflow 2.21 + keras-hub 0.32, so it cannot change
+            this project's versions): `python3 -m venv /work/venv-khub &&
+            /work/venv-khub/bin/pip install "tensorflow==2.21.*" "keras-hub==0.32.*"`.
+  peak      this machine's bf16 matmul peak: the best time of a `--peak-size`³ bf16 tf.matmul (oneDNN; AMX where
+            the CPU has it), default TensorFlow settings.
+
+Both sides get the same random-but-valid batch: [CLS] A [SEP] B [SEP] over the whole length, `--max-predictions`
+distinct masked positions (the input id replaced by [MASK], the label the original id), random SOP labels.
+
+FLOPs per example: `albert_tf.training.flops.pretraining_flops_per_example` (matmuls only, forward + backward =
+3 × forward: the projections, FFN, QKᵀ and AV of every applied block, the E→H projection, pooler, SOP head and the
+MLM head at the P masked positions). achieved_flops = examples/s × that; peak_fraction = achieved / measured peak.
+
+The last line: examples_per_sec=X achieved_flops=F peak_fraction=R keras_hub_examples_per_sec=Y ratio=X/Y, then
+the medians, the peak and the chosen configurations. X and Y are the best rounds (the machine is shared and
+noisy); the medians follow.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+DEFAULT_PEER_PYTHON = "/work/venv-khub/bin/python"
+PEER_CONFIGS = ("float32", "mixed_bfloat16", "float32+xla", "mixed_bfloat16+xla")
+MARK = "@@bench "  # worker → parent protocol lines on stdout; everything else is noise
 
 
-def synthetic_batch(np, batch_size, seq_length, max_predictions, vocab_size, seed=0):
-    rng = np.random.default_rng(seed)
-    return {
-        "input_word_ids": rng.integers(5, vocab_size, (batch_size, seq_length)).astype("int32"),
-        "input_mask": np.ones((batch_size, seq_length), "int32"),
-        "input_type_ids": np.concatenate([np.zeros((batch_size, seq_length // 2), "int32"),
-                                          np.ones((batch_size, seq_length - seq_length // 2), "int32")], 1),
-        "masked_lm_positions": np.sort(rng.choice(np.arange(1, seq_length), (batch_size, max_predictions)),
-                                       1).astype("int32"),
-        "masked_lm_ids": rng.integers(5, vocab_size, (batch_size, max_predictions)).astype("int32"),
-        "masked_lm_weights": np.ones((batch_size, max_predictions), "float32"),
-        "sentence_order_labels": rng.integers(0, 2, (batch_size,)).astype("int32"),
-    }
-
-
-def measure_matmul_peak(n=2048, repeats=5):
-    """Best bf16 FLOP/s of an n×n×n tf.matmul chain (8 products per call, so dispatch is negligible)."""
-    import tensorflow as tf
-
-    a = tf.random.normal((n, n), dtype=tf.float32)
-    a = tf.cast(a / n ** 0.5, tf.bfloat16)
-
-    @tf.function
-    def chain(x):
-        for _ in range(8):
-            x = tf.matmul(x, a)
-        return x
-
-    chain(a).numpy()
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        chain(a).numpy()
-        best = max(best, 8 * 2 * n ** 3 / (time.perf_counter() - start))
-    return best
-
-
-def run_ours(args):
-    """examples/s of albert_tf's pretraining step."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    sys.path.insert(0, REPO)
-    from albert_tf.config import load_config
-    from albert_tf.modeling.pretrainer import AlbertPretrainer
-    from albert_tf.training import LAMB, WarmupPolynomialDecay
-    from albert_tf.training.pretrain import make_train_step
-
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
-    config = load_config(args.config)
-    keras.utils.set_random_seed(0)
-    model = AlbertPretrainer(config)
-    optimizer = LAMB(WarmupPolynomialDecay(1e-4, 10_000, 0))
-    optimizer.build(model.trainable_variables)
-    step = make_train_step(model, optimizer, args.batch_size, jit_compile=args.xla)
-    batch = {k: tf.constant(v) for k, v in synthetic_batch(np, args.batch_size, args.seq_length,
-                                                           args.max_predictions, config.vocab_size).items()}
-
-    @tf.function
-    def loop(num_steps):  # as pretrain.train_loop: several steps per host call
-        total = tf.constant(0.0)
-        for _ in tf.range(num_steps):
-            total += step(batch, True)["mlm_nll"]
-        return total
-
-    loop(tf.constant(args.warmup_steps)).numpy()
-    best = 0.0
-    for _ in range(args.rounds):
-        start = time.perf_counter()
-        value = loop(tf.constant(args.steps)).numpy()
-        best = max(best, args.steps * args.batch_size / (time.perf_counter() - start))
-    if not np.isfinite(value):
-        raise RuntimeError("non-finite loss in the benchmark")
-    return best
-
-
-def run_peer(args):
-    """examples/s of keras-hub's AlbertMaskedLM for each of --peer-configs (runs inside the peer interpreter)."""
-    import keras
-    import keras_hub
-    import numpy as np
-
-    with open(os.path.join(REPO, args.config) if not os.path.isabs(args.config) else args.config) as f:
-        c = json.load(f)
-    results = {}
-    for peer_config in args.peer_configs.split(","):
-        policy, jit = peer_config.split(":")
-        keras.mixed_precision.set_global_policy(policy)
-        keras.utils.set_random_seed(0)
-        backbone = keras_hub.models.AlbertBackbone(
-            vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
-            embedding_dim=c["embedding_size"], hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"],
-            num_groups=c.get("num_hidden_groups", 1), num_inner_repetitions=c.get("inner_group_num", 1),
-            dropout=c.get("hidden_dropout_prob", 0.0), max_sequence_length=c["max_position_embeddings"],
-            num_segments=c["type_vocab_size"])
-        model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
-        model.compile(optimizer=keras.optimizers.Lamb(1e-4, global_clipnorm=1.0),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      weighted_metrics=[], jit_compile=(jit == "jit"))
-        b = synthetic_batch(np, args.batch_size, args.seq_length, args.max_predictions, c["vocab_size"])
-        x = {"token_ids": b["input_word_ids"], "segment_ids": b["input_type_ids"],
-             "padding_mask": b["input_mask"].astype(bool), "mask_positions": b["masked_lm_positions"]}
-        y, w = b["masked_lm_ids"], b["masked_lm_weights"]
-        for _ in range(args.warmup_steps):
-            model.train_on_batch(x, y, sample_weight=w)
-        best = 0.0
-        for _ in range(args.rounds):
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                loss = model.train_on_batch(x, y, sample_weight=w)
-            best = max(best, args.steps * args.batch_size / (time.perf_counter() - start))
-        if not np.isfinite(loss):
-            raise RuntimeError(f"keras-hub {peer_config}: non-finite loss")
-        results[peer_config] = best
-        print(f"keras-hub AlbertMaskedLM {peer_config}: {best:.3f} examples/s", file=sys.stderr, flush=True)
-    print(json.dumps(results))
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="configs/albert_base.json")
+def _parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base.json"))
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-predictions", type=int, default=20)
-    p.add_argument("--steps", type=int, default=10, help="timed steps per round")
-    p.add_argument("--warmup-steps", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=2, help="timed rounds; the best is kept")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16", help="ours: compute dtype")
-    p.add_argument("--xla", action="store_true", help="ours: jit-compile the forward/backward")
-    p.add_argument("--peer-python", default="/work/venv-khub/bin/python",
-                   help="an interpreter with keras-hub==0.32.*; empty to skip the peer")
-    p.add_argument("--peer-configs", default="mixed_bfloat16:nojit,float32:nojit,mixed_bfloat16:jit",
-                   help="policy:jit|nojit pairs measured for keras-hub; the best is compared")
-    p.add_argument("--peer-mode", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.peer_mode:
-        return run_peer(args)
+    p.add_argument("--steps", type=int, default=4, help="timed steps per round and side (default 4)")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps after compiling (default 2)")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="ours: compute dtype")
+    p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
+    p.add_argument("--intra-threads", type=int, default=0, help="ours: TF intra-op threads (0: TF's default)")
+    p.add_argument("--inter-threads", type=int, default=1, help="ours: TF inter-op threads (0: TF's default)")
+    p.add_argument("--no-fused", action="store_true",
+                   help="ours: the plain keras.ops elementwise path instead of the fused kernels (modeling/fused.py)")
+    p.add_argument("--also", action="append", default=[], metavar="K=V,...",
+                   help="another configuration of ours to time alongside, e.g. 'dtype=float32' or "
+                        "'fused=0,inter=0' (keys: dtype, xla, fused, intra, inter); repeatable")
+    p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None,
+                   help=f"interpreter with keras-hub 0.32 (default {DEFAULT_PEER_PYTHON} if present)")
+    p.add_argument("--peer-configs", default=",".join(PEER_CONFIGS),
+                   help=f"comma-separated peer configurations among {', '.join(PEER_CONFIGS)} (default: all)")
+    p.add_argument("--peak-size", type=int, default=2048, help="n of the n³ bf16 matmul peak (default 2048)")
+    p.add_argument("--peak-repeats", type=int, default=5, help="matmuls timed per round for the peak")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verbose", action="store_true", help="show the workers' stderr")
+    p.add_argument("--_worker", default=None, help=argparse.SUPPRESS)  # ours | peer:CONFIG | peak
+    return p.parse_args(argv)
 
-    peer_results = {}
-    if args.peer_python:  # first, so the two never compete for the cores
-        proc = subprocess.run([args.peer_python, os.path.abspath(__file__), "--peer-mode", *sys.argv[1:]],
-                              cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""))
-        if proc.returncode != 0:
-            sys.exit(f"keras-hub peer failed:\n{proc.stderr[-3000:]}")
-        sys.stderr.write("".join(l + "\n" for l in proc.stderr.splitlines() if "keras-hub" in l))
-        peer_results = json.loads(proc.stdout.strip().splitlines()[-1])
 
+# ------------------------------------------------------------------------------------------ the batch (numpy)
+def random_batch(vocab_size, batch_size, seq_length, max_predictions, seed):
+    """A random pretraining batch that is valid for both models.
+
+    Returns a dict of numpy arrays: input_word_ids, input_mask, input_type_ids int32 [B, L] (no padding:
+    [CLS] A [SEP] B [SEP] with the split drawn per row), masked_lm_positions / masked_lm_ids int32 [B, P] (sorted
+    distinct positions, never [CLS]/[SEP]; ids are the original tokens, the inputs hold [MASK] there),
+    masked_lm_weights float32 [B, P] (ones), sentence_order_labels int32 [B].
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    cls_id, sep_id, mask_id = 2, 3, 4
+    rng = np.random.default_rng(seed)
+    B, L, P = batch_size, seq_length, max_predictions
+    ids = rng.integers(5, vocab_size, (B, L)).astype("int32")
+    types = np.zeros((B, L), "int32")
+    positions = np.zeros((B, P), "int32")
+    for row in range(B):
+        split = int(rng.integers(L // 4, 3 * L // 4))
+        ids[row, 0], ids[row, split], ids[row, L - 1] = cls_id, sep_id, sep_id
+        types[row, split + 1:] = 1
+        candidates = np.setdiff1d(np.arange(1, L - 1), [split])
+        positions[row] = np.sort(rng.choice(candidates, P, replace=False))
+    labels = np.take_along_axis(ids, positions, axis=1)
+    np.put_along_axis(ids, positions, mask_id, axis=1)
+    return {
+        "input_word_ids": ids, "input_mask": np.ones((B, L), "int32"), "input_type_ids": types,
+        "masked_lm_positions": positions, "masked_lm_ids": labels.astype("int32"),
+        "masked_lm_weights": np.ones((B, P), "float32"), "sentence_order_labels": rng.integers(0, 2, B).astype("int32"),
+    }
+
+
+def _load_config_dict(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# ------------------------------------------------------------------------------------------ workers
+def _say(kind, **fields):
+    print(MARK + json.dumps({"kind": kind, **fields}), flush=True)
+
+
+def _serve(run_rounds):
+    """The worker loop: 'run N' → times run_rounds(N) (seconds); 'quit' ends."""
+    for line in sys.stdin:
+        command = line.split()
+        if not command or command[0] == "quit":
+            return
+        start, cpu_start = time.perf_counter(), time.process_time()
+        extra = run_rounds(int(command[1])) or {}
+        _say("result", seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start, **extra)
+
+
+def _worker_ours(args):
+    """Builds the pretrainer, LAMB and the train step as `albert-tf pretrain` does, then serves 'run N'."""
     sys.path.insert(0, REPO)
-    from albert_tf.config import load_config
-    from albert_tf.training.flops import pretraining_flops_per_example
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    examples_per_sec = run_ours(args)
-    peak = measure_matmul_peak()
-    flops = examples_per_sec * pretraining_flops_per_example(load_config(args.config), args.seq_length,
-                                                             args.max_predictions)
-    peer_best = max(peer_results.values()) if peer_results else float("nan")
-    best_config = max(peer_results, key=peer_results.get) if peer_results else "none"
-    print(f"albert_tf ({args.dtype}, xla {'on' if args.xla else 'off'}): {examples_per_sec:.3f} examples/s; "
-          f"keras-hub best ({best_config}): {peer_best:.3f} examples/s; measured bf16 matmul peak "
-          f"{peak / 1e9:.1f} GFLOP/s", flush=True)
-    print(f"examples_per_sec={examples_per_sec:.4f} achieved_flops={flops:.4e} peak_fraction={flops / peak:.4f} "
-          f"keras_hub_examples_per_sec={peer_best:.4f} ratio={examples_per_sec / peer_best:.4f}", flush=True)
+    if args.intra_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    if args.inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import flops  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.lamb import LAMB  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretrain import SUM_KEYS, make_train_step  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling import fused  # pylint: disable=import-outside-toplevel
+
+    fused.ENABLED = not args.no_fused
+    config = load_config(args.config)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
+    keras.utils.set_random_seed(args.seed)
+    strategy = tf.distribute.get_strategy()
+    model = AlbertPretrainer(config)
+    schedule = WarmupPolynomialDecay(1e-4, num_train_steps=100000, num_warmup_steps=1000)
+    optimizer = LAMB(schedule, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                     exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"))
+    optimizer.build(model.trainable_variables)
+    batch = {k: tf.constant(v) for k, v in random_batch(
+        config.vocab_size, args.batch_size, args.seq_length, args.max_predictions, args.seed).items()}
+    train_step = make_train_step(model, optimizer, args.batch_size, jit_compile=args.xla == "on")
+
+    @tf.function
+    def train_loop(num_steps):  # as pretrain.run's train_loop, on one fixed batch instead of an iterator
+        sums = {k: tf.constant(0.0) for k in SUM_KEYS}
+        for _ in tf.range(num_steps):
+            per_replica = strategy.run(train_step, args=(batch, True))
+            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in SUM_KEYS}
+        return sums
+
+    def run(num_steps):
+        sums = {k: float(v) for k, v in train_loop(tf.constant(num_steps)).items()}
+        return {"loss": sums["mlm_nll"] / sums["mlm_weight"] + sums["sop_nll"] / sums["sop_count"]}
+
+    start = time.perf_counter()
+    first = run(1)
+    compile_seconds = time.perf_counter() - start
+    run(args.warmup_steps)
+    _say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],
+         flops_per_example=flops.pretraining_flops_per_example(config, args.seq_length, args.max_predictions),
+         params=int(sum(int(tf.size(v)) for v in {id(v): v for v in model.trainable_variables}.values())))
+    _serve(run)
+
+
+def _worker_peer(args, peer_config):
+    """keras-hub 0.32 AlbertMaskedLM with our config's sizes, in `peer_config`, then serves 'run N'."""
+    dtype, _, xla = peer_config.partition("+")
+    import keras  # pylint: disable=import-outside-toplevel
+    import keras_hub  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    c = _load_config_dict(args.config)
+    if c["num_hidden_layers"] % c["num_hidden_groups"] or c.get("inner_group_num", 1) < 1:
+        raise SystemExit("config not expressible as a keras-hub AlbertBackbone")
+    if c.get("hidden_act", "gelu") not in ("gelu", "gelu_new"):
+        raise SystemExit(f"keras-hub's AlbertBackbone has tanh-GELU only; config has {c['hidden_act']}")
+    keras.mixed_precision.set_global_policy(dtype)
+    keras.utils.set_random_seed(args.seed)
+    backbone = keras_hub.models.AlbertBackbone(
+        vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
+        embedding_dim=c["embedding_size"], hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"],
+        num_groups=c["num_hidden_groups"], num_inner_repetitions=c.get("inner_group_num", 1),
+        dropout=c["hidden_dropout_prob"], max_sequence_length=c["max_position_embeddings"],
+        num_segments=c["type_vocab_size"])
+    model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
+    model.compile(jit_compile=bool(xla))  # keras-hub's defaults: Adam(5e-5), sparse CE from logits, accuracy
+    b = random_batch(c["vocab_size"], args.batch_size, args.seq_length, args.max_predictions, args.seed)
+    x = {"token_ids": tf.constant(b["input_word_ids"]), "padding_mask": tf.constant(b["input_mask"]),
+         "segment_ids": tf.constant(b["input_type_ids"]), "mask_positions": tf.constant(b["masked_lm_positions"])}
+    y, w = tf.constant(b["masked_lm_ids"]), tf.constant(b["masked_lm_weights"])
+
+    def run(num_steps):
+        for _ in range(num_steps):
+            logs = model.train_on_batch(x, y, sample_weight=w, return_dict=True)
+        return {"loss": float(logs["loss"])}
+
+    start = time.perf_counter()
+    first = run(1)
+    compile_seconds = time.perf_counter() - start
+    run(args.warmup_steps)
+    _say("ready", compile_seconds=compile_seconds, first_loss=first["loss"], params=int(model.count_params()))
+    _serve(run)
+
+
+def _worker_peak(args):
+    """Serves 'run K': the best of K timed n³ bf16 (and one f32) matmuls, default TensorFlow settings."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    n = args.peak_size
+    matmul = tf.function(tf.linalg.matmul)
+    operands = {dtype: (tf.cast(tf.random.normal((n, n), seed=1), dtype), tf.cast(tf.random.normal((n, n), seed=2),
+                                                                                   dtype))
+                for dtype in (tf.bfloat16, tf.float32)}
+
+    def best_seconds(dtype, repeats):
+        a, b = operands[dtype]
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            matmul(a, b).numpy()  # .numpy() waits for the result
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    best_seconds(tf.bfloat16, 2)
+    best_seconds(tf.float32, 1)
+    _say("ready", compile_seconds=0.0)
+    _serve(lambda repeats: {"bf16_flops": 2 * n ** 3 / best_seconds(tf.bfloat16, repeats),
+                            "f32_flops": 2 * n ** 3 / best_seconds(tf.float32, 1)})
+
+
+def _worker_main(args):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args._worker.startswith("ours"):
+        _worker_ours(args)
+    elif args._worker.startswith("peer:"):
+        _worker_peer(args, args._worker.split(":", 1)[1])
+    elif args._worker == "peak":
+        _worker_peak(args)
+    else:
+        raise SystemExit(f"unknown worker {args._worker}")
+
+
+# ------------------------------------------------------------------------------------------ the parent
+def _describe(variant):
+    dtype = "mixed_bfloat16" if variant["dtype"] == "bfloat16" else variant["dtype"]
+    return (f"{dtype}{'+xla' if variant['xla'] == 'on' else ''}{'' if variant['fused'] == '1' else '+unfused'},"
+            f"intra={variant['intra'] if variant['intra'] != '0' else 'default'},"
+            f"inter={variant['inter'] if variant['inter'] != '0' else 'default'}")
+
+
+def _variant_argv(variant):
+    argv = ["--dtype", variant["dtype"], "--xla", variant["xla"], "--intra-threads", variant["intra"],
+            "--inter-threads", variant["inter"]]
+    return argv + ([] if variant["fused"] == "1" else ["--no-fused"])
+
+
+class Worker:
+    """A worker subprocess (this script with --_worker NAME) speaking the MARK protocol."""
+
+    def __init__(self, name, python, argv, verbose):
+        self.name = name
+        self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        self.process = subprocess.Popen(
+            [python, os.path.abspath(__file__), *argv, "--_worker", name], cwd=REPO, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.ready = self._read("ready")
+
+    def _read(self, kind):
+        for line in self.process.stdout:
+            if line.startswith(MARK):
+                message = json.loads(line[len(MARK):])
+                if message["kind"] == kind:
+                    return message
+        tail = ""
+        if self.log is not None:
+            self.log.seek(0)
+            tail = "".join(self.log.readlines()[-15:])
+        raise RuntimeError(f"worker {self.name} exited (status {self.process.wait()}) before '{kind}':\n{tail}")
+
+    def run(self, count):
+        self.process.stdin.write(f"run {count}\n")
+        self.process.stdin.flush()
+        return self._read("result")
+
+    def close(self):
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write("quit\n")
+                self.process.stdin.close()
+                self.process.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+
+
+def _load_average():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def main(args):  # noqa: C901
+    argv = ["--config", os.path.abspath(args.config), "--seq-length", str(args.seq_length),
+            "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
+            "--warmup-steps", str(args.warmup_steps), "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
+    ours = {"dtype": args.dtype, "xla": args.xla, "fused": "0" if args.no_fused else "1",
+            "intra": str(args.intra_threads), "inter": str(args.inter_threads)}
+    variants = {"ours": ours}
+    for text in args.also:
+        variant = dict(ours)
+        for item in filter(None, text.split(",")):
+            key, _, value = item.partition("=")
+            if key not in ours:
+                raise SystemExit(f"--also {text}: unknown key '{key}' (expected {', '.join(ours)})")
+            variant[key] = value
+        variants["ours[" + text + "]"] = variant
+    ours_config = _describe(ours)
+    peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
+    for c in peer_configs:
+        if c not in PEER_CONFIGS:
+            raise SystemExit(f"--peer-configs: unknown configuration '{c}' (expected some of {PEER_CONFIGS})")
+    peer_missing = None
+    if not args.peer_python:
+        peer_missing = f"no --peer-python and {DEFAULT_PEER_PYTHON} does not exist"
+    elif not os.path.exists(args.peer_python):
+        peer_missing = f"--peer-python {args.peer_python} does not exist"
+    elif subprocess.run([args.peer_python, "-c", "import keras_hub"], capture_output=True).returncode:
+        peer_missing = f"{args.peer_python} cannot import keras_hub"
+    if peer_missing:
+        print(f"keras-hub peer not measured: {peer_missing}. Create it with: python3 -m venv /work/venv-khub && "
+              f"/work/venv-khub/bin/pip install 'tensorflow==2.21.*' 'keras-hub==0.32.*'", flush=True)
+        peer_configs = []
+
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} load average {_load_average():.2f}; "
+          f"seq {args.seq_length}, batch {args.batch_size}, {args.max_predictions} predictions, "
+          f"{args.steps} steps x {args.rounds} rounds", flush=True)
+    workers = {}
+    try:
+        # Started one at a time, so that compiling one does not slow the timing of another.
+        for name, variant in variants.items():
+            w = workers[name] = Worker(name, sys.executable, argv + _variant_argv(variant), args.verbose)
+            print(f"{name} ({_describe(variant)}): compiled in {w.ready['compile_seconds']:.1f}s, "
+                  f"{w.ready['params']} parameters, first loss {w.ready['first_loss']:.4f}", flush=True)
+        for c in peer_configs:
+            try:
+                w = Worker(f"peer:{c}", args.peer_python, argv, args.verbose)
+            except RuntimeError as e:
+                print(f"keras-hub {c}: failed to start: {e}", flush=True)
+                continue
+            workers[f"peer:{c}"] = w
+            print(f"keras-hub {c}: compiled in {w.ready['compile_seconds']:.1f}s, {w.ready['params']} parameters, "
+                  f"first loss {w.ready['first_loss']:.4f}", flush=True)
+        workers["peak"] = Worker("peak", sys.executable, argv, args.verbose)
+
+        rates = {name: [] for name in workers if name != "peak"}
+        cpu_rates = {name: [] for name in rates}  # examples per CPU-second of the worker: less load-dependent
+        peaks, f32_peaks = [], []
+        for r in range(args.rounds):
+            line = []
+            for name, worker in workers.items():
+                if name == "peak":
+                    result = worker.run(args.peak_repeats)
+                    peaks.append(result["bf16_flops"])
+                    f32_peaks.append(result["f32_flops"])
+                    line.append(f"peak_bf16={result['bf16_flops'] / 1e9:.1f}GFLOP/s")
+                else:
+                    result = worker.run(args.steps)
+                    rates[name].append(args.steps * args.batch_size / result["seconds"])
+                    cpu_rates[name].append(args.steps * args.batch_size / result["cpu_seconds"])
+                    line.append(f"{name}={rates[name][-1]:.3f}ex/s({cpu_rates[name][-1]:.3f}/cpu-s)")
+            print(f"round {r + 1}/{args.rounds} (load {_load_average():.2f}): " + " ".join(line), flush=True)
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+    flops_per_example = workers["ours"].ready["flops_per_example"]
+    peak = max(peaks)
+    ours_best, ours_median = max(rates["ours"]), statistics.median(rates["ours"])
+    achieved = ours_best * flops_per_example
+    for name, values in rates.items():
+        print(f"{name}: best {max(values):.3f} median {statistics.median(values):.3f} examples/s "
+              f"({max(values) * flops_per_example / 1e9:.1f} GFLOP/s at best); per CPU-second: best "
+              f"{max(cpu_rates[name]):.3f} median {statistics.median(cpu_rates[name]):.3f}", flush=True)
+    print(f"flops/example {flops_per_example / 1e9:.2f} GFLOP; bf16 {args.peak_size}^3 matmul peak "
+          f"{peak / 1e9:.1f} GFLOP/s (median {statistics.median(peaks) / 1e9:.1f}); f32 {max(f32_peaks) / 1e9:.1f}",
+          flush=True)
+    peer_rates = {name: values for name, values in rates.items() if name.startswith("peer:")}
+    if peer_rates:
+        peer_name = max(peer_rates, key=lambda n: max(peer_rates[n]))
+        peer_best, peer_median = max(peer_rates[peer_name]), statistics.median(peer_rates[peer_name])
+        peer_text = (f"keras_hub_examples_per_sec={peer_best:.3f} ratio={ours_best / peer_best:.3f} "
+                     f"median_examples_per_sec={ours_median:.3f} keras_hub_median_examples_per_sec={peer_median:.3f} "
+                     f"median_ratio={ours_median / peer_median:.3f} keras_hub_config={peer_name.split(':', 1)[1]}")
+    else:
+        peer_text = (f"keras_hub_examples_per_sec=nan ratio=nan median_examples_per_sec={ours_median:.3f} "
+                     f"keras_hub_config=none")
+    print(f"examples_per_sec={ours_best:.3f} achieved_flops={achieved:.4g} peak_fraction={achieved / peak:.3f} "
+          f"{peer_text} peak_flops={peak:.4g} config={ours_config}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    parsed = _parse_args()
+    if parsed._worker:
+        _worker_main(parsed)
+    else:
+        sys.exit(main(parsed))

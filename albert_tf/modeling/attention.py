@@ -5,7 +5,8 @@ import keras
 from keras import ops
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.layers import dense, layer_norm
+from albert_tf.modeling.fused import masked_softmax, residual_layer_norm, use_fused
+from albert_tf.modeling.layers import LAYER_NORM_EPSILON, dense, layer_norm
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -14,6 +15,7 @@ class AttentionSublayer(keras.layers.Layer):
     LayerNorm(x + Dropout(Dense_out(MultiHeadSelfAttention(x)))).
 
     Scores are q·kᵀ/√d + (1 − mask)·(−10000), softmaxed in float32 (also under bf16 compute), as the original.
+    With training=True (TensorFlow) the softmax and the residual LayerNorm run as fused kernels (see `fused`).
 
     Call args:
       x: float [B, L, H].
@@ -47,17 +49,25 @@ class AttentionSublayer(keras.layers.Layer):
 
     def call(self, x, input_mask, training=None):
         c = self.config
+        fused = use_fused(training)
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, L, L]
-        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(c.head_size)) + attention_bias(input_mask)
-        probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
+        scale = 1.0 / math.sqrt(c.head_size)
+        if fused:
+            probs = masked_softmax(scores, attention_bias(input_mask), scale, fused=True)
+        else:
+            scores = ops.cast(scores, "float32") * scale + attention_bias(input_mask)
+            probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, L, D]
         context = ops.transpose(context, (0, 2, 1, 3))
         context = ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1], c.hidden_size))
         out = self.output_dropout(self.output_dense(context), training=training)
+        if fused:
+            return residual_layer_norm(out, x, self.layer_norm.gamma, self.layer_norm.beta, LAYER_NORM_EPSILON,
+                                       fused=True)
         return self.layer_norm(out + x)
 
     def get_config(self):
