@@ -35,8 +35,30 @@ def _key_name(key):
     return f"group_{a}_inner_group_{j}" if kind == "group" else f"layer_{a}_inner_group_{j}"
 
 
+
+class AlbertModelBase(keras.Model):
+    """What AlbertEncoder and AlbertPretrainer share: a functional model built from an AlbertConfig, serialized as
+    that config, and called with a dict from which only `INPUT_NAMES` are taken (a whole pretraining batch can be
+    passed)."""
+
+    INPUT_NAMES = ()
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict):
+            inputs = {name: inputs[name] for name in self.INPUT_NAMES}
+        return super().call(inputs, training=training, mask=mask)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(keras.Model):
+class AlbertEncoder(AlbertModelBase):
     """The ALBERT encoder as a functional Keras model.
 
     Inputs (dict, TF-Hub BERT names): `input_word_ids`, `input_mask`, `input_type_ids`, int32 [B, L].
@@ -49,6 +71,8 @@ class AlbertEncoder(keras.Model):
       config: an AlbertConfig, dict, preset name or path to albert_config.json.
       dropout: False builds the model with both dropout rates set to 0 (the paper's dropout removal).
     """
+
+    INPUT_NAMES = INPUT_NAMES
 
     def __init__(self, config, dropout=True, **kwargs):
         config = load_config(config)
@@ -83,20 +107,6 @@ class AlbertEncoder(keras.Model):
         self.ffn_layers = ffn_layers
         self.block_keys = keys  # per applied block: (attention key, ffn key)
         self.pooler = pooler
-
-    def call(self, inputs, training=None, mask=None):
-        # Callers may pass a whole pretraining batch; keep only the model inputs.
-        if isinstance(inputs, dict):
-            inputs = {name: inputs[name] for name in INPUT_NAMES}
-        return super().call(inputs, training=training, mask=mask)
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
 
     @classmethod
     def from_pretrained(cls, directory, dropout=True):

@@ -5,14 +5,14 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig, load_config
-from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder, AlbertModelBase
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 PRETRAINER_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(AlbertModelBase):
     """ALBERT for pretraining (MLM + SOP), a functional Keras model.
 
     Inputs (dict): `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, L]; `masked_lm_positions` int32
@@ -24,6 +24,8 @@ class AlbertPretrainer(keras.Model):
       config: an AlbertConfig, dict, preset name or path to albert_config.json.
       dropout: False builds the model with both dropout rates set to 0.
     """
+
+    INPUT_NAMES = PRETRAINER_INPUT_NAMES
 
     def __init__(self, config, dropout=True, **kwargs):
         config = load_config(config)
@@ -43,19 +45,6 @@ class AlbertPretrainer(keras.Model):
         self.encoder = encoder
         self.mlm_head = mlm_head
         self.sop_head = sop_head
-
-    def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict):
-            inputs = {name: inputs[name] for name in PRETRAINER_INPUT_NAMES}
-        return super().call(inputs, training=training, mask=mask)
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
 
     # ------------------------------------------------------------------ pretrained-model directories
     def checkpoint(self):
