@@ -26,7 +26,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # albert_tf from this checkout (for reading the records back)
