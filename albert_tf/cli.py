@@ -6,7 +6,6 @@ their subcommand runs, so `albert-tf --help` is fast.
 """
 import argparse
 import importlib
-import os
 import sys
 
 SUBCOMMANDS = {
@@ -35,9 +34,6 @@ def build_parser(argv=None):
 
 
 def main(argv=None):
-    # TensorFlow's C++ INFO/WARNING lines (oneDNN, CUDA probing) drown the progress output; set the variable
-    # yourself to see them. Must happen before TensorFlow is imported, which the subcommands do lazily.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
