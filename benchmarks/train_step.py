@@ -9,7 +9,8 @@ the others are timed), alternating round by round (ours, peer configurations...,
             the MLM + SOP loss, gradients, the cross-replica sum, clipping to global norm 1.0 and the LAMB update
             (`albert_tf.training.pretrain.make_train_step`, `LAMB`, `WarmupPolynomialDecay`), `--steps` steps per
             compiled call as `--steps-per-loop` does. Default configuration: the fastest we found on this CPU
-            (see notes/README_perf.md): mixed_bfloat16, no XLA.
+            (see notes/README_perf.md): mixed_bfloat16, no XLA for the step (the fused elementwise
+            kernels of albert_tf/modeling/fused.py are XLA-compiled on their own), TF's default thread pools.
   peer      keras-hub 0.32 `AlbertMaskedLM` (MLM only, so it does less work than ours: no SOP head, no pooler)
             with the same backbone sizes, trained with `train_on_batch` (Keras' compiled train step, Adam, its
             default compile), in every configuration of `--peer-configs` (default: float32 and mixed_bfloat16,
@@ -59,7 +60,7 @@ def _parse_args(argv=None):
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="ours: compute dtype")
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
     p.add_argument("--intra-threads", type=int, default=0, help="ours: TF intra-op threads (0: TF's default)")
-    p.add_argument("--inter-threads", type=int, default=1, help="ours: TF inter-op threads (0: TF's default)")
+    p.add_argument("--inter-threads", type=int, default=0, help="ours: TF inter-op threads (0: TF's default)")
     p.add_argument("--no-fused", action="store_true",
                    help="ours: the plain keras.ops elementwise path instead of the fused kernels (modeling/fused.py)")
     p.add_argument("--also", action="append", default=[], metavar="K=V,...",
