@@ -4,7 +4,7 @@ import math
 import keras
 from keras import ops
 
-from albert_tf.config import AlbertConfig
+from albert_tf.config import load_config
 from albert_tf.modeling.fused import masked_softmax, residual_layer_norm, use_fused
 from albert_tf.modeling.layers import LAYER_NORM_EPSILON, dense, layer_norm
 
@@ -26,7 +26,7 @@ class AttentionSublayer(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        self.config = load_config(config)
         c = self.config
         self.query = dense(c.hidden_size, c, "query")
         self.key = dense(c.hidden_size, c, "key")

@@ -2,7 +2,7 @@
 import keras
 from keras import ops
 
-from albert_tf.config import AlbertConfig
+from albert_tf.config import load_config
 from albert_tf.modeling.layers import dense, initializer, layer_norm
 
 
@@ -23,7 +23,7 @@ class FactorizedEmbedding(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        self.config = load_config(config)
         c = self.config
         self.layer_norm = layer_norm("embeddings_layer_norm")
         self.dropout = keras.layers.Dropout(c.hidden_dropout_prob, name="embeddings_dropout")

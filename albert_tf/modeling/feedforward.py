@@ -2,7 +2,7 @@
 import keras
 from keras import ops
 
-from albert_tf.config import AlbertConfig
+from albert_tf.config import load_config
 from albert_tf.modeling.fused import bias_gelu, residual_layer_norm, use_fused
 from albert_tf.modeling.layers import LAYER_NORM_EPSILON, activation, dense, layer_norm
 
@@ -21,7 +21,7 @@ class FeedForwardSublayer(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        self.config = load_config(config)
         c = self.config
         self.intermediate = dense(c.intermediate_size, c, "intermediate_dense", activation(c.hidden_act))
         self.output_dense = dense(c.hidden_size, c, "output_dense")

@@ -2,7 +2,7 @@
 import keras
 from keras import ops
 
-from albert_tf.config import AlbertConfig
+from albert_tf.config import load_config
 from albert_tf.modeling.layers import activation, dense, layer_norm
 
 
@@ -23,7 +23,7 @@ class MaskedLMHead(keras.layers.Layer):
 
     def __init__(self, config, embedding, **kwargs):
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        self.config = load_config(config)
         c = self.config
         self.embedding = embedding
         self.transform = dense(c.embedding_size, c, "transform_dense", activation(c.hidden_act))
@@ -60,7 +60,7 @@ class SentenceOrderHead(keras.layers.Layer):
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
-        self.config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        self.config = load_config(config)
         self.dense = dense(2, self.config, "sop_dense")
 
     def build(self, input_shape):
