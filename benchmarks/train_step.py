@@ -61,11 +61,14 @@ def _parse_args(argv=None):
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
     p.add_argument("--intra-threads", type=int, default=0, help="ours: TF intra-op threads (0: TF's default)")
     p.add_argument("--inter-threads", type=int, default=0, help="ours: TF inter-op threads (0: TF's default)")
+    p.add_argument("--streams", type=int, default=2,
+                   help="ours: the encoder's training_streams, as `albert-tf pretrain --streams` (default 2, "
+                        "pretrain's default on CPU)")
     p.add_argument("--no-fused", action="store_true",
                    help="ours: the plain keras.ops elementwise path instead of the fused kernels (modeling/fused.py)")
     p.add_argument("--also", action="append", default=[], metavar="K=V,...",
                    help="another configuration of ours to time alongside, e.g. 'dtype=float32' or "
-                        "'fused=0,inter=0' (keys: dtype, xla, fused, intra, inter); repeatable")
+                        "'fused=0,inter=0' (keys: dtype, xla, fused, streams, intra, inter); repeatable")
     p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None,
                    help=f"interpreter with keras-hub 0.32 (default {DEFAULT_PEER_PYTHON} if present)")
     p.add_argument("--peer-configs", default=",".join(PEER_CONFIGS),
@@ -156,6 +159,7 @@ def _worker_ours(args):
     keras.utils.set_random_seed(args.seed)
     strategy = tf.distribute.get_strategy()
     model = AlbertPretrainer(config)
+    model.encoder.training_streams = args.streams
     schedule = WarmupPolynomialDecay(1e-4, num_train_steps=100000, num_warmup_steps=1000)
     optimizer = LAMB(schedule, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                      exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"))
@@ -268,13 +272,13 @@ def _worker_main(args):
 def _describe(variant):
     dtype = "mixed_bfloat16" if variant["dtype"] == "bfloat16" else variant["dtype"]
     return (f"{dtype}{'+xla' if variant['xla'] == 'on' else ''}{'' if variant['fused'] == '1' else '+unfused'},"
-            f"intra={variant['intra'] if variant['intra'] != '0' else 'default'},"
+            f"streams={variant['streams']},intra={variant['intra'] if variant['intra'] != '0' else 'default'},"
             f"inter={variant['inter'] if variant['inter'] != '0' else 'default'}")
 
 
 def _variant_argv(variant):
     argv = ["--dtype", variant["dtype"], "--xla", variant["xla"], "--intra-threads", variant["intra"],
-            "--inter-threads", variant["inter"]]
+            "--inter-threads", variant["inter"], "--streams", variant["streams"]]
     return argv + ([] if variant["fused"] == "1" else ["--no-fused"])
 
 
@@ -330,7 +334,7 @@ def main(args):  # noqa: C901
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
             "--warmup-steps", str(args.warmup_steps), "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
     ours = {"dtype": args.dtype, "xla": args.xla, "fused": "0" if args.no_fused else "1",
-            "intra": str(args.intra_threads), "inter": str(args.inter_threads)}
+            "streams": str(args.streams), "intra": str(args.intra_threads), "inter": str(args.inter_threads)}
     variants = {"ours": ours}
     for text in args.also:
         variant = dict(ours)

@@ -33,6 +33,13 @@ CASES = {
                                                                                         fused=fused_),
                             lambda rng: [rng.normal(size=(2, 5, 16)), rng.normal(size=(2, 5, 16)) * 3 + 1,
                                          rng.normal(size=(16,)), rng.normal(size=(16,))]),
+    "residual_layer_norm_bias": (
+        lambda fused_: lambda y, r, g, b, c: fused.residual_layer_norm(y, r, g, b, 1e-12, bias=c, fused=fused_),
+        lambda rng: [rng.normal(size=(2, 5, 16)), rng.normal(size=(2, 5, 16)) * 3 + 1, rng.normal(size=(16,)),
+                     rng.normal(size=(16,)), rng.normal(size=(16,)) * 2]),
+    # the three heads concatenated on the last axis, so one output carries every gradient
+    "split_heads": (lambda fused_: lambda x, b: tf.concat(fused.split_heads(x, b, 2, fused=fused_), -1),
+                    lambda rng: [rng.normal(size=(2, 5, 12)), rng.normal(size=(12,))]),
     "masked_softmax": (lambda fused_: lambda s, b: fused.masked_softmax(s, b, 0.25, fused=fused_),
                        lambda rng: [rng.normal(size=(2, 3, 6, 6)) * 4,
                                     np.where(rng.random((2, 1, 1, 6)) < 0.3, -10000.0, 0.0)]),
@@ -65,6 +72,47 @@ def test_fused_gelu_against_numpy_formula():
     numeric = (_gelu_numpy(z + eps) - _gelu_numpy(z - eps)) / (2 * eps) * w
     np.testing.assert_allclose(dh, numeric, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(db, numeric.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_split_heads_against_numpy_indexing():
+    rng = np.random.default_rng(0)
+    batch, length, heads, size = 2, 3, 4, 5
+    hidden = heads * size
+    qkv, bias = rng.normal(size=(batch, length, 3 * hidden)), rng.normal(size=(3 * hidden,))
+    got = fused.split_heads(tf.constant(qkv, tf.float32), tf.constant(bias, tf.float32), heads, fused=True)
+    for which, tensor in enumerate(got):
+        assert tensor.shape == (batch, heads, length, size)
+        for b, n, t, d in np.ndindex(batch, heads, length, size):
+            column = which * hidden + n * size + d
+            assert abs(tensor[b, n, t, d].numpy() - (qkv[b, t, column] + bias[column])) < 1e-5
+
+
+def test_layer_norm_bias_against_numpy():
+    rng = np.random.default_rng(2)
+    y, r = rng.normal(size=(3, 8)), rng.normal(size=(3, 8))
+    gamma, beta, bias = rng.normal(size=8), rng.normal(size=8), rng.normal(size=8)
+    out = fused.residual_layer_norm(*[tf.constant(x, tf.float32) for x in (y, r, gamma, beta)], 1e-12,
+                                    bias=tf.constant(bias, tf.float32), fused=True)
+    z = y + r + bias
+    expected = (z - z.mean(-1, keepdims=True)) / z.std(-1, keepdims=True) * gamma + beta
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("uses", [1, 3])
+def test_shared_cast_sums_the_gradients_of_its_uses_in_float32(uses):
+    rng = np.random.default_rng(4)
+    w = tf.constant(rng.normal(size=(4, 6)), tf.float32)
+    # bfloat16-exact upstream gradients whose float32 sum is not bfloat16-exact
+    upstream = [tf.cast(tf.cast(rng.normal(size=(4, 6)) * 10 ** i, tf.bfloat16), tf.float32) for i in range(uses)]
+    with tf.GradientTape() as tape:
+        tape.watch(w)
+        copies = fused.shared_cast(w, "bfloat16", uses, fused=True)
+        total = tf.add_n([tf.reduce_sum(tf.cast(c, tf.float32) * u) for c, u in zip(copies, upstream)])
+    assert len(copies) == uses and all(c.dtype == tf.bfloat16 for c in copies)
+    np.testing.assert_array_equal(copies[-1].numpy(), tf.cast(w, tf.bfloat16).numpy())
+    grad = tape.gradient(total, w)
+    assert grad.dtype == tf.float32
+    np.testing.assert_allclose(grad.numpy(), np.sum([u.numpy() for u in upstream], 0), rtol=1e-6)
 
 
 def test_bfloat16_inputs_keep_their_dtype_and_compute_in_float32():
@@ -112,7 +160,11 @@ def test_training_path_matches_numpy_reference(sharing, kernel_calls):
     assert not any(kernel_calls.values()), "inference must not use the fused (XLA) kernels"
     diff = compare(model(batch, training=True), expected, batch["input_mask"])
     blocks = cfg["num_hidden_layers"] * cfg["inner_group_num"]
-    assert kernel_calls == {"bias_gelu": blocks, "residual_layer_norm": 2 * blocks, "masked_softmax": blocks}
+    keys = model.encoder.block_keys  # shared weights (a key applied more than once) are cast once per step
+    shared = sum(1 for half in zip(*keys) for key in set(half) if half.count(key) > 1)
+    assert (shared > 0) == (sharing == "all")
+    assert kernel_calls == {"bias_gelu": blocks, "residual_layer_norm": 2 * blocks, "masked_softmax": blocks,
+                            "split_heads": blocks, "shared_cast": 2 * shared}
     assert diff < 1e-5
 
 
@@ -136,3 +188,28 @@ def test_training_path_gradients_match_unfused(kernel_calls):
         fused.ENABLED = True
     for g, w, v in zip(got, want, model.trainable_variables):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
+
+
+def test_training_streams_compute_the_same_function():
+    """Splitting the batch into concurrent slices (`training_streams`) changes neither outputs nor gradients."""
+    _, _, model, batch = _model_and_batch()
+    labels = np.random.default_rng(6).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
+
+    def run(streams):
+        model.encoder.training_streams = streams
+        with tf.GradientTape() as tape:
+            out = model(batch, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, out["mlm_logits"])) + \
+                tf.reduce_mean(out["sop_logits"][:, 0] ** 2) + tf.reduce_mean(out["encoder_outputs"][1] ** 2)
+        grads = [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, model.trainable_variables)]
+        return {k: v.numpy() for k, v in out.items() if k != "encoder_outputs"}, grads
+
+    assert batch["input_word_ids"].shape[0] % 3 == 0
+    want_out, want_grads = run(1)
+    for streams in (3, 2):  # 2 does not divide the batch of 3: runs as one stream
+        got_out, got_grads = run(streams)
+        for k in want_out:
+            np.testing.assert_allclose(got_out[k], want_out[k], rtol=1e-5, atol=1e-6, err_msg=k)
+        for g, w, v in zip(got_grads, want_grads, model.trainable_variables):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
+    model.encoder.training_streams = 1

@@ -5,8 +5,8 @@ import keras
 from keras import ops
 
 from albert_tf.config import load_config
-from albert_tf.modeling.fused import masked_softmax, residual_layer_norm, use_fused
-from albert_tf.modeling.layers import LAYER_NORM_EPSILON, dense, layer_norm
+from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, use_fused
+from albert_tf.modeling.layers import add_bias_and_norm, dense, float32_values, layer_norm
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -15,7 +15,8 @@ class AttentionSublayer(keras.layers.Layer):
     LayerNorm(x + Dropout(Dense_out(MultiHeadSelfAttention(x)))).
 
     Scores are q·kᵀ/√d + (1 − mask)·(−10000), softmaxed in float32 (also under bf16 compute), as the original.
-    With training=True (TensorFlow) the softmax and the residual LayerNorm run as fused kernels (see `fused`).
+    With training=True (TensorFlow) it runs `train_call`: one [H, 3H] matmul for q, k and v, and fused kernels
+    (see `fused`) for the bias adds with the head split, the softmax and the residual LayerNorm.
 
     Call args:
       x: float [B, L, H].
@@ -48,27 +49,58 @@ class AttentionSublayer(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))  # [B, N, L, D]
 
     def call(self, x, input_mask, training=None):
+        if use_fused(training):
+            return self.train_call(x, attention_bias(input_mask), self.step_weights(1)[0], training)
         c = self.config
-        fused = use_fused(training)
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, L, L]
-        scale = 1.0 / math.sqrt(c.head_size)
-        if fused:
-            probs = masked_softmax(scores, attention_bias(input_mask), scale, fused=True)
-        else:
-            scores = ops.cast(scores, "float32") * scale + attention_bias(input_mask)
-            probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
+        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(c.head_size)) + attention_bias(input_mask)
+        probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, L, D]
         context = ops.transpose(context, (0, 2, 1, 3))
         context = ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1], c.hidden_size))
         out = self.output_dropout(self.output_dense(context), training=training)
-        if fused:
-            return residual_layer_norm(out, x, self.layer_norm.gamma, self.layer_norm.beta, LAYER_NORM_EPSILON,
-                                       fused=True)
         return self.layer_norm(out + x)
+
+    # ------------------------------------------------------------------ training path (fused kernels)
+    def step_weights(self, uses=1):
+        """The weights as one training step uses them, each variable read once: a list of `uses` dicts, one per
+        application of this (possibly cross-layer-shared) block, holding `qkv_kernel` [H, 3H] (= [W_q | W_k |
+        W_v]) and `output_kernel` [H, H] in the compute dtype (cast once per step; gradients summed in float32),
+        and float32 `qkv_bias` [3H], `output_bias`, `gamma`, `beta` [H]."""
+        wq, wk, wv, wo, bq, bk, bv, bo, gamma, beta = float32_values(
+            self.query.kernel, self.key.kernel, self.value.kernel, self.output_dense.kernel, self.query.bias,
+            self.key.bias, self.value.bias, self.output_dense.bias, self.layer_norm.gamma, self.layer_norm.beta)
+        qkv_kernels = shared_cast(ops.concatenate([wq, wk, wv], axis=1), self.compute_dtype, uses, fused=True)
+        output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True)
+        qkv_bias = ops.concatenate([bq, bk, bv], axis=0)
+        return [{"qkv_kernel": a, "output_kernel": b, "qkv_bias": qkv_bias, "output_bias": bo, "gamma": gamma,
+                 "beta": beta} for a, b in zip(qkv_kernels, output_kernels)]
+
+    def train_call(self, x, bias, weights, training):
+        """The block in training, with fused kernels.
+
+        Args:
+          x: [B, L, H] in the compute dtype; bias: float32 [B, 1, 1, L], `attention_bias(input_mask)`;
+          weights: one dict of `step_weights()`; training: enables dropout.
+        Returns:
+          [B, L, H].
+        """
+        c = self.config
+        batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], c.hidden_size
+        qkv = ops.matmul(ops.reshape(x, (-1, hidden)), weights["qkv_kernel"])  # [B·L, 3H]
+        q, k, v = split_heads(ops.reshape(qkv, (batch, length, 3 * hidden)), weights["qkv_bias"],
+                              c.num_attention_heads, fused=True)  # each [B, N, L, D]
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, L, L]
+        probs = masked_softmax(scores, bias, 1.0 / math.sqrt(c.head_size), fused=True)
+        probs = self.attention_dropout(probs, training=training)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, L, N, D]
+        out = ops.matmul(ops.reshape(context, (-1, hidden)), weights["output_kernel"])
+        out = ops.reshape(out, (batch, length, hidden))
+        return add_bias_and_norm(out, x, weights["output_bias"], weights, self.output_dropout, training)
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict()}

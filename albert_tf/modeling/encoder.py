@@ -1,11 +1,14 @@
 """AlbertEncoder: factorized embedding, cross-layer-shared post-LN transformer, pooler."""
+import collections
+
 import keras
 from keras import ops
 
 from albert_tf.config import AlbertConfig, load_config
-from albert_tf.modeling.attention import AttentionSublayer
+from albert_tf.modeling.attention import AttentionSublayer, attention_bias
 from albert_tf.modeling.embedding import FactorizedEmbedding
 from albert_tf.modeling.feedforward import FeedForwardSublayer
+from albert_tf.modeling.fused import use_fused
 from albert_tf.modeling.layers import dense
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -74,6 +77,12 @@ class AlbertEncoder(AlbertModelBase):
 
     INPUT_NAMES = INPUT_NAMES
 
+    #: Training path only: the batch is split into this many slices that run through the blocks as independent
+    #: chains, which TensorFlow executes concurrently. On CPU this overlaps one slice's single-threaded fused
+    #: elementwise kernels with the other's multi-threaded matmuls (`albert-tf pretrain` uses 2 on CPU). The
+    #: function is the same (up to float rounding) for any value, except that dropout masks are drawn per slice.
+    training_streams = 1
+
     def __init__(self, config, dropout=True, **kwargs):
         config = load_config(config)
         if not dropout:
@@ -107,6 +116,40 @@ class AlbertEncoder(AlbertModelBase):
         self.ffn_layers = ffn_layers
         self.block_keys = keys  # per applied block: (attention key, ffn key)
         self.pooler = pooler
+
+    def call(self, inputs, training=None, mask=None):
+        if use_fused(training) and isinstance(inputs, dict):
+            return self._training_forward(inputs, training)
+        return super().call(inputs, training=training, mask=mask)
+
+    def _training_forward(self, inputs, training):
+        """The same function as the functional graph, for training (TensorFlow): each shared weight is read and
+        cast to the compute dtype once per step, not once per applied block, with its gradient summed over the
+        blocks in float32; the blocks run their fused `train_call`s, on `training_streams` slices of the batch
+        that run as independent chains (see `training_streams`)."""
+        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"], training=training)
+        bias = attention_bias(inputs["input_mask"])
+        attention_uses = collections.Counter(key for key, _ in self.block_keys)
+        ffn_uses = collections.Counter(key for _, key in self.block_keys)
+        attention_weights = {key: iter(layer.step_weights(attention_uses[key]))
+                             for key, layer in self.attention_layers.items()}
+        ffn_weights = {key: iter(layer.step_weights(ffn_uses[key])) for key, layer in self.ffn_layers.items()}
+        streams = self.training_streams
+        batch = x.shape[0]
+        if streams > 1 and (batch is None or batch % streams):
+            streams = 1  # an unknown or indivisible batch runs as one stream
+        xs = ops.split(x, streams, axis=0) if streams > 1 else [x]
+        biases = ops.split(bias, streams, axis=0) if streams > 1 else [bias]
+        encoder_outputs = []
+        for attention_key, ffn_key in self.block_keys:
+            attention, ffn = self.attention_layers[attention_key], self.ffn_layers[ffn_key]
+            attention_w, ffn_w = next(attention_weights[attention_key]), next(ffn_weights[ffn_key])
+            xs = [attention.train_call(x, bias, attention_w, training) for x, bias in zip(xs, biases)]
+            xs = [ffn.train_call(x, ffn_w, training) for x in xs]
+            encoder_outputs.append(ops.concatenate(xs, axis=0) if streams > 1 else xs[0])
+        x = encoder_outputs[-1]
+        pooled = self.pooler(x[:, 0, :])
+        return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
 
     @classmethod
     def from_pretrained(cls, directory, dropout=True):

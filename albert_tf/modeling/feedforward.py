@@ -3,15 +3,16 @@ import keras
 from keras import ops
 
 from albert_tf.config import load_config
-from albert_tf.modeling.fused import bias_gelu, residual_layer_norm, use_fused
-from albert_tf.modeling.layers import LAYER_NORM_EPSILON, activation, dense, layer_norm
+from albert_tf.modeling.fused import bias_gelu, shared_cast, use_fused
+from albert_tf.modeling.layers import activation, add_bias_and_norm, dense, float32_values, layer_norm
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class FeedForwardSublayer(keras.layers.Layer):
     """LayerNorm(x + Dropout(Dense_out(act(Dense_in(x))))), with act the config's hidden_act (tanh-GELU).
 
-    With training=True (TensorFlow) the bias + GELU and the residual LayerNorm run as fused kernels (see `fused`).
+    With training=True (TensorFlow) it runs `train_call`: the bias + GELU and the bias + residual LayerNorm run as
+    fused kernels (see `fused`).
 
     Call args:
       x: float [B, L, H].
@@ -35,18 +36,37 @@ class FeedForwardSublayer(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None):
+        if use_fused(training):
+            return self.train_call(x, self.step_weights(1)[0], training)
+        y = self.output_dense(self.intermediate(x))
+        return self.layer_norm(self.dropout(y, training=training) + x)
+
+    # ------------------------------------------------------------------ training path (fused kernels)
+    def step_weights(self, uses=1):
+        """The weights as one training step uses them, each variable read once: a list of `uses` dicts, one per
+        application of this (possibly cross-layer-shared) block, holding `input_kernel` [H, I] and
+        `output_kernel` [I, H] in the compute dtype (cast once per step; gradients summed in float32) and float32
+        `input_bias` [I], `output_bias`, `gamma`, `beta` [H]."""
+        wi, wo, bi, bo, gamma, beta = float32_values(
+            self.intermediate.kernel, self.output_dense.kernel, self.intermediate.bias, self.output_dense.bias,
+            self.layer_norm.gamma, self.layer_norm.beta)
+        input_kernels = shared_cast(wi, self.compute_dtype, uses, fused=True)
+        output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True)
+        return [{"input_kernel": a, "output_kernel": b, "input_bias": bi, "output_bias": bo, "gamma": gamma,
+                 "beta": beta} for a, b in zip(input_kernels, output_kernels)]
+
+    def train_call(self, x, weights, training):
+        """The block in training, with fused kernels. x: [B, L, H] in the compute dtype; weights: one dict of
+        `step_weights()`. Returns [B, L, H]."""
         c = self.config
-        if not use_fused(training):
-            y = self.output_dense(self.intermediate(x))
-            return self.layer_norm(self.dropout(y, training=training) + x)
-        h = ops.matmul(x, self.intermediate.kernel)
+        batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], c.hidden_size
+        h = ops.matmul(ops.reshape(x, (-1, hidden)), weights["input_kernel"])  # [B·L, I]
         if c.hidden_act in ("gelu", "gelu_new"):
-            h = bias_gelu(h, self.intermediate.bias, fused=True)
+            h = bias_gelu(h, weights["input_bias"], fused=True)
         else:
-            h = self.intermediate.activation(h + self.intermediate.bias)
-        y = self.dropout(self.output_dense(h), training=training)
-        return residual_layer_norm(y, x, self.layer_norm.gamma, self.layer_norm.beta, LAYER_NORM_EPSILON,
-                                   fused=True)
+            h = self.intermediate.activation(h + ops.cast(weights["input_bias"], h.dtype))
+        y = ops.reshape(ops.matmul(h, weights["output_kernel"]), (batch, length, hidden))
+        return add_bias_and_norm(y, x, weights["output_bias"], weights, self.dropout, training)
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict()}

@@ -1,17 +1,22 @@
-"""Fused elementwise pieces of the transformer block, for training speed on CPU (and anywhere XLA runs).
+"""Fused pieces of the transformer block, for training speed on CPU (and anywhere XLA runs).
 
-Between the matmuls, a block spends most of its time in chains of small elementwise ops (GELU, LayerNorm with its
-residual add, the scaled and masked softmax) and in their autodiff gradients, each op a full pass over memory, in
-bfloat16 on CPU (slow, converted element by element). Here each piece is one kernel forward and one backward:
+Between the matmuls, a block spends much of its time in chains of small elementwise ops (bias adds, GELU,
+LayerNorm with its residual add, the scaled and masked softmax, the head transposes) and in their autodiff
+gradients, each op a full pass over memory, in bfloat16 on CPU (slow, converted element by element). Here each
+piece is one kernel forward and one backward:
 
-    bias_gelu(h, bias)                      gelu_tanh(h + bias)
-    residual_layer_norm(y, residual, γ, β)  LayerNorm(y + residual) · γ + β   (over the last axis)
-    masked_softmax(scores, bias, scale)     softmax(scores · scale + bias)     (over the last axis)
+    bias_gelu(h, bias)                          gelu_tanh(h + bias)
+    residual_layer_norm(y, residual, γ, β, ε,   LayerNorm(y + bias + residual) · γ + β   (over the last axis)
+                        bias=None)
+    masked_softmax(scores, bias, scale)         softmax(scores · scale + bias)           (over the last axis)
+    split_heads(qkv, bias, batch, heads)        [B·L, 3H] + bias → q, k, v, each [B, N, L, D]
+    shared_cast(w, dtype, uses)                 `uses` copies of cast(w, dtype) whose gradients are summed in
+                                                float32 (a cross-layer-shared weight, cast once per step)
 
 With `fused=True` and the TensorFlow backend, the forward and a hand-written backward are each an XLA-compiled
 function (`tf.function(jit_compile=True)`) joined by `tf.custom_gradient`; they compute in float32 whatever the
-input dtype and return the input dtype (γ, β and their gradients stay float32). The matmuls stay outside XLA,
-in TensorFlow's oneDNN kernels (AMX on CPUs that have it), which XLA's CPU backend does not reach for bfloat16.
+input dtype and return the input dtype (biases, γ, β and their gradients stay float32). The matmuls stay outside
+XLA, in TensorFlow's oneDNN kernels (AMX on CPUs that have it), which XLA's CPU backend does not reach for bfloat16.
 
 With `fused=False` (other backends, inference, anything exported: TF Serving does not JIT-compile on CPU by
 default) the same math runs as plain `keras.ops`. The layers pass `fused=use_fused(training)`: on in training.
@@ -64,23 +69,27 @@ def bias_gelu(h, bias, fused=False):
       [..., N] in h's dtype.
     """
     if fused:
-        return _tf_kernels()["bias_gelu"](h, ops.cast(bias, h.dtype))
+        return _tf_kernels()["bias_gelu"](h, _f32(bias))
     z = h + ops.cast(bias, h.dtype)
     return _gelu(z)
 
 
-def residual_layer_norm(y, residual, gamma, beta, epsilon, fused=False):
-    """LayerNorm(y + residual) over the last axis, computed in float32: (z − mean)/√(var + ε) · γ + β.
+def residual_layer_norm(y, residual, gamma, beta, epsilon, bias=None, fused=False):
+    """LayerNorm(y + bias + residual) over the last axis, computed in float32: (z − mean)/√(var + ε) · γ + β.
 
     Args:
-      y, residual: float [..., H], same dtype; gamma, beta: float32 [H]; epsilon: float.
+      y, residual: float [..., H], same dtype; gamma, beta: float32 [H]; epsilon: float; bias: None or [H]
+        (the bias of the dense layer that produced y, added in float32).
     Returns:
       [..., H] in y's dtype.
     """
     if fused:
         # (variables are read here: tf.custom_gradient takes tensors)
-        return _tf_kernels()["residual_layer_norm"](y, residual, _f32(gamma), _f32(beta), float(epsilon))
+        bias = None if bias is None else _f32(bias)
+        return _tf_kernels()["residual_layer_norm"](y, residual, _f32(gamma), _f32(beta), float(epsilon), bias)
     z = _f32(y) + _f32(residual)
+    if bias is not None:
+        z = z + _f32(bias)
     return ops.cast(_layer_norm(z, _f32(gamma), _f32(beta), epsilon), y.dtype)
 
 
@@ -96,6 +105,44 @@ def masked_softmax(scores, bias, scale, fused=False):
     if fused:
         return _tf_kernels()["masked_softmax"](scores, _f32(bias), float(scale))
     return ops.cast(_softmax(_f32(scores), _f32(bias), scale), scores.dtype)
+
+
+def split_heads(qkv, bias, num_heads, fused=False):
+    """Adds the query/key/value biases and splits the heads.
+
+    Args:
+      qkv: float [B, L, 3H], x·[W_q | W_k | W_v].
+      bias: [3H], [b_q | b_k | b_v].
+      num_heads: N (a Python int), H = N·D.
+    Returns:
+      q, k, v: each [B, N, L, D] in qkv's dtype.
+    """
+    if fused:
+        return _tf_kernels()["split_heads"](qkv, _f32(bias), int(num_heads))
+    return _split_heads(ops.cast(_f32(qkv) + _f32(bias), qkv.dtype), num_heads)
+
+
+def shared_cast(value, dtype, uses, fused=False):
+    """`uses` tensors equal to cast(value, dtype), for a weight applied `uses` times in one step (cross-layer
+    sharing): it is cast once, not once per application, and the gradients of the applications are summed in
+    float32 (fused) before they reach `value`.
+
+    Args:
+      value: float32 tensor (a variable's value); dtype: the compute dtype; uses: a Python int ≥ 1.
+    Returns:
+      a list of `uses` tensors of `dtype`.
+    """
+    if uses == 1 or not fused:
+        cast = ops.cast(value, dtype)
+        return [cast] * uses
+    return _tf_kernels()["shared_cast"](value, dtype, int(uses))
+
+
+def _split_heads(qkv, num_heads):
+    batch, length, hidden = ops.shape(qkv)[0], ops.shape(qkv)[1], ops.shape(qkv)[2] // 3
+    x = ops.reshape(qkv, (batch, length, 3, num_heads, hidden // num_heads))
+    x = ops.transpose(x, (2, 0, 3, 1, 4))  # [3, B, N, L, D]
+    return x[0], x[1], x[2]
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow kernels
@@ -135,35 +182,47 @@ def _tf_kernels():
         return gelu_forward(h, b), grad
 
     # LayerNorm(y + r): x̂ = (z − μ)·s, s = 1/√(σ² + ε); dz = s·(g − mean(g) − x̂·mean(g·x̂)), g = dout·γ.
-    def normalize(y, r, epsilon):
+    def normalize(y, r, b, epsilon):
         z = tf.cast(y, tf.float32) + tf.cast(r, tf.float32)
+        if b is not None:
+            z = z + b
         mean = tf.reduce_mean(z, axis=-1, keepdims=True)
         centered = z - mean
         rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
         return centered * rstd, rstd
 
     @xla
-    def layer_norm_forward(y, r, gamma, beta, epsilon):
-        x_hat, _ = normalize(y, r, epsilon)
+    def layer_norm_forward(y, r, b, gamma, beta, epsilon):
+        x_hat, _ = normalize(y, r, b, epsilon)
         return tf.cast(x_hat * gamma + beta, y.dtype)
 
     @xla
-    def layer_norm_backward(y, r, gamma, epsilon, dout):
-        x_hat, rstd = normalize(y, r, epsilon)
+    def layer_norm_backward(y, r, b, gamma, epsilon, dout):
+        x_hat, rstd = normalize(y, r, b, epsilon)
         dout = tf.cast(dout, tf.float32)
         g = dout * gamma
         dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                      - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
-        return tf.cast(dz, y.dtype), sum_leading(dout * x_hat), sum_leading(dout)
+        dbias = None if b is None else sum_leading(dz)
+        return tf.cast(dz, y.dtype), dbias, sum_leading(dout * x_hat), sum_leading(dout)
 
-    def fused_residual_layer_norm(y, r, gamma, beta, epsilon):
+    def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None):
+        if bias is None:
+            @tf.custom_gradient
+            def fn(y, r, gamma, beta):
+                def grad(dout):
+                    dz, _, dgamma, dbeta = layer_norm_backward(y, r, None, gamma, epsilon, dout)
+                    return dz, dz, dgamma, dbeta
+                return layer_norm_forward(y, r, None, gamma, beta, epsilon), grad
+            return fn(y, r, gamma, beta)
+
         @tf.custom_gradient
-        def fn(y, r, gamma, beta):
+        def fn_bias(y, r, b, gamma, beta):
             def grad(dout):
-                dz, dgamma, dbeta = layer_norm_backward(y, r, gamma, epsilon, dout)
-                return dz, tf.cast(dz, r.dtype), dgamma, dbeta
-            return layer_norm_forward(y, r, gamma, beta, epsilon), grad
-        return fn(y, r, gamma, beta)
+                dz, dbias, dgamma, dbeta = layer_norm_backward(y, r, b, gamma, epsilon, dout)
+                return dz, dz, dbias, dgamma, dbeta
+            return layer_norm_forward(y, r, b, gamma, beta, epsilon), grad
+        return fn_bias(y, r, bias, gamma, beta)
 
     # p = softmax(s·scale + bias); ds = scale · p · (dp − Σ dp·p).
     @xla
@@ -185,6 +244,44 @@ def _tf_kernels():
             return softmax_forward(scores, bias, scale), grad
         return fn(scores, bias)
 
+    # q, k, v = heads(qkv + b); the backward is the inverse transpose, and db the column sums.
+    @xla
+    def split_heads_forward(qkv, b, num_heads):
+        return _split_heads(tf.cast(tf.cast(qkv, tf.float32) + b, qkv.dtype), num_heads)
+
+    @xla
+    def split_heads_backward(dq, dk, dv):
+        d = tf.stack([dq, dk, dv])  # [3, B, N, L, D]
+        shape = tf.shape(d)
+        d = tf.reshape(tf.transpose(d, (1, 3, 0, 2, 4)), (shape[1], shape[3], 3 * shape[2] * shape[4]))
+        return d, sum_leading(tf.cast(d, tf.float32))
+
+    def fused_split_heads(qkv, b, num_heads):
+        @tf.custom_gradient
+        def fn(qkv, b):
+            heads = split_heads_forward(qkv, b, num_heads)
+
+            def grad(*d_heads):
+                return split_heads_backward(*[tf.zeros_like(h) if d is None else d for h, d in zip(heads, d_heads)])
+            return heads, grad
+        return list(fn(qkv, b))
+
+    # n copies of cast(w); the gradient is Σ of the copies' gradients, in float32.
+    @xla
+    def sum_float32(*grads):
+        return tf.add_n([tf.cast(g, tf.float32) for g in grads])
+
+    def fused_shared_cast(w, dtype, uses):
+        @tf.custom_gradient
+        def fn(w):
+            def grad(*dys):
+                dys = [d for d in dys if d is not None]
+                return tf.cast(sum_float32(*dys), w.dtype) if dys else tf.zeros_like(w)
+            cast = tf.cast(w, dtype)
+            return [tf.identity(cast) for _ in range(uses)], grad
+        return list(fn(w))
+
     _KERNELS.update(bias_gelu=fused_bias_gelu, residual_layer_norm=fused_residual_layer_norm,
-                    masked_softmax=fused_masked_softmax)
+                    masked_softmax=fused_masked_softmax, split_heads=fused_split_heads,
+                    shared_cast=fused_shared_cast)
     return _KERNELS

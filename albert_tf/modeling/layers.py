@@ -34,3 +34,33 @@ def layer_norm(name):
 
 def dense(units, config, name, activation_fn=None):
     return keras.layers.Dense(units, activation=activation_fn, kernel_initializer=initializer(config), name=name)
+
+
+def float32_values(*variables):
+    """The variables' values as stored (float32 master copies under mixed precision), read as tensors without
+    Keras' autocast: the training path casts each weight itself, once per step (see `fused.shared_cast`).
+    TensorFlow backend."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        from keras.src.backend import AutocastScope  # pylint: disable=import-outside-toplevel
+    except ImportError:  # a Keras without it: plain reads (possibly autocast; still correct, less precise sums)
+        return [tf.convert_to_tensor(v.value) for v in variables]
+    with AutocastScope(None):
+        return [tf.convert_to_tensor(v.value) for v in variables]
+
+
+def add_bias_and_norm(y, residual, bias, norm, dropout, training):
+    """The end of a sublayer in training (fused kernels): LayerNorm(Dropout(y + bias) + residual).
+
+    With no dropout (rate 0, or not training) the bias is added inside the fused LayerNorm kernel.
+    Args:
+      y, residual: float [..., H] in the compute dtype; bias, gamma/beta of `norm`: float32 [H];
+      norm: a dict with "gamma" and "beta"; dropout: the sublayer's keras Dropout layer.
+    """
+    from albert_tf.modeling.fused import residual_layer_norm  # pylint: disable=import-outside-toplevel
+
+    if training and dropout.rate > 0:
+        y = dropout(y + ops.cast(bias, y.dtype), training=training)
+        bias = None
+    return residual_layer_norm(y, residual, norm["gamma"], norm["beta"], LAYER_NORM_EPSILON, bias=bias, fused=True)

@@ -22,13 +22,31 @@ import re
 
 import keras
 import tensorflow as tf
-from keras import ops
 
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
 def _matches(patterns, name):
     return any(re.search(p, name) is not None for p in patterns or ())
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _lamb_update(w, g, m, v, lr, beta_1, beta_2, epsilon, weight_decay_rate, adapt):
+    """The LAMB arithmetic of the module docstring for one variable, in float32; returns (w, m, v) updated, w in
+    its own dtype. `weight_decay_rate` 0.0 means no decay; `adapt` (a Python bool) applies the trust ratio."""
+    w32 = tf.cast(w, tf.float32)
+    g = tf.cast(g, tf.float32)
+    next_m = beta_1 * m + (1.0 - beta_1) * g
+    next_v = beta_2 * v + (1.0 - beta_2) * tf.square(g)
+    update = next_m / (tf.sqrt(next_v) + epsilon)
+    if weight_decay_rate:
+        update = update + weight_decay_rate * w32
+    ratio = tf.constant(1.0)
+    if adapt:
+        w_norm = tf.norm(w32)
+        u_norm = tf.norm(update)
+        ratio = tf.where((w_norm > 0.0) & (u_norm > 0.0), w_norm / tf.where(u_norm > 0.0, u_norm, 1.0), 1.0)
+    return tf.cast(w32 - ratio * lr * update, w.dtype), next_m, next_v
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -96,30 +114,21 @@ class LAMB(keras.optimizers.Optimizer):
             self._adapt.append(self.uses_layer_adaptation(variable))
 
     def update_step(self, gradient, variable, learning_rate):
-        """One LAMB update of `variable` (any shape) with `gradient` (same shape; IndexedSlices are densified)."""
+        """One LAMB update of `variable` (any shape) with `gradient` (same shape; IndexedSlices are densified).
+
+        The arithmetic runs as one XLA-compiled function per variable (`_lamb_update`): a few passes over memory
+        instead of one per elementwise op."""
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         if isinstance(gradient, tf.IndexedSlices):
             gradient = tf.convert_to_tensor(gradient)
-        g = ops.cast(gradient, "float32")
-        w = ops.cast(variable, "float32")
-        lr = ops.cast(learning_rate, "float32")
-
-        next_m = self.beta_1 * m + (1.0 - self.beta_1) * g
-        next_v = self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g)
-        update = next_m / (ops.sqrt(next_v) + self.epsilon)
-        if self._decay[index]:
-            update = update + self.weight_decay_rate * w
-        ratio = 1.0
-        if self._adapt[index]:
-            w_norm = ops.sqrt(ops.sum(ops.square(w)))
-            u_norm = ops.sqrt(ops.sum(ops.square(update)))
-            safe_u_norm = ops.where(u_norm > 0.0, u_norm, 1.0)
-            ratio = ops.where((w_norm > 0.0) & (u_norm > 0.0), w_norm / safe_u_norm, 1.0)
-
-        self.assign(variable, ops.cast(w - ratio * lr * update, variable.dtype))
-        self.assign(m, next_m)
-        self.assign(v, next_v)
+        new_w, new_m, new_v = _lamb_update(
+            tf.convert_to_tensor(variable), gradient, tf.convert_to_tensor(m), tf.convert_to_tensor(v),
+            tf.cast(learning_rate, tf.float32), self.beta_1, self.beta_2, self.epsilon,
+            self.weight_decay_rate if self._decay[index] else 0.0, self._adapt[index])
+        self.assign(variable, new_w)
+        self.assign(m, new_m)
+        self.assign(v, new_v)
 
     def apply_reduced_gradients(self, grads, variables):
         """Applies gradients that are already summed over replicas (and clipped), without summing them again.
