@@ -37,6 +37,12 @@ CASES = {
         lambda fused_: lambda y, r, g, b, c: fused.residual_layer_norm(y, r, g, b, 1e-12, bias=c, fused=fused_),
         lambda rng: [rng.normal(size=(2, 5, 16)), rng.normal(size=(2, 5, 16)) * 3 + 1, rng.normal(size=(16,)),
                      rng.normal(size=(16,)), rng.normal(size=(16,)) * 2]),
+    # two copies (concatenated, so that they get different upstream gradients), summed in the backward kernel
+    "residual_layer_norm_copies": (
+        lambda fused_: lambda y, r, g, b: tf.concat(
+            fused.residual_layer_norm(y, r, g, b, 1e-12, copies=2, fused=fused_), -1),
+        lambda rng: [rng.normal(size=(2, 5, 16)), rng.normal(size=(2, 5, 16)), rng.normal(size=(16,)),
+                     rng.normal(size=(16,))]),
     # the three heads concatenated on the last axis, so one output carries every gradient
     "split_heads": (lambda fused_: lambda x, b: tf.concat(fused.split_heads(x, b, 2, fused=fused_), -1),
                     lambda rng: [rng.normal(size=(2, 5, 12)), rng.normal(size=(12,))]),

@@ -6,7 +6,7 @@ from keras import ops
 
 from albert_tf.config import load_config
 from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, use_fused
-from albert_tf.modeling.layers import add_bias_and_norm, dense, float32_values, layer_norm
+from albert_tf.modeling.layers import add_bias_and_norm, dense, float32_values, layer_norm, split_input
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -80,16 +80,18 @@ class AttentionSublayer(keras.layers.Layer):
         return [{"qkv_kernel": a, "output_kernel": b, "qkv_bias": qkv_bias, "output_bias": bo, "gamma": gamma,
                  "beta": beta} for a, b in zip(qkv_kernels, output_kernels)]
 
-    def train_call(self, x, bias, weights, training):
+    def train_call(self, x, bias, weights, training, copies=1):
         """The block in training, with fused kernels.
 
         Args:
-          x: [B, L, H] in the compute dtype; bias: float32 [B, 1, 1, L], `attention_bias(input_mask)`;
-          weights: one dict of `step_weights()`; training: enables dropout.
+          x: [B, L, H] in the compute dtype, or a pair of equal such tensors (a previous block's copies=2).
+          bias: float32 [B, 1, 1, L], `attention_bias(input_mask)`; weights: one dict of `step_weights()`;
+          training: enables dropout; copies: 2 returns a pair (see `fused.residual_layer_norm`).
         Returns:
-          [B, L, H].
+          [B, L, H] (or a list of `copies` of it).
         """
         c = self.config
+        x, residual = split_input(x)
         batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], c.hidden_size
         qkv = ops.matmul(ops.reshape(x, (-1, hidden)), weights["qkv_kernel"])  # [B·L, 3H]
         q, k, v = split_heads(ops.reshape(qkv, (batch, length, 3 * hidden)), weights["qkv_bias"],
@@ -100,7 +102,8 @@ class AttentionSublayer(keras.layers.Layer):
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, L, N, D]
         out = ops.matmul(ops.reshape(context, (-1, hidden)), weights["output_kernel"])
         out = ops.reshape(out, (batch, length, hidden))
-        return add_bias_and_norm(out, x, weights["output_bias"], weights, self.output_dropout, training)
+        return add_bias_and_norm(out, residual, weights["output_bias"], weights, self.output_dropout, training,
+                                 copies)
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict()}

@@ -141,12 +141,15 @@ class AlbertEncoder(AlbertModelBase):
         xs = ops.split(x, streams, axis=0) if streams > 1 else [x]
         biases = ops.split(bias, streams, axis=0) if streams > 1 else [bias]
         encoder_outputs = []
-        for attention_key, ffn_key in self.block_keys:
+        last = len(self.block_keys) - 1
+        for index, (attention_key, ffn_key) in enumerate(self.block_keys):
             attention, ffn = self.attention_layers[attention_key], self.ffn_layers[ffn_key]
             attention_w, ffn_w = next(attention_weights[attention_key]), next(ffn_weights[ffn_key])
-            xs = [attention.train_call(x, bias, attention_w, training) for x, bias in zip(xs, biases)]
-            xs = [ffn.train_call(x, ffn_w, training) for x in xs]
-            encoder_outputs.append(ops.concatenate(xs, axis=0) if streams > 1 else xs[0])
+            # Each block output but the last feeds the next block twice (matmul, residual): a pair of copies.
+            xs = [attention.train_call(x, bias, attention_w, training, copies=2) for x, bias in zip(xs, biases)]
+            xs = [ffn.train_call(x, ffn_w, training, copies=1 if index == last else 2) for x in xs]
+            outputs = [x if index == last else x[0] for x in xs]
+            encoder_outputs.append(ops.concatenate(outputs, axis=0) if streams > 1 else outputs[0])
         x = encoder_outputs[-1]
         pooled = self.pooler(x[:, 0, :])
         return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}

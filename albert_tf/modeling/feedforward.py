@@ -4,7 +4,7 @@ from keras import ops
 
 from albert_tf.config import load_config
 from albert_tf.modeling.fused import bias_gelu, shared_cast, use_fused
-from albert_tf.modeling.layers import activation, add_bias_and_norm, dense, float32_values, layer_norm
+from albert_tf.modeling.layers import activation, add_bias_and_norm, dense, float32_values, layer_norm, split_input
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -55,10 +55,12 @@ class FeedForwardSublayer(keras.layers.Layer):
         return [{"input_kernel": a, "output_kernel": b, "input_bias": bi, "output_bias": bo, "gamma": gamma,
                  "beta": beta} for a, b in zip(input_kernels, output_kernels)]
 
-    def train_call(self, x, weights, training):
-        """The block in training, with fused kernels. x: [B, L, H] in the compute dtype; weights: one dict of
-        `step_weights()`. Returns [B, L, H]."""
+    def train_call(self, x, weights, training, copies=1):
+        """The block in training, with fused kernels. x: [B, L, H] in the compute dtype, or a pair of equal such
+        tensors; weights: one dict of `step_weights()`; copies: 2 returns a pair (see `fused.residual_layer_norm`).
+        Returns [B, L, H] (or a list of `copies` of it)."""
         c = self.config
+        x, residual = split_input(x)
         batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], c.hidden_size
         h = ops.matmul(ops.reshape(x, (-1, hidden)), weights["input_kernel"])  # [B·L, I]
         if c.hidden_act in ("gelu", "gelu_new"):
@@ -66,7 +68,7 @@ class FeedForwardSublayer(keras.layers.Layer):
         else:
             h = self.intermediate.activation(h + ops.cast(weights["input_bias"], h.dtype))
         y = ops.reshape(ops.matmul(h, weights["output_kernel"]), (batch, length, hidden))
-        return add_bias_and_norm(y, x, weights["output_bias"], weights, self.dropout, training)
+        return add_bias_and_norm(y, residual, weights["output_bias"], weights, self.dropout, training, copies)
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict()}

@@ -74,23 +74,28 @@ def bias_gelu(h, bias, fused=False):
     return _gelu(z)
 
 
-def residual_layer_norm(y, residual, gamma, beta, epsilon, bias=None, fused=False):
+def residual_layer_norm(y, residual, gamma, beta, epsilon, bias=None, copies=1, fused=False):
     """LayerNorm(y + bias + residual) over the last axis, computed in float32: (z − mean)/√(var + ε) · γ + β.
 
     Args:
       y, residual: float [..., H], same dtype; gamma, beta: float32 [H]; epsilon: float; bias: None or [H]
         (the bias of the dense layer that produced y, added in float32).
+      copies: 1 returns the output; n > 1 returns a list of n equal outputs, for an output consumed n times (the
+        next block's matmul and its residual): their gradients are summed inside the fused backward kernel
+        instead of by a separate TensorFlow AddN.
     Returns:
-      [..., H] in y's dtype.
+      [..., H] in y's dtype (or a list of `copies` of it).
     """
     if fused:
         # (variables are read here: tf.custom_gradient takes tensors)
         bias = None if bias is None else _f32(bias)
-        return _tf_kernels()["residual_layer_norm"](y, residual, _f32(gamma), _f32(beta), float(epsilon), bias)
+        return _tf_kernels()["residual_layer_norm"](y, residual, _f32(gamma), _f32(beta), float(epsilon), bias,
+                                                    int(copies))
     z = _f32(y) + _f32(residual)
     if bias is not None:
         z = z + _f32(bias)
-    return ops.cast(_layer_norm(z, _f32(gamma), _f32(beta), epsilon), y.dtype)
+    out = ops.cast(_layer_norm(z, _f32(gamma), _f32(beta), epsilon), y.dtype)
+    return [out] * copies if copies > 1 else out
 
 
 def masked_softmax(scores, bias, scale, fused=False):
@@ -197,32 +202,32 @@ def _tf_kernels():
         return tf.cast(x_hat * gamma + beta, y.dtype)
 
     @xla
-    def layer_norm_backward(y, r, b, gamma, epsilon, dout):
+    def layer_norm_backward(y, r, b, gamma, epsilon, *douts):
         x_hat, rstd = normalize(y, r, b, epsilon)
-        dout = tf.cast(dout, tf.float32)
+        dout = tf.add_n([tf.cast(d, tf.float32) for d in douts])  # the gradients of the output's copies
         g = dout * gamma
         dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                      - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
         dbias = None if b is None else sum_leading(dz)
         return tf.cast(dz, y.dtype), dbias, sum_leading(dout * x_hat), sum_leading(dout)
 
-    def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None):
-        if bias is None:
-            @tf.custom_gradient
-            def fn(y, r, gamma, beta):
-                def grad(dout):
-                    dz, _, dgamma, dbeta = layer_norm_backward(y, r, None, gamma, epsilon, dout)
-                    return dz, dz, dgamma, dbeta
-                return layer_norm_forward(y, r, None, gamma, beta, epsilon), grad
-            return fn(y, r, gamma, beta)
+    def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None, copies=1):
+        with_bias = bias is not None
 
         @tf.custom_gradient
-        def fn_bias(y, r, b, gamma, beta):
-            def grad(dout):
-                dz, dbias, dgamma, dbeta = layer_norm_backward(y, r, b, gamma, epsilon, dout)
-                return dz, dz, dbias, dgamma, dbeta
-            return layer_norm_forward(y, r, b, gamma, beta, epsilon), grad
-        return fn_bias(y, r, bias, gamma, beta)
+        def fn(*args):
+            y, r, gamma, beta = args[:4]
+            b = args[4] if with_bias else None
+            out = layer_norm_forward(y, r, b, gamma, beta, epsilon)
+            outs = [out] + [tf.identity(out) for _ in range(copies - 1)]
+
+            def grad(*douts):
+                douts = [d for d in douts if d is not None] or [tf.zeros_like(out)]
+                dz, dbias, dgamma, dbeta = layer_norm_backward(y, r, b, gamma, epsilon, *douts)
+                return [dz, dz, dgamma, dbeta] + ([dbias] if with_bias else [])
+            return (outs if copies > 1 else out), grad
+        result = fn(y, r, gamma, beta, *([bias] if with_bias else []))
+        return list(result) if copies > 1 else result
 
     # p = softmax(s·scale + bias); ds = scale · p · (dp − Σ dp·p).
     @xla

@@ -50,17 +50,25 @@ def float32_values(*variables):
         return [tf.convert_to_tensor(v.value) for v in variables]
 
 
-def add_bias_and_norm(y, residual, bias, norm, dropout, training):
+def add_bias_and_norm(y, residual, bias, norm, dropout, training, copies=1):
     """The end of a sublayer in training (fused kernels): LayerNorm(Dropout(y + bias) + residual).
 
     With no dropout (rate 0, or not training) the bias is added inside the fused LayerNorm kernel.
     Args:
       y, residual: float [..., H] in the compute dtype; bias, gamma/beta of `norm`: float32 [H];
-      norm: a dict with "gamma" and "beta"; dropout: the sublayer's keras Dropout layer.
+      norm: a dict with "gamma" and "beta"; dropout: the sublayer's keras Dropout layer;
+      copies: see `fused.residual_layer_norm` (2: a pair for the next block's matmul and residual).
     """
     from albert_tf.modeling.fused import residual_layer_norm  # pylint: disable=import-outside-toplevel
 
     if training and dropout.rate > 0:
         y = dropout(y + ops.cast(bias, y.dtype), training=training)
         bias = None
-    return residual_layer_norm(y, residual, norm["gamma"], norm["beta"], LAYER_NORM_EPSILON, bias=bias, fused=True)
+    return residual_layer_norm(y, residual, norm["gamma"], norm["beta"], LAYER_NORM_EPSILON, bias=bias,
+                               copies=copies, fused=True)
+
+
+def split_input(x):
+    """A training-path block input → (the tensor for its first matmul, the tensor for its residual): `x` is a
+    tensor, or the pair of equal tensors that the previous block returned with copies=2."""
+    return tuple(x) if isinstance(x, (tuple, list)) else (x, x)
