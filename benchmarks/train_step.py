@@ -58,7 +58,7 @@ def _parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-predictions", type=int, default=20)
     p.add_argument("--steps", type=int, default=4, help="timed steps per round and side (default 4)")
-    p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps after compiling (default 2)")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="ours: compute dtype")
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
