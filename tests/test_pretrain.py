@@ -155,6 +155,13 @@ def test_records_with_wrong_lengths_are_refused(data_dir, tmp_path, capsys):
     assert "'masked_lm_positions' has length 5, expected 7" in capsys.readouterr().err
 
 
+def test_bad_streams_are_refused(data_dir, tmp_path, capsys):
+    assert run_in_process(base_args(data_dir, tmp_path / "m", streams=0)) == 2
+    assert "--streams must be positive, got 0" in capsys.readouterr().err
+    assert run_in_process(base_args(data_dir, tmp_path / "m", streams=3)) == 2  # batch 16
+    assert "--streams 3 does not divide the per-replica batch 16" in capsys.readouterr().err
+
+
 def test_tpu_with_local_paths_is_refused(data_dir, tmp_path, capsys):
     assert run_in_process(base_args(data_dir, tmp_path / "m", tpu="my-tpu")) == 2
     err = capsys.readouterr().err
