@@ -68,7 +68,7 @@ def _parse_args(argv=None):
                    help="ours: the encoder's training_streams, as `albert-tf pretrain --streams` (default 2, "
                         "pretrain's default on CPU)")
     p.add_argument("--no-fused", action="store_true",
-                   help="ours: the plain keras.ops elementwise path instead of the fused kernels (modeling/fused.py)")
+                   help="ours: the plain keras.ops graph (inference's) instead of the fused training path")
     p.add_argument("--also", action="append", default=[], metavar="K=V,...",
                    help="another configuration of ours to time alongside, e.g. 'dtype=float32' or "
                         "'fused=0,inter=0' (keys: dtype, xla, fused, streams, intra, inter); repeatable")

@@ -6,10 +6,10 @@ gradients, each op a full pass over memory, in bfloat16 on CPU (slow, converted 
 piece is one kernel forward and one backward:
 
     bias_gelu(h, bias)                          gelu_tanh(h + bias)
-    residual_layer_norm(y, residual, γ, β, ε,   LayerNorm(y + bias + residual) · γ + β   (over the last axis)
-                        bias=None)
+    residual_layer_norm(y, residual, γ, β, ε,   LayerNorm(y + bias + residual) · γ + β   (over the last axis;
+                        bias=None, copies=1)    `copies` equal outputs, their gradients summed in the kernel)
     masked_softmax(scores, bias, scale)         softmax(scores · scale + bias)           (over the last axis)
-    split_heads(qkv, bias, batch, heads)        [B·L, 3H] + bias → q, k, v, each [B, N, L, D]
+    split_heads(qkv, bias, num_heads)           [B, L, 3H] + bias → q, k, v, each [B, N, L, D]
     shared_cast(w, dtype, uses)                 `uses` copies of cast(w, dtype) whose gradients are summed in
                                                 float32 (a cross-layer-shared weight, cast once per step)
 

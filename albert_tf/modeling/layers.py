@@ -4,6 +4,8 @@ import math
 import keras
 from keras import ops
 
+from albert_tf.modeling.fused import residual_layer_norm
+
 LAYER_NORM_EPSILON = 1e-12
 
 
@@ -59,8 +61,6 @@ def add_bias_and_norm(y, residual, bias, norm, dropout, training, copies=1):
       norm: a dict with "gamma" and "beta"; dropout: the sublayer's keras Dropout layer;
       copies: see `fused.residual_layer_norm` (2: a pair for the next block's matmul and residual).
     """
-    from albert_tf.modeling.fused import residual_layer_norm  # pylint: disable=import-outside-toplevel
-
     if training and dropout.rate > 0:
         y = dropout(y + ops.cast(bias, y.dtype), training=training)
         bias = None
