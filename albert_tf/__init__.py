@@ -9,7 +9,13 @@ Public API:
 import importlib
 import os
 
+from albert_tf import _xla_flags
+
 __version__ = "0.1.0"
+
+# Before anything is compiled: XLA:CPU's YNNPACK fusions crash when one kernel runs on two threads at once (see
+# albert_tf/_xla_flags.py).
+_xla_flags.disable_ynn_fusions()
 
 _LAZY = {
     "AlbertConfig": "albert_tf.config",

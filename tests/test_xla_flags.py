@@ -1,0 +1,79 @@
+"""`import albert_tf` turns XLA:CPU's YNNPACK fusions off (they crash when one kernel runs on two threads at once;
+see albert_tf/_xla_flags.py): the flag's bookkeeping, and the compiled kernels of a fresh process."""
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from albert_tf import _xla_flags
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_flag_is_appended_to_existing_flags():
+    env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+    assert _xla_flags.disable_ynn_fusions(env, version=(2, 21))
+    assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_experimental_ynn_fusion_type="
+    assert not _xla_flags.disable_ynn_fusions(env, version=(2, 21))  # once only
+    assert env["XLA_FLAGS"].count("ynn") == 1
+
+
+def test_flag_is_set_on_an_empty_environment():
+    env = {}
+    assert _xla_flags.disable_ynn_fusions(env, version=(2, 21))
+    assert env == {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type="}
+
+
+def test_users_own_setting_is_kept():
+    env = {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=reduce"}
+    assert not _xla_flags.disable_ynn_fusions(env, version=(2, 21))
+    assert env == {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=reduce"}
+
+
+def test_tensorflow_2_20_gets_nothing():
+    """TF 2.20's XLA has no such flag, and aborts on a flag it does not know."""
+    env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+    assert not _xla_flags.disable_ynn_fusions(env, version=(2, 20))
+    assert not _xla_flags.disable_ynn_fusions({}, version=None)  # no TensorFlow found
+    assert env == {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
+
+
+def test_this_process_has_it():
+    if _xla_flags.tensorflow_version() < (2, 21):
+        pytest.skip("TensorFlow 2.20 has no YNNPACK fusions to turn off")
+    assert "--xla_cpu_experimental_ynn_fusion_type=" in os.environ["XLA_FLAGS"].split()
+
+
+# The fused masked softmax, forward and backward, at a size where XLA:CPU 2.21 picks YNNPACK for its reductions.
+_PROBE = """
+import albert_tf
+import tensorflow as tf
+from albert_tf.modeling import fused
+scores, bias = tf.random.normal([8, 4, 32, 32]), tf.zeros([8, 1, 1, 32])
+with tf.GradientTape() as tape:
+    tape.watch(scores)
+    total = tf.reduce_sum(fused.masked_softmax(scores, bias, 0.25, fused=True) * scores)
+print(float(tf.reduce_sum(tape.gradient(total, scores))))
+"""
+
+
+def _compiled_ynn_fusions(tmp_path, xla_flags):
+    dump = tmp_path / "dump"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO,
+               XLA_FLAGS=f"--xla_dump_to={dump} {xla_flags}".strip())
+    proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    modules = glob.glob(str(dump / "*after_optimizations.txt"))
+    assert modules, f"XLA dumped no compiled modules under {dump}"
+    return sum(open(m, encoding="utf-8").read().count("__ynn_fusion") for m in modules)
+
+
+@pytest.mark.skipif(_xla_flags.tensorflow_version() is None or _xla_flags.tensorflow_version() < (2, 21),
+                    reason="TensorFlow 2.20 has no YNNPACK fusions")
+def test_compiled_kernels_have_no_ynn_fusion(tmp_path):
+    assert _compiled_ynn_fusions(tmp_path / "default", "") == 0
+    # the control: with the user's own setting kept, the same kernels do get YNNPACK reductions
+    assert _compiled_ynn_fusions(tmp_path / "user", "--xla_cpu_experimental_ynn_fusion_type=reduce") > 0
