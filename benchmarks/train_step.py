@@ -71,7 +71,8 @@ def _parse_args(argv=None):
                    help="ours: the plain keras.ops graph (inference's) instead of the fused training path")
     p.add_argument("--also", action="append", default=[], metavar="K=V,...",
                    help="another configuration of ours to time alongside, e.g. 'dtype=float32' or "
-                        "'fused=0,inter=0' (keys: dtype, xla, fused, streams, intra, inter); repeatable")
+                        "'fused=0,inter=0' (keys: dtype, xla, fused, streams, intra, inter, and ynn=1: XLA:CPU's "
+                        "YNNPACK reduce fusions back on, which import albert_tf turns off); repeatable")
     p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None,
                    help=f"interpreter with keras-hub 0.32 (default {DEFAULT_PEER_PYTHON} if present)")
     p.add_argument("--peer-configs", default=",".join(PEER_CONFIGS),
@@ -283,7 +284,8 @@ def _describe(variant):
     dtype = "mixed_bfloat16" if variant["dtype"] == "bfloat16" else variant["dtype"]
     return (f"{dtype}{'+xla' if variant['xla'] == 'on' else ''}{'' if variant['fused'] == '1' else '+unfused'},"
             f"streams={variant['streams']},intra={variant['intra'] if variant['intra'] != '0' else 'default'},"
-            f"inter={variant['inter'] if variant['inter'] != '0' else 'default'}")
+            f"inter={variant['inter'] if variant['inter'] != '0' else 'default'}"
+            f"{',ynn' if variant['ynn'] == '1' else ''}")
 
 
 def _variant_argv(variant):
@@ -295,10 +297,12 @@ def _variant_argv(variant):
 class Worker:
     """A worker subprocess (this script with --_worker NAME) speaking the MARK protocol."""
 
-    def __init__(self, name, python, argv, verbose):
+    def __init__(self, name, python, argv, verbose, xla_flags=""):
         self.name = name
         self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        if xla_flags:
+            env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {xla_flags}".strip()
         self.process = subprocess.Popen(
             [python, os.path.abspath(__file__), *argv, "--_worker", name], cwd=REPO, env=env, text=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
@@ -344,7 +348,8 @@ def main(args):  # noqa: C901
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
             "--warmup-steps", str(args.warmup_steps), "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
     ours = {"dtype": args.dtype, "xla": args.xla, "fused": "0" if args.no_fused else "1",
-            "streams": str(args.streams), "intra": str(args.intra_threads), "inter": str(args.inter_threads)}
+            "streams": str(args.streams), "intra": str(args.intra_threads), "inter": str(args.inter_threads),
+            "ynn": "0"}
     variants = {"ours": ours}
     for text in args.also:
         variant = dict(ours)
@@ -353,6 +358,8 @@ def main(args):  # noqa: C901
             if key not in ours:
                 raise SystemExit(f"--also {text}: unknown key '{key}' (expected {', '.join(ours)})")
             variant[key] = value
+        if variant["ynn"] not in ("0", "1"):
+            raise SystemExit(f"--also {text}: ynn must be 0 or 1")
         variants["ours[" + text + "]"] = variant
     ours_config = _describe(ours)
     peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
@@ -378,7 +385,8 @@ def main(args):  # noqa: C901
     try:
         # Started one at a time, so that compiling one does not slow the timing of another.
         for name, variant in variants.items():
-            w = workers[name] = Worker(name, sys.executable, argv + _variant_argv(variant), args.verbose)
+            ynn = "--xla_cpu_experimental_ynn_fusion_type=reduce" if variant["ynn"] == "1" else ""
+            w = workers[name] = Worker(name, sys.executable, argv + _variant_argv(variant), args.verbose, ynn)
             print(f"{name} ({_describe(variant)}): compiled in {w.ready['compile_seconds']:.1f}s, "
                   f"{w.ready['params']} parameters, first loss {w.ready['first_loss']:.4f}", flush=True)
         for c in peer_configs:
