@@ -6,7 +6,8 @@ threads run the same compiled kernel at once, as the concurrent batch slices of 
 second YNNPACK executable for that kernel while the first is in use; that construction is not thread-safe and
 crashes the process now and then with SIGSEGV (in xla::cpu::EmitYnnSubgraph, seen here about once in 30 short
 training runs). Turning the YNNPACK fusions off (`--xla_cpu_experimental_ynn_fusion_type=`, an empty list) makes XLA
-emit those reductions itself: about 3% of an albert_base CPU step, for a process that does not crash.
+emit those reductions itself: the softmax kernel alone gets about 20% slower, the albert_base CPU step shows no
+measurable cost (benchmarks/train_step.py --also ynn=1).
 
 The flag is added to XLA_FLAGS, which XLA reads once, at its first compilation; so it holds when albert_tf is imported
 before any XLA function runs (the CLI always is). A user's own setting of the flag in XLA_FLAGS is left as it is (the
