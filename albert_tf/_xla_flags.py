@@ -16,6 +16,7 @@ fusions nor the flag, and XLA aborts on a flag it does not know, so nothing is a
 """
 import importlib.metadata
 import os
+import re
 
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
 _TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
@@ -29,11 +30,8 @@ def tensorflow_version():
             version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-        try:
-            major, minor = version.split(".")[:2]
-            return int(major), int("".join(ch for ch in minor if ch.isdigit()) or "0")
-        except ValueError:
-            return None
+        match = re.match(r"(\d+)\.(\d+)", version)  # "2.21.0", "2.22.0.dev20251120", "2.21.0rc1"
+        return (int(match.group(1)), int(match.group(2))) if match else None
     return None
 
 

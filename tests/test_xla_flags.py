@@ -10,6 +10,8 @@ import pytest
 from albert_tf import _xla_flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TF_VERSION = _xla_flags.tensorflow_version()
+NO_YNN = "TensorFlow 2.20 has no YNNPACK fusions to turn off"
 
 
 def test_flag_is_appended_to_existing_flags():
@@ -40,9 +42,8 @@ def test_tensorflow_2_20_gets_nothing():
     assert env == {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
 
 
+@pytest.mark.skipif(TF_VERSION is None or TF_VERSION < (2, 21), reason=NO_YNN)
 def test_this_process_has_it():
-    if _xla_flags.tensorflow_version() < (2, 21):
-        pytest.skip("TensorFlow 2.20 has no YNNPACK fusions to turn off")
     assert "--xla_cpu_experimental_ynn_fusion_type=" in os.environ["XLA_FLAGS"].split()
 
 
@@ -71,11 +72,17 @@ def _compiled_ynn_fusions(tmp_path, xla_flags):
     return sum(open(m, encoding="utf-8").read().count("__ynn_fusion") for m in modules)
 
 
-@pytest.mark.skipif(_xla_flags.tensorflow_version() is None or _xla_flags.tensorflow_version() < (2, 21),
-                    reason="TensorFlow 2.20 has no YNNPACK fusions")
+@pytest.mark.skipif(TF_VERSION is None or TF_VERSION < (2, 21), reason=NO_YNN)
 def test_compiled_kernels_have_no_ynn_fusion(tmp_path):
     # the control: with the user's own setting kept, the same kernels get YNNPACK reductions (on the x86 CPUs seen
     # here and in CI; where XLA picks none there is nothing to turn off, and nothing for this test to tell)
     if _compiled_ynn_fusions(tmp_path / "user", "--xla_cpu_experimental_ynn_fusion_type=reduce") == 0:
         pytest.skip("XLA:CPU compiles no YNNPACK fusion on this CPU even when asked to")
     assert _compiled_ynn_fusions(tmp_path / "default", "") == 0
+
+
+@pytest.mark.parametrize("version, want", [("2.21.0", (2, 21)), ("2.22.0.dev20251120", (2, 22)),
+                                           ("2.21.0rc1", (2, 21)), ("unknown", None)])
+def test_tensorflow_version_reads_major_and_minor(monkeypatch, version, want):
+    monkeypatch.setattr(_xla_flags.importlib.metadata, "version", lambda name: version)
+    assert _xla_flags.tensorflow_version() == want
