@@ -12,7 +12,6 @@ import json
 import os
 import re
 import sys
-import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -174,8 +173,13 @@ def read_tf1_checkpoint(path):
         reader = tf.train.load_checkpoint(path)
     except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
         raise FileNotFoundError(f"{path}: not a readable TF checkpoint ({str(e).splitlines()[0]})") from None
+    names = reader.get_variable_to_shape_map()
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        raise ValueError(f"{path}: a TF2 object-based checkpoint (as albert-tf pretrain and convert write), not a "
+                         "TF1 one; its directory is already a pretrained-model directory: load it with "
+                         "from_pretrained or pass it to --init-checkpoint, no conversion needed")
     tensors = {}
-    for name in reader.get_variable_to_shape_map():
+    for name in names:
         if _SKIPPED_TF1.search(name):
             continue
         key = name[len("module/"):] if name.startswith("module/") else name
@@ -239,8 +243,9 @@ def load_hf_checkpoint(pretrainer, directory):
 
 # ---------------------------------------------------------------------------------------------------- convert
 def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
-    """Converts a released checkpoint into a pretrained-model directory `output` (created atomically: built under
-    a temporary name, then renamed). Returns the loaded AlbertPretrainer."""
+    """Converts a released checkpoint into a new pretrained-model directory `output` (written atomically by
+    albert_tf.pretrained.save). Returns the loaded AlbertPretrainer."""
+    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
 
     output = os.fspath(output).rstrip("/")
@@ -248,33 +253,28 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
         raise ValueError(f"{output}: output directory exists and is not empty; give a new or empty directory")
     if source == "tf1":
         if config is None:
-            config = os.path.join(os.path.dirname(checkpoint), "albert_config.json")
+            config = os.path.join(os.path.dirname(checkpoint), pretrained.CONFIG_FILE)
             if not tf.io.gfile.exists(config):
-                raise ValueError(f"--config is required: no albert_config.json beside {checkpoint}")
+                raise ValueError(f"--config is required: no {pretrained.CONFIG_FILE} beside {checkpoint}")
         cfg = AlbertConfig.from_json_file(config)
     elif source == "hf":
-        cfg = AlbertConfig.from_json_file(config) if config else config_from_hf(os.path.join(checkpoint,
-                                                                                             "config.json"))
+        if not tf.io.gfile.isdir(checkpoint):
+            raise FileNotFoundError(f"--checkpoint {checkpoint}: not a directory (a Hugging Face ALBERT directory "
+                                    "holds config.json and model.safetensors)")
+        hf_config = os.path.join(checkpoint, "config.json")
+        if config is None and not tf.io.gfile.exists(hf_config):
+            raise FileNotFoundError(f"{hf_config}: no such file (a Hugging Face ALBERT directory holds config.json "
+                                    "and model.safetensors; or give --config)")
+        cfg = AlbertConfig.from_json_file(config) if config else config_from_hf(hf_config)
         if spm_model is None and tf.io.gfile.exists(os.path.join(checkpoint, "spiece.model")):
             spm_model = os.path.join(checkpoint, "spiece.model")
     else:
         raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
-    if spm_model and not tf.io.gfile.exists(spm_model):
-        raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
     model = AlbertPretrainer(cfg)
     warnings = (load_tf1_checkpoint if source == "tf1" else load_hf_checkpoint)(model, checkpoint)
     for w in warnings:
         log(f"warning: {w}")
-    tmp = f"{output}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        model.save_pretrained(tmp, spm_model=spm_model)
-        if tf.io.gfile.exists(output):
-            tf.io.gfile.rmtree(output)  # empty, checked above
-        tf.io.gfile.rename(tmp, output)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
-        raise
+    pretrained.save(model, output, spm_model=spm_model)
     return model
 
 
@@ -289,7 +289,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from albert_tf.modeling.encoder import count_params  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
 
     model = convert(args.source, args.checkpoint, args.output, config=args.config, spm_model=args.spm_model,
                     log=lambda m: print(m, file=sys.stderr))

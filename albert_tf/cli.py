@@ -19,13 +19,18 @@ SUBCOMMANDS = {
 
 
 def build_parser(argv=None):
+    from albert_tf import __version__  # pylint: disable=import-outside-toplevel
+
     parser = argparse.ArgumentParser(prog="albert-tf", description="ALBERT with Keras 3 and TensorFlow.")
+    parser.add_argument("--version", action="version", version=f"albert-tf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # Only the chosen subcommand's module is imported.
     chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        # every option's default shows in --help
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         if name == chosen:
             module = importlib.import_module(module_name)
             module.add_arguments(p)

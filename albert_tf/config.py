@@ -191,7 +191,9 @@ def load_config(config):
         return AlbertConfig.from_dict(config)
     config = os.fspath(config)
     if tf.io.gfile.isdir(config):
-        return AlbertConfig.from_json_file(os.path.join(config, "albert_config.json"))
+        from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+
+        return pretrained.read_config(config)
     if config.endswith(".json") or "/" in config:
         return AlbertConfig.from_json_file(config)
     return AlbertConfig.from_preset(config)

@@ -72,14 +72,14 @@ def write_builtin_corpus(path):
 
 
 def add_arguments(parser):
-    parser.add_argument("--output", default="albert_quickstart", help="working directory (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=300, help="pretraining steps (default: %(default)s)")
+    parser.add_argument("--output", default="albert_quickstart", help="working directory")
+    parser.add_argument("--steps", type=int, default=300, help="pretraining steps")
     parser.add_argument("--seed", type=int, default=12345)
 
 
 def run(args):
+    from albert_tf import configs_dir, pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.cli import main as cli_main  # pylint: disable=import-outside-toplevel
-    from albert_tf import configs_dir  # pylint: disable=import-outside-toplevel
 
     out = os.path.abspath(args.output)
     os.makedirs(out, exist_ok=True)
@@ -88,14 +88,15 @@ def run(args):
     print(f"[quickstart] built-in corpus: {docs} documents, {sents} sentences from the standard library's "
           f"docstrings → {corpus}", flush=True)
     seq, preds = 128, 20
+    config_file, spm_file = os.path.join(out, pretrained.CONFIG_FILE), os.path.join(out, "spm.model")
     steps = [
         ["vocab", "--input", corpus, "--output-prefix", os.path.join(out, "spm"), "--vocab-size", "2000"],
-        ["create-data", "--input", corpus, "--spm-model", os.path.join(out, "spm.model"),
+        ["create-data", "--input", corpus, "--spm-model", spm_file,
          "--output", os.path.join(out, "data", "train"), "--num-shards", "2", "--max-seq-length", str(seq),
          "--max-predictions", str(preds), "--dupe-factor", "4", "--seed", str(args.seed)],
-        ["pretrain", "--config", os.path.join(out, "albert_config.json"),
+        ["pretrain", "--config", config_file,
          "--train-data", os.path.join(out, "data", "train-*"), "--model-dir", os.path.join(out, "model"),
-         "--spm-model", os.path.join(out, "spm.model"), "--max-seq-length", str(seq), "--max-predictions",
+         "--spm-model", spm_file, "--max-seq-length", str(seq), "--max-predictions",
          str(preds), "--train-batch-size", "32", "--learning-rate", "0.002", "--num-train-steps", str(args.steps),
          "--num-warmup-steps", str(max(1, args.steps // 10)), "--steps-per-loop", "25",
          "--save-checkpoints-steps", "100", "--seed", str(args.seed)],
@@ -103,7 +104,7 @@ def run(args):
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
 
     AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
-        vocab_size=2000).to_json_file(os.path.join(out, "albert_config.json"))
+        vocab_size=2000).to_json_file(config_file)
     for argv in steps:
         print(f"[quickstart] $ albert-tf {' '.join(argv)}", flush=True)
         start = time.time()

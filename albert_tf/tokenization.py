@@ -23,8 +23,9 @@ import unicodedata
 import numpy as np
 
 SPIECE_UNDERLINE = "\u2581"
-SPECIAL_PIECES = {"[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
-PAD_ID, UNK_ID = 0, 1
+# The special ids, fixed by the vocabulary (DESIGN.md); every other module takes them from here.
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
+SPECIAL_PIECES = {"[CLS]": CLS_ID, "[SEP]": SEP_ID, "[MASK]": MASK_ID}
 
 
 def normalize(text, lower_case=True):
@@ -92,7 +93,7 @@ class AlbertTokenizer:
     """
 
     pad_id, unk_id = PAD_ID, UNK_ID
-    cls_id, sep_id, mask_id = SPECIAL_PIECES["[CLS]"], SPECIAL_PIECES["[SEP]"], SPECIAL_PIECES["[MASK]"]
+    cls_id, sep_id, mask_id = CLS_ID, SEP_ID, MASK_ID
 
     def __init__(self, spm_model, lower_case=True):
         import sentencepiece as spm  # pylint: disable=import-outside-toplevel

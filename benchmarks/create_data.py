@@ -111,7 +111,8 @@ def distribution(paths, seq, predictions=20):
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.data.features import MASK_ID, feature_spec  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.features import feature_spec  # pylint: disable=import-outside-toplevel
+    from albert_tf.tokenization import MASK_ID  # pylint: disable=import-outside-toplevel
 
     raw = [r.numpy() for p in paths for r in tf.data.TFRecordDataset(p)]
     e = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(raw), feature_spec(seq, predictions)).items()}

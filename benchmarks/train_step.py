@@ -7,7 +7,7 @@ the others are timed), alternating round by round (ours, peer configurations...,
 
   ours      full pretraining steps as `albert-tf pretrain` runs them on one device: AlbertPretrainer forward,
             the MLM + SOP loss, gradients, the cross-replica sum, clipping to global norm 1.0 and the LAMB update
-            (`albert_tf.training.pretrain.make_train_step`, `LAMB`, `WarmupPolynomialDecay`), `--steps` steps per
+            (`albert_tf.training.pretrain.build_model_and_optimizer`, `make_train_step`, `loop.make_train_loop`), `--steps` steps per
             compiled call as `--steps-per-loop` does. Default configuration: the fastest we found on this CPU
             (see README.md, "Figures"): mixed_bfloat16, no XLA for the step (the fused elementwise
             kernels of albert_tf/modeling/fused.py are XLA-compiled on their own), two concurrent batch slices
@@ -150,39 +150,25 @@ def _worker_ours(args):
     if args.inter_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
     from albert_tf.training import flops  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.lamb import LAMB  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.pretrain import SUM_KEYS, make_train_step  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.loop import make_train_loop  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretrain import (  # pylint: disable=import-outside-toplevel
+        SUM_KEYS, build_model_and_optimizer, make_train_step)
 
-    from albert_tf.modeling import fused  # pylint: disable=import-outside-toplevel
-
-    fused.ENABLED = not args.no_fused
     config = load_config(args.config)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
     strategy = tf.distribute.get_strategy()
-    model = AlbertPretrainer(config)
-    model.encoder.training_streams = args.streams
-    schedule = WarmupPolynomialDecay(1e-4, num_train_steps=100000, num_warmup_steps=1000)
-    optimizer = LAMB(schedule, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                     exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"))
-    optimizer.build(model.trainable_variables)
+    model, optimizer, _ = build_model_and_optimizer(config, 1e-4, num_train_steps=100000, num_warmup_steps=1000,
+                                                    training_streams=args.streams, fused=not args.no_fused)
     batch = {k: tf.constant(v) for k, v in random_batch(
         config.vocab_size, args.batch_size, args.seq_length, args.max_predictions, args.seed).items()}
+    batches = iter(tf.data.Dataset.from_tensors(batch).repeat())  # pretrain's loop, on one fixed batch
     train_step = make_train_step(model, optimizer, args.batch_size, jit_compile=args.xla == "on")
-
-    @tf.function
-    def train_loop(num_steps):  # as pretrain.run's train_loop, on one fixed batch instead of an iterator
-        sums = {k: tf.constant(0.0) for k in SUM_KEYS}
-        for _ in tf.range(num_steps):
-            per_replica = strategy.run(train_step, args=(batch, True))
-            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in SUM_KEYS}
-        return sums
+    train_loop = make_train_loop(strategy, train_step, SUM_KEYS)
 
     def run(num_steps):
-        sums = {k: float(v) for k, v in train_loop(tf.constant(num_steps)).items()}
+        sums = {k: float(v) for k, v in train_loop(batches, tf.constant(num_steps), True).items()}
         return {"loss": sums["mlm_nll"] / sums["mlm_weight"] + sums["sop_nll"] / sums["sop_count"]}
 
     start = time.perf_counter()

@@ -1,9 +1,19 @@
 """Shared test helpers: a generated English-like corpus and a tiny SentencePiece model.
 
+Also: the small model config and inputs the model tests compare against tests/numpy_albert.py, texts the Python
+and in-graph tokenizers must agree on, and generated pretraining TFRecords with a learnable sentence order (plus a
+CLI runner for subprocesses: --cpu-replicas must configure devices before TensorFlow initializes them).
+
 Nothing here downloads anything; everything is generated from a seed.
 """
 import os
 import random
+import subprocess
+import sys
+
+import numpy as np
+
+from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
 
 _WORDS = (
     "the of and to in is was for on that with as by at from his her they which this be are were an had has "
@@ -53,3 +63,162 @@ def train_tiny_spm(directory, vocab_size=300, seed=0):
         character_coverage=1.0, normalization_rule_name="identity", minloglevel=2, num_threads=1,
     )
     return prefix + ".model"
+
+
+# ------------------------------------------------------------------------------------ model tests
+SMALL = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=4, num_hidden_groups=2,
+             inner_group_num=2, num_attention_heads=2, intermediate_size=32, hidden_act="gelu",
+             hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=32,
+             type_vocab_size=2, initializer_range=0.02)
+
+
+def make_inputs(cfg, batch=3, length=12, predictions=4, seed=1):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, cfg["vocab_size"], (batch, length)).astype("int32")
+    mask = np.ones((batch, length), "int32")
+    mask[1, 7:] = 0  # padding in one row
+    mask[2, 10:] = 0
+    types = np.zeros((batch, length), "int32")
+    types[:, length // 2:] = 1
+    positions = np.stack([rng.choice(length - 5, predictions, replace=False) for _ in range(batch)]).astype("int32")
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types, "masked_lm_positions": positions}
+
+
+def compare(model_out, ref_out, mask):
+    """Max |diff| over the outputs (padded positions of sequence outputs excluded: they are garbage in both)."""
+    m = mask[..., None].astype(bool)
+    diffs = [
+        np.abs(np.where(m, np.asarray(model_out["sequence_output"]) - ref_out["sequence_output"], 0)).max(),
+        np.abs(np.asarray(model_out["pooled_output"]) - ref_out["pooled_output"]).max(),
+        np.abs(np.asarray(model_out["mlm_logits"]) - ref_out["mlm_logits"]).max(),
+        np.abs(np.asarray(model_out["sop_logits"]) - ref_out["sop_logits"]).max(),
+    ]
+    for a, b in zip(model_out["encoder_outputs"], ref_out["encoder_outputs"]):
+        diffs.append(np.abs(np.where(m, np.asarray(a) - b, 0)).max())
+    return max(diffs)
+
+
+# ------------------------------------------------------------------------------------ tokenizer tests
+# Python == in-graph ids on these.
+EQUALITY_TEXTS = [
+    "Café naïve résumé Über",
+    "中文字符 and 日本語のテキスト, 한국어",
+    "emoji 😀👍🏽 ok 🇫🇷",
+    "it costs 3.0, or 7,5, or 42, and 1999,",
+    "nul\x00 inside\x00\x00 AND control\x01\x7f chars \ufeff\u200b",
+    "runs   of \t\n whitespace\u00a0and\u3000ideographic\u2009thin  ",
+    "",
+    "   \t ",
+    "``Quoted'' text '' ``",
+    "ΟΔΟΣ ΑΣ. Σ",
+    "İstanbul ǅ ﬁ ① ＡＢＣ ¨x",
+    "e\u0301 a\u0308 o\u0327\u0301",
+    "UPPER lower MiXeD 3.0,x",
+]
+
+
+# ------------------------------------------------------------------------------------ pretraining records
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None, unmasked=False):
+    """One record in the original order (label 0) or swapped (label 1).
+
+    The original order is a long segment counting up (cyclically) through the low half of the ids, then a short one
+    counting through the high half. Swapping moves the short high segment first, so the order is learnable from
+    which ids carry segment id 0 and from where [SEP] falls. Masked tokens are predictable from their neighbours
+    (each token is the previous one + 1). `alphabet` limits each half to that many ids (an easier MLM task).
+    `unmasked` writes the tokens as they are and zero prediction slots (create-data --no-mask's layout).
+    """
+    half = alphabet or (vocab_size - 5) // 2
+    room = seq_length - 3
+    len_b = int(rng.integers(3, max(4, room // 4)))
+    len_a = int(rng.integers(max(len_b + 2, room // 2), room - len_b + 1))
+    first = 5 + (int(rng.integers(0, half)) + np.arange(len_a)) % half
+    second = 5 + half + (int(rng.integers(0, half)) + np.arange(len_b)) % half
+    label = int(rng.integers(0, 2))
+    a, b = (first, second) if label == 0 else (second, first)
+    tokens = np.concatenate([[CLS_ID], a, [SEP_ID], b, [SEP_ID]]).astype(np.int64)
+    segments = np.concatenate([np.zeros(len(a) + 2), np.ones(len(b) + 1)]).astype(np.int64)
+    n = len(tokens)
+    candidates = [i for i in range(1, n) if tokens[i] not in (CLS_ID, SEP_ID)]
+    num_masked = min(max_predictions, max(1, int(round(n * 0.15))))
+    positions = np.sort(rng.choice(candidates, size=num_masked, replace=False))
+    ids = tokens[positions].copy()
+    tokens[positions] = MASK_ID
+    if unmasked:
+        tokens[positions] = ids
+        positions, ids, num_masked = positions[:0], ids[:0], 0
+
+    def pad(x, length, dtype=np.int64):
+        out = np.zeros(length, dtype)
+        out[: len(x)] = x
+        return out
+
+    feature = {
+        "input_ids": pad(tokens, seq_length), "input_mask": pad(np.ones(n), seq_length),
+        "segment_ids": pad(segments, seq_length), "token_boundary": pad(np.ones(n), seq_length),
+        "masked_lm_positions": pad(positions, max_predictions), "masked_lm_ids": pad(ids, max_predictions),
+        "masked_lm_weights": pad(np.ones(num_masked), max_predictions, np.float32),
+        "next_sentence_labels": np.array([label], np.int64),
+    }
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def to_feature(v):
+        if v.dtype == np.float32:
+            return tf.train.Feature(float_list=tf.train.FloatList(value=v.tolist()))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v.tolist()))
+
+    return tf.train.Example(features=tf.train.Features(feature={k: to_feature(v) for k, v in feature.items()}))
+
+
+def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_size=1000, seed=0, alphabet=None,
+                  unmasked=False):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(num_examples):
+            example = make_example(rng, seq_length, max_predictions, vocab_size, alphabet, unmasked)
+            writer.write(example.SerializeToString())
+    return path
+
+
+def run_cli(args, timeout=600, check=True):
+    """Runs `albert-tf pretrain ARGS` in a fresh Python process; returns the CompletedProcess."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "albert_tf", "pretrain", *map(str, args)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"pretrain exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def resize_spm(spm_path, vocab_size, out_path):
+    """A copy of a SentencePiece model grown to `vocab_size` pieces (rare extra pieces appended): a real model whose
+    size matches a test config's vocab_size. Written at the protobuf wire level (ModelProto field 1 is the repeated
+    piece, each with field 1 the string and field 2 the float score): appended entries join the repeated field."""
+    import struct  # pylint: disable=import-outside-toplevel
+
+    def varint(n):
+        out = b""
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out += bytes([byte | (0x80 if n else 0)])
+            if not n:
+                return out
+
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    with open(spm_path, "rb") as f:
+        data = f.read()
+    have = spm.SentencePieceProcessor(model_proto=data).GetPieceSize()
+    for i in range(vocab_size - have):
+        text = f"\u2581zzextra{i}".encode("utf-8")
+        piece = b"\x0a" + varint(len(text)) + text + b"\x15" + struct.pack("<f", -1000.0 - i)
+        data += b"\x0a" + varint(len(piece)) + piece
+    assert spm.SentencePieceProcessor(model_proto=data).GetPieceSize() == vocab_size
+    with open(out_path, "wb") as f:
+        f.write(data)
+    return out_path

@@ -11,7 +11,7 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.cli import main as cli_main
-from test_modeling import SMALL, compare, make_inputs
+from helpers import SMALL, compare, make_inputs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -12,7 +12,8 @@ import helpers
 from albert_tf import cli
 from albert_tf.data import instances
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
-from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID, feature_spec
+from albert_tf.data.features import feature_spec
+from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
 from albert_tf.tokenization import AlbertTokenizer
 
 SEQ, PRED = 64, 10

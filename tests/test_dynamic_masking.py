@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data.dynamic_masking import RANDOM_ID_START, mask_batch, masking_budget, select_ngram_spans
-from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.data.dynamic_masking import RANDOM_ID_START, mask_records, masking_budget, select_ngram_spans
+from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
 
 VOCAB = 1000
 
@@ -101,7 +101,7 @@ def batch512():
 @pytest.fixture(scope="module")
 def masked512(batch512):
     ids, mask, boundary = batch512
-    out = mask_batch(ids, mask, boundary, seed=tf.constant([3, 4]), max_predictions=20, vocab_size=VOCAB)
+    out = mask_records(ids, mask, boundary, seed=tf.constant([3, 4]), max_predictions=20, vocab_size=VOCAB)
     return {k: v.numpy() for k, v in out.items()}
 
 
@@ -142,7 +142,7 @@ def test_output_shapes_dtypes_and_invariants(batch512, masked512):
 def test_budget_filled_exactly_with_single_token_words():
     rng = np.random.default_rng(1)
     ids, mask, boundary = make_records(200, 128, rng=rng, continuation_prob=0.0)
-    out = mask_batch(ids, mask, boundary, seed=tf.constant([0, 1]), max_predictions=20, vocab_size=VOCAB)
+    out = mask_records(ids, mask, boundary, seed=tf.constant([0, 1]), max_predictions=20, vocab_size=VOCAB)
     expected = [min(20, max(1, int(round(int(m.sum()) * 0.15)))) for m in mask]
     np.testing.assert_array_equal(out["masked_lm_weights"].numpy().sum(axis=1), expected)
 
@@ -218,7 +218,7 @@ def test_tight_budget_shortens_ngrams_as_reference():
 def test_mask_rate_and_run_lengths_match_reference():
     rng = np.random.default_rng(2)
     ids, mask, boundary = make_records(1500, 128, rng=rng)
-    out = mask_batch(ids, mask, boundary, seed=tf.constant([8, 9]), max_predictions=20, vocab_size=VOCAB)
+    out = mask_records(ids, mask, boundary, seed=tf.constant([8, 9]), max_predictions=20, vocab_size=VOCAB)
     weights = out["masked_lm_weights"].numpy()
     positions = out["masked_lm_positions"].numpy()
     got_runs, ref_runs, ref_counts = [], [], []
@@ -239,9 +239,9 @@ def test_mask_rate_and_run_lengths_match_reference():
 def test_deterministic_given_seed_and_fresh_with_another(batch512):
     ids, mask, boundary = (x[:16] for x in batch512)
     kwargs = dict(max_predictions=20, vocab_size=VOCAB)
-    first = mask_batch(ids, mask, boundary, seed=tf.constant([1, 1]), **kwargs)
-    again = mask_batch(ids, mask, boundary, seed=tf.constant([1, 1]), **kwargs)
-    other = mask_batch(ids, mask, boundary, seed=tf.constant([1, 2]), **kwargs)
+    first = mask_records(ids, mask, boundary, seed=tf.constant([1, 1]), **kwargs)
+    again = mask_records(ids, mask, boundary, seed=tf.constant([1, 1]), **kwargs)
+    other = mask_records(ids, mask, boundary, seed=tf.constant([1, 2]), **kwargs)
     for name in first:
         np.testing.assert_array_equal(first[name].numpy(), again[name].numpy())
     assert not np.array_equal(first["masked_lm_positions"].numpy(), other["masked_lm_positions"].numpy())
@@ -254,9 +254,9 @@ def test_works_in_tf_function_with_unknown_batch():
 
     @tf.function(input_signature=[spec, spec, spec, tf.TensorSpec([2], tf.int64)])
     def masked(ids, mask, boundary, seed):
-        return mask_batch(ids, mask, boundary, seed=seed, max_predictions=10, vocab_size=VOCAB)
+        return mask_records(ids, mask, boundary, seed=seed, max_predictions=10, vocab_size=VOCAB)
 
-    eager = mask_batch(ids, mask, boundary, seed=tf.constant([2, 3], tf.int64), max_predictions=10, vocab_size=VOCAB)
+    eager = mask_records(ids, mask, boundary, seed=tf.constant([2, 3], tf.int64), max_predictions=10, vocab_size=VOCAB)
     graph = masked(ids, mask, boundary, tf.constant([2, 3], tf.int64))
     for name in eager:
         np.testing.assert_array_equal(eager[name].numpy(), graph[name].numpy())
@@ -266,7 +266,7 @@ def test_rows_without_maskable_tokens():
     ids = np.array([[CLS_ID, SEP_ID, SEP_ID, 0, 0], [CLS_ID, 7, SEP_ID, 0, 0]])
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 0, 0]])
     boundary = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 0, 0]])
-    out = mask_batch(ids, mask, boundary, seed=tf.constant([0, 0]), max_predictions=3, vocab_size=VOCAB)
+    out = mask_records(ids, mask, boundary, seed=tf.constant([0, 0]), max_predictions=3, vocab_size=VOCAB)
     np.testing.assert_array_equal(out["masked_lm_weights"].numpy(), [[0, 0, 0], [1, 0, 0]])
     np.testing.assert_array_equal(out["masked_lm_positions"].numpy(), [[0, 0, 0], [1, 0, 0]])
     np.testing.assert_array_equal(out["masked_lm_ids"].numpy(), [[0, 0, 0], [7, 0, 0]])
@@ -275,11 +275,11 @@ def test_rows_without_maskable_tokens():
 def test_bad_settings():
     args = (np.zeros((1, 4)), np.ones((1, 4)), np.ones((1, 4)))
     with pytest.raises(ValueError, match="vocab_size"):
-        mask_batch(*args, seed=[0, 0], max_predictions=2, vocab_size=None)
+        mask_records(*args, seed=[0, 0], max_predictions=2, vocab_size=None)
     with pytest.raises(ValueError, match="masked_lm_prob"):
-        mask_batch(*args, seed=[0, 0], max_predictions=2, vocab_size=VOCAB, masked_lm_prob=0.0)
+        mask_records(*args, seed=[0, 0], max_predictions=2, vocab_size=VOCAB, masked_lm_prob=0.0)
     with pytest.raises(ValueError, match="ngram"):
-        mask_batch(*args, seed=[0, 0], max_predictions=2, vocab_size=VOCAB, ngram=0)
+        mask_records(*args, seed=[0, 0], max_predictions=2, vocab_size=VOCAB, ngram=0)
 
 
 def test_static_numpy_and_dynamic_in_graph_masking_agree():
@@ -289,10 +289,10 @@ def test_static_numpy_and_dynamic_in_graph_masking_agree():
     rng = np.random.default_rng(12)
     ids, mask, boundary = make_records(4000, 128, rng=rng)
     lengths = mask.sum(axis=1)
-    dynamic = mask_batch(ids, mask, boundary, seed=tf.constant([4, 2]), max_predictions=20, vocab_size=VOCAB)
+    dynamic = mask_records(ids, mask, boundary, seed=tf.constant([4, 2]), max_predictions=20, vocab_size=VOCAB)
     d_ids, d_pos = dynamic["input_word_ids"].numpy(), dynamic["masked_lm_positions"].numpy()
     d_num = dynamic["masked_lm_weights"].numpy().sum(axis=1).astype(int)
-    s_ids, s_pos, s_labels, s_num = masking.mask_batch(ids, lengths, boundary, np.random.default_rng(13),
+    s_ids, s_pos, s_labels, s_num = masking.mask_instances(ids, lengths, boundary, np.random.default_rng(13),
                                                        masked_lm_prob=0.15, max_predictions=20, ngram=3,
                                                        vocab_size=VOCAB)
     total = lengths.sum()
@@ -328,7 +328,7 @@ def test_static_numpy_and_dynamic_agree_under_a_tight_budget():
     ids, mask, boundary = make_records(10000, 20, rng=rng, continuation_prob=0.0, short_prob=0.0)
     dynamic = select_ngram_spans(ids, mask, boundary, seed=tf.constant([9, 9]), max_predictions=20, ngram=3)
     d_sel = dynamic["selected"].numpy()
-    _, s_pos, _, s_num = masking.mask_batch(ids, mask.sum(axis=1), boundary, np.random.default_rng(15),
+    _, s_pos, _, s_num = masking.mask_instances(ids, mask.sum(axis=1), boundary, np.random.default_rng(15),
                                             masked_lm_prob=0.15, max_predictions=20, ngram=3, vocab_size=VOCAB)
     d_rows = collections.Counter(tuple(sorted(run_lengths(np.flatnonzero(r).tolist()))) for r in d_sel)
     s_rows = collections.Counter(tuple(sorted(run_lengths(s_pos[i, :s_num[i]].tolist()))) for i in range(len(ids)))

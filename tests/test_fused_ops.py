@@ -8,7 +8,7 @@ import numpy_albert as ref
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import assign_from_tensors, tf1_name_map
 from albert_tf.modeling import fused
-from test_modeling import SMALL, compare, make_inputs
+from helpers import SMALL, compare, make_inputs
 
 
 def _value_and_grads(fn, inputs, seed=0):
@@ -149,10 +149,10 @@ def kernel_calls(monkeypatch):
     return calls
 
 
-def _model_and_batch(sharing="all"):
+def _model_and_batch(sharing="all", **model_args):
     cfg = dict(SMALL, sharing=sharing, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     weights = ref.random_weights(cfg, np.random.default_rng(0))
-    model = AlbertPretrainer(AlbertConfig.from_dict(cfg))
+    model = AlbertPretrainer(AlbertConfig.from_dict(cfg), **model_args)
     assign_from_tensors(model, weights, tf1_name_map(model), "random weights")
     return cfg, weights, model, make_inputs(cfg)
 
@@ -178,20 +178,20 @@ def test_training_path_gradients_match_unfused(kernel_calls):
     _, _, model, batch = _model_and_batch()
     labels = np.random.default_rng(5).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
 
-    def grads():
+    def grads(model):
         with tf.GradientTape() as tape:
             out = model(batch, training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, out["mlm_logits"])) + \
                 tf.reduce_mean(out["sop_logits"][:, 0] ** 2) + tf.reduce_mean(out["sequence_output"] ** 2)
         return [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, model.trainable_variables)]
 
-    got = grads()
+    got = grads(model)
     assert kernel_calls["bias_gelu"] > 0
-    fused.ENABLED = False
-    try:
-        want = grads()
-    finally:
-        fused.ENABLED = True
+    calls = dict(kernel_calls)
+    unfused = _model_and_batch(fused=False)[2]  # the same weights, the plain graph in training too
+    assert not unfused.get_config()["fused"] and AlbertPretrainer.from_config(unfused.get_config()).fused is False
+    want = grads(unfused)
+    assert kernel_calls == calls, "a model built with fused=False must not use the fused kernels"
     for g, w, v in zip(got, want, model.trainable_variables):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
 
@@ -202,7 +202,8 @@ def test_training_streams_compute_the_same_function():
     labels = np.random.default_rng(6).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
 
     def run(streams):
-        model.encoder.training_streams = streams
+        model = _model_and_batch(training_streams=streams)[2]
+        assert AlbertPretrainer.from_config(model.get_config()).encoder.training_streams == streams
         with tf.GradientTape() as tape:
             out = model(batch, training=True)
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, out["mlm_logits"])) + \
@@ -218,4 +219,3 @@ def test_training_streams_compute_the_same_function():
             np.testing.assert_allclose(got_out[k], want_out[k], rtol=1e-5, atol=1e-6, err_msg=k)
         for g, w, v in zip(got_grads, want_grads, model.trainable_variables):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
-    model.encoder.training_streams = 1

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data import masking
-from albert_tf.data.features import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
 
 VOCAB = 1000
 
@@ -134,7 +134,7 @@ def _batch(rng, n, max_len=126):
 def test_batch_invariants_and_rates():
     rng = np.random.default_rng(123)
     ids, lengths, boundary = _batch(rng, 3000)
-    masked, pos, labels, num = masking.mask_batch(ids, lengths, boundary, np.random.default_rng(7),
+    masked, pos, labels, num = masking.mask_instances(ids, lengths, boundary, np.random.default_rng(7),
                                                   masked_lm_prob=0.15, max_predictions=20, ngram=3,
                                                   vocab_size=VOCAB)
     budgets = np.minimum(20, np.maximum(1, np.round(lengths * 0.15))).astype(int)
@@ -177,7 +177,7 @@ def test_ngram_lengths_follow_one_over_n():
     ids = np.concatenate([[CLS_ID], np.arange(10, 410), [SEP_ID]])
     boundary = np.ones(length, np.int64)
     n = 4000
-    masked, pos, labels, num = masking.mask_batch(np.tile(ids, (n, 1)), np.full(n, length),
+    masked, pos, labels, num = masking.mask_instances(np.tile(ids, (n, 1)), np.full(n, length),
                                                   np.tile(boundary, (n, 1)), np.random.default_rng(3),
                                                   masked_lm_prob=3 / length, max_predictions=20, ngram=3,
                                                   vocab_size=VOCAB)
@@ -201,7 +201,7 @@ def test_distribution_matches_reference():
     """Realistic settings: masked counts and runs of consecutive masked words agree with the reference."""
     rng = np.random.default_rng(11)
     ids, lengths, boundary = _batch(rng, 2000)
-    _, pos, _, num = masking.mask_batch(ids, lengths, boundary, np.random.default_rng(12), masked_lm_prob=0.15,
+    _, pos, _, num = masking.mask_instances(ids, lengths, boundary, np.random.default_rng(12), masked_lm_prob=0.15,
                                         max_predictions=20, ngram=3, vocab_size=VOCAB)
     rnd = random.Random(13)
     ours, ref, ref_grams = collections.Counter(), collections.Counter(), collections.Counter()
@@ -223,7 +223,12 @@ def test_distribution_matches_reference():
 
 
 def test_special_ids_agree_with_the_record_format():
-    from albert_tf.data import features  # pylint: disable=import-outside-toplevel
+    from albert_tf import tokenization  # pylint: disable=import-outside-toplevel
+    from albert_tf.data import dynamic_masking  # pylint: disable=import-outside-toplevel
 
-    assert (masking.PAD_ID, masking.CLS_ID, masking.SEP_ID, masking.MASK_ID) == (
-        features.PAD_ID, features.CLS_ID, features.SEP_ID, features.MASK_ID)
+    ids = (tokenization.PAD_ID, tokenization.CLS_ID, tokenization.SEP_ID, tokenization.MASK_ID)
+    assert ids == (0, 2, 3, 4)  # DESIGN.md
+    assert (masking.PAD_ID, masking.CLS_ID, masking.SEP_ID, masking.MASK_ID) == ids
+    assert (dynamic_masking.PAD_ID, dynamic_masking.CLS_ID, dynamic_masking.SEP_ID, dynamic_masking.MASK_ID) == ids
+    tok = tokenization.AlbertTokenizer
+    assert (tok.pad_id, tok.cls_id, tok.sep_id, tok.mask_id) == ids

@@ -5,39 +5,8 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.checkpoints import assign_from_tensors, tf1_name_map
-from albert_tf.modeling.encoder import count_params
-
-SMALL = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=4, num_hidden_groups=2,
-             inner_group_num=2, num_attention_heads=2, intermediate_size=32, hidden_act="gelu",
-             hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=32,
-             type_vocab_size=2, initializer_range=0.02)
-
-
-def make_inputs(cfg, batch=3, length=12, predictions=4, seed=1):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(0, cfg["vocab_size"], (batch, length)).astype("int32")
-    mask = np.ones((batch, length), "int32")
-    mask[1, 7:] = 0  # padding in one row
-    mask[2, 10:] = 0
-    types = np.zeros((batch, length), "int32")
-    types[:, length // 2:] = 1
-    positions = np.stack([rng.choice(length - 5, predictions, replace=False) for _ in range(batch)]).astype("int32")
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types, "masked_lm_positions": positions}
-
-
-def compare(model_out, ref_out, mask):
-    """Max |diff| over the outputs (padded positions of sequence outputs excluded: they are garbage in both)."""
-    m = mask[..., None].astype(bool)
-    diffs = [
-        np.abs(np.where(m, np.asarray(model_out["sequence_output"]) - ref_out["sequence_output"], 0)).max(),
-        np.abs(np.asarray(model_out["pooled_output"]) - ref_out["pooled_output"]).max(),
-        np.abs(np.asarray(model_out["mlm_logits"]) - ref_out["mlm_logits"]).max(),
-        np.abs(np.asarray(model_out["sop_logits"]) - ref_out["sop_logits"]).max(),
-    ]
-    for a, b in zip(model_out["encoder_outputs"], ref_out["encoder_outputs"]):
-        diffs.append(np.abs(np.where(m, np.asarray(a) - b, 0)).max())
-    return max(diffs)
-
+from albert_tf.modeling.base import count_params
+from helpers import SMALL, compare, make_inputs
 
 @pytest.mark.parametrize("sharing,embedding_size", [
     ("all", 8), ("attention", 8), ("ffn", 8), ("none", 8), ("all", 16),  # the last: E == H, no projection

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import pretrain_helpers as ph
+import helpers as ph
 from albert_tf import cli
 from albert_tf.config import AlbertConfig
 
@@ -101,7 +101,7 @@ def run_in_process(args):
 
 
 def test_sigterm_saves_and_exits_zero(data_dir, tmp_path, monkeypatch):
-    from albert_tf.training import pretrain
+    from albert_tf.training import loop
 
     sent = []
 
@@ -110,7 +110,7 @@ def test_sigterm_saves_and_exits_zero(data_dir, tmp_path, monkeypatch):
             sent.append(True)
             os.kill(os.getpid(), signal.SIGTERM)  # the handler only records it; the loop saves and exits
 
-    monkeypatch.setattr(pretrain, "write_scalar_summary", preempt_on_first_log)
+    monkeypatch.setattr(loop, "write_scalar_summary", preempt_on_first_log)
     model_dir = tmp_path / "preempted"
     assert run_in_process(base_args(data_dir, model_dir, steps=100, save_checkpoints_steps=50)) == 0
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")  # saved at the end of the first loop
@@ -183,10 +183,11 @@ def test_init_checkpoint_loads_the_weights(data_dir, tmp_path):
         np.testing.assert_array_equal(got[name], init[name], err_msg=name)
 
 
-def test_eval_and_summaries_are_written(data_dir, tmp_path):
+def test_eval_and_summaries_are_written(data_dir, tmp_path, tiny_spm_model):
     model_dir = tmp_path / "with_eval"
+    spm_model = ph.resize_spm(tiny_spm_model, TINY.vocab_size, str(tmp_path / "spm1000.model"))
     assert run_in_process(base_args(data_dir, model_dir, steps=4, eval_data=data_dir / "eval.tfrecord",
-                                    max_eval_steps=2, spm_model=data_dir / "albert_config.json")) == 0
+                                    max_eval_steps=2, spm_model=spm_model)) == 0
     rows = [json.loads(line) for line in open(model_dir / "metrics.jsonl", encoding="utf-8")]
     evals = [r for r in rows if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [2, 4]  # at each checkpoint
@@ -254,7 +255,7 @@ def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(data_dir):
 
 # ------------------------------------------------------------------------------------------ it learns
 def test_tiny_model_learns_sentence_order_and_masked_tokens(tmp_path):
-    # Records whose order is learnable (see pretrain_helpers.make_example) over a 16-id alphabet.
+    # Records whose order is learnable (see helpers.make_example) over a 16-id alphabet.
     ph.write_records(str(tmp_path / "train.tfrecord"), 2048, SEQ, PRED, seed=3, alphabet=8)
     ph.write_records(str(tmp_path / "eval.tfrecord"), 256, SEQ, PRED, seed=4, alphabet=8)
     # A wider initializer than the paper's 0.02 lets a 2-layer, 32-wide model see [CLS]'s context early.

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import helpers
+from helpers import EQUALITY_TEXTS
 from albert_tf.tokenization import AlbertTokenizer, normalize, truncated_lengths
 
 # ---------------------------------------------------------------------------------- a hand-made SentencePiece model
@@ -223,21 +224,6 @@ def test_pack_bad_arguments(hand_tokenizer):
 
 
 # ------------------------------------------------------------------------------------ Python == in-graph ids
-EQUALITY_TEXTS = [
-    "Café naïve résumé Über",
-    "中文字符 and 日本語のテキスト, 한국어",
-    "emoji 😀👍🏽 ok 🇫🇷",
-    "it costs 3.0, or 7,5, or 42, and 1999,",
-    "nul\x00 inside\x00\x00 AND control\x01\x7f chars \ufeff\u200b",
-    "runs   of \t\n whitespace\u00a0and\u3000ideographic\u2009thin  ",
-    "",
-    "   \t ",
-    "``Quoted'' text '' ``",
-    "ΟΔΟΣ ΑΣ. Σ",
-    "İstanbul ǅ ﬁ ① ＡＢＣ ¨x",
-    "e\u0301 a\u0308 o\u0327\u0301",
-    "UPPER lower MiXeD 3.0,x",
-]
 
 
 def _long_text():

@@ -9,7 +9,7 @@ import helpers
 from albert_tf import cli
 from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
 from albert_tf.tokenization import AlbertTokenizer, normalize
-from test_tokenization import EQUALITY_TEXTS
+from helpers import EQUALITY_TEXTS
 
 VOCAB_SIZE = 150
 

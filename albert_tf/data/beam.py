@@ -27,6 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from albert_tf.data.files import match_files
 from albert_tf.data import create_pretraining_data as local
 from albert_tf.data import instances as _instances
 
@@ -34,15 +35,8 @@ _NAMESPACE = "albert_tf.create_data"
 _REPLACED_NAMESPACE = "albert_tf.replaced_bytes"
 
 
-def match_files(input_pattern):
-    """Comma-separated globs on any Beam filesystem → sorted file list; a glob matching nothing is an error."""
-    files = []
-    for pattern in [p.strip() for p in input_pattern.split(",") if p.strip()]:
-        matched = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
-        if not matched:
-            raise FileNotFoundError(f"--input {pattern!r} matches no file")
-        files.extend(m for m in matched if m not in files)
-    return files
+def _beam_glob(pattern):
+    return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
 
 
 def _read_blocks(indexed_path, block_documents):
@@ -147,7 +141,7 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
     options = (options or local.InstanceOptions()).validate()
     if num_shards < 1:
         raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
-    files = match_files(input_pattern)
+    files = match_files(input_pattern, "--input", glob=_beam_glob)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)  # fails early on a bad model
     parent = output_prefix.rsplit("/", 1)[0] if "/" in output_prefix else ""
     if parent:

@@ -27,10 +27,11 @@ import os
 import sys
 import time
 
+from albert_tf.data.files import match_files
 from albert_tf.data import instances as _instances
 from albert_tf.data.instances import InstanceOptions
 
-__all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "add_arguments", "run", "input_files",
+__all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "add_arguments", "run", "match_files",
            "shard_paths"]
 
 
@@ -57,21 +58,6 @@ class Summary:
         for path, count in self.replaced_by_file.items():
             out.append(f"warning: {path}: replaced {count} bytes of invalid UTF-8 with U+FFFD")
         return out
-
-
-def input_files(input_pattern):
-    """Comma-separated globs → sorted, de-duplicated file list; a glob matching nothing is an error naming it."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    files = []
-    for pattern in [p.strip() for p in input_pattern.split(",") if p.strip()]:
-        matched = sorted(tf.io.gfile.glob(pattern))
-        if not matched:
-            raise FileNotFoundError(f"--input {pattern!r} matches no file")
-        files.extend(m for m in matched if m not in files)
-    if not files:
-        raise FileNotFoundError(f"--input {input_pattern!r} names no file")
-    return files
 
 
 def shard_paths(output_prefix, num_shards):
@@ -181,7 +167,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
         raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
-    files = input_files(input_pattern)
+    files = match_files(input_pattern)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
     outputs = shard_paths(output_prefix, num_shards)

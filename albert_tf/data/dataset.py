@@ -21,8 +21,9 @@ import struct
 
 import tensorflow as tf
 
+from albert_tf.data.files import match_files
 from albert_tf.data import features
-from albert_tf.data.dynamic_masking import mask_batch
+from albert_tf.data.dynamic_masking import mask_records
 
 _RECORD_SHUFFLE_BUFFER = 10_000  # records; ~50 MB at seq 512
 _CYCLE_LENGTH = 8  # files read at once when training
@@ -32,24 +33,6 @@ _CHUNK = 64  # records a per-file reader hands on at a time (the byte check runs
 _PARSE_GROUP = 64
 _MASK_GROUP = 256
 _TFRECORD_FRAMING_BYTES = 16  # uint64 length + crc32 of the length + crc32 of the data
-
-
-def match_files(file_pattern):
-    """Sorted, de-duplicated files matching a glob or a list of globs (local or gs://).
-
-    Raises FileNotFoundError naming the first pattern that matches nothing.
-    """
-    patterns = [file_pattern] if isinstance(file_pattern, (str, bytes)) else list(file_pattern)
-    if not patterns:
-        raise ValueError("file_pattern is empty: give a glob or a list of globs of pretraining TFRecord files")
-    files = set()
-    for pattern in patterns:
-        pattern = pattern.decode() if isinstance(pattern, bytes) else str(pattern)
-        matched = tf.io.gfile.glob(pattern)
-        if not matched:
-            raise FileNotFoundError(f"no pretraining TFRecord files match {pattern!r}")
-        files.update(matched)
-    return sorted(files)
 
 
 def _first_record(path, size):
@@ -66,6 +49,40 @@ def _first_record(path, size):
         if len(data) != length or len(f.read(4)) != 4:
             raise ValueError(f"{path}: truncated or corrupt TFRecord file (first record claims {length} bytes)")
     return data
+
+
+def check_framing(path, size=None):
+    """Walks the record headers of a whole TFRecord file (lengths only, data skipped): ValueError naming the file
+    when a record runs past its end (a truncated file). Returns the number of records. One read per record: meant
+    for local files before a run starts (the input pipeline itself checks every file as it reads it)."""
+    size = tf.io.gfile.stat(path).length if size is None else size
+    count = offset = 0
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while offset < size:
+            f.seek(offset)
+            header = f.read(8)
+            (length,) = struct.unpack("<Q", header) if len(header) == 8 else (None,)
+            if length is None or offset + _TFRECORD_FRAMING_BYTES + length > size:
+                raise ValueError(f"{path}: truncated or corrupt TFRecord file (record {count + 1} at byte {offset} "
+                                 f"runs past the end of the file's {size} bytes)")
+            offset += _TFRECORD_FRAMING_BYTES + length
+            count += 1
+    return count
+
+
+def check_token_ids(path, vocab_size):
+    """ValueError naming the file when its first record holds a token id outside [0, vocab_size) (records made
+    with another vocabulary than the model's)."""
+    data = _first_record(path, tf.io.gfile.stat(path).length)
+    if data is None:
+        return
+    example = tf.train.Example.FromString(data)
+    for name in ("input_ids", "masked_lm_ids"):
+        values = example.features.feature[name].int64_list.value if name in example.features.feature else []
+        bad = [v for v in values if not 0 <= v < vocab_size]
+        if bad:
+            raise ValueError(f"{path}: feature {name!r} holds token id {max(bad)}, outside the config's vocab_size "
+                             f"{vocab_size}; were these records made with another vocabulary (--spm-model)?")
 
 
 def _required_features(dynamic_masking):
@@ -174,7 +191,7 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
                          f"got seq_length={seq_length}, max_predictions={max_predictions}")
     if dynamic_masking and vocab_size is None:
         raise ValueError("dynamic_masking=True needs vocab_size (random replacements are drawn from the vocabulary)")
-    files = match_files(file_pattern)
+    files = match_files(file_pattern, flag="file_pattern")
     pipeline_id, num_pipelines = 0, 1
     if input_context is not None:
         pipeline_id, num_pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
@@ -213,7 +230,7 @@ def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size
         }
         if dynamic_masking:
             batch_seed = tf.random.experimental.stateless_fold_in(base_seed, index)
-            batch.update(mask_batch(batch["input_word_ids"], batch["input_mask"], parsed["token_boundary"],
+            batch.update(mask_records(batch["input_word_ids"], batch["input_mask"], parsed["token_boundary"],
                                     seed=batch_seed, max_predictions=max_predictions, vocab_size=vocab_size,
                                     masked_lm_prob=masked_lm_prob, ngram=ngram))
         else:

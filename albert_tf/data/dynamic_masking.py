@@ -26,7 +26,7 @@ r-th unit of every row), so its cost is per batch, not per example.
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.features import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_tf.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 # Random replacements are drawn from ids [RANDOM_ID_START, vocab_size): the whole vocabulary, like the original.
 RANDOM_ID_START = 0
@@ -143,7 +143,7 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
     return {"selected": selected, "span_units": span_units, "budget": budget}
 
 
-def mask_batch(input_ids, input_mask, token_boundary, *, seed, max_predictions, vocab_size, masked_lm_prob=0.15,
+def mask_records(input_ids, input_mask, token_boundary, *, seed, max_predictions, vocab_size, masked_lm_prob=0.15,
                ngram=3):
     """Dynamic n-gram whole-word masking of a batch of unmasked records.
 

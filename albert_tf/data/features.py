@@ -11,10 +11,6 @@ INT_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 INT_PRED_FEATURES = ("masked_lm_positions", "masked_lm_ids")
 FLOAT_PRED_FEATURES = ("masked_lm_weights",)
 LABEL_FEATURE = "next_sentence_labels"
-ALL_FEATURES = INT_SEQ_FEATURES + INT_PRED_FEATURES + FLOAT_PRED_FEATURES + (LABEL_FEATURE,)
-
-# Special token ids fixed by the vocabulary (DESIGN.md).
-PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 
 
 def feature_spec(max_seq_length, max_predictions):

@@ -35,7 +35,7 @@ import numpy as np
 
 from albert_tf.data import masking
 from albert_tf.data.text import decode_utf8
-from albert_tf.data.masking import CLS_ID, PAD_ID, SEP_ID
+from albert_tf.tokenization import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
 BLOCK_BYTES = 1 << 20
@@ -300,7 +300,7 @@ class BlockProcessor:
         segment = (valid & (col >= la[:, None] + 2)).astype(np.int64)
         boundary = self.word_start[ids] * valid
         if opts.mask:
-            masked, positions, mlm_ids, num = masking.mask_batch(
+            masked, positions, mlm_ids, num = masking.mask_instances(
                 ids, lengths, boundary, rng, masked_lm_prob=opts.masked_lm_prob,
                 max_predictions=opts.max_predictions, ngram=opts.ngram, vocab_size=self.vocab_size)
         else:

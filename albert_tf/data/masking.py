@@ -28,12 +28,7 @@ reference it is compared against, so its signature is kept stable.
 """
 import numpy as np
 
-from albert_tf.tokenization import AlbertTokenizer
-
-# The special ids (albert_tf.data.features holds the same; taken from the tokenizer module, which does not import
-# TensorFlow, so that create-data's worker processes stay light).
-PAD_ID, CLS_ID, SEP_ID, MASK_ID = (AlbertTokenizer.pad_id, AlbertTokenizer.cls_id, AlbertTokenizer.sep_id,
-                                   AlbertTokenizer.mask_id)
+from albert_tf.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 _ASCII_PUNCTUATION = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~')
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _ASCII_PUNCTUATION
@@ -66,7 +61,7 @@ def ngram_probabilities(ngram):
 
 def mask_instance(token_ids, token_boundary, rng, *, masked_lm_prob, max_predictions, ngram, vocab_size,
                   mask_id=MASK_ID, special_ids=(CLS_ID, SEP_ID, PAD_ID)):
-    """Masks one instance (the reference API; `mask_batch` on a batch of one).
+    """Masks one instance (the reference API; `mask_instances` on a batch of one).
 
     Args:
       token_ids: int array [L], the unpadded instance ([CLS] A [SEP] B [SEP]).
@@ -81,7 +76,7 @@ def mask_instance(token_ids, token_boundary, rng, *, masked_lm_prob, max_predict
       increasing, labels = token_ids[positions].
     """
     ids = np.asarray(token_ids, dtype=np.int64)[None, :]
-    masked, positions, labels, num = mask_batch(
+    masked, positions, labels, num = mask_instances(
         ids, np.array([ids.shape[1]]), np.asarray(token_boundary)[None, :], rng, masked_lm_prob=masked_lm_prob,
         max_predictions=max_predictions, ngram=ngram, vocab_size=vocab_size, mask_id=mask_id,
         special_ids=special_ids)
@@ -89,7 +84,7 @@ def mask_instance(token_ids, token_boundary, rng, *, masked_lm_prob, max_predict
     return masked[0], positions[0, :k], labels[0, :k]
 
 
-def mask_batch(token_ids, lengths, token_boundary, rng, *, masked_lm_prob, max_predictions, ngram, vocab_size,
+def mask_instances(token_ids, lengths, token_boundary, rng, *, masked_lm_prob, max_predictions, ngram, vocab_size,
                mask_id=MASK_ID, special_ids=(CLS_ID, SEP_ID, PAD_ID)):
     """Masks N padded instances at once, each independently with the semantics above (vectorized over N).
 

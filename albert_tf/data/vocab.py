@@ -9,10 +9,10 @@ through `albert_tf.tokenization.normalize` (the tokenizer's own preprocessing) b
 and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
 corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
 """
-import glob
 import os
 import random
 
+from albert_tf.data.files import match_files
 from albert_tf.data.text import decode_utf8
 from albert_tf.tokenization import normalize
 
@@ -30,19 +30,6 @@ def _csv(symbols):
 
 def _is_remote(path):
     return "://" in path
-
-
-def match_files(input_pattern):
-    """Sorted files matching a glob (local or gs://); FileNotFoundError naming the glob if none."""
-    if _is_remote(input_pattern):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        files = tf.io.gfile.glob(input_pattern)
-    else:
-        files = [f for f in glob.glob(os.path.expanduser(input_pattern)) if os.path.isfile(f)]
-    if not files:
-        raise FileNotFoundError(f"--input {input_pattern!r} matches no file")
-    return sorted(files)
 
 
 def _open_binary(path):
@@ -112,7 +99,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     files on any machine.
 
     Args:
-      input_pattern: glob of UTF-8 text files (local or gs://), one sentence per line (blank lines ignored).
+      input_pattern: UTF-8 text files (local or gs://): a glob, comma-separated globs or a list of globs (see
+        albert_tf.data.files), one sentence per line (blank lines ignored).
       output_prefix: where to write PREFIX.model and PREFIX.vocab (local or gs://).
       vocab_size: number of pieces, special ones included.
       lower_case: normalize to lowercase (False for a cased vocabulary).
@@ -168,8 +156,9 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
 
 
 def add_arguments(parser):
-    parser.add_argument("--input", required=True, metavar="GLOB",
-                        help="text files (local or gs://), one sentence per line; blank lines are ignored")
+    parser.add_argument("--input", required=True, metavar="GLOBS",
+                        help="comma-separated globs of text files (local or gs://), one sentence per line; blank "
+                             "lines are ignored")
     parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
                         help="writes PREFIX.model and PREFIX.vocab")
     parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included (30000)")

@@ -5,7 +5,7 @@ import keras
 from keras import ops
 
 from albert_tf.config import load_config
-from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, use_fused
+from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, split_into_heads, use_fused
 from albert_tf.modeling.layers import add_bias_and_norm, dense, float32_values, layer_norm, split_input
 
 
@@ -25,9 +25,10 @@ class AttentionSublayer(keras.layers.Layer):
       float [B, L, H].
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, fused=True, **kwargs):
         super().__init__(**kwargs)
         self.config = load_config(config)
+        self.fused = bool(fused)  # training=True runs `train_call` (TensorFlow backend)
         c = self.config
         self.query = dense(c.hidden_size, c, "query")
         self.key = dense(c.hidden_size, c, "key")
@@ -42,19 +43,13 @@ class AttentionSublayer(keras.layers.Layer):
             layer.build(input_shape)
         self.built = True
 
-    def _split_heads(self, x):
-        c = self.config
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (batch, length, c.num_attention_heads, c.head_size))
-        return ops.transpose(x, (0, 2, 1, 3))  # [B, N, L, D]
-
     def call(self, x, input_mask, training=None):
-        if use_fused(training):
+        if use_fused(training, self.fused):
             return self.train_call(x, attention_bias(input_mask), self.step_weights(1)[0], training)
         c = self.config
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+        (q,) = split_into_heads(self.query(x), c.num_attention_heads)  # [B, N, L, D]
+        (k,) = split_into_heads(self.key(x), c.num_attention_heads)
+        (v,) = split_into_heads(self.value(x), c.num_attention_heads)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, L, L]
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(c.head_size)) + attention_bias(input_mask)
         probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
@@ -106,7 +101,7 @@ class AttentionSublayer(keras.layers.Layer):
                                  copies)
 
     def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict()}
+        return {**super().get_config(), "config": self.config.to_dict(), "fused": self.fused}
 
 
 def attention_bias(input_mask):

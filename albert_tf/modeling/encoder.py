@@ -4,14 +4,13 @@ import collections
 import keras
 from keras import ops
 
-from albert_tf.config import AlbertConfig, load_config
+from albert_tf.config import load_config
 from albert_tf.modeling.attention import AttentionSublayer, attention_bias
 from albert_tf.modeling.embedding import FactorizedEmbedding
 from albert_tf.modeling.feedforward import FeedForwardSublayer
+from albert_tf.modeling.base import INPUT_NAMES, AlbertModelBase
 from albert_tf.modeling.fused import use_fused
 from albert_tf.modeling.layers import dense
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def _sublayer_keys(config):
@@ -39,27 +38,6 @@ def _key_name(key):
 
 
 
-class AlbertModelBase(keras.Model):
-    """What AlbertEncoder and AlbertPretrainer share: a functional model built from an AlbertConfig, serialized as
-    that config, and called with a dict from which only `INPUT_NAMES` are taken (a whole pretraining batch can be
-    passed)."""
-
-    INPUT_NAMES = ()
-
-    def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict):
-            inputs = {name: inputs[name] for name in self.INPUT_NAMES}
-        return super().call(inputs, training=training, mask=mask)
-
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
-
-
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(AlbertModelBase):
     """The ALBERT encoder as a functional Keras model.
@@ -73,20 +51,26 @@ class AlbertEncoder(AlbertModelBase):
     Args:
       config: an AlbertConfig, dict, preset name or path to albert_config.json.
       dropout: False builds the model with both dropout rates set to 0 (the paper's dropout removal).
+      fused: with training=True (TensorFlow backend), run the training path (`_training_forward`: fused kernels,
+        shared weights cast once per step; see albert_tf/modeling/fused.py). False runs the plain keras.ops graph
+        in training too. Inference and exports always run the plain graph.
+      training_streams: training path only: the batch is split into this many slices that run through the blocks
+        as independent chains, which TensorFlow executes concurrently. On CPU this overlaps one slice's
+        single-threaded fused elementwise kernels with the other's multi-threaded matmuls (`albert-tf pretrain`
+        uses 2 on CPU). The function is the same (up to float rounding) for any value, except that dropout masks
+        are drawn per slice. A batch it does not divide runs as one slice.
     """
 
     INPUT_NAMES = INPUT_NAMES
+    CONFIG_ARGS = ("fused", "training_streams")
+    RESTORE_PART = "encoder"
 
-    #: Training path only: the batch is split into this many slices that run through the blocks as independent
-    #: chains, which TensorFlow executes concurrently. On CPU this overlaps one slice's single-threaded fused
-    #: elementwise kernels with the other's multi-threaded matmuls (`albert-tf pretrain` uses 2 on CPU). The
-    #: function is the same (up to float rounding) for any value, except that dropout masks are drawn per slice.
-    training_streams = 1
-
-    def __init__(self, config, dropout=True, **kwargs):
+    def __init__(self, config, dropout=True, fused=True, training_streams=1, **kwargs):
         config = load_config(config)
         if not dropout:
             config = config.without_dropout()
+        if int(training_streams) < 1:
+            raise ValueError(f"training_streams must be a positive integer, got {training_streams!r}")
         self.config = config
         c = config
 
@@ -95,9 +79,9 @@ class AlbertEncoder(AlbertModelBase):
         keys = _sublayer_keys(c)
         for attention_key, ffn_key in keys:
             if attention_key not in attention_layers:
-                attention_layers[attention_key] = AttentionSublayer(c, name=f"attention_{_key_name(attention_key)}")
+                attention_layers[attention_key] = AttentionSublayer(c, fused=fused, name=f"attention_{_key_name(attention_key)}")
             if ffn_key not in ffn_layers:
-                ffn_layers[ffn_key] = FeedForwardSublayer(c, name=f"ffn_{_key_name(ffn_key)}")
+                ffn_layers[ffn_key] = FeedForwardSublayer(c, fused=fused, name=f"ffn_{_key_name(ffn_key)}")
         pooler = dense(c.hidden_size, c, "pooler_dense", activation_fn="tanh")
 
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
@@ -116,9 +100,11 @@ class AlbertEncoder(AlbertModelBase):
         self.ffn_layers = ffn_layers
         self.block_keys = keys  # per applied block: (attention key, ffn key)
         self.pooler = pooler
+        self.fused = bool(fused)
+        self.training_streams = int(training_streams)
 
     def call(self, inputs, training=None, mask=None):
-        if use_fused(training) and isinstance(inputs, dict):
+        if use_fused(training, self.fused) and isinstance(inputs, dict):
             return self._training_forward(inputs, training)
         return super().call(inputs, training=training, mask=mask)
 
@@ -153,20 +139,3 @@ class AlbertEncoder(AlbertModelBase):
         x = encoder_outputs[-1]
         pooled = self.pooler(x[:, 0, :])
         return {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
-
-    @classmethod
-    def from_pretrained(cls, directory, dropout=True):
-        """Loads the encoder of a pretrained-model directory (albert_config.json + TF checkpoint), as written by
-        `albert-tf convert` and `albert-tf pretrain`."""
-        from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-
-        return AlbertPretrainer.from_pretrained(directory, dropout=dropout).encoder
-
-
-def count_params(model):
-    """Number of distinct parameters (shared and tied variables counted once)."""
-    seen = {}
-    for v in model.weights:
-        seen[id(v)] = int(ops.size(v))
-    return sum(seen.values())
-

@@ -20,9 +20,10 @@ class FeedForwardSublayer(keras.layers.Layer):
       float [B, L, H].
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, fused=True, **kwargs):
         super().__init__(**kwargs)
         self.config = load_config(config)
+        self.fused = bool(fused)  # training=True runs `train_call` (TensorFlow backend)
         c = self.config
         self.intermediate = dense(c.intermediate_size, c, "intermediate_dense", activation(c.hidden_act))
         self.output_dense = dense(c.hidden_size, c, "output_dense")
@@ -36,7 +37,7 @@ class FeedForwardSublayer(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None):
-        if use_fused(training):
+        if use_fused(training, self.fused):
             return self.train_call(x, self.step_weights(1)[0], training)
         y = self.output_dense(self.intermediate(x))
         return self.layer_norm(self.dropout(y, training=training) + x)
@@ -71,4 +72,4 @@ class FeedForwardSublayer(keras.layers.Layer):
         return add_bias_and_norm(y, residual, weights["output_bias"], weights, self.dropout, training, copies)
 
     def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict()}
+        return {**super().get_config(), "config": self.config.to_dict(), "fused": self.fused}

@@ -19,27 +19,27 @@ input dtype and return the input dtype (biases, γ, β and their gradients stay 
 XLA, in TensorFlow's oneDNN kernels (AMX on CPUs that have it), which XLA's CPU backend does not reach for bfloat16.
 
 With `fused=False` (other backends, inference, anything exported: TF Serving does not JIT-compile on CPU by
-default) the same math runs as plain `keras.ops`. The layers pass `fused=use_fused(training)`: on in training.
+default) the same math runs as plain `keras.ops`. A layer built with `fused=True` (the default) takes the fused
+path when called with training=True: `use_fused(training, layer.fused)`.
 """
 import math
 
 import keras
 from keras import ops
 
-# Set to False to compare against the unfused ops (benchmarks/train_step.py --no-fused).
-ENABLED = True
-
 _GELU_C = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
 
 
-def use_fused(training):
-    """Whether a layer called with `training` should use the fused kernels: TensorFlow backend, training=True."""
-    return ENABLED and training is True and keras.backend.backend() == "tensorflow"
+def use_fused(training, enabled=True):
+    """Whether a layer built with fused=`enabled` and called with `training` runs its fused training path:
+    TensorFlow backend, training=True."""
+    return bool(enabled) and training is True and keras.backend.backend() == "tensorflow"
 
 
 # ---------------------------------------------------------------------------------------------- the math
-def _gelu(z):
+def gelu_tanh(z):
+    """GELU, tanh approximation (the original ALBERT `gelu`): 0.5·z·(1 + tanh(√(2/π)·(z + 0.044715·z³)))."""
     return 0.5 * z * (1.0 + ops.tanh(_GELU_C * (z + _GELU_A * z * z * z)))
 
 
@@ -71,7 +71,7 @@ def bias_gelu(h, bias, fused=False):
     if fused:
         return _tf_kernels()["bias_gelu"](h, _f32(bias))
     z = h + ops.cast(bias, h.dtype)
-    return _gelu(z)
+    return gelu_tanh(z)
 
 
 def residual_layer_norm(y, residual, gamma, beta, epsilon, bias=None, copies=1, fused=False):
@@ -124,7 +124,7 @@ def split_heads(qkv, bias, num_heads, fused=False):
     """
     if fused:
         return _tf_kernels()["split_heads"](qkv, _f32(bias), int(num_heads))
-    return _split_heads(ops.cast(_f32(qkv) + _f32(bias), qkv.dtype), num_heads)
+    return tuple(split_into_heads(ops.cast(_f32(qkv) + _f32(bias), qkv.dtype), num_heads, 3))
 
 
 def shared_cast(value, dtype, uses, fused=False):
@@ -143,11 +143,14 @@ def shared_cast(value, dtype, uses, fused=False):
     return _tf_kernels()["shared_cast"](value, dtype, int(uses))
 
 
-def _split_heads(qkv, num_heads):
-    batch, length, hidden = ops.shape(qkv)[0], ops.shape(qkv)[1], ops.shape(qkv)[2] // 3
-    x = ops.reshape(qkv, (batch, length, 3, num_heads, hidden // num_heads))
-    x = ops.transpose(x, (2, 0, 3, 1, 4))  # [3, B, N, L, D]
-    return x[0], x[1], x[2]
+def split_into_heads(x, num_heads, parts=1):
+    """[B, L, parts·H] → `parts` tensors [B, N, L, D] (N = num_heads, D = H / N): the head split of q, k and v,
+    computed apart (parts=1) or from one [H, 3H] matmul (parts=3)."""
+    batch, length = ops.shape(x)[0], ops.shape(x)[1]
+    hidden = ops.shape(x)[2] // parts
+    x = ops.reshape(x, (batch, length, parts, num_heads, hidden // num_heads))
+    x = ops.transpose(x, (2, 0, 3, 1, 4))  # [parts, B, N, L, D]
+    return [x[i] for i in range(parts)]
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow kernels
@@ -170,7 +173,7 @@ def _tf_kernels():
     # gelu_tanh(h + b); d/dz = 0.5(1 + t) + 0.5 z (1 − t²) c (1 + 3a z²), t = tanh(c (z + a z³)).
     @xla
     def gelu_forward(h, b):
-        return tf.cast(_gelu(tf.cast(h, tf.float32) + tf.cast(b, tf.float32)), h.dtype)
+        return tf.cast(gelu_tanh(tf.cast(h, tf.float32) + tf.cast(b, tf.float32)), h.dtype)
 
     @xla
     def gelu_backward(h, b, dy):
@@ -252,7 +255,7 @@ def _tf_kernels():
     # q, k, v = heads(qkv + b); the backward is the inverse transpose, and db the column sums.
     @xla
     def split_heads_forward(qkv, b, num_heads):
-        return _split_heads(tf.cast(tf.cast(qkv, tf.float32) + b, qkv.dtype), num_heads)
+        return tuple(split_into_heads(tf.cast(tf.cast(qkv, tf.float32) + b, qkv.dtype), num_heads, 3))
 
     @xla
     def split_heads_backward(dq, dk, dv):

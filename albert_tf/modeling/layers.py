@@ -1,10 +1,8 @@
 """Small shared pieces of the ALBERT layers: initializer, activations, LayerNorm (epsilon 1e-12)."""
-import math
-
 import keras
 from keras import ops
 
-from albert_tf.modeling.fused import residual_layer_norm
+from albert_tf.modeling.fused import gelu_tanh, residual_layer_norm
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -12,11 +10,6 @@ LAYER_NORM_EPSILON = 1e-12
 def initializer(config):
     """Truncated normal with the config's initializer_range (0.02), as the original."""
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-
-
-def gelu_tanh(x):
-    """GELU, tanh approximation (the original ALBERT `gelu`)."""
-    return 0.5 * x * (1.0 + ops.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * ops.power(x, 3))))
 
 
 def activation(name):

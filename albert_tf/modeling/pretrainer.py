@@ -1,11 +1,9 @@
 """AlbertPretrainer: the encoder plus the MLM and sentence-order heads."""
-import os
-
 import keras
-import tensorflow as tf
 
-from albert_tf.config import AlbertConfig, load_config
-from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder, AlbertModelBase
+from albert_tf.config import load_config
+from albert_tf.modeling.base import INPUT_NAMES, AlbertModelBase
+from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 PRETRAINER_INPUT_NAMES = INPUT_NAMES + ("masked_lm_positions",)
@@ -23,16 +21,21 @@ class AlbertPretrainer(AlbertModelBase):
     Args:
       config: an AlbertConfig, dict, preset name or path to albert_config.json.
       dropout: False builds the model with both dropout rates set to 0.
+      fused, training_streams: the encoder's training path (see AlbertEncoder).
+
+    `from_pretrained(directory)` / `save_pretrained(directory)` read and write pretrained-model directories
+    (albert_tf/pretrained.py).
     """
 
     INPUT_NAMES = PRETRAINER_INPUT_NAMES
+    CONFIG_ARGS = ("fused", "training_streams")
 
-    def __init__(self, config, dropout=True, **kwargs):
+    def __init__(self, config, dropout=True, fused=True, training_streams=1, **kwargs):
         config = load_config(config)
         if not dropout:
             config = config.without_dropout()
         self.config = config
-        encoder = AlbertEncoder(config, name="encoder")
+        encoder = AlbertEncoder(config, fused=fused, training_streams=training_streams, name="encoder")
         mlm_head = MaskedLMHead(config, encoder.embeddings, name="mlm_head")
         sop_head = SentenceOrderHead(config, name="sop_head")
 
@@ -46,38 +49,10 @@ class AlbertPretrainer(AlbertModelBase):
         self.mlm_head = mlm_head
         self.sop_head = sop_head
 
-    # ------------------------------------------------------------------ pretrained-model directories
-    def checkpoint(self):
-        """The tf.train.Checkpoint layout of a pretrained-model directory: the model under the name `model`."""
-        return tf.train.Checkpoint(model=self)
+    @property
+    def fused(self):
+        return self.encoder.fused
 
-    @classmethod
-    def from_pretrained(cls, directory, dropout=True):
-        """Loads a pretrained-model directory: albert_config.json and the latest TF checkpoint in it (written by
-        `albert-tf convert` or `albert-tf pretrain`). Every model weight must be found in the checkpoint."""
-        directory = os.fspath(directory)
-        config = AlbertConfig.from_json_file(os.path.join(directory, "albert_config.json"))
-        model = cls(config, dropout=dropout)
-        path = tf.train.latest_checkpoint(directory)
-        if path is None:
-            raise FileNotFoundError(f"{directory}: no TF checkpoint found (expected a 'checkpoint' index file and "
-                                    "ckpt-N files, as written by `albert-tf convert` or `albert-tf pretrain`)")
-        status = model.checkpoint().read(path)
-        try:
-            status.expect_partial().assert_existing_objects_matched()
-        except AssertionError as e:
-            raise ValueError(f"{path}: checkpoint does not hold every weight of this model ({e})") from None
-        return model
-
-    def save_pretrained(self, directory, spm_model=None):
-        """Writes a pretrained-model directory: albert_config.json, a TF checkpoint, and spm.model if given."""
-        from albert_tf.utils import atomic_copy  # pylint: disable=import-outside-toplevel
-
-        directory = os.fspath(directory)
-        tf.io.gfile.makedirs(directory)
-        manager = tf.train.CheckpointManager(self.checkpoint(), directory, max_to_keep=1)
-        manager.save(checkpoint_number=0)
-        self.config.to_json_file(os.path.join(directory, "albert_config.json"))
-        if spm_model:
-            atomic_copy(spm_model, os.path.join(directory, "spm.model"))
-        return directory
+    @property
+    def training_streams(self):
+        return self.encoder.training_streams

@@ -1,20 +1,23 @@
 """`albert-tf pretrain`: ALBERT pretraining (MLM + SOP) with LAMB, on one CPU core, GPUs, or a TPU pod.
 
-Read it top to bottom: the flags, then `run()`, which checks the inputs, picks the strategy, builds the model, the
-optimizer and the data, restores the latest checkpoint, and runs the loop. One training step is `train_step()`:
+Read it top to bottom: the flags, the loss, one step, the checks, then `run()`, which checks every input before
+anything is written, picks the strategy, builds the model, the optimizer and the data, restores the latest
+checkpoint, and runs the loop. One training step is `train_step()`:
 
     forward → loss (MLM Σw·nll / Σw over the GLOBAL batch + SOP mean over the global batch)
            → gradients of this replica's share → sum over replicas → clip to global norm 1.0 → LAMB update
 
-`--steps-per-loop` steps run inside one compiled tf.function (`train_loop()`), the original's iterations_per_loop.
-Every loop ends on the host: log line, TensorBoard summaries, metrics.jsonl, a checkpoint when due, eval when due.
+`--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
+iterations_per_loop. Every loop ends on the host: log line, TensorBoard summaries, metrics.jsonl
+(`loop.MetricsLog`), a checkpoint when due, eval when due. The model dir (albert_tf/pretrained.py's layout) gets its
+first file only after the first loop has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
-seed and skips the batches already consumed. SIGTERM saves and exits 0. A non-finite loss stops before any save.
+seed and skips the batches already consumed. SIGTERM saves and exits 0 (`loop.StopSignal`). A non-finite loss stops
+before any save.
 """
 import argparse
-import json
 import os
 import signal
 import sys
@@ -22,9 +25,10 @@ import time
 
 import tensorflow as tf
 
+from albert_tf import pretrained
 from albert_tf.training import distribute, flops
+from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
 
-STOP_SIGNALS = (signal.SIGTERM,)
 # What one step returns per replica, summed over replicas and over the steps of a loop.
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
 
@@ -150,21 +154,20 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False):
     return train_step
 
 
+# ---------------------------------------------------------------------------------------------- evaluation
+def make_eval_step(model, global_batch_size):
+    """Returns eval_step(batch) → metric sums (replica context), the model without dropout."""
+
+    @tf.autograph.experimental.do_not_convert  # no control flow; spares a harmless AutoGraph warning
+    def eval_step(batch):
+        outputs = model(batch, training=False)
+        total = tf.distribute.get_replica_context().all_reduce("sum", tf.reduce_sum(batch["masked_lm_weights"]))
+        return pretraining_loss(outputs, batch, global_batch_size, total)[1]
+
+    return eval_step
+
+
 # ---------------------------------------------------------------------------------------------- inputs
-def check_records(file_pattern, seq_length, max_predictions, dynamic_masking, flag):
-    """Refuses, before anything is built, a pattern matching nothing or records whose lengths disagree with the
-    flags (the first file's first record; the input pipeline checks every file when it starts)."""
-    from albert_tf.data.dataset import check_first_record, match_files  # pylint: disable=import-outside-toplevel
-
-    try:
-        files = match_files(file_pattern)
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"{flag}: {e}") from None
-    check_first_record(files[0], seq_length=seq_length, max_predictions=max_predictions,
-                       dynamic_masking=dynamic_masking)
-    return files
-
-
 def make_dataset_fn(args, config, file_pattern, global_batch_size, is_training, skip_global_batches=0):
     """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes.
 
@@ -189,36 +192,7 @@ def make_dataset_fn(args, config, file_pattern, global_batch_size, is_training, 
     return dataset_fn
 
 
-def write_scalar_summary(name, value):
-    """tf.summary.scalar without the tensorboard package (TF 2.21 no longer depends on it): the same event
-    record, a float32 scalar tagged for TensorBoard's scalars plugin."""
-    from tensorflow.core.framework import summary_pb2  # pylint: disable=import-outside-toplevel
-
-    metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
-
-
-# ---------------------------------------------------------------------------------------------- the model dir
-def prepare_model_dir(args, config, write):
-    """Refuses a model dir that holds a different config; writes albert_config.json and spm.model."""
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-    from albert_tf.utils import atomic_copy  # pylint: disable=import-outside-toplevel
-
-    config_path = os.path.join(args.model_dir, "albert_config.json")
-    if tf.io.gfile.exists(config_path):
-        existing = AlbertConfig.from_json_file(config_path)
-        if existing.to_dict() != config.to_dict():
-            diff = sorted(k for k, v in config.to_dict().items() if existing.to_dict().get(k) != v)
-            raise ValueError(f"{config_path}: the model dir holds a different config (differs in "
-                             f"{', '.join(diff)}); use a new --model-dir or the same --config")
-    if write:
-        tf.io.gfile.makedirs(args.model_dir)
-        if not tf.io.gfile.exists(config_path):
-            config.to_json_file(config_path)
-        if args.spm_model:
-            atomic_copy(args.spm_model, os.path.join(args.model_dir, "spm.model"))
-
-
+# ---------------------------------------------------------------------------------------------- checks
 def check_flags(args):
     positive = ("max_seq_length", "max_predictions", "train_batch_size", "num_train_steps", "steps_per_loop",
                 "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps")
@@ -238,211 +212,212 @@ def check_flags(args):
         raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
 
 
-# ---------------------------------------------------------------------------------------------- run
-def run(args):  # noqa: C901  (one readable function on purpose)
-    import keras  # pylint: disable=import-outside-toplevel
+def check_records(file_pattern, flag, args, vocab_size):
+    """Refuses, before anything is built: a pattern matching nothing; records whose lengths disagree with the flags
+    or whose token ids run past the vocabulary (each file's first record); local files cut short (every record
+    header is walked). The input pipeline checks every file again as it reads it."""
+    from albert_tf.data.dataset import (  # pylint: disable=import-outside-toplevel
+        check_first_record, check_framing, check_token_ids)
+    from albert_tf.data.files import match_files  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+    files = match_files(file_pattern, flag)
+    for path in files:
+        try:
+            check_first_record(path, seq_length=args.max_seq_length, max_predictions=args.max_predictions,
+                               dynamic_masking=args.dynamic_masking)
+            check_token_ids(path, vocab_size)
+            if "://" not in path:
+                check_framing(path)
+        except ValueError as e:
+            raise ValueError(f"{flag}: {e}") from None
+    return files
+
+
+def check_inputs(args, config):
+    """Everything that can be checked before the model dir gets its first file: the config against the flags, the
+    vocabulary, the records, the model dir's own config, and (TPU) the paths."""
+    if args.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max-seq-length {args.max_seq_length} exceeds the config's max_position_embeddings "
+                         f"{config.max_position_embeddings}")
+    if args.spm_model:
+        pretrained.check_vocabulary(config, args.spm_model)
+    check_records(args.train_data, "--train-data", args, config.vocab_size)
+    if args.eval_data:
+        check_records(args.eval_data, "--eval-data", args, config.vocab_size)
+    pretrained.check_config(args.model_dir, config)
+
+
+def data_error(e):
+    """A data error raised inside the compiled loop (the input pipeline's check of a truncated or corrupt file) as
+    one line naming the file, or None if `e` is something else."""
+    for line in str(e).splitlines():
+        if "truncated or corrupt" in line or "corrupted record" in line.lower():
+            return line.strip().strip("[]").strip()
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- the run
+def loop_end(step, args):
+    """Where the loop starting at `step` stops (the next multiple of --steps-per-loop, a checkpoint, an eval, the
+    dropout switch or the end), and whether it trains with dropout."""
+    boundaries = [args.num_train_steps, (step // args.steps_per_loop + 1) * args.steps_per_loop,
+                  (step // args.save_checkpoints_steps + 1) * args.save_checkpoints_steps]
+    if args.eval_every_steps:
+        boundaries.append((step // args.eval_every_steps + 1) * args.eval_every_steps)
+    if args.no_dropout_after_step is not None and step < args.no_dropout_after_step:
+        boundaries.append(args.no_dropout_after_step)
+    training = not args.no_dropout and not (args.no_dropout_after_step is not None
+                                            and step >= args.no_dropout_after_step)
+    return min(boundaries), training
+
+
+def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup_steps, poly_power=1.0,
+                              training_streams=1, fused=True):
+    """The pretrainer, LAMB with the original's settings and its schedule (call under strategy.scope()).
+    Returns (model, optimizer, schedule)."""
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
     from albert_tf.training.lamb import LAMB  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
 
+    # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with training=False,
+    # which in ALBERT removes dropout and nothing else. (Building it with the rates set to 0 would draw Keras'
+    # seed stream differently and so change the initial weights of a seeded run.)
+    model = AlbertPretrainer(config, fused=fused, training_streams=training_streams)
+    schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
+    optimizer = LAMB(schedule)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer, schedule
+
+
+def restore(manager, model, args):
+    """The latest checkpoint of this run, else --init-checkpoint's weights. Returns a line saying which."""
+    if manager.latest_checkpoint:
+        manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        return f"resumed from {manager.latest_checkpoint}"
+    if args.init_checkpoint:
+        try:
+            path = pretrained.restore(model, args.init_checkpoint)
+        except (ValueError, FileNotFoundError) as e:
+            raise ValueError(f"--init-checkpoint {args.init_checkpoint}: {e}") from None
+        return f"initialized the weights from {path}"
+    return None
+
+
+def run(args):
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+
     check_flags(args)
-    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
-    on_tpu = distribute.is_tpu_strategy(strategy)
-    chief = distribute.is_chief(strategy)
-    replicas = strategy.num_replicas_in_sync
-    if args.train_batch_size % replicas:
-        raise ValueError(f"--train-batch-size {args.train_batch_size} is not divisible by the {replicas} replicas")
-    eval_batch_size = args.eval_batch_size or args.train_batch_size
-    if eval_batch_size % replicas:
-        raise ValueError(f"--eval-batch-size {eval_batch_size} is not divisible by the {replicas} replicas")
-
     config = load_config(args.config)
-    if args.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {args.max_seq_length} exceeds the config's max_position_embeddings "
-                         f"{config.max_position_embeddings}")
-    check_records(args.train_data, args.max_seq_length, args.max_predictions, args.dynamic_masking, "--train-data")
-    if args.eval_data:
-        check_records(args.eval_data, args.max_seq_length, args.max_predictions, args.dynamic_masking, "--eval-data")
-    prepare_model_dir(args, config, write=chief)
-
-    dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+    check_inputs(args, config)
+    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
+    on_tpu, chief = distribute.is_tpu_strategy(strategy), distribute.is_chief(strategy)
+    replicas = strategy.num_replicas_in_sync
+    eval_batch_size = args.eval_batch_size or args.train_batch_size
+    for flag, size in (("--train-batch-size", args.train_batch_size), ("--eval-batch-size", eval_batch_size)):
+        if size % replicas:
+            raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
+    dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
     jit = not on_tpu and (args.xla == "on" or (args.xla == "auto" and use_gpu))
+    streams = args.streams or (1 if on_tpu or use_gpu else 2)
+    if (args.train_batch_size // replicas) % streams:
+        if args.streams:
+            raise ValueError(f"--streams {streams} does not divide the per-replica batch "
+                             f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
+        streams = 1
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
 
-    # ---- model and optimizer, created under the strategy (variables mirrored / on TPU)
+    # ---- model, optimizer and checkpoints (variables created under the strategy: mirrored / on TPU)
     with strategy.scope():
-        # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with
-        # training=False, which in ALBERT removes dropout and nothing else. (Building it with the rates set to 0
-        # would draw Keras' seed stream differently and so change the initial weights of a seeded run.)
-        model = AlbertPretrainer(config)
-        streams = args.streams or (1 if on_tpu or use_gpu else 2)
-        if (args.train_batch_size // replicas) % streams:
-            if args.streams:
-                raise ValueError(f"--streams {streams} does not divide the per-replica batch "
-                                 f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
-            streams = 1
-        model.encoder.training_streams = streams
-        schedule = WarmupPolynomialDecay(args.learning_rate, args.num_train_steps, args.num_warmup_steps,
-                                         power=args.poly_power)
-        optimizer = LAMB(schedule, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                         exclude_from_weight_decay=("LayerNorm", "layer_norm", "bias"))
-        optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        model, optimizer, schedule = build_model_and_optimizer(
+            config, args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.poly_power, streams)
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
     checkpoint_dir = args.model_dir if chief else os.path.join(
         args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
-    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=args.keep_checkpoint_max,
-                                         step_counter=optimizer.iterations)
-
-    # ---- restore: the latest checkpoint of this run, else --init-checkpoint's weights
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        print(f"resumed from {manager.latest_checkpoint} at step {int(optimizer.iterations.numpy())}", flush=True)
-    elif args.init_checkpoint:
-        path = tf.train.latest_checkpoint(args.init_checkpoint)
-        if path is None:
-            raise FileNotFoundError(f"--init-checkpoint {args.init_checkpoint}: no TF checkpoint in it")
-        status = tf.train.Checkpoint(model=model).read(path).expect_partial()
-        try:
-            status.assert_existing_objects_matched()
-        except AssertionError as e:
-            raise ValueError(f"--init-checkpoint {path}: does not hold every weight of this config ({e})") from None
-        print(f"initialized the weights from {path}", flush=True)
+    manager = tf.train.CheckpointManager(pretrained.checkpoint_for(model, optimizer), checkpoint_dir,
+                                         max_to_keep=args.keep_checkpoint_max, step_counter=optimizer.iterations)
+    restored = restore(manager, model, args)
     step = int(optimizer.iterations.numpy())
+    if restored:
+        print(f"{restored} at step {step}", flush=True)
+    if step >= args.num_train_steps:
+        print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
+              f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further", flush=True)
+        return 0
 
-    # ---- data: order = f(seed, step)
-    train_dataset_fn = make_dataset_fn(args, config, args.train_data, args.train_batch_size, is_training=True,
-                                       skip_global_batches=step)
-    train_iterator = iter(strategy.distribute_datasets_from_function(train_dataset_fn))
-
-    # ---- the compiled loop: steps_per_loop steps per host call
-    train_step = make_train_step(model, optimizer, args.train_batch_size, jit_compile=jit)
-
-    def train_loop(iterator, num_steps, training):
-        sums = {k: tf.constant(0.0) for k in SUM_KEYS}
-        for _ in tf.range(num_steps):
-            per_replica = strategy.run(train_step, args=(next(iterator), training))
-            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in SUM_KEYS}
-        return sums
-
-    # Two traces at most: with dropout (training=True) and without (after --no-dropout-after-step).
-    train_loop = tf.function(train_loop)
-
-    @tf.autograph.experimental.do_not_convert  # no control flow; spares a harmless AutoGraph warning
-    def eval_step(batch):
-        outputs = model(batch, training=False)
-        replica = tf.distribute.get_replica_context()
-        total = replica.all_reduce("sum", tf.reduce_sum(batch["masked_lm_weights"]))
-        return pretraining_loss(outputs, batch, eval_batch_size, total)[1]
-
-    @tf.function
-    def eval_batch(batch):
-        per_replica = strategy.run(eval_step, args=(batch,))
-        return {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
-
-    def evaluate():
-        dataset = strategy.distribute_datasets_from_function(
-            make_dataset_fn(args, config, args.eval_data, eval_batch_size, is_training=False))
-        totals = None
-        for i, batch in enumerate(dataset):
-            if i >= args.max_eval_steps:
-                break
-            sums = {k: float(v) for k, v in eval_batch(batch).items()}
-            totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
-        if totals is None:
-            raise ValueError(f"--eval-data {args.eval_data}: fewer records than one eval batch of {eval_batch_size}")
-        return metrics_from_sums(totals)
-
-    # ---- logging: TensorBoard + a log line + metrics.jsonl (chief only)
-    writers = {
-        name: tf.summary.create_file_writer(os.path.join(args.model_dir, name)) if chief
-        else tf.summary.create_noop_writer() for name in ("train", "eval")
-    }
-    device_kind = flops.local_device_kind()
-    peak = flops.peak_flops_for(device_kind)
+    # ---- data (order = f(seed, step)), the compiled loop, evaluation, metrics
+    train_iterator = iter(strategy.distribute_datasets_from_function(
+        make_dataset_fn(args, config, args.train_data, args.train_batch_size, True, skip_global_batches=step)))
+    train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, jit), SUM_KEYS)
+    eval_step = make_eval_step(model, eval_batch_size)
+    log = MetricsLog(args.model_dir, chief)
+    log.truncate_after(step)
+    peak = flops.peak_flops_for(flops.local_device_kind())
     flops_per_example = flops.pretraining_flops_per_example(config, args.max_seq_length, args.max_predictions)
 
-    def log(split, at_step, metrics):
-        with writers[split].as_default(step=at_step):
-            for name, value in metrics.items():
-                write_scalar_summary(name, value)
-        text = " ".join(f"{k}={v:.6g}" for k, v in metrics.items())
-        print(f"{split} step {at_step}: {text}", flush=True)
-        if chief:
-            with tf.io.gfile.GFile(os.path.join(args.model_dir, "metrics.jsonl"), "a") as f:
-                f.write(json.dumps({"split": split, "step": at_step, **metrics}) + "\n")
-
     def save(at_step):
+        if chief:
+            pretrained.write_files(args.model_dir, config, args.spm_model)
         manager.save(checkpoint_number=at_step)
         if not chief:  # other workers take part in the save but keep nothing
             tf.io.gfile.rmtree(checkpoint_dir)
-
-    # ---- SIGTERM (a preemption notice): finish the current loop, save, exit 0
-    stop_requested = []
-    previous_handlers = {s: signal.signal(s, lambda signum, frame: stop_requested.append(signum))
-                         for s in STOP_SIGNALS}
 
     print(f"training {config.num_hidden_layers}-layer ALBERT from step {step} to {args.num_train_steps} on "
           f"{replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
           f"dtype {dtype}, xla {'yes' if jit or on_tpu else 'no'}, streams {streams}", flush=True)
     last_saved = step if manager.latest_checkpoint else None
-    try:
-        while step < args.num_train_steps:
-            # The loop ends at the next multiple of steps_per_loop, checkpoint, eval, dropout switch or the end.
-            boundaries = [args.num_train_steps, (step // args.steps_per_loop + 1) * args.steps_per_loop,
-                          (step // args.save_checkpoints_steps + 1) * args.save_checkpoints_steps]
-            if args.eval_every_steps:
-                boundaries.append((step // args.eval_every_steps + 1) * args.eval_every_steps)
-            if args.no_dropout_after_step is not None and step < args.no_dropout_after_step:
-                boundaries.append(args.no_dropout_after_step)
-            num_steps = min(boundaries) - step
-            training = not args.no_dropout and not (
-                args.no_dropout_after_step is not None and step >= args.no_dropout_after_step)
+    with StopSignal() as stop:
+        try:
+            while step < args.num_train_steps:
+                end, training = loop_end(step, args)
+                num_steps = end - step
+                learning_rate = float(schedule(end - 1))
+                start = time.time()
+                try:
+                    sums = {k: float(v) for k, v in train_loop(train_iterator, tf.constant(num_steps),
+                                                               training).items()}
+                except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+                    if data_error(e) is None:
+                        raise
+                    raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last "
+                                     f"checkpoint ({manager.latest_checkpoint or 'none'}) is intact") from None
+                seconds = time.time() - start
+                step = end
 
-            learning_rate = float(schedule(step + num_steps - 1))
-            start = time.time()
-            sums = {k: float(v) for k, v in train_loop(train_iterator, tf.constant(num_steps), training).items()}
-            seconds = time.time() - start
-            step += num_steps
+                metrics = metrics_from_sums(sums)
+                if not all(v == v and abs(v) != float("inf") for v in metrics.values()):
+                    print(f"albert-tf pretrain: error: non-finite loss in steps {step - num_steps + 1}..{step} "
+                          f"({metrics}); stopped without saving, the last checkpoint "
+                          f"({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the "
+                          "data.", file=sys.stderr, flush=True)
+                    return 3
+                examples_per_sec = num_steps * args.train_batch_size / seconds
+                metrics.update(learning_rate=learning_rate, grad_norm=sums["grad_norm_sum"] / num_steps,
+                               examples_per_sec=examples_per_sec,
+                               tokens_per_sec=examples_per_sec * args.max_seq_length)
+                if peak:
+                    metrics["mfu"] = examples_per_sec * flops_per_example / (peak * replicas)
+                log.write("train", step, metrics)
 
-            metrics = metrics_from_sums(sums)
-            if not all(map(lambda v: v == v and abs(v) != float("inf"), metrics.values())):
-                print(f"albert-tf pretrain: error: non-finite loss in steps {step - num_steps + 1}..{step} "
-                      f"({metrics}); stopped without saving, the last checkpoint "
-                      f"({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the data.",
-                      file=sys.stderr, flush=True)
-                return 3
-            examples_per_sec = num_steps * args.train_batch_size / seconds
-            metrics.update({
-                "learning_rate": learning_rate,
-                "grad_norm": sums["grad_norm_sum"] / num_steps,
-                "examples_per_sec": examples_per_sec,
-                "tokens_per_sec": examples_per_sec * args.max_seq_length,
-            })
-            if peak:
-                metrics["mfu"] = examples_per_sec * flops_per_example / (peak * replicas)
-            log("train", step, metrics)
-
-            done = step >= args.num_train_steps
-            if step % args.save_checkpoints_steps == 0 or done or stop_requested:
-                save(step)
-                last_saved = step
-            eval_due = step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done
-            if args.eval_data and eval_due:
-                log("eval", step, evaluate())
-            if stop_requested:
-                print(f"stop signal {stop_requested[0]}: saved step {step}, exiting", flush=True)
-                return 0
-            if args.debug_kill_after_step is not None and last_saved == step >= args.debug_kill_after_step:
-                os.kill(os.getpid(), signal.SIGKILL)
-    finally:
-        for s, handler in previous_handlers.items():
-            signal.signal(s, handler)
-        for writer in writers.values():
-            writer.flush()
+                done = step >= args.num_train_steps
+                if step % args.save_checkpoints_steps == 0 or done or stop.requested:
+                    save(step)
+                    last_saved = step
+                if args.eval_data and (step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
+                    eval_data = strategy.distribute_datasets_from_function(
+                        make_dataset_fn(args, config, args.eval_data, eval_batch_size, is_training=False))
+                    sums = evaluate(strategy, eval_step, eval_data, args.max_eval_steps,
+                                    what=f"--eval-data {args.eval_data} (batch {eval_batch_size})")
+                    log.write("eval", step, metrics_from_sums(sums))
+                if stop.requested:
+                    print(f"stop signal {stop.requested}: saved step {step}, exiting", flush=True)
+                    return 0
+                if args.debug_kill_after_step is not None and last_saved == step >= args.debug_kill_after_step:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            log.close()
     print(f"done: step {step}, checkpoint {manager.latest_checkpoint}", flush=True)
     return 0

@@ -1,0 +1,222 @@
+"""The pretrained-model directory: the one place that knows what it holds and how it is read and written.
+
+A pretrained-model directory (local or gs://) is what `albert-tf convert` writes, what `albert-tf pretrain` writes
+as its `--model-dir`, and what `from_pretrained`, `--init-checkpoint`, `albert-tf export` and fine-tuning read:
+
+    albert_config.json      the model config (the original albert_config.json keys)
+    spm.model               the SentencePiece model, when known
+    checkpoint, ckpt-N.*    TF checkpoints (tf.train.CheckpointManager); the object graph's root holds the Keras
+                            model under `model` (and, in a pretraining run, the optimizer under `optimizer`)
+
+Inside `model`, an AlbertPretrainer and every task model hold their AlbertEncoder as `encoder`, so the encoder of
+any of them can be restored into any other (`restore(..., part="encoder")`).
+"""
+import os
+import uuid
+
+CONFIG_FILE = "albert_config.json"
+SPM_FILE = "spm.model"
+MODEL_KEY = "model"          # the checkpoint's root → the Keras model
+OPTIMIZER_KEY = "optimizer"  # the checkpoint's root → the optimizer (pretraining runs only)
+ENCODER_KEY = "encoder"      # a pretrainer / task model → its AlbertEncoder
+_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def config_path(directory):
+    return os.path.join(os.fspath(directory), CONFIG_FILE)
+
+
+def spm_model_path(directory):
+    """DIR/spm.model if the directory has one, else None."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(os.fspath(directory), SPM_FILE)
+    return path if tf.io.gfile.exists(path) else None
+
+
+def read_config(directory):
+    """The AlbertConfig of a pretrained-model directory; a clear error when the directory or its config is missing."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+
+    directory = os.fspath(directory)
+    if not tf.io.gfile.isdir(directory):
+        raise FileNotFoundError(f"{directory}: no such pretrained-model directory")
+    path = config_path(directory)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{directory}: not a pretrained-model directory (no {CONFIG_FILE}; one is written "
+                                "by `albert-tf convert` and `albert-tf pretrain`)")
+    return AlbertConfig.from_json_file(path)
+
+
+def latest_checkpoint(directory):
+    """The newest checkpoint prefix in `directory` (e.g. DIR/ckpt-1000); FileNotFoundError naming it when none."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    directory = os.fspath(directory)
+    path = tf.train.latest_checkpoint(directory)
+    if path is None:
+        raise FileNotFoundError(f"{directory}: no TF checkpoint (expected a 'checkpoint' index file and ckpt-N "
+                                "files, as written by `albert-tf convert` or `albert-tf pretrain`)")
+    return path
+
+
+def checkpoint_for(model, optimizer=None):
+    """The checkpoint layout: tf.train.Checkpoint(model=model[, optimizer=optimizer])."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    objects = {MODEL_KEY: model}
+    if optimizer is not None:
+        objects[OPTIMIZER_KEY] = optimizer
+    return tf.train.Checkpoint(**objects)
+
+
+def _checkpoint_values(path):
+    """{key: shape} of the model variables stored in checkpoint `path`, keys without the value suffix."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        names = tf.train.list_variables(path)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, tf.errors.InvalidArgumentError, ValueError) as e:
+        raise FileNotFoundError(f"{path}: not a readable TF checkpoint ({str(e).splitlines()[0]})") from None
+    return {name[: -len(_VALUE_SUFFIX)]: tuple(shape) for name, shape in names if name.endswith(_VALUE_SUFFIX)}
+
+
+def _model_values(obj, prefix):
+    """{key: shape} of the variables `obj` would write under `prefix` (written to a temporary local checkpoint:
+    only on the error path)."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    directory = tempfile.mkdtemp(prefix="albert_tf_layout_")
+    try:
+        return _checkpoint_values(_nest(obj, prefix).write(os.path.join(directory, "ckpt")))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _nest(obj, prefix):
+    """tf.train.Checkpoint objects that place `obj` at `prefix` ("model" or "model/encoder") of the object graph."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    for name in reversed(prefix.split("/")):
+        obj = tf.train.Checkpoint(**{name: obj})
+    return obj
+
+
+def _mismatch_report(obj, prefix, path, stored):
+    expected = {k: v for k, v in _model_values(obj, prefix).items() if k.startswith(prefix + "/")}
+    stored = {k: v for k, v in stored.items() if k.startswith(prefix + "/")}
+    problems = [f"model weight '{k}' {expected[k]} has no tensor in the checkpoint"
+                for k in sorted(set(expected) - set(stored))]
+    problems += [f"checkpoint tensor '{k}' has shape {stored[k]}, the model expects {expected[k]}"
+                 for k in sorted(set(expected) & set(stored)) if expected[k] != stored[k]]
+    problems += [f"checkpoint tensor '{k}' {stored[k]} matches no model weight"
+                 for k in sorted(set(stored) - set(expected))]
+    return f"{path}: checkpoint does not fit this model:\n  " + "\n  ".join(problems or ["(object graph differs)"])
+
+
+def restore(model, path_or_directory, part=None):
+    """Restores the weights of `model` from a checkpoint (a prefix such as DIR/ckpt-100, or a directory: its latest).
+
+    Args:
+      model: any albert_tf model: AlbertEncoder, AlbertPretrainer, or a task model (which holds `.encoder`).
+      path_or_directory: a checkpoint prefix or a pretrained-model directory.
+      part: None restores the whole model from a checkpoint of the same kind of model; "encoder" restores only
+        the encoder (`model` itself if it is an AlbertEncoder, else `model.encoder`) from a checkpoint of any
+        albert_tf model (pretrainer, encoder or task model).
+    Returns:
+      the checkpoint prefix read.
+    Raises:
+      ValueError listing every model weight without a tensor, every misshaped tensor and every stored tensor
+      without a home (within the part restored); FileNotFoundError for a missing or unreadable checkpoint.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = os.fspath(path_or_directory)
+    if tf.io.gfile.isdir(path):
+        path = latest_checkpoint(path)
+    stored = _checkpoint_values(path)
+    obj = model
+    prefix = MODEL_KEY
+    if part == ENCODER_KEY:
+        obj = getattr(model, ENCODER_KEY, model)
+        stored_encoder = f"{MODEL_KEY}/{ENCODER_KEY}"
+        if any(k.startswith(stored_encoder + "/") for k in stored):
+            prefix = stored_encoder  # a pretrainer's or task model's checkpoint
+    elif part is not None:
+        raise ValueError(f"part must be None or 'encoder', got {part!r}")
+    try:
+        status = _nest(obj, prefix).read(path).expect_partial()
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.InvalidArgumentError):
+        raise ValueError(_mismatch_report(obj, prefix, path, stored)) from None
+    return path
+
+
+def save(model, directory, spm_model=None, step=0):
+    """Writes `model` as a new pretrained-model directory: albert_config.json, a TF checkpoint (ckpt-`step`) and
+    spm.model when given. Atomic: built under a temporary name, then renamed; an existing non-empty `directory`
+    is refused. Returns `directory`."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    directory = os.fspath(directory).rstrip("/")
+    if tf.io.gfile.exists(directory) and tf.io.gfile.listdir(directory):
+        raise ValueError(f"{directory}: exists and is not empty; give a new or empty directory")
+    if spm_model is not None and not tf.io.gfile.exists(os.fspath(spm_model)):
+        raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
+    tmp = f"{directory}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        write_files(tmp, model.config, spm_model)
+        tf.train.CheckpointManager(checkpoint_for(model), tmp, max_to_keep=1).save(checkpoint_number=step)
+        if tf.io.gfile.exists(directory):
+            tf.io.gfile.rmtree(directory)  # empty, checked above
+        tf.io.gfile.rename(tmp, directory)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+        raise
+    return directory
+
+
+def write_files(directory, config, spm_model=None):
+    """Writes albert_config.json and (when given) a copy of the SentencePiece model as spm.model, each atomically.
+    A config already in the directory is left as it is (`check_config` refuses a different one)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.utils import atomic_copy  # pylint: disable=import-outside-toplevel
+
+    tf.io.gfile.makedirs(directory)
+    if not tf.io.gfile.exists(config_path(directory)):
+        config.to_json_file(config_path(directory))
+    if spm_model:
+        atomic_copy(spm_model, os.path.join(directory, SPM_FILE))
+
+
+def check_config(directory, config):
+    """Refuses a directory whose albert_config.json differs from `config` (naming the fields that differ)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+
+    path = config_path(directory)
+    if not tf.io.gfile.exists(path):
+        return
+    existing, wanted = AlbertConfig.from_json_file(path).to_dict(), config.to_dict()
+    if existing != wanted:
+        diff = sorted(k for k in set(existing) | set(wanted) if existing.get(k) != wanted.get(k))
+        raise ValueError(f"{path}: the model dir holds a different config (differs in {', '.join(diff)}); use a "
+                         "new --model-dir or the same --config")
+
+
+def check_vocabulary(config, spm_model, what="--spm-model"):
+    """Refuses a SentencePiece model whose size differs from the config's vocab_size (token ids would run past the
+    embedding table, or leave rows no token reaches)."""
+    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    size = AlbertTokenizer(spm_model).vocab_size  # also checks the special pieces' ids
+    if size != config.vocab_size:
+        raise ValueError(f"{what} {spm_model}: the SentencePiece model has {size:,} pieces but the config's "
+                         f"vocab_size is {config.vocab_size:,}; they must be equal (set vocab_size to {size} or "
+                         "use the vocabulary the model was built for)")
