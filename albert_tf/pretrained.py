@@ -152,6 +152,10 @@ def restore(model, path_or_directory, part=None):
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.InvalidArgumentError):
         raise ValueError(_mismatch_report(obj, prefix, path, stored)) from None
+    # Every weight found; more stored tensors than weights means a checkpoint of a bigger model (e.g. more layers).
+    weights = len({id(v) for v in obj.weights})
+    if sum(1 for k in stored if k.startswith(prefix + "/")) > weights:
+        raise ValueError(_mismatch_report(obj, prefix, path, stored))
     return path
 
 

@@ -207,3 +207,20 @@ def test_console_script_entry_point_runs_convert_help():
     out = subprocess.run([sys.executable, "-m", "albert_tf", "convert", "--help"], capture_output=True, text=True,
                          env=env, check=True).stdout
     assert "--from" in out and "--checkpoint" in out
+
+
+def test_convert_error_paths_are_one_line(tmp_path, capsys):
+    """A directory without config.json, and a TF2 checkpoint (pretrain's output) given as a TF1 one."""
+    from albert_tf import AlbertPretrainer
+
+    empty = tmp_path / "hf_empty"
+    empty.mkdir()
+    assert cli_main(["convert", "--from", "hf", "--checkpoint", str(empty), "--output", str(tmp_path / "o1")]) == 2
+    err = capsys.readouterr().err
+    assert "config.json: no such file" in err and len(err.strip().splitlines()) == 1
+    tf2 = AlbertPretrainer(SMALL).save_pretrained(str(tmp_path / "tf2"))
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", os.path.join(tf2, "ckpt-0"),
+                     "--output", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert "a TF2 object-based checkpoint" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()

@@ -296,3 +296,46 @@ def test_no_dropout_after_step_switches_dropout_off_at_that_step(data_dir, tmp_p
     assert_same_checkpoint(tmp_path / "at_zero", tmp_path / "never", 4)
     a, b = checkpoint_values(tmp_path / "switch", 2), checkpoint_values(tmp_path / "never", 2)
     assert max(np.abs(a[n] - b[n]).max() for n in a if "model" in n) > 1e-4  # dropout was on in steps 1..2
+
+
+# ------------------------------------------------------------------------------------------ checked before writing
+def test_vocabulary_disagreeing_with_the_config_is_refused_before_anything_is_written(data_dir, tmp_path, capsys,
+                                                                                      tiny_spm_model):
+    model_dir = tmp_path / "m"
+    assert run_in_process(base_args(data_dir, model_dir, spm_model=tiny_spm_model)) == 2  # 300 pieces vs 1000
+    err = capsys.readouterr().err
+    assert "has 300 pieces but the config's vocab_size is 1,000" in err and len(err.strip().splitlines()) == 1
+    assert not model_dir.exists()
+
+
+def test_token_ids_past_the_vocabulary_are_refused_before_anything_is_written(data_dir, tmp_path, capsys):
+    config = tmp_path / "small_vocab.json"
+    TINY.replace(vocab_size=100).to_json_file(str(config))
+    args = base_args(data_dir, tmp_path / "m")
+    args[args.index("--config") + 1] = str(config)
+    assert run_in_process(args) == 2
+    err = capsys.readouterr().err
+    assert "train.tfrecord" in err and "outside the config's vocab_size 100" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_truncated_records_are_refused_before_anything_is_written(data_dir, tmp_path, capsys):
+    cut = tmp_path / "cut.tfrecord"
+    data = (data_dir / "train.tfrecord").read_bytes()
+    cut.write_bytes(data[: len(data) - 100])
+    args = base_args(data_dir, tmp_path / "m")
+    args[args.index("--train-data") + 1] = str(cut)
+    assert run_in_process(args) == 2
+    err = capsys.readouterr().err
+    assert "--train-data: " in err and "cut.tfrecord: truncated or corrupt TFRecord file" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+
+
+def test_rerunning_a_finished_run_says_it_is_complete(data_dir, tmp_path, capsys):
+    model_dir = tmp_path / "done"
+    assert run_in_process(base_args(data_dir, model_dir, steps=2)) == 0
+    capsys.readouterr()
+    assert run_in_process(base_args(data_dir, model_dir, steps=2)) == 0
+    out = capsys.readouterr().out
+    assert "already complete at step 2" in out and "train step" not in out
+    assert len(train_metrics(model_dir)) == 1
