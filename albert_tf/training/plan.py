@@ -315,6 +315,8 @@ def _advice(config, plan):
     advice = []
     per_core = plan["per_core_batch"]
     best = max((b for b in range(1, per_core) if _fits(config, b, L, P, dtype, remat, budget, state)), default=0)
+    if best > 8:
+        best -= best % 8  # a multiple of 8 (TPU-friendly shapes)
     if best:
         text = (f"per-core batch {best} fits: global batch {best * plan['cores']} on {plan['cores']} cores "
                 f"(learning rate {learning_rate_for(best * plan['cores']):.6g})")
@@ -431,14 +433,21 @@ def report(plan):
 
 
 # ---------------------------------------------------------------------------------------------- the command
+# Recipe flags (albert_tf.training.recipes, pretrain's names) → plan's flags.
+_RECIPE_FLAGS = {"train-batch-size": "batch_size", "max-seq-length": "seq_length",
+                 "max-predictions": "max_predictions", "num-train-steps": "steps"}
+
+
 def add_arguments(parser):
     a = parser.add_argument
     a("--config", required=True, help="albert_config.json, a directory holding one, or a preset name")
     a("--topology", required=True, help=f"Cloud TPU v3 slice: {', '.join(TOPOLOGIES)}")
-    a("--batch-size", type=int, required=True, help="the global batch (the paper: 4096)")
-    a("--seq-length", type=int, required=True, help="tokens per example (the paper: 512)")
-    a("--max-predictions", type=int, default=20, help="masked positions per example (default 20)")
+    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096)")
+    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512)")
+    a("--max-predictions", type=int, default=None, help="masked positions per example (default 20)")
     a("--steps", type=int, default=None, help="training steps, for the total time (the paper: 125000)")
+    a("--recipe", default=None, help="take batch, seq length, predictions and steps from a pretraining recipe "
+                                     "(paper_v2, paper_v1 or a .json file); explicit flags win")
     a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype (default bfloat16)")
     a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained (default 0.5)")
     a("--remat", action="store_true", help="rematerialize each block's activations in the backward pass")
@@ -448,9 +457,20 @@ def add_arguments(parser):
 def run(args):
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
 
+    if args.recipe:
+        from albert_tf.training.recipes import load_recipe  # pylint: disable=import-outside-toplevel
+
+        for flag, value in load_recipe(args.recipe).items():
+            dest = _RECIPE_FLAGS.get(flag)
+            if dest and getattr(args, dest) is None:
+                setattr(args, dest, value)
+    for dest in ("batch_size", "seq_length"):
+        if getattr(args, dest) is None:
+            raise ValueError(f"--{dest.replace('_', '-')} is required (or a --recipe that sets it)")
+    max_predictions = 20 if args.max_predictions is None else args.max_predictions
     cores = topology_cores(args.topology)
     config = load_config(args.config)
-    plan = estimate(config, args.batch_size, args.seq_length, args.max_predictions, cores=cores, dtype=args.dtype,
+    plan = estimate(config, args.batch_size, args.seq_length, max_predictions, cores=cores, dtype=args.dtype,
                     remat=args.remat, steps=args.steps, mfu=args.mfu, topology=args.topology)
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else report(plan))
     return 0
