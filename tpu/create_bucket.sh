@@ -11,16 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
 BUCKET="" ZONE=""
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --bucket) BUCKET=$(value_of "$@"); shift 2 ;;
-    --zone) ZONE=$(value_of "$@"); shift 2 ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+parse_flags "bucket zone" "$@"
 require --bucket "$BUCKET"
 require --zone "$ZONE"
 check_gs --bucket "$BUCKET"

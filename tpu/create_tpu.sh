@@ -14,21 +14,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-NAME="" ZONE="" TYPE="" IMAGE="" SPOT=0 INSTALL=1
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --name) NAME=$(value_of "$@"); shift 2 ;;
-    --zone) ZONE=$(value_of "$@"); shift 2 ;;
-    --type) TYPE=$(value_of "$@"); shift 2 ;;
-    --image) IMAGE=$(value_of "$@"); shift 2 ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --spot) SPOT=1; shift ;;
-    --no-install) INSTALL=0; shift ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+NAME="" ZONE="" TYPE="" IMAGE="" SPOT=0 NO_INSTALL=0
+parse_flags "name zone type image spot! no-install!" "$@"
 require --name "$NAME"
 require --zone "$ZONE"
 require --type "$TYPE"
@@ -41,7 +28,7 @@ args=(compute tpus tpu-vm create "$NAME" "--zone=$ZONE" "--accelerator-type=$TYP
 if [[ $SPOT == 1 ]]; then args+=(--spot); fi
 gcloud_cmd "${args[@]}"
 
-if [[ $INSTALL == 1 ]]; then
+if [[ $NO_INSTALL == 0 ]]; then
   install_args=(--name "$NAME" --zone "$ZONE")
   if [[ -n $PROJECT ]]; then install_args+=(--project "$PROJECT"); fi
   if [[ $DRY_RUN == 1 ]]; then install_args+=(--dry-run); fi

@@ -13,22 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 LOCAL_CLI=${LOCAL_CLI:-albert-tf}
 ROOT="" CONFIG="" MODEL_DIR="" OUTPUT="" NAME="" ZONE=""
-EXTRA=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --root) ROOT=$(value_of "$@"); shift 2 ;;
-    --config) CONFIG=$(value_of "$@"); shift 2 ;;
-    --model-dir) MODEL_DIR=$(value_of "$@"); shift 2 ;;
-    --output) OUTPUT=$(value_of "$@"); shift 2 ;;
-    --name) NAME=$(value_of "$@"); shift 2 ;;
-    --zone) ZONE=$(value_of "$@"); shift 2 ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+parse_flags "root config model-dir output name zone --" "$@"
 if [[ -z $MODEL_DIR ]]; then
   require --root "$ROOT"
   require --config "$CONFIG"

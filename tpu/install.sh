@@ -12,16 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
 NAME="" ZONE=""
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --name) NAME=$(value_of "$@"); shift 2 ;;
-    --zone) ZONE=$(value_of "$@"); shift 2 ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+parse_flags "name zone" "$@"
 require --name "$NAME"
 require --zone "$ZONE"
 if [[ $DRY_RUN == 0 && $INSTALL_CMD == *github.com/OWNER/* ]]; then

@@ -18,25 +18,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-NAME="" ZONE="" TYPE="" ROOT="" CONFIG="" RECIPE=paper_v2 MODEL_DIR="" EVAL=1
-EXTRA=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --name) NAME=$(value_of "$@"); shift 2 ;;
-    --zone) ZONE=$(value_of "$@"); shift 2 ;;
-    --type) TYPE=$(value_of "$@"); shift 2 ;;
-    --root) ROOT=$(value_of "$@"); shift 2 ;;
-    --config) CONFIG=$(value_of "$@"); shift 2 ;;
-    --recipe) RECIPE=$(value_of "$@"); shift 2 ;;
-    --model-dir) MODEL_DIR=$(value_of "$@"); shift 2 ;;
-    --no-eval) EVAL=0; shift ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+NAME="" ZONE="" TYPE="" ROOT="" CONFIG="" RECIPE=paper_v2 MODEL_DIR="" NO_EVAL=0
+parse_flags "name zone type root config recipe model-dir no-eval! --" "$@"
 require --name "$NAME"
 require --zone "$ZONE"
 require --type "$TYPE"
@@ -53,7 +36,7 @@ if [[ $(hosts_of "$TYPE") -gt 1 ]]; then TPU=$NAME; else TPU=local; fi
 read -r -a cli <<< "$ALBERT_TF"
 words=("${cli[@]}" pretrain --tpu "$TPU" --recipe "$RECIPE" --config "$CONFIG"
        --train-data "$ROOT/records/train-*" --model-dir "$MODEL_DIR" --spm-model "$ROOT/spm.model")
-if [[ $EVAL == 1 ]]; then words+=(--eval-data "$ROOT/records/eval-*"); fi
+if [[ $NO_EVAL == 0 ]]; then words+=(--eval-data "$ROOT/records/eval-*"); fi
 words+=("${EXTRA[@]}")
 note "$TYPE: $(hosts_of "$TYPE") host(s); pretrain runs on worker 0 with --tpu $TPU"
 gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \

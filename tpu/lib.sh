@@ -117,3 +117,34 @@ join_quoted() {
     sep=" "
   done
 }
+
+# parse_flags "SPEC" "$@": reads the script's flags into variables. SPEC lists them without dashes: "name" takes
+# a value (--name X sets NAME=X, --model-dir X sets MODEL_DIR=X), "spot!" is a switch (--spot sets SPOT=1), and
+# "--" lets the words after `--` through into the array EXTRA. --project, --dry-run and --help are always known.
+# shellcheck disable=SC2034  # EXTRA is read by the scripts that source this file
+parse_flags() {
+  local spec=" $1 project " flag var
+  shift
+  EXTRA=()
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --dry-run) DRY_RUN=1; shift ;;
+      -h|--help) usage; exit 0 ;;
+      --)
+        [[ $spec == *" -- "* ]] || die "unknown argument -- (see --help)"
+        shift; EXTRA=("$@"); break ;;
+      --*)
+        flag=${1#--}
+        var=${flag//-/_}
+        var=${var^^}
+        if [[ $spec == *" $flag! "* ]]; then
+          printf -v "$var" 1; shift
+        elif [[ $spec == *" $flag "* ]]; then
+          printf -v "$var" '%s' "$(value_of "$@")"; shift 2
+        else
+          die "unknown argument $1 (see --help)"
+        fi ;;
+      *) die "unknown argument $1 (see --help)" ;;
+    esac
+  done
+}

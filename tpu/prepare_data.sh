@@ -18,36 +18,14 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
 LOCAL_CLI=${LOCAL_CLI:-albert-tf}
-ROOT="" CORPUS="" EVAL_CORPUS="" VOCAB_SIZE=30000 SHARDS=1024 SEQ=512 PREDICTIONS=20 WORKERS=1 WORK_DIR=""
-DATAFLOW=0 REGION="" VOCAB_CORPUS=""
-BEAM_OPTIONS=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --root) ROOT=$(value_of "$@"); shift 2 ;;
-    --corpus) CORPUS=$(value_of "$@"); shift 2 ;;
-    --eval-corpus) EVAL_CORPUS=$(value_of "$@"); shift 2 ;;
-    --vocab-corpus) VOCAB_CORPUS=$(value_of "$@"); shift 2 ;;
-    --vocab-size) VOCAB_SIZE=$(value_of "$@"); shift 2 ;;
-    --num-shards) SHARDS=$(value_of "$@"); shift 2 ;;
-    --seq-length) SEQ=$(value_of "$@"); shift 2 ;;
-    --max-predictions) PREDICTIONS=$(value_of "$@"); shift 2 ;;
-    --workers) WORKERS=$(value_of "$@"); shift 2 ;;
-    --work-dir) WORK_DIR=$(value_of "$@"); shift 2 ;;
-    --dataflow) DATAFLOW=1; shift ;;
-    --region) REGION=$(value_of "$@"); shift 2 ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; BEAM_OPTIONS=("$@"); break ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+ROOT="" CORPUS="" EVAL_CORPUS="" VOCAB_CORPUS="" VOCAB_SIZE=30000 NUM_SHARDS=1024 SEQ_LENGTH=512 MAX_PREDICTIONS=20
+WORKERS=1 WORK_DIR=albert_tf_data DATAFLOW=0 REGION=""
+parse_flags "root corpus eval-corpus vocab-corpus vocab-size num-shards seq-length max-predictions workers work-dir dataflow! region --" "$@"
 require --root "$ROOT"
 require --corpus "$CORPUS"
 check_gs --root "$ROOT"
 ROOT=${ROOT%/}
-WORK_DIR=${WORK_DIR:-albert_tf_data}
-RECORD_FLAGS=(--max-seq-length "$SEQ" --max-predictions "$PREDICTIONS")
+RECORD_FLAGS=(--max-seq-length "$SEQ_LENGTH" --max-predictions "$MAX_PREDICTIONS")
 
 if [[ $DATAFLOW == 1 ]]; then
   require --region "$REGION"
@@ -56,23 +34,23 @@ if [[ $DATAFLOW == 1 ]]; then
   if [[ -n $EVAL_CORPUS ]]; then check_gs --eval-corpus "$EVAL_CORPUS"; fi
   beam_flags=(--runner DataflowRunner --region "$REGION" --temp_location "$ROOT/tmp")
   if [[ -n $PROJECT ]]; then beam_flags+=(--project "$PROJECT"); fi
-  beam_flags+=("${BEAM_OPTIONS[@]}")
+  beam_flags+=("${EXTRA[@]}")
   note "vocabulary on this machine from $VOCAB_CORPUS, records on Dataflow in $REGION"
   run "$LOCAL_CLI" vocab --input "$VOCAB_CORPUS" --output-prefix "$WORK_DIR/spm" --vocab-size "$VOCAB_SIZE"
   gcloud_cmd storage cp "$WORK_DIR/spm.model" "$ROOT/spm.model"
   run python3 -m albert_tf.data.beam --input "$CORPUS" --spm-model "$ROOT/spm.model" \
-    --output "$ROOT/records/train" --num-shards "$SHARDS" "${RECORD_FLAGS[@]}" "${beam_flags[@]}"
+    --output "$ROOT/records/train" --num-shards "$NUM_SHARDS" "${RECORD_FLAGS[@]}" "${beam_flags[@]}"
   if [[ -n $EVAL_CORPUS ]]; then
     run python3 -m albert_tf.data.beam --input "$EVAL_CORPUS" --spm-model "$ROOT/spm.model" \
       --output "$ROOT/records/eval" --num-shards 16 "${RECORD_FLAGS[@]}" "${beam_flags[@]}"
   fi
 else
-  [[ ${#BEAM_OPTIONS[@]} -eq 0 ]] || die "Beam options after -- need --dataflow"
+  [[ ${#EXTRA[@]} -eq 0 ]] || die "Beam options after -- need --dataflow"
   note "vocabulary and records on this machine in $WORK_DIR, then copied to $ROOT"
   run mkdir -p "$WORK_DIR/records"
   run "$LOCAL_CLI" vocab --input "$CORPUS" --output-prefix "$WORK_DIR/spm" --vocab-size "$VOCAB_SIZE"
   run "$LOCAL_CLI" create-data --input "$CORPUS" --spm-model "$WORK_DIR/spm.model" \
-    --output "$WORK_DIR/records/train" --num-shards "$SHARDS" "${RECORD_FLAGS[@]}" --workers "$WORKERS"
+    --output "$WORK_DIR/records/train" --num-shards "$NUM_SHARDS" "${RECORD_FLAGS[@]}" --workers "$WORKERS"
   if [[ -n $EVAL_CORPUS ]]; then
     run "$LOCAL_CLI" create-data --input "$EVAL_CORPUS" --spm-model "$WORK_DIR/spm.model" \
       --output "$WORK_DIR/records/eval" --num-shards 16 "${RECORD_FLAGS[@]}" --workers "$WORKERS"

@@ -18,25 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
 NAME="" ZONE="" TYPE="" ROOT="" CONFIG="" RECIPE=paper_v2 STEPS=125000 MAX_RESTARTS=50 WAIT=60
-EXTRA=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --name) NAME=$(value_of "$@"); shift 2 ;;
-    --zone) ZONE=$(value_of "$@"); shift 2 ;;
-    --type) TYPE=$(value_of "$@"); shift 2 ;;
-    --root) ROOT=$(value_of "$@"); shift 2 ;;
-    --config) CONFIG=$(value_of "$@"); shift 2 ;;
-    --recipe) RECIPE=$(value_of "$@"); shift 2 ;;
-    --steps) STEPS=$(value_of "$@"); shift 2 ;;
-    --max-restarts) MAX_RESTARTS=$(value_of "$@"); shift 2 ;;
-    --wait) WAIT=$(value_of "$@"); shift 2 ;;
-    --project) PROJECT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+parse_flags "name zone type root config recipe steps max-restarts wait --" "$@"
 require --name "$NAME"
 require --zone "$ZONE"
 require --type "$TYPE"

@@ -11,17 +11,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
 ROOT="" CONFIG="" MODEL_DIR="" PORT=6006
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --root) ROOT=$(value_of "$@"); shift 2 ;;
-    --config) CONFIG=$(value_of "$@"); shift 2 ;;
-    --model-dir) MODEL_DIR=$(value_of "$@"); shift 2 ;;
-    --port) PORT=$(value_of "$@"); shift 2 ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
+parse_flags "root config model-dir port" "$@"
 if [[ -z $MODEL_DIR ]]; then
   require --root "$ROOT"
   require --config "$CONFIG"
