@@ -6,6 +6,11 @@
 
 set -euo pipefail
 
+if (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 404 )); then
+  echo "$(basename "$0"): error: needs bash 4.4 or newer, this is $BASH_VERSION (macOS: brew install bash)" >&2
+  exit 2
+fi
+
 PROG=$(basename "$0")
 DRY_RUN=0
 PROJECT=""
