@@ -378,6 +378,8 @@ def report(plan):
     """The plan as readable text (several lines)."""
     counts, macs = plan["parameter_counts"], plan["forward_macs_per_example"]
     where = plan["topology"] or f"{plan['cores']} cores"
+    if plan["topology"]:
+        where += f" ({max(1, plan['cores'] // V3_CORES_PER_HOST)} host(s))"
     lines = [
         f"parameters: {plan['parameters']:,} (encoder {counts['encoder']:,}: embeddings {counts['embeddings']:,}, "
         f"attention {counts['attention']:,}, FFN {counts['ffn']:,}, pooler {counts['pooler']:,}; MLM head "
@@ -421,7 +423,7 @@ def report(plan):
         lines.append(f"    {name:22s}{_flops_text(2 * macs[name]):>14s}  {share:6.1%}")
     if plan["step_time_s"] is not None:
         lines += ["", f"time: {_duration_text(plan['step_time_s'])} per step at MFU {plan['mfu']:g} of "
-                      f"{_flops_text(plan['peak_flops'])}/s peak ({where}: "
+                      f"{_flops_text(plan['peak_flops'])}/s peak ({plan['topology'] or str(plan['cores']) + ' cores'}: "
                       f"{V3_PEAK_FLOPS_PER_CHIP / 1e12:g} TFLOP/s bf16 per chip, {V3_CORES_PER_CHIP} cores per chip)"
                   + (" including the recomputed forward" if plan["remat"] else "")]
         if plan["total_time_s"] is not None:
