@@ -8,8 +8,6 @@ import dataclasses
 import json
 import os
 
-import tensorflow as tf
-
 # Keys present in the released albert_config.json files that the model does not use.
 _IGNORED_RELEASED_KEYS = frozenset(
     {"down_scale_factor", "net_structure_type", "gap_size", "num_memory_blocks", "layers_to_keep"}
@@ -145,10 +143,9 @@ class AlbertConfig:
     def from_json_file(cls, path):
         """Reads an albert_config.json (local path or any tf.io.gfile URL such as gs://)."""
         path = os.fspath(path)
-        if not tf.io.gfile.exists(path):
+        if not _exists(path):
             raise FileNotFoundError(f"{path}: no such config file")
-        with tf.io.gfile.GFile(path, "r") as f:
-            text = f.read()
+        text = _read_text(path)
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
@@ -183,6 +180,33 @@ class AlbertConfig:
         atomic_write_text(os.fspath(path), self.to_json_string())
 
 
+# Local paths are read with the standard library, so that the light tools (`albert-tf plan`) load configs without
+# importing TensorFlow; URLs (gs://, ...) go through tf.io.gfile.
+def _gfile(path):
+    """tf.io.gfile for a URL such as gs://..., None for a local path."""
+    if "://" not in path:
+        return None
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile
+
+
+def _exists(path):
+    gfile = _gfile(path)
+    return gfile.exists(path) if gfile else os.path.exists(path)
+
+
+def _isdir(path):
+    gfile = _gfile(path)
+    return gfile.isdir(path) if gfile else os.path.isdir(path)
+
+
+def _read_text(path):
+    gfile = _gfile(path)
+    with (gfile.GFile(path, "r") if gfile else open(path, encoding="utf-8")) as f:
+        return f.read()
+
+
 def load_config(config):
     """Accepts an AlbertConfig, a dict, a preset name or a path to albert_config.json (or a directory holding one)."""
     if isinstance(config, AlbertConfig):
@@ -190,10 +214,10 @@ def load_config(config):
     if isinstance(config, dict):
         return AlbertConfig.from_dict(config)
     config = os.fspath(config)
-    if tf.io.gfile.isdir(config):
-        from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+    if _isdir(config):
+        from albert_tf.pretrained import CONFIG_FILE  # pylint: disable=import-outside-toplevel  (no TF import)
 
-        return pretrained.read_config(config)
+        return AlbertConfig.from_json_file(os.path.join(config, CONFIG_FILE))
     if config.endswith(".json") or "/" in config:
         return AlbertConfig.from_json_file(config)
     return AlbertConfig.from_preset(config)

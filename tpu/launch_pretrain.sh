@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
-# Runs `albert-tf pretrain` on a TPU VM (one host: `--tpu local`) or a pod slice (POD=1: TensorFlow's single-client
-# model, the script runs on worker 0 with `--tpu NAME` and drives every host through the TPU runtime).
-# Usage: [POD=1] tpu/launch_pretrain.sh NAME ZONE GS_ROOT CONFIG [extra pretrain flags]
-#   GS_ROOT holds records/train-*, records/eval-*, spm.model; the model dir is GS_ROOT/models/CONFIG.
-# Re-running the same command resumes from the latest checkpoint (same learning rate, same data order).
-set -euo pipefail
-if [[ $# -lt 4 ]]; then
-  echo "usage: $0 NAME ZONE gs://BUCKET/PATH CONFIG [extra albert-tf pretrain flags]" >&2; exit 2
-fi
-NAME=$1 ZONE=$2 ROOT=$3 CONFIG=$4; shift 4
-case "$ROOT" in gs://*) ;; *) echo "$0: $ROOT: TPU hosts read gs:// only" >&2; exit 2;; esac
-MODEL_DIR="$ROOT/models/$CONFIG"
-EXTRA=$(printf " %q" "$@")
-TPU_FLAG="--tpu local"
-if [[ "${POD:-0}" == 1 ]]; then TPU_FLAG="--tpu $NAME"; fi
-CMD="albert-tf pretrain $TPU_FLAG --config $CONFIG \
-  --train-data '$ROOT/records/train-*' --eval-data '$ROOT/records/eval-*' \
-  --model-dir $MODEL_DIR --spm-model $ROOT/spm.model \
-  --max-seq-length 512 --max-predictions 20 --train-batch-size 4096 \
-  --learning-rate 0.00176 --num-train-steps 125000 --num-warmup-steps 3125 \
-  --steps-per-loop 1000 --save-checkpoints-steps 5000 --keep-checkpoint-max 5 $EXTRA \
-  2>&1 | tee -a ~/pretrain.log"
-gcloud compute tpus tpu-vm ssh "$NAME" --zone "$ZONE" --worker=0 --command "$CMD"
+# shellcheck source-path=SCRIPTDIR
+# Starts `albert-tf pretrain` on worker 0 of the TPU (gcloud ... ssh --worker=0). TensorFlow drives a TPU from one
+# client: on a v3-8 VM with `--tpu local`, on a pod slice from worker 0 with `--tpu NAME`, the other hosts running
+# the TPU runtime's workers (each host's input pipeline reads its own share of the record files). Running the same
+# command again resumes from the latest checkpoint in the model dir (same learning rate, same data order).
+#
+# Usage: tpu/launch_pretrain.sh --name NAME --zone ZONE --type TYPE --root gs://BUCKET/PATH --config CONFIG
+#            [--recipe paper_v2] [--model-dir gs://...] [--no-eval] [--project P] [--dry-run] [-- PRETRAIN FLAGS]
+#   --root       holds spm.model and records/train-* (and records/eval-*), as tpu/prepare_data.sh writes them
+#   --config     a preset name (albert_base, ..., bert_large) or a gs:// albert_config.json
+#   --recipe     the pretraining flag set (default paper_v2: batch 4096, lr 0.00176, 125k steps, 3125 warm-up,
+#                seq 512, 20 predictions, no dropout); flags after `--` win over it
+#   --model-dir  default ROOT/models/CONFIG
+#   The output is appended to ~/pretrain.log on worker 0.
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+NAME="" ZONE="" TYPE="" ROOT="" CONFIG="" RECIPE=paper_v2 MODEL_DIR="" NO_EVAL=0
+parse_flags "name zone type root config recipe model-dir no-eval! --" "$@"
+require --name "$NAME"
+require --zone "$ZONE"
+require --type "$TYPE"
+require --root "$ROOT"
+require --config "$CONFIG"
+check_type "$TYPE"
+check_gs --root "$ROOT"
+check_config "$CONFIG"
+ROOT=${ROOT%/}
+MODEL_DIR=${MODEL_DIR:-$ROOT/models/$(basename "${CONFIG%.json}")}
+check_gs --model-dir "$MODEL_DIR"
+
+if [[ $(hosts_of "$TYPE") -gt 1 ]]; then TPU=$NAME; else TPU=local; fi
+read -r -a cli <<< "$ALBERT_TF"
+words=("${cli[@]}" pretrain --tpu "$TPU" --recipe "$RECIPE" --config "$CONFIG"
+       --train-data "$ROOT/records/train-*" --model-dir "$MODEL_DIR" --spm-model "$ROOT/spm.model")
+if [[ $NO_EVAL == 0 ]]; then words+=(--eval-data "$ROOT/records/eval-*"); fi
+words+=("${EXTRA[@]}")
+note "$TYPE: $(hosts_of "$TYPE") host(s); pretrain runs on worker 0 with --tpu $TPU"
+gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \
+  --command "set -o pipefail; $(join_quoted "${words[@]}") 2>&1 | tee -a ~/pretrain.log"

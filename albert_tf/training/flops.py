@@ -1,9 +1,9 @@
 """FLOPs of one ALBERT pretraining example, and the bf16 peaks of the accelerators we know, for MFU.
 
-The count is the usual "6 × parameters applied per token" style count of the matmuls only (forward 2·m·n·k,
-backward twice that): embedding projection, attention projections and scores, FFN, pooler, and the MLM head at the
-`max_predictions` masked positions. Softmax, LayerNorm, GELU and the embedding gathers are left out (they are
-small and not what the matrix units do).
+The count is the matmuls only (forward 2·m·n·k, backward twice that), as `albert_tf.training.plan` counts them:
+embedding projection, attention projections and scores, FFN, pooler, and the MLM head at the `max_predictions`
+masked positions. Softmax, LayerNorm, GELU and the embedding gathers are left out (they are small and not what the
+matrix units do).
 """
 import os
 
@@ -30,17 +30,11 @@ PEAK_BF16_FLOPS = {
 
 
 def pretraining_flops_per_example(config, seq_length, max_predictions):
-    """Training FLOPs (forward + backward = 3 × forward) of one example of `seq_length` tokens."""
-    L, H, E, V = seq_length, config.hidden_size, config.embedding_size, config.vocab_size
-    I, P = config.intermediate_size, max_predictions
-    blocks = config.num_hidden_layers * config.inner_group_num
-    per_block = 2 * L * (4 * H * H + 2 * H * I) + 2 * 2 * L * L * H  # projections + FFN, then QKᵀ and AV
-    forward = blocks * per_block
-    if E != H:
-        forward += 2 * L * E * H                                  # embedding_hidden_mapping_in
-    forward += 2 * H * H + 2 * H * 2                              # pooler + SOP head
-    forward += 2 * P * (H * E + E * V)                            # MLM transform + logits against V×E
-    return 3 * forward
+    """Training FLOPs (forward + backward = 3 × forward) of one example of `seq_length` tokens; the terms are
+    listed in `albert_tf.training.plan.forward_macs`."""
+    from albert_tf.training.plan import training_flops_per_example  # pylint: disable=import-outside-toplevel
+
+    return training_flops_per_example(config, seq_length, max_predictions)
 
 
 def peak_flops_for(device_kind):

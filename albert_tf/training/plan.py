@@ -1,0 +1,478 @@
+"""`albert-tf plan`: parameters, per-core memory, FLOPs and time of a pretraining run, before renting a TPU.
+
+No TensorFlow is imported (the config is read with the standard library), so the plan runs anywhere in a second.
+
+    albert-tf plan --config albert_xxlarge --topology v3-512 --batch-size 4096 --seq-length 512 --steps 125000
+
+**Parameters** are counted from the config exactly as `AlbertPretrainer` builds them (shared and tied variables
+once): embeddings V·E + P·E + T·E + LayerNorm 2E (+ the E→H projection E·H + H when E ≠ H); each distinct attention
+set 4(H² + H) + 2H and FFN set 2·H·I + I + H + 2H, as many sets as the `sharing` mode keeps (G·inner_group_num
+shared, num_hidden_layers·inner_group_num per layer); pooler H² + H; MLM head H·E + E + 2E + V (the decoder is the
+word-embedding table, tied); SOP head 2H + 2.
+
+**FLOPs per step** = 3 × forward (the backward pass costs twice the forward), forward = 2 × the multiply-accumulates
+of every matmul, per example of L tokens with P masked positions, H hidden, E embedding, I FFN, V vocabulary:
+the embedding projection L·E·H (when E ≠ H); per applied block Q/K/V 3·L·H², attention output L·H², attention
+scores L²·H, attention context L²·H, FFN in and out 2·L·H·I; the pooler H²; the MLM head on the masked positions
+only, P·H·E (dense H→E) + P·E·V (decoder E→V); SOP 2·H. Softmax, LayerNorm, GELU, the embedding gathers and the
+optimizer update are not counted (they are not matmuls). This is the count `albert_tf.training.flops` uses for MFU.
+
+**Memory per core** (TPUStrategy is data parallel: every core holds a full replica and its optimizer state):
+  - weights float32 (4 bytes per parameter), LAMB slots m and v float32 (8), gradients float32 (4), and with bf16
+    compute the bf16 copies of the weights that the step casts once (2);
+  - activations kept for the backward pass, for the per-core batch b, at the compute dtype's size (bf16: 2 bytes,
+    float32: 4), per applied block (num_hidden_layers × inner_group_num blocks):
+      8 tensors [b, L, H]: the block input, q, k, v, the attention context, the attention residual sum (pre-LN),
+        the attention LayerNorm output (the FFN's input) and the FFN residual sum (pre-LN);
+      2 tensors [b, L, I]: the FFN pre-activation (for GELU's gradient) and its output;
+      the attention probabilities [b, heads, L, L];
+      LayerNorm statistics, 2 LayerNorms × (mean, 1/σ) float32 [b, L];
+      dropout masks when the config's dropout is > 0 (1 byte each): [b, heads, L, L] and 2 × [b, L, H];
+    plus the embeddings (the sum and its LayerNorm output, 2 × [b, L, E]) and the heads (the gathered [b, P, H],
+    3 × [b, P, E] in the MLM transform, and the float32 logits and their softmax [b, P, V], 8 bytes per element);
+  - with `--remat` (rematerialization: each block's activations recomputed in the backward pass) only each block's
+    input [b, L, H] is kept, plus one block's full set as the working set; the recomputation costs one more
+    forward of the blocks per step.
+XLA's own temporaries, the program and the infeed buffers are not modelled: the plan calls a run "fits" when the
+estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it is not.
+
+**Time**: step time = executed FLOPs / (MFU × peak), with the peak of the topology (v3: 123 TFLOP/s bf16 per chip,
+2 cores per chip; v3-N has N cores); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
+forward of the blocks. `--mfu` is thus the fraction of the peak that the matrix units sustain.
+
+**Learning rate for other batch sizes**: square-root scaling from the paper's 0.00176 at batch 4096,
+lr(B) = 0.00176 · √(B / 4096). LAMB normalizes each layer's update by its trust ratio, so the step size does not grow
+with the gradient's scale as SGD's does; the LAMB paper (You et al., 2020) scales its learning rate with the square
+root of the batch size in its BERT batch-size experiments. Linear scaling would give 16× the rate at batch 65536,
+where LAMB's authors needed far less. It is a starting point, not a tuned value.
+"""
+import json
+import math
+
+# Cloud TPU v3 (facts from Google's v3 documentation: 2 TensorCores per chip, 16 GiB HBM per core, 4 chips =
+# 8 cores per host, 123 TFLOP/s bf16 per chip).
+V3_PEAK_FLOPS_PER_CHIP = 123e12
+V3_CORES_PER_CHIP = 2
+V3_CORES_PER_HOST = 8
+V3_PEAK_FLOPS_PER_CORE = V3_PEAK_FLOPS_PER_CHIP / V3_CORES_PER_CHIP
+V3_HBM_PER_CORE = 16 * 2 ** 30
+TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512)}
+# The share of a core's memory the estimate may take: the rest is left to XLA's temporaries and the runtime.
+HBM_USABLE_FRACTION = 0.9
+
+PAPER_BATCH_SIZE = 4096
+PAPER_LEARNING_RATE = 0.00176
+LEARNING_RATE_RULE = "square-root scaling: lr(B) = 0.00176 * sqrt(B / 4096) (paper: 0.00176 at batch 4096)"
+FLOPS_RULE = ("FLOPs per step = 3 x forward (backward = 2 x forward); forward = 2 x the multiply-accumulates of "
+              "every matmul: embedding projection E->H, per applied block Q/K/V/output, attention scores and context, "
+              "FFN in and out; pooler; MLM head (dense H->E and decoder E->V) on the masked positions only; SOP. "
+              "Softmax, LayerNorm, GELU, gathers and the optimizer are not counted.")
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+GIB = 2 ** 30
+
+
+# ---------------------------------------------------------------------------------------------- parameters
+def parameter_sets(config):
+    """(attention sets, FFN sets): how many distinct parameter sets the blocks use, as `AlbertEncoder` builds them
+    (sharing "all"/"attention" share attention within a group, "all"/"ffn" share the FFN)."""
+    shared = config.num_hidden_groups * config.inner_group_num
+    own = config.num_hidden_layers * config.inner_group_num
+    attention = shared if config.sharing in ("all", "attention") else own
+    ffn = shared if config.sharing in ("all", "ffn") else own
+    return attention, ffn
+
+
+def parameter_counts(config):
+    """The parameters of `AlbertPretrainer(config)` by part (shared and tied variables counted once).
+
+    Returns a dict: embeddings, attention, ffn, pooler (the encoder's parts), encoder (their sum), mlm_head,
+    sop_head, total.
+    """
+    c = config
+    V, E, H, I = c.vocab_size, c.embedding_size, c.hidden_size, c.intermediate_size
+    attention_sets, ffn_sets = parameter_sets(c)
+    embeddings = (V + c.max_position_embeddings + c.type_vocab_size) * E + 2 * E
+    if E != H:
+        embeddings += E * H + H
+    counts = {
+        "embeddings": embeddings,
+        "attention": attention_sets * (4 * (H * H + H) + 2 * H),
+        "ffn": ffn_sets * (H * I + I + I * H + H + 2 * H),
+        "pooler": H * H + H,
+    }
+    counts["encoder"] = sum(counts.values())
+    counts["mlm_head"] = H * E + E + 2 * E + V
+    counts["sop_head"] = 2 * H + 2
+    counts["total"] = counts["encoder"] + counts["mlm_head"] + counts["sop_head"]
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------- FLOPs
+def forward_macs(config, seq_length, max_predictions):
+    """Multiply-accumulates of every matmul in the forward pass of ONE example, by term (see the module docstring).
+
+    Returns a dict of ints; `blocks` is the sum of the per-block terms over all applied blocks, `total` the sum of
+    everything.
+    """
+    c, L, P = config, seq_length, max_predictions
+    H, E, I, V = c.hidden_size, c.embedding_size, c.intermediate_size, c.vocab_size
+    blocks = c.num_hidden_layers * c.inner_group_num
+    macs = {
+        "embedding_projection": L * E * H if E != H else 0,
+        "attention_qkv": blocks * 3 * L * H * H,
+        "attention_output": blocks * L * H * H,
+        "attention_scores": blocks * L * L * H,   # heads × L × L × head_size
+        "attention_context": blocks * L * L * H,
+        "ffn_in": blocks * L * H * I,
+        "ffn_out": blocks * L * I * H,
+        "pooler": H * H,
+        "mlm_transform": P * H * E,
+        "mlm_decoder": P * E * V,
+        "sop": H * 2,
+    }
+    macs["blocks"] = sum(macs[k] for k in ("attention_qkv", "attention_output", "attention_scores",
+                                           "attention_context", "ffn_in", "ffn_out"))
+    macs["total"] = sum(v for k, v in macs.items() if k != "blocks")
+    return macs
+
+
+def training_flops_per_example(config, seq_length, max_predictions):
+    """Training FLOPs of one example: 3 × forward, forward = 2 × MACs."""
+    return 3 * 2 * forward_macs(config, seq_length, max_predictions)["total"]
+
+
+# ---------------------------------------------------------------------------------------------- memory
+def state_bytes(parameters, dtype):
+    """Bytes of the per-replica training state: weights, LAMB m and v, gradients (float32), and the bf16 weight
+    copies under bf16 compute."""
+    per_parameter = 4 + 8 + 4 + (2 if dtype == "bfloat16" else 0)
+    return parameters * per_parameter
+
+
+def activation_bytes(config, batch, seq_length, max_predictions, dtype, remat=False):
+    """Bytes of the activations kept for the backward pass for `batch` examples (the activation model of the
+    module docstring). Returns a dict: per_block, blocks (all applied blocks, or with remat the kept inputs plus
+    one block's working set), embeddings, heads, total."""
+    c, b, L, P = config, batch, seq_length, max_predictions
+    H, E, I, N, V = c.hidden_size, c.embedding_size, c.intermediate_size, c.num_attention_heads, c.vocab_size
+    a = DTYPE_BYTES[dtype]
+    per_block = a * b * (8 * L * H + 2 * L * I + N * L * L) + 4 * b * 2 * 2 * L
+    if c.attention_probs_dropout_prob > 0:
+        per_block += b * N * L * L
+    if c.hidden_dropout_prob > 0:
+        per_block += b * 2 * L * H
+    blocks = c.num_hidden_layers * c.inner_group_num
+    kept = blocks * a * b * L * H + per_block if remat else blocks * per_block
+    embeddings = a * b * 2 * L * E
+    heads = a * b * (P * H + 3 * P * E + 2 * H) + 8 * b * P * V
+    return {"per_block": per_block, "blocks": kept, "embeddings": embeddings, "heads": heads,
+            "total": kept + embeddings + heads}
+
+
+def host_memory_bytes(config, global_batch, seq_length, max_predictions=20, replicas=1, dtype="float32",
+                      remat=False):
+    """The memory a CPU run of `albert-tf pretrain` needs for the model (the same model as the TPU plan, every
+    replica on this host): per replica the training state and the activations of its share of the batch.
+    The input pipeline, TensorFlow's runtime and the unfused graph's extra intermediates come on top.
+
+    Args:
+      config: AlbertConfig. global_batch: examples per step over all replicas. replicas: MirroredStrategy
+        replicas on this host (`--cpu-replicas`, 1 otherwise). dtype: "float32" or "bfloat16" (compute).
+    Returns:
+      int bytes.
+    """
+    _check_positive(global_batch=global_batch, seq_length=seq_length, max_predictions=max_predictions,
+                    replicas=replicas)
+    per_replica = -(-global_batch // replicas)
+    state = state_bytes(parameter_counts(config)["total"], dtype)
+    activations = activation_bytes(config, per_replica, seq_length, max_predictions, dtype, remat)["total"]
+    return replicas * (state + activations)
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+def learning_rate_for(batch_size):
+    """The paper's 0.00176 at batch 4096, square-root scaled to `batch_size`."""
+    return PAPER_LEARNING_RATE * math.sqrt(batch_size / PAPER_BATCH_SIZE)
+
+
+def topology_cores(topology):
+    """Cores of a v3 topology name ("v3-512" → 512); ValueError naming the accepted ones otherwise."""
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"--topology {topology!r}: unknown; expected one of {', '.join(TOPOLOGIES)}")
+    return TOPOLOGIES[topology]
+
+
+def _check_positive(**values):
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {value!r}")
+
+
+def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
+             steps=None, mfu=0.5, peak_flops_per_core=V3_PEAK_FLOPS_PER_CORE, memory_per_core=V3_HBM_PER_CORE,
+             topology=None):
+    """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
+
+    Args:
+      config: AlbertConfig. global_batch: examples per step. seq_length, max_predictions: the records' lengths.
+      cores: replicas (TPU cores); the global batch must divide evenly. dtype: compute dtype.
+      remat: rematerialize the blocks' activations in the backward pass. steps: training steps (None: no total).
+      mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one core (None: no times).
+      memory_per_core: bytes of one core's memory (None: no fit check). topology: a name, for the output only.
+    Returns:
+      a dict (JSON-ready): parameters, parameter_counts, per_core_batch, flops_per_example, flops_per_step,
+      forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
+      step_time_s, total_time_s, learning_rate, ... (see the keys).
+    """
+    _check_positive(batch_size=global_batch, seq_length=seq_length, max_predictions=max_predictions, cores=cores)
+    if global_batch % cores:
+        raise ValueError(f"--batch-size {global_batch} is not divisible by the {cores} cores "
+                         f"{'of ' + topology + ' ' if topology else ''}(every core takes an equal share)")
+    if seq_length > config.max_position_embeddings:
+        raise ValueError(f"--seq-length {seq_length} exceeds the config's max_position_embeddings "
+                         f"{config.max_position_embeddings}")
+    if max_predictions > seq_length:
+        raise ValueError(f"--max-predictions {max_predictions} exceeds --seq-length {seq_length}")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
+    if not 0 < mfu <= 1:
+        raise ValueError(f"--mfu {mfu}: expected a fraction in (0, 1]")
+    if steps is not None:
+        _check_positive(steps=steps)
+
+    per_core = global_batch // cores
+    counts = parameter_counts(config)
+    macs = forward_macs(config, seq_length, max_predictions)
+    flops_per_example = 3 * 2 * macs["total"]
+    flops_per_step = flops_per_example * global_batch
+    recompute_flops = 2 * macs["blocks"] * global_batch if remat else 0
+    state = state_bytes(counts["total"], dtype)
+    activations = activation_bytes(config, per_core, seq_length, max_predictions, dtype, remat)
+    hbm = state + activations["total"]
+
+    plan = {
+        "config": config.to_dict(),
+        "topology": topology,
+        "cores": cores,
+        "dtype": dtype,
+        "remat": bool(remat),
+        "global_batch": global_batch,
+        "per_core_batch": per_core,
+        "seq_length": seq_length,
+        "max_predictions": max_predictions,
+        "parameters": counts["total"],
+        "parameter_counts": counts,
+        "forward_macs_per_example": macs,
+        "flops_per_example": flops_per_example,
+        "flops_per_step": flops_per_step,
+        "executed_flops_per_step": flops_per_step + recompute_flops,
+        "flops_rule": FLOPS_RULE,
+        "weights_bytes": 4 * counts["total"],
+        "optimizer_slots_bytes": 8 * counts["total"],
+        "gradients_bytes": 4 * counts["total"],
+        "bf16_weight_copies_bytes": 2 * counts["total"] if dtype == "bfloat16" else 0,
+        "activations_bytes": activations["total"],
+        "activations_per_block_bytes": activations["per_block"],
+        "activations_without_remat_bytes":
+            activation_bytes(config, per_core, seq_length, max_predictions, dtype, False)["total"],
+        "activations_with_remat_bytes":
+            activation_bytes(config, per_core, seq_length, max_predictions, dtype, True)["total"],
+        "hbm_per_core_bytes": hbm,
+        "hbm_capacity_bytes": memory_per_core,
+        "hbm_usable_fraction": HBM_USABLE_FRACTION,
+        "fits": None if memory_per_core is None else hbm <= HBM_USABLE_FRACTION * memory_per_core,
+        "advice": [],
+        "mfu": mfu,
+        "peak_flops": None if peak_flops_per_core is None else peak_flops_per_core * cores,
+        "step_time_s": None,
+        "steps": steps,
+        "total_time_s": None,
+        "learning_rate": learning_rate_for(global_batch),
+        "learning_rate_rule": LEARNING_RATE_RULE,
+    }
+    if peak_flops_per_core is not None:
+        plan["step_time_s"] = plan["executed_flops_per_step"] / (mfu * peak_flops_per_core * cores)
+        if steps is not None:
+            plan["total_time_s"] = plan["step_time_s"] * steps
+    if plan["fits"] is False:
+        plan["advice"] = _advice(config, plan)
+    return plan
+
+
+def _fits(config, per_core, seq_length, max_predictions, dtype, remat, budget, state):
+    return state + activation_bytes(config, per_core, seq_length, max_predictions, dtype, remat)["total"] <= budget
+
+
+def _advice(config, plan):
+    """What to change when the plan does not fit: the largest per-core batch, --remat, a shorter sequence."""
+    budget = HBM_USABLE_FRACTION * plan["hbm_capacity_bytes"]
+    dtype, remat, L, P = plan["dtype"], plan["remat"], plan["seq_length"], plan["max_predictions"]
+    state = plan["hbm_per_core_bytes"] - plan["activations_bytes"]
+    if state + activation_bytes(config, 1, min(L, 64), min(P, 64), dtype, True)["total"] > budget:
+        return [f"the weights, gradients and LAMB slots alone take {state / GIB:.1f} GiB of the "
+                f"{budget / GIB:.1f} GiB usable per core: this model does not fit a core whatever the batch "
+                "(the plan knows data parallelism only)"]
+    advice = []
+    per_core = plan["per_core_batch"]
+    best = max((b for b in range(1, per_core) if _fits(config, b, L, P, dtype, remat, budget, state)), default=0)
+    if best > 8:
+        best -= best % 8  # a multiple of 8 (TPU-friendly shapes)
+    if best:
+        text = (f"per-core batch {best} fits: global batch {best * plan['cores']} on {plan['cores']} cores "
+                f"(learning rate {learning_rate_for(best * plan['cores']):.6g})")
+        bigger = next((name for name, n in TOPOLOGIES.items()
+                       if plan["global_batch"] % n == 0 and plan["global_batch"] // n <= best), None)
+        if bigger:
+            text += f", or the same global batch on {bigger}"
+        advice.append(text)
+    if not remat and _fits(config, per_core, L, P, dtype, True, budget, state):
+        with_remat = state + activation_bytes(config, per_core, L, P, dtype, True)["total"]
+        advice.append(f"--remat fits ({with_remat / GIB:.1f} GiB per core, one more forward of the blocks per step)")
+    shorter = next((s for s in range((L - 1) // 64 * 64, 0, -64)
+                    if _fits(config, per_core, s, min(P, s), dtype, remat, budget, state)), None)
+    if shorter:
+        advice.append(f"--seq-length {shorter} fits at this batch")
+    if not advice:
+        advice.append("no single change fits: combine a smaller per-core batch with --remat")
+    return advice
+
+
+# ---------------------------------------------------------------------------------------------- output
+def _flops_text(value):
+    for unit, scale in (("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} FLOP"
+
+
+def _duration_text(seconds):
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.3g} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.3g} h"
+    return f"{seconds / 86400:.3g} days"
+
+
+def summary_line(plan):
+    """One line for a log: parameters, per-core batch and memory, FLOPs per step, step and total time."""
+    parts = [f"plan: {plan['parameters'] / 1e6:.1f}M parameters",
+             f"{plan['cores']} replica(s) x {plan['per_core_batch']} examples"]
+    if plan["hbm_capacity_bytes"] is not None:
+        verdict = "fits" if plan["fits"] else "DOES NOT FIT"
+        parts.append(f"{plan['hbm_per_core_bytes'] / GIB:.2f} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB per "
+                     f"replica ({verdict})")
+    else:
+        parts.append(f"{plan['hbm_per_core_bytes'] / GIB:.2f} GiB per replica")
+    parts.append(f"{_flops_text(plan['flops_per_step'])}/step")
+    if plan["step_time_s"] is not None:
+        text = f"{_duration_text(plan['step_time_s'])}/step at MFU {plan['mfu']:g}"
+        if plan["total_time_s"] is not None:
+            text += f", {plan['steps']} steps in {_duration_text(plan['total_time_s'])}"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def report(plan):
+    """The plan as readable text (several lines)."""
+    counts, macs = plan["parameter_counts"], plan["forward_macs_per_example"]
+    where = plan["topology"] or f"{plan['cores']} cores"
+    if plan["topology"]:
+        where += f" ({max(1, plan['cores'] // V3_CORES_PER_HOST)} host(s))"
+    lines = [
+        f"parameters: {plan['parameters']:,} (encoder {counts['encoder']:,}: embeddings {counts['embeddings']:,}, "
+        f"attention {counts['attention']:,}, FFN {counts['ffn']:,}, pooler {counts['pooler']:,}; MLM head "
+        f"{counts['mlm_head']:,}, SOP head {counts['sop_head']:,})",
+        f"batch: {plan['global_batch']} global on {where} = {plan['per_core_batch']} per core; "
+        f"seq {plan['seq_length']}, {plan['max_predictions']} predictions; dtype {plan['dtype']}"
+        f"{', remat' if plan['remat'] else ''}",
+        "",
+        "memory per core:",
+        f"  weights (float32)           {plan['weights_bytes'] / GIB:8.2f} GiB",
+        f"  LAMB slots m, v (float32)   {plan['optimizer_slots_bytes'] / GIB:8.2f} GiB",
+        f"  gradients (float32)         {plan['gradients_bytes'] / GIB:8.2f} GiB",
+    ]
+    if plan["bf16_weight_copies_bytes"]:
+        lines.append(f"  bf16 weight copies          {plan['bf16_weight_copies_bytes'] / GIB:8.2f} GiB")
+    lines += [
+        f"  activations{' (remat)' if plan['remat'] else '        '}         {plan['activations_bytes'] / GIB:8.2f} GiB"
+        f"   (without remat {plan['activations_without_remat_bytes'] / GIB:.2f} GiB, with remat "
+        f"{plan['activations_with_remat_bytes'] / GIB:.2f} GiB; {plan['activations_per_block_bytes'] / GIB:.3f} "
+        "GiB per block)",
+        f"  total                       {plan['hbm_per_core_bytes'] / GIB:8.2f} GiB",
+    ]
+    if plan["hbm_capacity_bytes"] is not None:
+        usable = plan["hbm_usable_fraction"] * plan["hbm_capacity_bytes"]
+        if plan["fits"]:
+            lines.append(f"  fits: {plan['hbm_per_core_bytes'] / GIB:.2f} GiB <= {usable / GIB:.1f} GiB usable "
+                         f"({plan['hbm_usable_fraction']:.0%} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB HBM)")
+        else:
+            lines.append(f"  DOES NOT FIT: {plan['hbm_per_core_bytes'] / GIB:.2f} GiB > {usable / GIB:.1f} GiB usable "
+                         f"({plan['hbm_usable_fraction']:.0%} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB HBM)")
+            lines += [f"  change: {a}" for a in plan["advice"]]
+    forward = 2 * macs["total"]
+    lines += ["", f"FLOPs per step: {_flops_text(plan['flops_per_step'])} = 3 x forward "
+                  f"{_flops_text(forward * plan['global_batch'])} "
+                  f"({_flops_text(plan['flops_per_example'])} per example)",
+              "  " + plan["flops_rule"],
+              "  forward per example, 2 x MACs:"]
+    for name in ("embedding_projection", "attention_qkv", "attention_output", "attention_scores",
+                 "attention_context", "ffn_in", "ffn_out", "pooler", "mlm_transform", "mlm_decoder", "sop"):
+        share = macs[name] / macs["total"] if macs["total"] else 0.0
+        lines.append(f"    {name:22s}{_flops_text(2 * macs[name]):>14s}  {share:6.1%}")
+    if plan["step_time_s"] is not None:
+        lines += ["", f"time: {_duration_text(plan['step_time_s'])} per step at MFU {plan['mfu']:g} of "
+                      f"{_flops_text(plan['peak_flops'])}/s peak ({plan['topology'] or str(plan['cores']) + ' cores'}: "
+                      f"{V3_PEAK_FLOPS_PER_CHIP / 1e12:g} TFLOP/s bf16 per chip, {V3_CORES_PER_CHIP} cores per chip)"
+                  + (" including the recomputed forward" if plan["remat"] else "")]
+        if plan["total_time_s"] is not None:
+            lines.append(f"      {plan['steps']:,} steps: {_duration_text(plan['total_time_s'])} "
+                         f"({plan['total_time_s'] / 3600:.1f} h)")
+    lines += ["", f"learning rate for batch {plan['global_batch']}: {plan['learning_rate']:.6g} "
+                  f"({plan['learning_rate_rule']})"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- the command
+# Recipe flags (albert_tf.training.recipes, pretrain's names) → plan's flags.
+_RECIPE_FLAGS = {"train-batch-size": "batch_size", "max-seq-length": "seq_length",
+                 "max-predictions": "max_predictions", "num-train-steps": "steps"}
+
+
+def add_arguments(parser):
+    a = parser.add_argument
+    a("--config", required=True, help="albert_config.json, a directory holding one, or a preset name")
+    a("--topology", required=True, help=f"Cloud TPU v3 slice: {', '.join(TOPOLOGIES)}")
+    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096)")
+    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512)")
+    a("--max-predictions", type=int, default=None, help="masked positions per example (default 20)")
+    a("--steps", type=int, default=None, help="training steps, for the total time (the paper: 125000)")
+    a("--recipe", default=None, help="take batch, seq length, predictions and steps from a pretraining recipe "
+                                     "(paper_v2, paper_v1 or a .json file); explicit flags win")
+    a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype (default bfloat16)")
+    a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained (default 0.5)")
+    a("--remat", action="store_true", help="rematerialize each block's activations in the backward pass")
+    a("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def run(args):
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+
+    if args.recipe:
+        from albert_tf.training.recipes import load_recipe  # pylint: disable=import-outside-toplevel
+
+        for flag, value in load_recipe(args.recipe).items():
+            dest = _RECIPE_FLAGS.get(flag)
+            if dest and getattr(args, dest) is None:
+                setattr(args, dest, value)
+    for dest in ("batch_size", "seq_length"):
+        if getattr(args, dest) is None:
+            raise ValueError(f"--{dest.replace('_', '-')} is required (or a --recipe that sets it)")
+    max_predictions = 20 if args.max_predictions is None else args.max_predictions
+    cores = topology_cores(args.topology)
+    config = load_config(args.config)
+    plan = estimate(config, args.batch_size, args.seq_length, max_predictions, cores=cores, dtype=args.dtype,
+                    remat=args.remat, steps=args.steps, mfu=args.mfu, topology=args.topology)
+    print(json.dumps(plan, indent=2, sort_keys=True) if args.json else report(plan))
+    return 0

@@ -1,0 +1,229 @@
+"""`albert-tf plan`: parameters and FLOPs against hand counts and the built model, memory, fits / does not fit,
+times, the learning-rate rule, input errors, and no TensorFlow import."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from albert_tf.cli import main
+from albert_tf.config import AlbertConfig
+from albert_tf.training import flops, plan
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = AlbertConfig.from_preset("albert_tiny")  # V 1000, E 16, H 32, 4 layers in 2 groups, 4 heads, FFN 64
+# The README's counts (tests/test_modeling.py::test_paper_parameter_counts checks them against the built models).
+PAPER_TOTALS = {"albert_base": 11_813_810, "albert_large": 17_847_474, "albert_xlarge": 59_021_490,
+                "albert_xxlarge": 223_158_450}
+PAPER_ENCODERS = {"albert_base": 11_683_584, "albert_large": 17_683_968, "albert_xlarge": 58_724_864,
+                  "albert_xxlarge": 222_595_584}
+
+
+def test_tiny_parameters_by_hand():
+    # embeddings: (V 1000 + positions 128 + types 2) * E 16 = 18080, LayerNorm 2*16 = 32, projection 16*32 + 32
+    embeddings = 18080 + 32 + 544
+    attention = 2 * (4 * (32 * 32 + 32) + 2 * 32)        # 2 groups: q, k, v, output (+bias), LayerNorm
+    ffn = 2 * (32 * 64 + 64 + 64 * 32 + 32 + 2 * 32)      # 2 groups: in, out (+bias), LayerNorm
+    pooler = 32 * 32 + 32
+    mlm = 32 * 16 + 16 + 2 * 16 + 1000                    # dense H→E, LayerNorm, output bias (decoder tied)
+    sop = 32 * 2 + 2
+    counts = plan.parameter_counts(TINY)
+    assert counts["encoder"] == embeddings + attention + ffn + pooler == 36_800
+    assert counts["total"] == 36_800 + mlm + sop == 38_426
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"sharing": "attention"}, {"sharing": "ffn"}, {"sharing": "none"},
+    {"embedding_size": 32},                               # E == H: no projection
+    {"inner_group_num": 2, "num_hidden_groups": 1},
+    {"sharing": "none", "inner_group_num": 2},
+], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "all")
+def test_parameters_equal_the_built_model(changes):
+    from albert_tf.modeling.encoder import count_params  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+
+    config = TINY.replace(**changes)
+    model = AlbertPretrainer(config)
+    counts = plan.parameter_counts(config)
+    assert (counts["encoder"], counts["total"]) == (count_params(model.encoder), count_params(model))
+
+
+@pytest.mark.parametrize("preset", sorted(PAPER_TOTALS))
+def test_paper_parameter_counts(preset):
+    counts = plan.parameter_counts(AlbertConfig.from_preset(preset))
+    assert (counts["encoder"], counts["total"]) == (PAPER_ENCODERS[preset], PAPER_TOTALS[preset])
+
+
+def test_bert_large_config():
+    config = AlbertConfig.from_preset("bert_large")
+    assert (config.embedding_size, config.hidden_size, config.num_hidden_layers, config.sharing) == \
+        (1024, 1024, 24, "none")
+    counts = plan.parameter_counts(config)
+    # BERT-large is "334M" (Devlin et al.; the ALBERT paper's Table 1); ours has a 30,000-piece vocabulary.
+    assert counts["encoder"] == 334_607_360 and counts["total"] == 335_691_058
+    assert plan.parameter_sets(config) == (24, 24)
+
+
+def test_tiny_flops_by_hand():
+    # seq 8, 2 predictions; per applied block (4 blocks):
+    qkv, out = 3 * 8 * 32 * 32, 8 * 32 * 32                 # 24576, 8192
+    scores = context = 8 * 8 * 32                           # heads 4 × L 8 × L 8 × head size 8 = 2048
+    ffn_in = ffn_out = 8 * 32 * 64                          # 16384
+    per_block = qkv + out + scores + context + ffn_in + ffn_out
+    assert per_block == 69_632
+    projection = 8 * 16 * 32                                # E→H on 8 tokens
+    heads = 32 * 32 + 2 * 32 * 16 + 2 * 16 * 1000 + 32 * 2  # pooler, MLM dense H→E and decoder on 2 positions, SOP
+    macs = projection + 4 * per_block + heads
+    assert macs == 316_736
+    got = plan.forward_macs(TINY, 8, 2)
+    assert got["total"] == macs and got["blocks"] == 4 * per_block and got["mlm_decoder"] == 32_000
+    assert plan.training_flops_per_example(TINY, 8, 2) == 3 * 2 * macs == 1_900_416
+    assert flops.pretraining_flops_per_example(TINY, 8, 2) == 1_900_416  # what pretrain's MFU uses
+    estimate = plan.estimate(TINY, 16, 8, 2, cores=8)
+    assert estimate["flops_per_step"] == 16 * 1_900_416
+    # E == H: no projection term
+    assert plan.forward_macs(TINY.replace(embedding_size=32), 8, 2)["embedding_projection"] == 0
+
+
+def test_tiny_activation_memory_by_hand():
+    # bf16, per-core batch 2, seq 8: per block 2 bytes × 2 × (8 [L,H] tensors 8·8·32 + 2 [L,I] 2·8·64 + probs 4·8·8)
+    # plus LayerNorm statistics 4 bytes × 2 × (2 LayerNorms × 2 values × 8 tokens)
+    per_block = 2 * 2 * (8 * 8 * 32 + 2 * 8 * 64 + 4 * 8 * 8) + 4 * 2 * 2 * 2 * 8
+    assert per_block == 13_568
+    embeddings = 2 * 2 * 2 * 8 * 16
+    heads = 2 * 2 * (2 * 32 + 3 * 2 * 16 + 2 * 32) + 8 * 2 * 2 * 1000
+    act = plan.activation_bytes(TINY, 2, 8, 2, "bfloat16")
+    assert (act["per_block"], act["blocks"], act["total"]) == (per_block, 4 * per_block,
+                                                               4 * per_block + embeddings + heads)
+    remat = plan.activation_bytes(TINY, 2, 8, 2, "bfloat16", remat=True)
+    assert remat["blocks"] == 4 * 2 * 2 * 8 * 32 + per_block
+    # float32 doubles the compute-dtype tensors; dropout adds 1-byte masks
+    assert plan.activation_bytes(TINY, 2, 8, 2, "float32")["per_block"] == 2 * (per_block - 256) + 256
+    dropout = TINY.replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    assert plan.activation_bytes(dropout, 2, 8, 2, "bfloat16")["per_block"] == per_block + 2 * 4 * 8 * 8 + 2 * 2 * 8 * 32
+    # state: weights 4 + m, v 8 + gradients 4 (+ bf16 copies 2) bytes per parameter
+    estimate = plan.estimate(TINY, 16, 8, 2, cores=8)
+    assert estimate["hbm_per_core_bytes"] == 38_426 * 18 + act["total"]
+
+
+def test_xxlarge_on_v3_512_fits_and_times():
+    config = AlbertConfig.from_preset("albert_xxlarge")
+    p = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, mfu=0.5, topology="v3-512")
+    assert p["per_core_batch"] == 8 and p["fits"] and not p["advice"]
+    assert p["hbm_capacity_bytes"] == 16 * 2 ** 30
+    peak = 512 / 2 * 123e12
+    assert p["peak_flops"] == pytest.approx(peak)
+    assert p["step_time_s"] == pytest.approx(p["flops_per_step"] / (0.5 * peak))
+    assert p["total_time_s"] == pytest.approx(125_000 * p["step_time_s"])
+    # remat: less memory, one more forward of the blocks
+    r = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, remat=True)
+    assert r["hbm_per_core_bytes"] < p["hbm_per_core_bytes"]
+    extra = 2 * p["forward_macs_per_example"]["blocks"] * 4096
+    assert r["step_time_s"] == pytest.approx((p["flops_per_step"] + extra) / (0.5 * peak))
+
+
+def test_does_not_fit_names_what_to_change():
+    config = AlbertConfig.from_preset("albert_xxlarge")
+    p = plan.estimate(config, 4096, 512, 20, cores=8, topology="v3-8")   # 512 examples per core
+    assert p["fits"] is False
+    text = " ".join(p["advice"])
+    assert "per-core batch" in text and "v3-512" in text
+    best = int(text.split("per-core batch ")[1].split()[0])
+    budget = 0.9 * 16 * 2 ** 30
+    state = p["hbm_per_core_bytes"] - p["activations_bytes"]
+    fits = lambda b: state + plan.activation_bytes(config, b, 512, 20, "bfloat16")["total"] <= budget  # noqa: E731
+    assert fits(best) and (not fits(best + 1) if best < 8 else best % 8 == 0 and not fits(best + 8))
+    assert "DOES NOT FIT" in plan.report(p) and "DOES NOT FIT" in plan.summary_line(p)
+    # a case that --remat alone rescues
+    p16 = plan.estimate(config, 16 * 512, 512, 20, cores=512)
+    assert p16["fits"] is False and any(a.startswith("--remat fits") for a in p16["advice"])
+    assert plan.estimate(config, 16 * 512, 512, 20, cores=512, remat=True)["fits"]
+    # a model whose state alone exceeds a core
+    huge = config.replace(sharing="none", num_hidden_layers=24)
+    advice = plan.estimate(huge, 512, 128, 20, cores=512)["advice"]
+    assert len(advice) == 1 and "whatever the batch" in advice[0]
+
+
+def test_learning_rate_rule():
+    assert plan.learning_rate_for(4096) == pytest.approx(0.00176)
+    assert plan.learning_rate_for(1024) == pytest.approx(0.00088)
+    assert plan.learning_rate_for(16384) == pytest.approx(0.00352)
+    assert "sqrt" in plan.LEARNING_RATE_RULE
+
+
+def test_host_memory():
+    # tiny, 2 replicas of 8 examples each, float32: per replica 16 bytes per parameter + activations of 8
+    expected = 2 * (38_426 * 16 + plan.activation_bytes(TINY, 8, 8, 2, "float32")["total"])
+    assert plan.host_memory_bytes(TINY, 16, 8, 2, replicas=2, dtype="float32") == expected
+    base = AlbertConfig.from_preset("albert_base")
+    assert plan.host_memory_bytes(base, 4096, 512, 20) > 100 * 2 ** 30      # the paper's batch: not a laptop
+    assert plan.host_memory_bytes(base, 8, 128, 20) < 2 * 2 ** 30
+    # CPU use from pretrain: no HBM, no peak
+    line = plan.summary_line(plan.estimate(base, 8, 128, 20, cores=1, dtype="float32", peak_flops_per_core=None,
+                                           memory_per_core=None))
+    assert line.startswith("plan: 11.8M parameters, 1 replica(s) x 8 examples") and "/step at" not in line
+
+
+def _run_cli(capsys, *argv):
+    code = main(["plan", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_text_says_how_flops_are_counted(capsys):
+    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
+                            "--seq-length", "512", "--steps", "125000")
+    assert code == 0
+    assert "11,813,810" in out and "3 x forward" in out and "masked positions only" in out
+    assert "64 per core" in out and "fits" in out and "125,000 steps" in out and "sqrt(B / 4096)" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--topology", "v3-1024"], "--topology 'v3-1024': unknown; expected one of v3-8, v3-32"),
+    (["--batch-size", "100"], "--batch-size 100 is not divisible by the 32 cores of v3-32"),
+    (["--seq-length", "1024"], "--seq-length 1024 exceeds the config's max_position_embeddings 512"),
+    (["--max-predictions", "600"], "--max-predictions 600 exceeds --seq-length 512"),
+    (["--mfu", "1.5"], "--mfu 1.5: expected a fraction in (0, 1]"),
+    (["--batch-size", "0"], "--batch-size: expected a positive integer, got 0"),
+    (["--steps", "-3"], "--steps: expected a positive integer, got -3"),
+    (["--config", "no_such_model"], "unknown preset 'no_such_model'"),
+])
+def test_cli_errors(capsys, argv, message):
+    args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--seq-length": "512"}
+    extra = []
+    for flag, value in zip(argv[::2], argv[1::2]):
+        if flag in args:
+            args[flag] = value
+        else:
+            extra += [flag, value]
+    code, out, err = _run_cli(capsys, *[x for kv in args.items() for x in kv], *extra)
+    assert code == 2 and not out
+    assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1
+
+
+def test_json_and_no_tensorflow_import():
+    code = (
+        "import json, sys, io, contextlib\n"
+        "from albert_tf.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    rc = main(['plan', '--config', 'albert_xxlarge', '--topology', 'v3-512', '--batch-size', '4096',\n"
+        "               '--seq-length', '512', '--steps', '125000', '--json'])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'numpy'))\n"
+        "print(json.dumps({'rc': rc, 'heavy': heavy, 'plan': json.loads(out.getvalue())}))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
+                            timeout=120, check=True)
+    got = json.loads(result.stdout)
+    assert got["rc"] == 0 and got["heavy"] == []
+    p = got["plan"]
+    for key in ("parameters", "flops_per_step", "hbm_per_core_bytes", "hbm_capacity_bytes", "fits", "step_time_s",
+                "total_time_s"):
+        assert key in p
+    assert p["parameters"] == 223_158_450 and p["fits"] is True and p["hbm_capacity_bytes"] == 16 * 2 ** 30
+    assert p["flops_per_step"] == 4096 * plan.training_flops_per_example(
+        AlbertConfig.from_preset("albert_xxlarge"), 512, 20)
+    assert math.isclose(p["total_time_s"], 125_000 * p["step_time_s"])
