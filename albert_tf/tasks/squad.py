@@ -154,23 +154,27 @@ def doc_windows(num_tokens, max_tokens, doc_stride):
         start += min(length, doc_stride)
 
 
-def _is_max_context(windows, window_index, position):
-    """Whether window `window_index` gives token `position` its most context (ties to the earliest window)."""
-    best_score, best_index = None, None
+def max_context_windows(num_tokens, windows):
+    """For each of num_tokens context tokens, the index of the window that gives it the most context: the largest
+    min(tokens left of it, tokens right of it in the window) + 0.01 * window length, the earliest on a tie.
+
+    Returns int [num_tokens].
+    """
+    best_score = np.full([num_tokens], -np.inf)
+    best_window = np.zeros([num_tokens], np.int64)
     for index, (start, length) in enumerate(windows):
-        end = start + length - 1
-        if not start <= position <= end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_index = score, index
-    return best_index == window_index
+        position = np.arange(length)
+        score = np.minimum(position, length - 1 - position) + 0.01 * length
+        better = score > best_score[start:start + length]
+        best_score[start:start + length][better] = score[better]
+        best_window[start:start + length][better] = index
+    return best_window
 
 
 def _answer_tokens(spans, answer_start, answer_end):
-    """First and last token whose span overlaps [answer_start, answer_end) of the context, or None."""
-    overlapping = [k for k, (s, e) in enumerate(spans) if s < answer_end and e > answer_start]
-    return (overlapping[0], overlapping[-1]) if overlapping else None
+    """First and last token whose span ([K, 2]) overlaps [answer_start, answer_end) of the context, or None."""
+    (overlapping,) = np.nonzero((spans[:, 0] < answer_end) & (spans[:, 1] > answer_start))
+    return (int(overlapping[0]), int(overlapping[-1])) if overlapping.size else None
 
 
 def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, is_training=False):
@@ -201,6 +205,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
         if example.context != context:  # consecutive questions of one paragraph share its tokenization
             context = example.context
             context_ids, context_spans = tokenizer.encode_with_offsets(context)
+            context_spans = np.asarray(context_spans, np.int32).reshape(-1, 2)
         query_ids = tokenizer.encode(example.question)[:max_query_length]
         answer = None
         if is_training and not example.is_impossible:
@@ -211,6 +216,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
             if answer is None:
                 continue
         windows = doc_windows(len(context_ids), max_seq_length - len(query_ids) - 3, doc_stride)
+        best_window = max_context_windows(len(context_ids), windows)
         offset = len(query_ids) + 2  # window token k sits at position offset + k
         for window_index, (start, length) in enumerate(windows):
             words = np.zeros([max_seq_length], np.int32)
@@ -224,8 +230,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
             mask[:len(tokens)] = 1
             types[offset:len(tokens)] = 1
             spans[offset:offset + length] = context_spans[start:start + length]
-            for k in range(length):
-                max_context[offset + k] = _is_max_context(windows, window_index, start + k)
+            max_context[offset:offset + length] = best_window[start:start + length] == window_index
             feature = SquadFeature(len(features), example_index, window_index, words, mask, types, spans,
                                    max_context)
             if is_training:
