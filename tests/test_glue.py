@@ -158,11 +158,15 @@ def test_mnli_train_dev_and_test_layouts(glue_root):
         ("Hierbas is a liqueur.", "It is not a liqueur.", None)]
 
 
-def test_task_folder_itself_and_crlf_lines(glue_root, tmp_path):
+def test_task_folder_itself_crlf_and_byte_order_mark(glue_root, tmp_path):
     direct = glue.read_examples(os.path.join(glue_root, "RTE"), "rte", "train")
     assert direct == glue.read_examples(glue_root, "rte", "train")
     _write(str(tmp_path / "SST-2" / "dev.tsv"), FILES["SST-2/dev.tsv"], newline="\r\n")
     assert glue.read_examples(str(tmp_path), "sst2", "dev") == glue.read_examples(glue_root, "sst2", "dev")
+    rows = [list(r) for r in FILES["MRPC/train.tsv"]]
+    rows[0][0] = "\ufeff" + rows[0][0]  # a byte-order mark before the header
+    _write(str(tmp_path / "MRPC" / "train.tsv"), rows)
+    assert glue.read_examples(str(tmp_path), "mrpc", "train") == glue.read_examples(glue_root, "mrpc", "train")
 
 
 def _one_file(tmp_path, name, rows):

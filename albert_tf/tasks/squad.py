@@ -411,8 +411,8 @@ def _best_threshold(has_answer, predictions, scores, na_probs):
 
 
 def evaluate(examples, predictions, na_probs=None, na_prob_thresh=1.0):
-    """SQuAD's exact match and F1, as the official v2.0 evaluation script computes them (on v1.1 data the same
-    numbers as the v1.1 script).
+    """SQuAD's exact match and F1, as the official v2.0 evaluation script computes them (on v1.1 data the v1.1
+    script's numbers, but for gold answers that normalize to nothing, which v2.0 drops).
 
     Each prediction is scored against every gold answer (normalized: see `normalize_answer`), keeping the best;
     a question with no (non-empty) gold answer has the gold answer "". With na_probs, a question whose na_prob
