@@ -344,3 +344,34 @@ def test_tasks_modules_do_not_import_tensorflow():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_round_trip_file_to_metrics_with_oracle_logits(tmp_path, tokenizer):
+    """read -> featurize (training positions) -> logits peaked there -> postprocess -> evaluate: every answer comes
+    back as written, and every unanswerable question as ""."""
+    rng = random.Random(5)
+    paragraphs = []
+    for p in range(4):
+        context = _long_context(10 + p, 8) + " " + CAFE + " " + _long_context(20 + p, 4)
+        words = context.split(" ")
+        qas = [_qa(f"p{p}-cafe", "What stood by the river?", context, "Café naïve", impossible=False),
+               _qa(f"p{p}-none", "What stood by the sea?", context, impossible=True)]
+        for q in range(3):
+            i = rng.randrange(len(words) - 3)
+            answer = " ".join(words[i:i + rng.randint(1, 3)])
+            start = len(" ".join(words[:i])) + (1 if i else 0)
+            qas.append({"id": f"p{p}-{q}", "question": helpers.make_sentence(rng), "is_impossible": False,
+                        "answers": [{"text": answer, "answer_start": start}]})
+        paragraphs.append({"context": context, "qas": qas})
+    examples = squad.read_examples(_write_squad(tmp_path / "dev-v2.0.json", paragraphs), True)
+    features = squad.featurize(examples, tokenizer, max_seq_length=64, doc_stride=16, max_query_length=12,
+                               is_training=True)
+    assert len(features) > 2 * len(examples)  # several windows per question
+    starts, ends = np.full([2, len(features), 64], -5.0)
+    for row, f in enumerate(features):
+        starts[row, f.start_position] = ends[row, f.end_position] = 5.0
+    result = squad.postprocess(examples, features, starts, ends, version_2_with_negative=True)
+    for example in examples:
+        assert result.answers[example.qas_id] == (example.answers[0][0] if example.answers else "")
+    scores = squad.evaluate(examples, result.answers)
+    assert scores["exact"] == scores["f1"] == 100.0 and scores["NoAns_total"] == 4.0
