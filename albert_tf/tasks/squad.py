@@ -19,6 +19,8 @@ import string
 
 import numpy as np
 
+from albert_tf.tasks import _files
+
 
 @dataclasses.dataclass(frozen=True)
 class SquadExample:
@@ -58,13 +60,12 @@ def read_examples(path, version_2_with_negative=False):
       context's text at its answer_start, an unanswerable question read as v1.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not _files.isfile(path):
         raise FileNotFoundError(f"SQuAD file {path} not found")
-    with open(path, encoding="utf-8") as f:
-        try:
-            dataset = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    try:
+        dataset = json.loads(_files.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     _expect(isinstance(dataset, dict) and isinstance(dataset.get("data"), list), path, "top level",
             'expected an object with a "data" list (the SQuAD format)')
     examples, seen = [], set()
