@@ -18,14 +18,22 @@ Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, 
 """
 import functools
 import os
+import re
 import unicodedata
 
 import numpy as np
 
 SPIECE_UNDERLINE = "\u2581"
+<<<<<<< HEAD
 # The special ids, fixed by the vocabulary (DESIGN.md); every other module takes them from here.
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 SPECIAL_PIECES = {"[CLS]": CLS_ID, "[SEP]": SEP_ID, "[MASK]": MASK_ID}
+=======
+SPECIAL_PIECES = {"[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+PAD_ID, UNK_ID = 0, 1
+_QUOTE_PAIRS = re.compile(r"``|''")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+>>>>>>> taskdata
 
 
 def normalize(text, lower_case=True):
@@ -46,6 +54,67 @@ def normalize(text, lower_case=True):
     if lower_case:
         text = text.lower()
     return text
+
+
+def normalize_with_offsets(text, lower_case=True):
+    """`normalize` that also says where each normalized character comes from in `text`.
+
+    Args:
+      text: a str.
+      lower_case: as in `normalize`.
+    Returns:
+      (normalized, starts, ends): normalized == normalize(text, lower_case) and int64 [len(normalized)] arrays:
+      normalized[k] comes from text[starts[k]:ends[k]] (a space that replaced a whitespace run points at the run's
+      first character; the characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character;
+      the '"' that replaced `` or '' spans both).
+    """
+    # Whitespace runs -> one space, standing for the run's first character; none at either end.
+    normalized = " ".join(text.split())
+    is_space = np.isin(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32), _whitespace_codepoints())
+    keep = ~is_space
+    keep[1:] |= is_space[1:] & ~is_space[:-1]
+    words = np.flatnonzero(~is_space)
+    if words.size:
+        keep[:words[0]] = False
+        keep[words[-1] + 1:] = False
+    starts = np.flatnonzero(keep)
+    ends = starts + 1
+    # `` and '' -> " (one left-to-right pass equals the two str.replace calls: the characters differ).
+    if "``" in normalized or "''" in normalized:
+        keep = np.ones([len(normalized)], bool)
+        for m in _QUOTE_PAIRS.finditer(normalized):
+            ends[m.start()] = ends[m.start() + 1]
+            keep[m.start() + 1] = False
+        normalized = _QUOTE_PAIRS.sub('"', normalized)
+        starts, ends = starts[keep], ends[keep]
+    # NFKD decomposes each character on its own, then reorders only combining marks, which are all dropped:
+    # character by character gives the same string as `normalize`.
+    if not normalized.isascii():
+        parts, source, last = [], [], 0
+        for m in _NON_ASCII.finditer(normalized):
+            k = m.start()
+            decomposed = "".join(d for d in unicodedata.normalize("NFKD", m.group()) if not unicodedata.combining(d))
+            parts += [normalized[last:k], decomposed]
+            source += list(range(last, k)) + [k] * len(decomposed)
+            last = k + 1
+        parts.append(normalized[last:])
+        source += range(last, len(normalized))
+        normalized = "".join(parts)
+        source = np.asarray(source, np.int64)
+        starts, ends = starts[source], ends[source]
+    if lower_case:
+        lowered = normalized.lower()  # the whole string: str.lower() is context-sensitive (final sigma)
+        if len(lowered) != len(normalized):  # a character that lowercases to several
+            widths = np.asarray([len(c.lower()) for c in normalized], np.int64)
+            starts, ends = np.repeat(starts, widths), np.repeat(ends, widths)
+        normalized = lowered
+    return normalized, starts, ends
+
+
+@functools.lru_cache(maxsize=None)
+def _whitespace_codepoints():
+    """The code points str.split() splits on (str.isspace()), as a sorted int array."""
+    return np.asarray([c for c in range(0x110000) if chr(c).isspace()], np.uint32)
 
 
 def _as_text(text):
@@ -169,6 +238,68 @@ class AlbertTokenizer:
             else:
                 out.extend(expansion)
         return out
+
+    def encode_with_offsets(self, text):
+        """`encode` plus, for each id, the span of `text` it comes from (through normalization, SentencePiece's own
+        normalizer and the digit-comma rule).
+
+        Args:
+          text: a str.
+        Returns:
+          (ids, spans): ids == encode(text); spans[k] = (start, end) character offsets into `text` with
+          text[start:end] the original characters of piece k, whitespace trimmed from both ends (start == end for
+          a piece that covers no character, such as a lone "▁"). Pieces from one character share its span.
+        """
+        from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
+
+        text = _as_text(text)
+        normalized, starts, ends = normalize_with_offsets(text, self.lower_case)
+        proto = sentencepiece_pb2.SentencePieceText()
+        proto.ParseFromString(self._sp.encode(normalized, out_type="serialized_proto"))
+        # SentencePiece's begin/end are byte offsets into the UTF-8 string it was given.
+        data = np.frombuffer(normalized.encode("utf-8"), np.uint8)
+        is_first_byte = (data & 0xC0) != 0x80  # not a UTF-8 continuation byte
+        char_at_byte = np.append(np.cumsum(is_first_byte) - 1, len(normalized)).tolist()
+        starts, ends = starts.tolist(), ends.tolist()  # Python ints: indexed one at a time below
+
+        def original_span(begin, end):  # normalized character span -> trimmed span of `text`
+            if end <= begin:
+                at = starts[begin] if begin < len(starts) else len(text)
+                return at, at
+            s, e = starts[begin], ends[end - 1]
+            while s < e and text[s].isspace():
+                s += 1
+            while e > s and text[e - 1].isspace():
+                e -= 1
+            return s, e
+
+        ids, spans = [], []
+        for piece in proto.pieces:
+            begin, end = char_at_byte[piece.begin], char_at_byte[piece.end]
+            expansion = self._digit_comma_ids.get(piece.id)
+            if expansion is None:
+                ids.append(piece.id)
+                spans.append(original_span(begin, end))
+                continue
+            # "▁3.0," -> pieces of "3.0" + ",": the comma is the span's last character, the rest re-encoded.
+            ids.extend(expansion)
+            head_begin = begin
+            while head_begin < end - 1 and normalized[head_begin] == " ":
+                head_begin += 1
+            head = self._sp.encode(normalized[head_begin:end - 1], out_type="serialized_proto")
+            sub = sentencepiece_pb2.SentencePieceText()
+            sub.ParseFromString(head)
+            sub_pieces = list(sub.pieces)
+            if len(sub_pieces) == len(expansion):  # the rule dropped a lone leading "▁"
+                sub_pieces = sub_pieces[1:]
+            if len(sub_pieces) == len(expansion) - 1:
+                base = len(normalized[:head_begin].encode("utf-8"))
+                for p in sub_pieces:
+                    spans.append(original_span(char_at_byte[base + p.begin], char_at_byte[base + p.end]))
+            else:  # not seen: SentencePiece's normalizer changed the head; give its span to each piece
+                spans.extend([original_span(head_begin, end - 1)] * (len(expansion) - 1))
+            spans.append(original_span(end - 1, end))
+        return ids, spans
 
     def decode(self, ids):
         """list[int] (or a 1-D array) -> str; special ids decode to nothing."""

@@ -41,7 +41,7 @@ def test_tiny_parameters_by_hand():
     {"sharing": "none", "inner_group_num": 2},
 ], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "all")
 def test_parameters_equal_the_built_model(changes):
-    from albert_tf.modeling.encoder import count_params  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
 
     config = TINY.replace(**changes)
