@@ -24,16 +24,11 @@ import unicodedata
 import numpy as np
 
 SPIECE_UNDERLINE = "\u2581"
-<<<<<<< HEAD
 # The special ids, fixed by the vocabulary (DESIGN.md); every other module takes them from here.
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 SPECIAL_PIECES = {"[CLS]": CLS_ID, "[SEP]": SEP_ID, "[MASK]": MASK_ID}
-=======
-SPECIAL_PIECES = {"[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
-PAD_ID, UNK_ID = 0, 1
 _QUOTE_PAIRS = re.compile(r"``|''")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
->>>>>>> taskdata
 
 
 def normalize(text, lower_case=True):

@@ -339,3 +339,21 @@ def test_rerunning_a_finished_run_says_it_is_complete(data_dir, tmp_path, capsys
     out = capsys.readouterr().out
     assert "already complete at step 2" in out and "train step" not in out
     assert len(train_metrics(model_dir)) == 1
+
+
+def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tmp_path, capsys):
+    from albert_tf.training import pretrain
+
+    args = cli.build_parser(["pretrain"]).parse_args(["pretrain"] + base_args(data_dir, tmp_path / "m"))
+    args.train_batch_size, args.max_seq_length, args.max_predictions = 4096, 512, 20
+    base = AlbertConfig.from_preset("albert_base")
+    with pytest.raises(ValueError) as info:
+        pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)
+    message = str(info.value)
+    assert "--train-batch-size 4096 at --max-seq-length 512 needs about" in message and "16.0 GiB" in message
+    fits = int(message.split("(--train-batch-size ")[1].split()[0])
+    args.train_batch_size = fits
+    pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # the hint is true
+    args.train_batch_size = fits * 2
+    with pytest.raises(ValueError):
+        pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # and the largest

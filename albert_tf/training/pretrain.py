@@ -26,7 +26,8 @@ import time
 import tensorflow as tf
 
 from albert_tf import pretrained
-from albert_tf.training import distribute, flops
+from albert_tf.training import distribute, flops, recipes
+from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
 
 # What one step returns per replica, summed over replicas and over the steps of a loop.
@@ -69,6 +70,7 @@ def add_arguments(parser):
            "overlaps elementwise kernels with matmuls; default: 2 on CPU, 1 on GPU/TPU)")
     # Testing only: SIGKILL this process right after saving the checkpoint of step N (a crash at a known point).
     a("--debug-kill-after-step", type=int, default=None, help=argparse.SUPPRESS)
+    recipes.add_arguments(parser)  # --recipe paper_v2 etc.: last, it marks the defaults above (typed flags win)
 
 
 # ---------------------------------------------------------------------------------------------- the loss
@@ -303,11 +305,39 @@ def restore(manager, model, args):
     return None
 
 
+def check_host_memory(args, config, replicas, dtype, total=None):
+    """Refuses a CPU run whose model cannot fit in this machine's memory (e.g. the paper's batch 4096 on a laptop),
+    saying what to change, instead of being killed by the kernel minutes later without a word. The need is
+    albert_tf.training.plan's estimate with a margin measured on CPU: 1 GiB + 2 × host_memory_bytes."""
+    if total is None:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+    def need(batch):
+        return 2**30 + 2 * planner.host_memory_bytes(config, batch, args.max_seq_length, args.max_predictions,
+                                                     replicas=replicas, dtype=dtype)
+
+    if need(args.train_batch_size) <= total:
+        return
+    batch = args.train_batch_size
+    while batch > replicas and need(batch) > total:
+        batch //= 2
+    batch -= batch % replicas
+    hint = (f"--train-batch-size {batch} fits" if batch >= replicas and need(batch) <= total
+            else "no batch fits: use a smaller config or a shorter --max-seq-length")
+    extra = "" if dtype == "bfloat16" else "; --dtype bfloat16 needs about half the activation memory"
+    raise ValueError(f"--train-batch-size {args.train_batch_size} at --max-seq-length {args.max_seq_length} needs "
+                     f"about {need(args.train_batch_size) / 2**30:,.1f} GiB on this CPU run, the machine has "
+                     f"{total / 2**30:,.1f} GiB ({hint}{extra}; the paper's batch 4096 is for TPU pods)")
+
+
 def run(args):
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
 
+    applied = recipes.apply_recipe(args)
+    if applied:
+        print(f"recipe {args.recipe}: {' '.join(f'{k}={v}' for k, v in applied.items())}", flush=True)
     check_flags(args)
     config = load_config(args.config)
     check_inputs(args, config)
@@ -327,6 +357,13 @@ def run(args):
             raise ValueError(f"--streams {streams} does not divide the per-replica batch "
                              f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
         streams = 1
+    if not on_tpu and not use_gpu:
+        check_host_memory(args, config, replicas, dtype)
+    peak = flops.peak_flops_for(flops.local_device_kind())
+    print(planner.summary_line(planner.estimate(
+        config, args.train_batch_size, args.max_seq_length, args.max_predictions, cores=replicas, dtype=dtype,
+        steps=args.num_train_steps, peak_flops_per_core=peak,
+        memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
 
@@ -355,7 +392,6 @@ def run(args):
     eval_step = make_eval_step(model, eval_batch_size)
     log = MetricsLog(args.model_dir, chief)
     log.truncate_after(step)
-    peak = flops.peak_flops_for(flops.local_device_kind())
     flops_per_example = flops.pretraining_flops_per_example(config, args.max_seq_length, args.max_predictions)
 
     def save(at_step):
