@@ -270,7 +270,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
-    jit = not on_tpu and (args.xla == "on" or (args.xla == "auto" and use_gpu))
+    jit = distribute.use_xla(args.xla, on_tpu, use_gpu)
     keras.utils.set_random_seed(args.seed)
 
     # ---- model and optimizer, created under the strategy (variables mirrored / on TPU)
