@@ -1,4 +1,6 @@
 """Strategy selection from the flags; the TPU path up to the cluster resolver, with the resolver mocked."""
+import types
+
 import pytest
 import tensorflow as tf
 
@@ -102,7 +104,8 @@ def test_libtpu_is_found_in_the_libtpu_package(monkeypatch, tmp_path):
     (tmp_path / "libtpu").mkdir()
     (tmp_path / "libtpu" / "libtpu.so").write_bytes(b"")
     monkeypatch.setattr(distribute, "LIBTPU_PATHS", ())
-    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = types.SimpleNamespace(submodule_search_locations=[str(tmp_path / "libtpu")])
+    monkeypatch.setattr(distribute.importlib.util, "find_spec", lambda name: spec if name == "libtpu" else None)
     assert distribute.libtpu_path(environ={}) == str(tmp_path / "libtpu" / "libtpu.so")
 
 
