@@ -1,6 +1,10 @@
 """albert_tf: pretrain ALBERT with Keras 3 and TensorFlow, from one CPU to a TPU pod."""
 from setuptools import find_packages, setup
 
+# CPU and GPU machines. tensorflow-text (the in-graph tokenizer) requires the same minor of `tensorflow`.
+TENSORFLOW = ["tensorflow>=2.18,<2.22", "tensorflow-text>=2.18,<2.22"]
+TEST = ["pytest>=8,<10", "pytest-xdist>=3,<4"]
+
 setup(
     name="albert_tf",
     version="0.1.0",
@@ -10,18 +14,25 @@ setup(
     python_requires=">=3.10,<3.14",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
     package_data={"albert_tf": ["configs/*.json"]},
+    # TensorFlow is an extra, not a requirement: a TPU VM's TensorFlow (its image's, or tensorflow-tpu) must not be
+    # replaced by the CPU `tensorflow` wheel, which pip would do for a requirement on `tensorflow` (tensorflow-tpu
+    # is another distribution). Without it, `import tensorflow` names what to install (albert_tf/_requirements.py).
     install_requires=[
-        "tensorflow>=2.20,<2.22",
-        "tensorflow-text>=2.20,<2.22",
-        "keras>=3.10,<4",
+        "keras>=3.10,<4",  # requires no TensorFlow itself
         "numpy>=1.26,<3",
         "sentencepiece>=0.2,<0.3",
         # safetensors: reading Hugging Face checkpoints without torch (numpy API only).
         "safetensors>=0.4,<1",
     ],
     extras_require={
+        "tf": TENSORFLOW,
+        # A machine without TensorFlow that drives TPUs: the last TPU wheel, with a libtpu that loads with it
+        # (0.0.32 and later abort at `import tensorflow`). On a TPU VM image with TensorFlow, install no extra.
+        "tpu": ["tensorflow-tpu>=2.20,<2.21", "libtpu>=0.0.14,<0.0.32"],
         "beam": ["apache-beam>=2.60,<3"],
-        "dev": ["pytest>=8,<10", "pytest-xdist>=3,<4"],
+        "test": TEST,
+        # A development checkout on a CPU/GPU machine (README's set-up command): the tests and TensorFlow.
+        "dev": TEST + TENSORFLOW,
     },
     entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
 )

@@ -11,30 +11,15 @@ measurable cost (benchmarks/train_step.py --also ynn=1).
 
 The flag is added to XLA_FLAGS, which XLA reads once, at its first compilation; so it holds when albert_tf is imported
 before any XLA function runs (the CLI always is). A user's own setting of the flag in XLA_FLAGS is left as it is (the
-way to turn the fusions back on: `--xla_cpu_experimental_ynn_fusion_type=reduce`). TensorFlow 2.20 has neither the
-fusions nor the flag, and XLA aborts on a flag it does not know, so nothing is added there.
+way to turn the fusions back on: `--xla_cpu_experimental_ynn_fusion_type=reduce`). TensorFlow 2.18 to 2.20 (the TPU
+wheel included) have neither the fusions nor the flag, and XLA aborts on a flag it does not know, so nothing is added
+there.
 """
-import importlib.metadata
 import os
-import re
+
+from albert_tf._requirements import tensorflow_version
 
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
-_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
-
-
-def tensorflow_version():
-    """(major, minor) of the installed TensorFlow distribution, read from its metadata (TensorFlow is not
-    imported), or None when none is installed or its version does not parse."""
-    for name in _TF_DISTRIBUTIONS:
-        try:
-            version = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        match = re.match(r"(\d+)\.(\d+)", version)  # "2.21.0", "2.22.0.dev20251120", "2.21.0rc1"
-        return (int(match.group(1)), int(match.group(2))) if match else None
-    return None
-
-
 _INSTALLED = object()
 
 

@@ -216,6 +216,7 @@ def test_training_streams_compute_the_same_function():
     for streams in (3, 2):  # 2 does not divide the batch of 3: runs as one stream
         got_out, got_grads = run(streams)
         for k in want_out:
-            np.testing.assert_allclose(got_out[k], want_out[k], rtol=1e-5, atol=1e-6, err_msg=k)
+            # atol 2e-6: op by op (no host XLA, the TPU wheel) a reduction's order depends on the batch shape
+            np.testing.assert_allclose(got_out[k], want_out[k], rtol=1e-5, atol=2e-6, err_msg=k)
         for g, w, v in zip(got_grads, want_grads, model.trainable_variables):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)

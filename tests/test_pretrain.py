@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli
+from albert_tf import cli, host_xla
 from albert_tf.config import AlbertConfig
 
 SEQ, PRED = 32, 5
@@ -218,6 +218,7 @@ def test_dynamic_masking_masks_in_the_pipeline(data_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ the step under XLA
+@pytest.mark.skipif(not host_xla.available(), reason="no XLA for the host in this TensorFlow (the TPU wheel)")
 def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(data_dir):
     import keras
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from albert_tf import _xla_flags
+from albert_tf import _requirements, _xla_flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TF_VERSION = _xla_flags.tensorflow_version()
@@ -84,5 +84,5 @@ def test_compiled_kernels_have_no_ynn_fusion(tmp_path):
 @pytest.mark.parametrize("version, want", [("2.21.0", (2, 21)), ("2.22.0.dev20251120", (2, 22)),
                                            ("2.21.0rc1", (2, 21)), ("unknown", None)])
 def test_tensorflow_version_reads_major_and_minor(monkeypatch, version, want):
-    monkeypatch.setattr(_xla_flags.importlib.metadata, "version", lambda name: version)
+    monkeypatch.setattr(_requirements.importlib.metadata, "version", lambda name: version)
     assert _xla_flags.tensorflow_version() == want

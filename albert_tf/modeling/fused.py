@@ -17,6 +17,8 @@ With `fused=True` and the TensorFlow backend, the forward and a hand-written bac
 function (`tf.function(jit_compile=True)`) joined by `tf.custom_gradient`; they compute in float32 whatever the
 input dtype and return the input dtype (biases, γ, β and their gradients stay float32). The matmuls stay outside
 XLA, in TensorFlow's oneDNN kernels (AMX on CPUs that have it), which XLA's CPU backend does not reach for bfloat16.
+Where this TensorFlow has no XLA for the host (the `tensorflow-tpu` wheel; albert_tf/host_xla.py) the kernels are
+plain tf.functions, the same math op by op.
 
 With `fused=False` (other backends, inference, anything exported: TF Serving does not JIT-compile on CPU by
 default) the same math runs as plain `keras.ops`. A layer built with `fused=True` (the default) takes the fused
@@ -163,8 +165,10 @@ def _tf_kernels():
         return _KERNELS
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    def xla(fn):
-        return tf.function(fn, jit_compile=True, autograph=False)
+    from albert_tf import host_xla  # pylint: disable=import-outside-toplevel
+
+    def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (see albert_tf/host_xla.py)
+        return host_xla.jit_function(fn, autograph=False)
 
     def sum_leading(x):
         """Sum over every axis but the last: [..., N] → [N]."""

@@ -23,6 +23,8 @@ import re
 import keras
 import tensorflow as tf
 
+from albert_tf import host_xla
+
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
@@ -30,7 +32,7 @@ def _matches(patterns, name):
     return any(re.search(p, name) is not None for p in patterns or ())
 
 
-@tf.function(jit_compile=True, autograph=False)
+@host_xla.jit_function(autograph=False)  # XLA-compiled where the host has XLA (not the TPU wheel)
 def _lamb_update(w, g, m, v, lr, beta_1, beta_2, epsilon, weight_decay_rate, adapt):
     """The LAMB arithmetic of the module docstring for one variable, in float32; returns (w, m, v) updated, w in
     its own dtype. `weight_decay_rate` 0.0 means no decay; `adapt` (a Python bool) applies the trust ratio."""
@@ -117,7 +119,7 @@ class LAMB(keras.optimizers.Optimizer):
         """One LAMB update of `variable` (any shape) with `gradient` (same shape; IndexedSlices are densified).
 
         The arithmetic runs as one XLA-compiled function per variable (`_lamb_update`): a few passes over memory
-        instead of one per elementwise op."""
+        instead of one per elementwise op (op by op where this TensorFlow has no host XLA: see host_xla.py)."""
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         if isinstance(gradient, tf.IndexedSlices):

@@ -350,7 +350,7 @@ def run(args):
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
-    jit = not on_tpu and (args.xla == "on" or (args.xla == "auto" and use_gpu))
+    jit = distribute.use_xla(args.xla, on_tpu, use_gpu)
     streams = args.streams or (1 if on_tpu or use_gpu else 2)
     if (args.train_batch_size // replicas) % streams:
         if args.streams:

@@ -1,0 +1,193 @@
+"""What a TPU run needs, checked without a TPU: the multi-step training loop compiles as one XLA program at the
+paper's shapes (seq 512, 20 predictions, bfloat16 compute), per-host input pipelines read disjoint files that cover
+the data, only the chief writes, and `--tpu NAME` / `--tpu local` reach the resolver with gs:// paths."""
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import pretrain_helpers as ph
+from albert_tf import cli, host_xla
+from albert_tf.config import AlbertConfig
+from albert_tf.data import pretraining_dataset
+from albert_tf.training import distribute
+
+SEQ, PRED, STEPS = 512, 20, 2
+NO_HOST_XLA = "this TensorFlow has no XLA for the host (the TPU wheel): nothing stands in for the TPU's compiler"
+
+
+def _stacked_batches(batch_size, steps):
+    """`steps` pretraining batches of the paper's shapes, stacked: {name: [steps, batch, ...]} (static shapes)."""
+    rng = np.random.default_rng(0)
+    b, n = steps * batch_size, SEQ
+    mask = (np.arange(n)[None, :] < rng.integers(n // 2, n + 1, (b, 1))).astype(np.int32)
+    batches = {
+        "input_word_ids": rng.integers(5, 30000, (b, n)).astype(np.int32) * mask,
+        "input_mask": mask,
+        "input_type_ids": (np.arange(n)[None, :] >= n // 3).astype(np.int32) * mask,
+        "masked_lm_positions": np.sort(rng.integers(1, n // 2, (b, PRED)), -1).astype(np.int32),
+        "masked_lm_ids": rng.integers(5, 30000, (b, PRED)).astype(np.int32),
+        "masked_lm_weights": (rng.random((b, PRED)) < 0.9).astype(np.float32),
+        "sentence_order_labels": rng.integers(0, 2, (b,)).astype(np.int32),
+    }
+    return {k: tf.constant(v.reshape((steps, batch_size) + v.shape[1:])) for k, v in batches.items()}
+
+
+@pytest.mark.slow  # XLA:CPU compiles the whole loop at seq 512: ~1 min (2 busy cores)
+@pytest.mark.skipif(not host_xla.available(), reason=NO_HOST_XLA)
+def test_the_multi_step_loop_compiles_as_one_xla_program_at_the_papers_shapes():
+    """pretrain's loop body (strategy.run of the train step, the cross-replica sums of the metrics) for STEPS steps
+    inside one tf.function(jit_compile=True), the CPU standing in for the TPU compiler: every op must have an XLA
+    kernel and a static shape, nothing may go back to the host inside the loop, and the matmuls run in bfloat16."""
+    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import LAMB, WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretrain import SUM_KEYS, make_train_step  # pylint: disable=import-outside-toplevel
+
+    config = AlbertConfig.from_preset("albert_tiny")
+    config = AlbertConfig(**dict(config.to_dict(), vocab_size=30000, max_position_embeddings=SEQ))
+    batch_size = 2
+    strategy = tf.distribute.get_strategy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(0)
+        model = AlbertPretrainer(config)
+        optimizer = LAMB(WarmupPolynomialDecay(0.00176, 125000, 3125))
+        optimizer.build(model.trainable_variables)
+        train_step = make_train_step(model, optimizer, batch_size)
+        before = [v.numpy() for v in model.trainable_variables]
+
+        @tf.function(jit_compile=True)
+        def train_loop(batches, training):
+            sums = {k: tf.constant(0.0) for k in SUM_KEYS}
+            for i in tf.range(STEPS):
+                batch = {k: v[i] for k, v in batches.items()}
+                per_replica = strategy.run(train_step, args=(batch, training))
+                sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in SUM_KEYS}
+            return sums
+
+        batches = _stacked_batches(batch_size, STEPS)
+        hlo = train_loop.experimental_get_compiler_ir(batches, True)(stage="hlo")
+        sums = {k: float(v) for k, v in train_loop(batches, True).items()}
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+    assert hlo.count("ENTRY") == 1 and " while(" in hlo  # one program; the steps are an XLA loop, not the host's
+    for host_op in (" send(", " recv(", " outfeed(", " infeed(", "host_compute", "py_func"):
+        assert host_op not in hlo, host_op
+    assert "bf16[" in hlo and any("bf16[" in line and " dot(" in line for line in hlo.splitlines())
+    assert int(optimizer.iterations.numpy()) == STEPS
+    assert sums["mlm_weight"] == pytest.approx(float(tf.reduce_sum(batches["masked_lm_weights"])))
+    assert sums["sop_count"] == STEPS * batch_size and np.isfinite(sums["mlm_nll"]) and sums["mlm_nll"] > 0
+    changed = [not np.array_equal(a, v.numpy()) for a, v in zip(before, model.trainable_variables)]
+    assert all(changed)
+
+
+# ---------------------------------------------------------------------------------------------- per-host input
+@pytest.mark.parametrize("hosts", [2, 3, 4])
+def test_each_host_pipeline_reads_distinct_files_and_together_all(tmp_path, hosts):
+    """TPUStrategy gives each host one InputContext (num_input_pipelines = hosts); 7 files over 2-4 hosts."""
+    files = 7
+    owner = {}
+    for f in range(files):
+        path = str(tmp_path / f"part-{f:02d}.tfrecord")
+        ph.write_records(path, 4, 32, 5, seed=100 + f)
+        for record in tf.data.TFRecordDataset(path):
+            ids = tf.io.parse_single_example(record, {"input_ids": tf.io.FixedLenFeature([32], tf.int64)})
+            owner[tuple(ids["input_ids"].numpy())] = f
+    replicas_per_host = 8
+    seen = []
+    for host in range(hosts):
+        context = tf.distribute.InputContext(num_input_pipelines=hosts, input_pipeline_id=host,
+                                             num_replicas_in_sync=hosts * replicas_per_host)
+        dataset = pretraining_dataset(str(tmp_path / "part-*.tfrecord"), seq_length=32, max_predictions=5,
+                                      batch_size=hosts * replicas_per_host, is_training=False,
+                                      input_context=context)
+        batches = list(dataset)  # one pass (is_training=False), per-replica batches of 1
+        assert {b["input_word_ids"].shape[0] for b in batches} == {1}
+        seen.append({owner[tuple(b["input_word_ids"].numpy()[0])] for b in batches})
+    for a in range(hosts):
+        for b in range(a + 1, hosts):
+            assert not seen[a] & seen[b], (a, b, seen)
+    assert set().union(*seen) == set(range(files))
+
+
+# ---------------------------------------------------------------------------------------------- who writes
+class _FakeTPUStrategy(tf.distribute.TPUStrategy):  # pylint: disable=abstract-method
+    """A TPUStrategy type without a TPU; `cluster_resolver` as a pod's (worker tasks)."""
+
+    def __init__(self, task_id):  # pylint: disable=super-init-not-called
+        self._resolver = types.SimpleNamespace(task_type="worker", task_id=task_id)
+
+    @property
+    def cluster_resolver(self):
+        return self._resolver
+
+
+def _strategy(task_type, task_id):
+    return types.SimpleNamespace(cluster_resolver=types.SimpleNamespace(task_type=task_type, task_id=task_id))
+
+
+def test_only_the_chief_writes():
+    """TPU: one client (the process on worker 0) drives every host, so it writes; multi-worker: the chief, or
+    worker 0 where there is no chief task; everything else takes part in saves but keeps nothing."""
+    assert distribute.is_chief(_FakeTPUStrategy(task_id=0))
+    assert distribute.is_chief(tf.distribute.get_strategy())
+    assert distribute.is_chief(_strategy("chief", 0))
+    assert distribute.is_chief(_strategy("worker", 0))
+    assert not distribute.is_chief(_strategy("worker", 1))
+    assert not distribute.is_chief(_strategy("evaluator", 0))
+
+
+# ---------------------------------------------------------------------------------------------- --tpu up to the resolver
+@pytest.fixture
+def resolver_calls(monkeypatch):
+    """The TPU check passes; TPUClusterResolver records its argument and stops the run there."""
+    calls = []
+    monkeypatch.setattr(distribute, "has_tpu_kernels", lambda: True)
+    monkeypatch.setattr(distribute, "libtpu_path", lambda environ=None: "/lib/libtpu.so")
+    monkeypatch.delenv("TPU_LOAD_LIBRARY", raising=False)
+
+    class StopAtResolver(Exception):
+        pass
+
+    def resolver(tpu=None):
+        calls.append(tpu)
+        raise StopAtResolver(tpu)
+
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", resolver)
+    return calls, StopAtResolver
+
+
+def _pretrain_args(tpu, **paths):
+    args = {"--config": "albert_tiny", "--train-data": "gs://bucket/data/train-*", "--model-dir": "gs://bucket/m",
+            "--tpu": tpu}
+    args.update(paths)
+    return ["pretrain"] + [str(x) for kv in args.items() for x in kv]
+
+
+@pytest.mark.parametrize("tpu", ["my-pod", "local"])
+def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_calls, tpu):
+    calls, stop = resolver_calls
+    with pytest.raises(stop):
+        cli.main(_pretrain_args(tpu, **{"--eval-data": "gs://bucket/data/eval-*"}))
+    assert calls == [tpu]
+
+
+@pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init-checkpoint"])
+def test_pretrain_with_a_local_path_stops_before_the_resolver(resolver_calls, capsys, flag):
+    calls, _ = resolver_calls
+    assert cli.main(_pretrain_args("my-pod", **{flag: "/data/local"})) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} /data/local: with --tpu" in err and "gs://" in err
+    assert calls == []
+
+
+def test_pretrain_on_a_tensorflow_without_tpu_support_says_what_to_install(resolver_calls, monkeypatch, capsys):
+    calls, _ = resolver_calls
+    monkeypatch.setattr(distribute, "has_tpu_kernels", lambda: False)
+    assert cli.main(_pretrain_args("local")) == 2
+    err = capsys.readouterr().err
+    assert "--tpu: this TensorFlow" in err and "albert_tf[tpu]" in err and len(err.strip().splitlines()) == 1
+    assert calls == []
