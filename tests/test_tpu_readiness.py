@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import pretrain_helpers as ph
+import helpers as ph
 from albert_tf import cli, host_xla
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_dataset

@@ -127,9 +127,10 @@ def test_create_refuses_bad_input(args, message):
 def test_install_command():
     (install,) = commands("install.sh", *DRY_RUNS["install.sh"])
     remote = install[install.index("--command") + 1]
-    assert remote.startswith('pip install "albert_tf[tpu] @ git+https://github.com/OWNER/albert_tf.git" && ')
+    assert remote.startswith('pip install "albert_tf @ git+https://github.com/OWNER/albert_tf.git" && '
+                             'pip install --no-deps "tensorflow-text==2.18.*" && ')
     (install,) = commands("install.sh", *DRY_RUNS["install.sh"], env={"ALBERT_TF_SOURCE": "gs://b/albert_tf.whl"})
-    assert '"albert_tf[tpu] @ gs://b/albert_tf.whl"' in install[install.index("--command") + 1]
+    assert '"albert_tf @ gs://b/albert_tf.whl"' in install[install.index("--command") + 1]
     (install,) = commands("install.sh", *DRY_RUNS["install.sh"], env={"INSTALL_CMD": "pip install --no-deps x"})
     assert inner(install)[:4] == ["pip", "install", "--no-deps", "x"]
     # a real run with the placeholder source stops before calling gcloud

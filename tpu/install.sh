@@ -4,7 +4,8 @@
 # imports it (it prints the albert_tf and TensorFlow versions of each host).
 #
 # Usage: tpu/install.sh --name NAME --zone ZONE [--project P] [--dry-run]
-#   The install command is $INSTALL_CMD, by default: pip install "albert_tf[tpu] @ $ALBERT_TF_SOURCE"
+#   The install command is $INSTALL_CMD, by default: pip install "albert_tf @ $ALBERT_TF_SOURCE" and
+#   tensorflow-text of the image's release with --no-deps (the image's TPU TensorFlow is kept)
 #   (set ALBERT_TF_SOURCE to a git URL or a wheel, or INSTALL_CMD to a whole command).
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -22,7 +22,9 @@ TF_IMAGE_VERSION=${TF_IMAGE_VERSION:-2.18.0}
 # How every host installs albert_tf. The install stack (extras, pins) is decided with issue 11 items 1-3; override
 # with INSTALL_CMD, or point ALBERT_TF_SOURCE at a git URL or a wheel on gs://.
 ALBERT_TF_SOURCE=${ALBERT_TF_SOURCE:-git+https://github.com/OWNER/albert_tf.git}
-DEFAULT_INSTALL_CMD="pip install \"albert_tf[tpu] @ ${ALBERT_TF_SOURCE}\""
+# No TensorFlow extra: the image's TPU TensorFlow stays; tensorflow-text of the same release, without its
+# dependencies (they would pull the CPU tensorflow wheel over the image's).
+DEFAULT_INSTALL_CMD="pip install \"albert_tf @ ${ALBERT_TF_SOURCE}\" && pip install --no-deps \"tensorflow-text==${TF_IMAGE_VERSION%.*}.*\""
 INSTALL_CMD=${INSTALL_CMD:-$DEFAULT_INSTALL_CMD}
 # The CLI as the TPU hosts call it: `python3 -m albert_tf` needs no console script on PATH (pip --user puts
 # `albert-tf` in ~/.local/bin, which a non-interactive ssh shell may not have).
