@@ -30,6 +30,9 @@ setup(
         # (0.0.32 and later abort at `import tensorflow`). On a TPU VM image with TensorFlow, install no extra.
         "tpu": ["tensorflow-tpu>=2.20,<2.21", "libtpu>=0.0.14,<0.0.32"],
         "beam": ["apache-beam>=2.60,<3"],
+        # The viewer for pretrain's and finetune's event files (TensorFlow 2.21 no longer depends on it; the events
+        # are written without it).
+        "tensorboard": ["tensorboard>=2.18,<2.22"],
         "test": TEST,
         # A development checkout on a CPU/GPU machine (README's set-up command): the tests and TensorFlow.
         "dev": TEST + TENSORFLOW,
