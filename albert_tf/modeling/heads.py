@@ -45,7 +45,7 @@ class MaskedLMHead(keras.layers.Layer):
         return ops.cast(logits, "float32")
 
     def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict(), "embedding": self.embedding.name}
+        return {**super().get_config(), "config": self.config.to_dict()}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
