@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "create-data": ("albert_tf.data.create_pretraining_data", "turn raw text into pretraining TFRecords"),
     "pretrain": ("albert_tf.training.pretrain", "pretrain with LAMB (TPU, GPUs, multi-worker or CPU)"),
     "convert": ("albert_tf.checkpoints", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
+    "export": ("albert_tf.export", "write a SavedModel for TF Serving that takes raw text"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain on a built-in corpus"),
 }
 
