@@ -21,6 +21,7 @@ setup(
     ],
     extras_require={
         "beam": ["apache-beam>=2.60,<3"],
+        "serving": ["tensorflow-serving-api>=2.16"],
         "dev": ["pytest>=8,<10", "pytest-xdist>=3,<4"],
     },
     entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
