@@ -408,3 +408,24 @@ def test_in_graph_equals_python_on_english_like_text(tie_tokenizer):
     rng = random.Random(11)
     texts = [" ".join(helpers.make_sentence(rng) for _ in range(rng.randint(1, 6))) for _ in range(500)]
     assert tie_tokenizer.tf_encode(texts).to_list() == tie_tokenizer.encode(texts)
+
+
+# Letters whose lowercase mapping arrived in Unicode 14.0: Python 3.11 lowercases them, TF's ICU (tf.strings.lower)
+# does not. Documented in README; the boundary is tested below.
+UNICODE_14_CASED = [0x2C2F, 0xA7C0, 0xA7D0, 0xA7D6, 0xA7D8] + list(range(0x10570, 0x105A2))
+
+
+def test_icu_and_python_unicode_tables_differ_only_where_documented(tiny_tokenizer):
+    """Every code point below U+30000 that Python 3.11 assigns normalizes the same in-graph, except the Unicode 14
+    case pairs (which must really differ: the boundary); unassigned ones may differ (TF Text's newer ICU)."""
+    import unicodedata  # pylint: disable=import-outside-toplevel
+
+    if unicodedata.unidata_version != "14.0.0":
+        pytest.skip(f"the documented list is for Python's Unicode 14.0.0, this is {unicodedata.unidata_version}")
+    chars = [c for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
+    texts = ["a" + chr(c) + "b" for c in chars]
+    got = [s.decode("utf-8") for s in tiny_tokenizer.tf_normalize(texts).numpy()]
+    differ = {c for c, t, g in zip(chars, texts, got) if normalize(t) != g}
+    documented = {c for c in UNICODE_14_CASED if chr(c).lower() != chr(c)}
+    assert differ == documented
+    assert normalize("\u2C2E") != "\u2C2E" and tiny_tokenizer.tf_normalize("\u2C2E").numpy().decode() == "\u2C5E"
