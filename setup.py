@@ -3,6 +3,7 @@ from setuptools import find_packages, setup
 
 # CPU and GPU machines. tensorflow-text (the in-graph tokenizer) requires the same minor of `tensorflow`.
 TENSORFLOW = ["tensorflow>=2.18,<2.22", "tensorflow-text>=2.18,<2.22"]
+SERVING = ["tensorflow-serving-api>=2.18,<2.22"]
 TEST = ["pytest>=8,<10", "pytest-xdist>=3,<4"]
 
 setup(
@@ -30,12 +31,14 @@ setup(
         # (0.0.32 and later abort at `import tensorflow`). On a TPU VM image with TensorFlow, install no extra.
         "tpu": ["tensorflow-tpu>=2.20,<2.21", "libtpu>=0.0.14,<0.0.32"],
         "beam": ["apache-beam>=2.60,<3"],
+        # The official TF Serving protos: export's warm-up records and the README's gRPC client.
+        "serving": SERVING,
         # The viewer for pretrain's and finetune's event files (TensorFlow 2.21 no longer depends on it; the events
         # are written without it).
         "tensorboard": ["tensorboard>=2.18,<2.22"],
         "test": TEST,
         # A development checkout on a CPU/GPU machine (README's set-up command): the tests and TensorFlow.
-        "dev": TEST + TENSORFLOW,
+        "dev": TEST + TENSORFLOW + SERVING,
     },
     entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
 )

@@ -5,6 +5,7 @@ Public API:
   AlbertEncoder, AlbertPretrainer    Keras models (inputs/outputs named as in TF-Hub BERT)
   AlbertTokenizer                    normalization + SentencePiece, Python and in-graph
   data.pretraining_dataset           the tf.data input for pretraining
+  load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
 """
 import importlib
 import os
@@ -25,6 +26,7 @@ _LAZY = {
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.tokenization",
+    "load_encoder": "albert_tf.export",
 }
 
 
@@ -43,4 +45,4 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "configs_dir", "__version__"]
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "load_encoder", "configs_dir", "__version__"]

@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "pretrain": ("albert_tf.training.pretrain", "pretrain with LAMB (TPU, GPUs, multi-worker or CPU)"),
     "convert": ("albert_tf.checkpoints", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
+    "export": ("albert_tf.export", "write a SavedModel for TF Serving that takes raw text"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain on a built-in corpus"),
 }
 

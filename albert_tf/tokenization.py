@@ -4,10 +4,13 @@ The Python path (`normalize`, `AlbertTokenizer.encode` / `pack`) needs only `sen
 (`AlbertTokenizer.tf_encode` / `tf_pack`) is built on first use and gives identical ids, so it can run inside
 tf.data, a tf.function or an exported SavedModel.
 
-Semantics follow google-research/albert:
-  * `normalize`: collapse whitespace runs to one space and strip, ``  and '' -> ", NFKD, drop combining marks,
-    lowercase unless cased;
-  * SentencePiece segmentation of the normalized text;
+Semantics follow google-research/albert's `preprocess_text` and `encode_pieces`, with two deliberate differences
+(marked "ours" below):
+  * `normalize`: collapse whitespace runs to one space and strip, NFKD, drop combining marks, lowercase unless
+    cased; ours: ``  and '' -> " as well (XLNet's and Hugging Face's preprocessing do it; the original ALBERT's
+    `preprocess_text` does not);
+  * SentencePiece segmentation of the normalized text; ours: equal-score ties put in one canonical order (see
+    `canonical_order`), so that pip `sentencepiece` (any version) and TF Text's embedded copy give the same ids;
   * the digit-comma rule: a piece such as "▁3.0," (ends in ",", the character before is a digit) is replaced by the
     pieces of "3.0" (the piece without its comma and without any "▁") followed by "," as its own piece. When the
     original piece did not start with "▁" the "▁" that re-encoding adds in front is dropped again: what the
@@ -17,6 +20,8 @@ Semantics follow google-research/albert:
 Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
 """
 import functools
+import itertools
+import operator
 import os
 import re
 import unicodedata
@@ -121,6 +126,69 @@ def _as_text(text):
     return text
 
 
+def primitive_root(piece):
+    """(w, k): the shortest string w with piece == w * k ("====" -> ("=", 4), "abab" -> ("ab", 2))."""
+    n = len(piece)
+    for size in range(1, n + 1):
+        if n % size == 0 and piece[:size] * (n // size) == piece:
+            return piece[:size], n // size
+    return piece, 1
+
+
+def run_tables(pieces, skip=()):
+    """Tables for `canonical_order`: root[id] (an int >= 0 naming the piece's primitive root; -1 - id when the
+    vocabulary has no other power of that root, so the piece takes part in no tie) and power[id] (k in
+    piece == w * k).
+
+    Args:
+      pieces: the vocabulary's pieces, by id.
+      skip: ids that never take part (control and unknown pieces).
+    Returns:
+      (root, power): two lists of ints, one entry per id.
+    """
+    roots = [primitive_root(p) for p in pieces]
+    powers_of = {}
+    for i, (w, k) in enumerate(roots):
+        if i not in skip:
+            powers_of.setdefault(w, set()).add(k)
+    names = {w: n for n, w in enumerate(sorted(w for w, ks in powers_of.items() if len(ks) > 1))}
+    root = [-1 - i if i in skip else names.get(w, -1 - i) for i, (w, _) in enumerate(roots)]
+    return root, [k for _, k in roots]
+
+
+def canonical_order(ids, root, power):
+    """Puts each maximal run of adjacent pieces that are powers of one word (equal root[id] >= 0) in ascending
+    order of power.
+
+    Such pieces commute ("==" + "====" == "====" + "=="), so any order of a run is a segmentation of the same
+    text with the same score: SentencePiece's Viterbi meets an exact tie and breaks it by its implementation
+    (pip `sentencepiece` >= 0.2.2 one way; <= 0.2.1 and the copy inside TF Text the other). Sorting the runs makes
+    the result independent of that choice; ascending is what pip >= 0.2.2 gives. The in-graph twin is
+    `_InGraph.canonical_order`. Ties between segmentations that are not rearrangements of each other would need two
+    different sums of float32 scores to be exactly equal; none occurs on the Python documentation (see README).
+
+    Args:
+      ids: list of ints (SentencePiece ids).
+      root, power: from `run_tables`.
+    Returns:
+      a list of ints: ids itself when no run has two pieces, else the reordered copy.
+    """
+    roots = list(map(root.__getitem__, ids))
+    if not any(map(operator.eq, roots, itertools.islice(roots, 1, None))):  # fast path (C loops): no run
+        return ids
+    out, start, n = None, 0, len(ids)
+    for end in range(1, n + 1):
+        if end < n and root[ids[end]] >= 0 and root[ids[end]] == root[ids[start]]:
+            continue
+        if end - start > 1:
+            run = sorted(ids[start:end], key=power.__getitem__)
+            if run != ids[start:end]:
+                out = list(ids) if out is None else out
+                out[start:end] = run
+        start = end
+    return ids if out is None else out
+
+
 def _ends_with_digit_comma(piece):
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
@@ -170,6 +238,9 @@ class AlbertTokenizer:
         except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
             raise ValueError(f"{self.model_name} is not a SentencePiece model ({e})") from e
         self._check_special_ids()
+        special = {i for i in range(self.vocab_size) if self._sp.is_control(i) or self._sp.is_unknown(i)}
+        self._run_root, self._run_power = run_tables(
+            [self._sp.id_to_piece(i) for i in range(self.vocab_size)], special)
         # id of a piece ending in digit + comma -> the ids the digit-comma rule puts in its place.
         self._digit_comma_ids = {}
         for i in range(self.vocab_size):
@@ -199,16 +270,24 @@ class AlbertTokenizer:
                     f"SentencePiece model {self.model_name}: {piece} is {where}, expected at id {want} "
                     "([CLS] [SEP] [MASK] must be control symbols 2, 3, 4; train with `albert-tf vocab`)")
 
+    def _segment(self, text):
+        """Normalized str -> SentencePiece ids, ties in canonical order (no digit-comma rule)."""
+        return canonical_order(self._sp.encode(text), self._run_root, self._run_power)
+
     def _split_digit_comma(self, piece):
         """The digit-comma rule for one piece: "▁3.0," -> pieces("3.0") + [","]."""
-        pieces = self._sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+        pieces = [self._sp.id_to_piece(i) for i in self._segment(piece[:-1].replace(SPIECE_UNDERLINE, ""))]
         if not piece.startswith(SPIECE_UNDERLINE) and pieces and pieces[0].startswith(SPIECE_UNDERLINE):
             pieces = pieces[1:] if pieces[0] == SPIECE_UNDERLINE else [pieces[0][1:]] + pieces[1:]
         return pieces + [piece[-1]]
 
     def encode_as_pieces(self, text):
-        """str (or UTF-8 bytes) -> list of pieces (normalized, segmented, digit-comma rule applied)."""
+        """str (or UTF-8 bytes) -> list of pieces (normalized, segmented, digit-comma rule applied); an unknown
+        piece is given as its text."""
         pieces = self._sp.encode(normalize(_as_text(text), self.lower_case), out_type=str)
+        ids = [self._sp.piece_to_id(p) for p in pieces]  # an unknown piece's text gives unk_id, which never moves
+        ordered = canonical_order(ids, self._run_root, self._run_power)
+        pieces = [p if i == j else self._sp.id_to_piece(j) for p, i, j in zip(pieces, ids, ordered)]
         out = []
         for piece in pieces:
             if _ends_with_digit_comma(piece):
@@ -222,7 +301,7 @@ class AlbertTokenizer:
         `pack`)."""
         if not isinstance(text, (str, bytes, bytearray)):
             return [self.encode(t) for t in text]
-        ids = self._sp.encode(normalize(_as_text(text), self.lower_case))
+        ids = self._segment(normalize(_as_text(text), self.lower_case))
         if not self._digit_comma_ids or self._digit_comma_ids.keys().isdisjoint(ids):
             return ids
         out = []
@@ -415,6 +494,11 @@ def _make_in_graph_tokenizer(tokenizer):
             for i, expansion in tokenizer._digit_comma_ids.items():  # pylint: disable=protected-access
                 rows[i] = expansion
             self.has_digit_comma = bool(tokenizer._digit_comma_ids)  # pylint: disable=protected-access
+            root, power = tokenizer._run_root, tokenizer._run_power  # pylint: disable=protected-access
+            self.has_runs = max(root) >= 0  # else no piece can take part in a tie
+            self.run_root = tf.constant(root, tf.int32)
+            self.run_power = tf.constant(power, tf.int64)
+            self.power_base = max(power) + 1
             self.expansion = tf.RaggedTensor.from_row_lengths(
                 tf.constant(np.concatenate([np.asarray(r, np.int32) for r in rows]), tf.int32),
                 tf.constant([len(r) for r in rows], tf.int64))
@@ -451,9 +535,22 @@ def _make_in_graph_tokenizer(tokenizer):
             if strings.shape.rank == 0:
                 return self.encode(strings[tf.newaxis])[0]
             ids = self.sentencepiece.tokenize(self.normalize(strings))
+            if self.has_runs:
+                ids = self.canonical_order(ids)
             if self.has_digit_comma:
                 ids = tf.gather(self.expansion, ids).merge_dims(1, 2)
             return ids
+
+        def canonical_order(self, ids):
+            """`canonical_order` on ragged ids [B, None]: a stable sort of the flat ids by (run number, power),
+            where a run is a maximal stretch of adjacent ids (in one row) with the same root >= 0."""
+            flat = ids.flat_values
+            root = tf.gather(self.run_root, flat)
+            first = tf.ragged.range(ids.row_lengths()).flat_values == 0
+            same = tf.concat([[False], (root[1:] == root[:-1]) & (root[1:] >= 0)], axis=0)
+            run = tf.cumsum(tf.cast(~same | first, tf.int64))
+            key = run * self.power_base + tf.gather(self.run_power, flat)
+            return ids.with_flat_values(tf.gather(flat, tf.argsort(key, stable=True)))
 
         def pack(self, text_a, text_b, seq_length):
             cls_id, sep_id = self.special_ids

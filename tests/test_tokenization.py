@@ -394,3 +394,97 @@ def test_encode_with_offsets_digit_comma_rule(hand_tokenizer):
     assert hand_tokenizer.encode_with_offsets("  x7,") == ([13, 16, 10], [(2, 3), (3, 4), (4, 5)])
     for text in _random_texts(200, seed=3):
         _check_offsets(hand_tokenizer, text)
+
+
+# ------------------------------------------------------------------- equal-score ties: one canonical order
+def test_primitive_root_and_canonical_order_hand_computed():
+    from albert_tf.tokenization import canonical_order, primitive_root, run_tables  # pylint: disable=import-outside-toplevel
+
+    assert primitive_root("====") == ("=", 4) and primitive_root("abab") == ("ab", 2)
+    assert primitive_root("aba") == ("aba", 1) and primitive_root("x") == ("x", 1)
+    pieces = ["<pad>", "=", "===", "==", "ab", "abab", "▁", "x", "y"]
+    root, power = run_tables(pieces, skip={0})
+    assert root[7] < 0 and root[8] < 0 and root[0] < 0 and root[1] == root[2] == root[3] >= 0
+    assert power[:6] == [1, 1, 3, 2, 1, 2]
+    # runs: [2, 1, 3] -> powers 3, 1, 2 -> [1, 3, 2]; [5, 4] -> [4, 5]; "x" "x" and "x" "=" are no runs.
+    assert canonical_order([6, 2, 1, 3, 7, 5, 4, 2, 7, 7], root, power) == [6, 1, 3, 2, 7, 4, 5, 2, 7, 7]
+    unchanged = [6, 1, 3, 7]
+    assert canonical_order(unchanged, root, power) is unchanged
+
+
+def _tie_corpus(path):
+    """English-like sentences plus the tie-prone strings real text has: borders of one repeated character, hex
+    masks, runs of digits."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(0)
+    lines = []
+    for i in range(3000):
+        lines.append(helpers.make_sentence(rng))
+        if i % 3 == 0:
+            lines.append(rng.choice("=-*#~x09") * rng.randint(2, 40))
+        if i % 7 == 0:
+            lines.append("0x" + "f" * rng.randint(2, 16) + " " + "9" * rng.randint(2, 12))
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return str(path)
+
+
+TIE_PRONE = ([c * n for c in "=-*#~x09" for n in range(2, 60)] + ["0x" + "f" * n for n in range(2, 20)]
+             + ["+" + "=" * n + "+" + "=" * (n + 7) + "+ 999999" for n in range(1, 30)])
+
+
+@pytest.fixture(scope="module")
+def tie_tokenizer(tmp_path_factory):
+    from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
+
+    directory = tmp_path_factory.mktemp("ties")
+    train_vocab(_tie_corpus(directory / "corpus.txt"), str(directory / "ties"), vocab_size=350)
+    return AlbertTokenizer(str(directory / "ties.model"))
+
+
+def test_in_graph_equals_python_on_equal_score_ties(tie_tokenizer):
+    """pip sentencepiece and TF Text's copy break Viterbi ties between commuting pieces differently; both paths
+    put them in the canonical order, so they agree. The raw segmentations show the ties are really there."""
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+    tok = tie_tokenizer
+    raw_pip = spm.SentencePieceProcessor(model_proto=tok.model_proto).encode(TIE_PRONE)
+    raw_tf = tf_text.SentencepieceTokenizer(model=tok.model_proto).tokenize(TIE_PRONE).to_list()
+    expected = tok.encode(TIE_PRONE)
+    reordered = sum(1 for p, t, e in zip(raw_pip, raw_tf, expected) if p != e or t != e)
+    assert reordered >= 5, "the vocabulary should produce equal-score ties on these strings"
+    for p, e in zip(raw_pip, expected):
+        assert sorted(p) == sorted(e)  # the same pieces, at most reordered
+    assert tok.tf_encode(tf.constant(TIE_PRONE)).to_list() == expected
+    assert tok.encode_as_pieces(TIE_PRONE[40]) == [tok.id_to_piece(i) for i in expected[40]]
+
+
+def test_in_graph_equals_python_on_english_like_text(tie_tokenizer):
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(11)
+    texts = [" ".join(helpers.make_sentence(rng) for _ in range(rng.randint(1, 6))) for _ in range(500)]
+    assert tie_tokenizer.tf_encode(texts).to_list() == tie_tokenizer.encode(texts)
+
+
+# Letters whose lowercase mapping arrived in Unicode 14.0: Python 3.11 lowercases them, TF's ICU (tf.strings.lower)
+# does not. Documented in README; the boundary is tested below.
+UNICODE_14_CASED = [0x2C2F, 0xA7C0, 0xA7D0, 0xA7D6, 0xA7D8] + list(range(0x10570, 0x105A2))
+
+
+def test_icu_and_python_unicode_tables_differ_only_where_documented(tiny_tokenizer):
+    """Every code point below U+30000 that Python 3.11 assigns normalizes the same in-graph, except the Unicode 14
+    case pairs (which must really differ: the boundary); unassigned ones may differ (TF Text's newer ICU)."""
+    import unicodedata  # pylint: disable=import-outside-toplevel
+
+    if unicodedata.unidata_version != "14.0.0":
+        pytest.skip(f"the documented list is for Python's Unicode 14.0.0, this is {unicodedata.unidata_version}")
+    chars = [c for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
+    texts = ["a" + chr(c) + "b" for c in chars]
+    got = [s.decode("utf-8") for s in tiny_tokenizer.tf_normalize(texts).numpy()]
+    differ = {c for c, t, g in zip(chars, texts, got) if normalize(t) != g}
+    documented = {c for c in UNICODE_14_CASED if chr(c).lower() != chr(c)}
+    assert differ == documented
+    assert normalize("\u2C2E") != "\u2C2E" and tiny_tokenizer.tf_normalize("\u2C2E").numpy().decode() == "\u2C5E"

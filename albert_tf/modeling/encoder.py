@@ -1,5 +1,6 @@
 """AlbertEncoder: factorized embedding, cross-layer-shared post-LN transformer, pooler."""
 import collections
+import types
 
 import keras
 from keras import ops
@@ -96,9 +97,12 @@ class AlbertEncoder(AlbertModelBase):
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         self.embeddings = embeddings
-        self.attention_layers = attention_layers  # {("group", g, j) or ("layer", i, j): AttentionSublayer}
-        self.ffn_layers = ffn_layers
-        self.block_keys = keys  # per applied block: (attention key, ffn key)
+        # Read-only views, which neither Keras nor TensorFlow tracks: a tracked dict with tuple keys makes
+        # tf.saved_model.save fail ("non-string key"). The sublayers are tracked as the functional model's layers,
+        # so the checkpoint object graph is the same as before (checkpoints written earlier restore unchanged).
+        self.attention_layers = types.MappingProxyType(attention_layers)  # {("group", g, j) or ("layer", i, j): ..}
+        self.ffn_layers = types.MappingProxyType(ffn_layers)
+        self.block_keys = tuple(keys)  # per applied block: (attention key, ffn key)
         self.pooler = pooler
         self.fused = bool(fused)
         self.training_streams = int(training_streams)

@@ -1,0 +1,254 @@
+"""`albert-tf export`: a SavedModel for TF Serving that takes raw text, and `load_encoder` to fine-tune from it.
+
+    albert-tf export --model DIR --output BASE [--version N] [--max-seq-length 128] [--spm-model PATH]
+                     [--overwrite] [--no-warmup]
+
+Writes BASE/N/ (TF Serving's layout: N is the next free integer unless --version is given; an existing version is
+replaced only with --overwrite), atomically: the SavedModel is written under a hidden temp name in BASE and renamed
+to BASE/N when complete, so a server watching BASE never sees half a model.
+
+Signatures (B = batch, L = --max-seq-length, H = hidden size):
+  serving_default  text_a string [B]                   -> pooled_output [B,H], sequence_output [B,L,H],
+                                                          input_mask int32 [B,L]
+  text_pair        text_a string [B], text_b string [B] -> the same ([CLS] a [SEP] b [SEP])
+  encode           input_word_ids, input_mask, input_type_ids int32 [B,L'] -> the same outputs
+Text is tokenized in the graph exactly as `AlbertTokenizer.pack` does it (normalization, SentencePiece, the
+digit-comma rule, truncation of the longer side); invalid UTF-8 bytes become U+FFFD first, as `create-data` reads
+them. BASE/N/assets.extra/albert_config.json keeps the config, so `load_encoder` rebuilds a trainable encoder.
+"""
+import json
+import os
+import re
+import uuid
+
+ASSETS_EXTRA = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"
+CONFIG_ASSET = "albert_config.json"
+OUTPUT_NAMES = ("pooled_output", "sequence_output", "input_mask")
+
+
+# ------------------------------------------------------------------------------------ BASE/N, atomically
+def next_version(output_base):
+    """1 + the largest integer-named subdirectory of output_base (1 when none)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if not tf.io.gfile.isdir(output_base):
+        return 1
+    versions = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(output_base) if re.fullmatch(r"\d+/?", n)]
+    return max(versions, default=0) + 1
+
+
+def write_saved_model(module, output_base, signatures, version=None, overwrite=False, warmup_requests=None,
+                      extra_assets=None):
+    """Saves `module` as output_base/version (TF Serving's layout), atomically; returns that path.
+
+    Args:
+      module: the tf.Module to save (it must track every variable and resource the signatures use).
+      output_base: BASE (local or gs://).
+      signatures: {name: concrete function}, as for tf.saved_model.save.
+      version: an int >= 1, or None for `next_version(output_base)`.
+      overwrite: replace an existing BASE/version (otherwise that is a ValueError).
+      warmup_requests: None, or a list of serialized tensorflow.serving.PredictionLog records written to
+        assets.extra/tf_serving_warmup_requests (see `warmup_records`).
+      extra_assets: {file name: bytes or str} written to assets.extra/.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    output_base = os.fspath(output_base)
+    if version is None:
+        version = next_version(output_base)
+    if int(version) < 1:
+        raise ValueError(f"--version must be a positive integer, got {version}")
+    final = os.path.join(output_base, str(int(version)))
+    if tf.io.gfile.exists(final) and not overwrite:
+        raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
+    tf.io.gfile.makedirs(output_base)
+    tmp = os.path.join(output_base, f".{int(version)}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        extra = dict(extra_assets or {})
+        if warmup_requests:
+            if len(warmup_requests) > 1000:
+                raise ValueError(f"at most 1000 warm-up records (TF Serving's limit), got {len(warmup_requests)}")
+        tf.io.gfile.makedirs(os.path.join(tmp, ASSETS_EXTRA))
+        for name, data in extra.items():
+            with tf.io.gfile.GFile(os.path.join(tmp, ASSETS_EXTRA, name), "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+        if warmup_requests:
+            with tf.io.TFRecordWriter(os.path.join(tmp, ASSETS_EXTRA, WARMUP_FILE)) as writer:
+                for record in warmup_requests:
+                    writer.write(record)
+        if tf.io.gfile.exists(final):  # overwrite: the old version goes only once the new one is complete
+            tf.io.gfile.rmtree(final)
+        tf.io.gfile.rename(tmp, final)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+        raise
+    return final
+
+
+def warmup_records(signature_name, requests):
+    """Serialized tensorflow.serving.PredictionLog records (needs the `serving` extra: tensorflow-serving-api).
+
+    Args:
+      signature_name: the signature each request calls.
+      requests: a list of {input name: numpy array or list}.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ImportError("warm-up records need tensorflow-serving-api: pip install 'albert_tf[serving]' "
+                          "(or export with --no-warmup)") from e
+    records = []
+    for inputs in requests:
+        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature_name))
+        for name, value in inputs.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+        log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+        records.append(log.SerializeToString())
+    return records
+
+
+# ------------------------------------------------------------------------------------ the encoder's signatures
+def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
+    """In-graph: string [B] (and [B]) -> the packed int32 [B, seq_length] model inputs, as `AlbertTokenizer.pack`.
+
+    Invalid UTF-8 becomes U+FFFD (as `create-data` reads its input); text_a and text_b of different lengths raise
+    InvalidArgumentError "text_a and text_b must have the same length". Task exports reuse this.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def clean(strings):
+        return tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+
+    text_a = clean(text_a)
+    if text_b is not None:
+        text_b = clean(text_b)
+        check = tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
+                                          message="text_a and text_b must have the same length")
+        with tf.control_dependencies([check]):
+            text_a = tf.identity(text_a)
+    return tokenizer.tf_pack(text_a, text_b, seq_length=seq_length)
+
+
+def encoder_signatures(encoder, tokenizer, seq_length=128):
+    """(module, signatures) for `write_saved_model`: serving_default, text_pair and encode (see the module doc)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    module = tf.Module()
+    module.encoder = encoder
+    module.tokenizer = tokenizer.in_graph
+
+    def outputs(inputs):
+        out = encoder(inputs, training=False)
+        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
+                "input_mask": inputs["input_mask"]}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    def serving_default(text_a):
+        return outputs(text_to_inputs(tokenizer, text_a, None, seq_length))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                  tf.TensorSpec([None], tf.string, name="text_b")])
+    def text_pair(text_a, text_b):
+        return outputs(text_to_inputs(tokenizer, text_a, text_b, seq_length))
+
+    ids = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+           for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    @tf.function(input_signature=[ids])
+    def encode(inputs):
+        return outputs(inputs)
+
+    module.serving_default, module.text_pair, module.encode = serving_default, text_pair, encode
+    signatures = {"serving_default": serving_default.get_concrete_function(),
+                  "text_pair": text_pair.get_concrete_function(), "encode": encode.get_concrete_function()}
+    return module, signatures
+
+
+def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
+                   warmup=True, lower_case=None):
+    """`albert-tf export` as a function; returns the path of BASE/N."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    model_dir = os.fspath(model_dir)
+    if seq_length < 3:
+        raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
+    if spm_model is None:
+        spm_model = os.path.join(model_dir, "spm.model")
+        if not tf.io.gfile.exists(spm_model):
+            raise FileNotFoundError(f"{model_dir}: no spm.model (pass --spm-model PATH)")
+    encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
+    if seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
+                         f"{encoder.config.max_position_embeddings}")
+    if lower_case is None:
+        lower_case = encoder.config.to_dict().get("lower_case", True)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    if tokenizer.vocab_size != encoder.config.vocab_size:
+        raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
+                         f"{model_dir}/albert_config.json has vocab_size {encoder.config.vocab_size}")
+    module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
+    requests = None
+    if warmup:
+        requests = warmup_records("serving_default", [{"text_a": ["warm-up request"]},
+                                                      {"text_a": ["warm-up request"] * 32}])
+    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length))
+    return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
+                             warmup_requests=requests, extra_assets={CONFIG_ASSET: json.dumps(config, indent=2)})
+
+
+# ------------------------------------------------------------------------------------ back to Keras
+def load_encoder(path, dropout=True):
+    """A trainable Keras AlbertEncoder from an export (BASE/N, or BASE: its largest version) or from a
+    pretrained-model directory."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+
+    path = os.fspath(path)
+    exported = tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
+    if not exported and not tf.io.gfile.exists(os.path.join(path, CONFIG_ASSET)) and next_version(path) > 1:
+        path = os.path.join(path, str(next_version(path) - 1))  # BASE: its newest version
+    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        return AlbertEncoder.from_pretrained(path, dropout=dropout)
+    config_file = os.path.join(path, ASSETS_EXTRA, CONFIG_ASSET)
+    if not tf.io.gfile.exists(config_file):
+        raise FileNotFoundError(f"{path}: a SavedModel without {ASSETS_EXTRA}/{CONFIG_ASSET} (not written by "
+                                "`albert-tf export`)")
+    with tf.io.gfile.GFile(config_file) as f:
+        config = json.load(f)
+    config.pop("lower_case", None)
+    config.pop("max_seq_length", None)
+    encoder = AlbertEncoder(AlbertConfig.from_dict(config), dropout=dropout)
+    status = tf.train.Checkpoint(encoder=encoder).read(os.path.join(path, "variables", "variables"))
+    status.expect_partial().assert_existing_objects_matched()
+    return encoder
+
+
+# ------------------------------------------------------------------------------------ command line
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR", help="a pretrained-model directory")
+    parser.add_argument("--output", required=True, metavar="BASE", help="writes BASE/N (TF Serving's layout)")
+    parser.add_argument("--version", type=int, default=None, help="N (default: the next free integer)")
+    parser.add_argument("--max-seq-length", type=int, default=128, help="L, the packed length (128)")
+    parser.add_argument("--spm-model", default=None, metavar="PATH", help="default: DIR/spm.model")
+    parser.add_argument("--cased", action="store_true", help="the model was trained on cased text")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing BASE/N")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="write no warm-up records (they need tensorflow-serving-api)")
+
+
+def run(args):
+    path = export_encoder(args.model, args.output, version=args.version, seq_length=args.max_seq_length,
+                          spm_model=args.spm_model, overwrite=args.overwrite, warmup=not args.no_warmup,
+                          lower_case=False if args.cased else None)
+    print(f"albert-tf export: wrote {path}")
+    return 0
