@@ -4,6 +4,8 @@ Public API:
   AlbertConfig                       the original albert_config.json, validated
   AlbertEncoder, AlbertPretrainer    Keras models (inputs/outputs named as in TF-Hub BERT)
   AlbertTokenizer                    normalization + SentencePiece, Python and in-graph
+  AlbertClassifier, AlbertSpanQA,    task models for fine-tuning with model.fit (classification/regression,
+  AlbertMultipleChoice               SQuAD span QA, RACE multiple choice)
   data.pretraining_dataset           the tf.data input for pretraining
 """
 import importlib
@@ -22,6 +24,9 @@ _LAZY = {
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.tokenization",
+    "AlbertClassifier": "albert_tf.modeling.tasks",
+    "AlbertSpanQA": "albert_tf.modeling.tasks",
+    "AlbertMultipleChoice": "albert_tf.modeling.tasks",
 }
 
 
@@ -40,4 +45,5 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "configs_dir", "__version__"]
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "AlbertClassifier",
+           "AlbertSpanQA", "AlbertMultipleChoice", "configs_dir", "__version__"]
