@@ -47,6 +47,59 @@ def normalize(text, lower_case=True):
     return text
 
 
+def normalize_with_offsets(text, lower_case=True):
+    """`normalize` that also says where each normalized character comes from in `text`.
+
+    Args:
+      text: a str.
+      lower_case: as in `normalize`.
+    Returns:
+      (normalized, starts, ends): normalized == normalize(text, lower_case); normalized[k] comes from
+      text[starts[k]:ends[k]] (a space that replaced a whitespace run points at the run's first character; the
+      characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character; the '"' that
+      replaced `` or '' spans both).
+    """
+    chars, starts, ends = [], [], []
+    space_at = None  # where the pending whitespace run began
+    for i, c in enumerate(text):  # str.split() and str.isspace() share Python's notion of whitespace
+        if c.isspace():
+            if space_at is None:
+                space_at = i
+            continue
+        if space_at is not None and chars:
+            chars.append(" ")
+            starts.append(space_at)
+            ends.append(space_at + 1)
+        space_at = None
+        if c in "`'" and chars and chars[-1] == c and ends[-1] == i:  # `` or '' -> " (left to right, no overlap)
+            chars[-1] = '"'
+            ends[-1] = i + 1
+            continue
+        chars.append(c)
+        starts.append(i)
+        ends.append(i + 1)
+    if any(not c.isascii() for c in chars):
+        # NFKD decomposes each character on its own, then reorders only combining marks, which are all dropped:
+        # character by character gives the same string as `normalize`.
+        decomposed, d_starts, d_ends = [], [], []
+        for c, s, e in zip(chars, starts, ends):
+            for d in unicodedata.normalize("NFKD", c) if not c.isascii() else c:
+                if not unicodedata.combining(d):
+                    decomposed.append(d)
+                    d_starts.append(s)
+                    d_ends.append(e)
+        chars, starts, ends = decomposed, d_starts, d_ends
+    normalized = "".join(chars)
+    if lower_case:
+        lowered = normalized.lower()  # the whole string: str.lower() is context-sensitive (final sigma)
+        widths = [len(c.lower()) for c in chars]
+        if sum(widths) == len(lowered) and any(w != 1 for w in widths):
+            starts = [s for s, w in zip(starts, widths) for _ in range(w)]
+            ends = [e for e, w in zip(ends, widths) for _ in range(w)]
+        normalized = lowered
+    return normalized, starts, ends
+
+
 def _as_text(text):
     """str as is; bytes (e.g. from a tf.data iterator) decoded as UTF-8, bad bytes replaced by U+FFFD."""
     if isinstance(text, (bytes, bytearray)):
@@ -168,6 +221,71 @@ class AlbertTokenizer:
             else:
                 out.extend(expansion)
         return out
+
+    def encode_with_offsets(self, text):
+        """`encode` plus, for each id, the span of `text` it comes from (through normalization, SentencePiece's own
+        normalizer and the digit-comma rule).
+
+        Args:
+          text: a str.
+        Returns:
+          (ids, spans): ids == encode(text); spans[k] = (start, end) character offsets into `text` with
+          text[start:end] the original characters of piece k, whitespace trimmed from both ends (start == end for
+          a piece that covers no character, such as a lone "▁"). Pieces from one character share its span.
+        """
+        from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
+
+        text = _as_text(text)
+        normalized, starts, ends = normalize_with_offsets(text, self.lower_case)
+        proto = sentencepiece_pb2.SentencePieceText()
+        proto.ParseFromString(self._sp.encode(normalized, out_type="serialized_proto"))
+        # SentencePiece's begin/end are byte offsets into the UTF-8 string it was given.
+        char_at_byte = np.zeros(len(normalized.encode("utf-8")) + 1, np.int64)
+        position = 0
+        for k, c in enumerate(normalized):
+            width = len(c.encode("utf-8"))
+            char_at_byte[position:position + width] = k
+            position += width
+        char_at_byte[position] = len(normalized)
+
+        def original_span(begin, end):  # normalized character span -> trimmed span of `text`
+            if end <= begin:
+                at = starts[begin] if begin < len(starts) else len(text)
+                return at, at
+            s, e = starts[begin], ends[end - 1]
+            while s < e and text[s].isspace():
+                s += 1
+            while e > s and text[e - 1].isspace():
+                e -= 1
+            return s, e
+
+        ids, spans = [], []
+        for piece in proto.pieces:
+            begin, end = int(char_at_byte[piece.begin]), int(char_at_byte[piece.end])
+            expansion = self._digit_comma_ids.get(piece.id)
+            if expansion is None:
+                ids.append(piece.id)
+                spans.append(original_span(begin, end))
+                continue
+            # "▁3.0," -> pieces of "3.0" + ",": the comma is the span's last character, the rest re-encoded.
+            ids.extend(expansion)
+            head_begin = begin
+            while head_begin < end - 1 and normalized[head_begin] == " ":
+                head_begin += 1
+            head = self._sp.encode(normalized[head_begin:end - 1], out_type="serialized_proto")
+            sub = sentencepiece_pb2.SentencePieceText()
+            sub.ParseFromString(head)
+            sub_pieces = list(sub.pieces)
+            if len(sub_pieces) == len(expansion):  # the rule dropped a lone leading "▁"
+                sub_pieces = sub_pieces[1:]
+            if len(sub_pieces) == len(expansion) - 1:
+                base = len(normalized[:head_begin].encode("utf-8"))
+                for p in sub_pieces:
+                    spans.append(original_span(int(char_at_byte[base + p.begin]), int(char_at_byte[base + p.end])))
+            else:  # not seen: SentencePiece's normalizer changed the head; give its span to each piece
+                spans.extend([original_span(head_begin, end - 1)] * (len(expansion) - 1))
+            spans.append(original_span(end - 1, end))
+        return ids, spans
 
     def decode(self, ids):
         """list[int] (or a 1-D array) -> str; special ids decode to nothing."""

@@ -1,0 +1,242 @@
+"""albert_tf.tasks.glue: the official GLUE TSV layouts (written here, tiny) and each task's metric."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+from albert_tf.tasks import glue
+
+T = "\t"
+MNLI_HEAD = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+             "sentence1_parse", "sentence2_parse", "sentence1", "sentence2"]
+
+
+def _mnli_row(i, s1, s2, labels=()):
+    return [str(i), "31193", f"{i}n", "government", "( ( bp ) )", "( ( bp ) )", "(ROOT (S))", "(ROOT (S))", s1,
+            s2] + list(labels)
+
+
+FILES = {
+    # CoLA: train/dev without header: source, label, original annotation ("*" when unacceptable), sentence
+    "CoLA/train.tsv": [["gj04", "1", "", "Our friends won't buy this analysis."],
+                       ["gj04", "0", "*", "They drank the pub."]],
+    "CoLA/dev.tsv": [["bc01", "1", "", "The sailors rode the breeze clear of the rocks."]],
+    "CoLA/test.tsv": [["index", "sentence"], ["0", "Bill whistled past the house."]],
+    "SST-2/train.tsv": [["sentence", "label"], ["hide new secretions from the parental units ", "0"],
+                        ["the greatest musicians ", "1"]],
+    "SST-2/dev.tsv": [["sentence", "label"], ["it 's a charming and often affecting journey . ", "1"]],
+    "SST-2/test.tsv": [["index", "sentence"], ["0", "uneasy mishmash of styles and genres ."]],
+    "MRPC/train.tsv": [["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"],
+                       ["1", "702876", "702977", "Amrozi accused his brother.", "Referring to him, he said."],
+                       ["0", "2108705", "2108831", "Yucaipa owned Dominick 's.", "Yucaipa bought Dominick 's."]],
+    "MRPC/dev.tsv": [["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"], ["1", "1", "2", "He said.", "He did."]],
+    "MRPC/test.tsv": [["index", "#1 ID", "#2 ID", "#1 String", "#2 String"], ["0", "1", "2", "PCCW 's chief.", "Its."]],
+    "STS-B/train.tsv": [["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
+                         "sentence2", "score"],
+                        ["0", "main-captions", "MSRvid", "2012test", "0001", "none", "none", "A plane is taking off.",
+                         "An air plane is taking off.", "5.000"],
+                        ["1", "main-captions", "MSRvid", "2012test", "0004", "none", "none", "A man plays a flute.",
+                         "A man plays a bamboo flute.", "3.800"]],
+    "STS-B/dev.tsv": [["index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1",
+                       "sentence2", "score"],
+                      ["0", "main-captions", "MSRvid", "2012test", "0000", "none", "none", "A man with a hard hat.",
+                       "A man wearing a hard hat.", "0.000"]],
+    # QQP: a row cut short (a question with a line break) is skipped, as the original readers do
+    "QQP/train.tsv": [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                      ["133273", "213221", "213222", "How is the life of a math student?", "Which level?", "0"],
+                      ["402555", "536040", "536041", "How do I control my horny emotions?"],
+                      ["360472", "364011", "490273", 'What causes "stool color', "What is a stool?", "1"]],
+    "QQP/dev.tsv": [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+                    ["1", "2", "3", "Why?", "Why not?", "0"]],
+    "QQP/test.tsv": [["id", "question1", "question2"], ["0", "Why do rockets look white?", "Why are they white?"]],
+    # MNLI: train has one annotator column, dev five; the gold label is last; unbalanced quotes in the text
+    "MNLI/train.tsv": [MNLI_HEAD + ["label1", "gold_label"],
+                       _mnli_row(0, 'Conceptually cream "skimming has two dimensions.', "Product and geography.",
+                                 ["neutral", "neutral"]),
+                       _mnli_row(1, "you know during the season", "You lose the things.",
+                                 ["entailment", "entailment"])],
+    "MNLI/dev_matched.tsv": [MNLI_HEAD + [f"label{i}" for i in range(1, 6)] + ["gold_label"],
+                             _mnli_row(0, "The new rights are nice enough", "Everyone really likes them",
+                                       ["neutral", "entailment", "neutral", "neutral", "neutral", "neutral"])],
+    "MNLI/dev_mismatched.tsv": [MNLI_HEAD + [f"label{i}" for i in range(1, 6)] + ["gold_label"],
+                                _mnli_row(0, "Your contribution helped.", "It did not help.",
+                                          ["contradiction"] * 6)],
+    "MNLI/test_matched.tsv": [MNLI_HEAD, _mnli_row(0, "Hierbas is a liqueur.", "It is not a liqueur.")],
+    "MNLI/test_mismatched.tsv": [MNLI_HEAD, _mnli_row(0, "What a day.", "It was a day.")],
+    "QNLI/train.tsv": [["index", "question", "sentence", "label"],
+                       ["0", "When did it start?", "It started in 1999.", "entailment"],
+                       ["1", "Who?", "Nobody knows when.", "not_entailment"]],
+    "QNLI/dev.tsv": [["index", "question", "sentence", "label"], ["0", "Why?", "Because.", "entailment"]],
+    "RTE/train.tsv": [["index", "sentence1", "sentence2", "label"],
+                      ["0", "No Weapons of Mass Destruction Found in Iraq Yet.", "Weapons Found.", "not_entailment"]],
+    "RTE/dev.tsv": [["index", "sentence1", "sentence2", "label"], ["0", "A cat sat.", "A cat sat.", "entailment"]],
+    "WNLI/train.tsv": [["index", "sentence1", "sentence2", "label"], ["0", "I stuck a pin.", "The pin stuck.", "1"]],
+    "WNLI/dev.tsv": [["index", "sentence1", "sentence2", "label"], ["0", "The drain is clogged.", "It is.", "0"]],
+}
+
+
+def _write(path, rows, newline="\n"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write("".join(T.join(row) + newline for row in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def glue_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glue_data")
+    for name, rows in FILES.items():
+        _write(os.path.join(root, name), rows)
+    return str(root)
+
+
+def _triples(examples):
+    return [(e.text_a, e.text_b, e.label) for e in examples]
+
+
+def test_every_task_has_its_official_definition():
+    assert set(glue.TASKS) == {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"}
+    assert glue.TASKS["mnli"].dev_splits == ("dev_matched", "dev_mismatched")
+    assert glue.TASKS["mnli"].labels == ("contradiction", "entailment", "neutral")
+    assert glue.TASKS["stsb"].num_labels == 1 and glue.TASKS["stsb"].labels == ()
+    assert glue.TASKS["cola"].metrics == ("mcc",)
+    assert glue.TASKS["mrpc"].metrics == glue.TASKS["qqp"].metrics == ("accuracy", "f1")
+    assert glue.TASKS["stsb"].metrics == ("pearson", "spearman")
+    for task in glue.TASKS.values():
+        assert task.num_labels == (len(task.labels) or 1)
+
+
+def test_cola_has_no_header_in_train_and_dev(glue_root):
+    examples = glue.read_examples(glue_root, "cola", "train")
+    assert _triples(examples) == [("Our friends won't buy this analysis.", None, 1), ("They drank the pub.", None, 0)]
+    assert [e.guid for e in examples] == ["train-0", "train-1"]
+    assert _triples(glue.read_examples(glue_root, "cola", "test")) == [("Bill whistled past the house.", None, None)]
+
+
+def test_single_and_pair_tasks(glue_root):
+    assert _triples(glue.read_examples(glue_root, "sst2", "train")) == [
+        ("hide new secretions from the parental units ", None, 0), ("the greatest musicians ", None, 1)]
+    assert _triples(glue.read_examples(glue_root, "sst2", "test")) == [
+        ("uneasy mishmash of styles and genres .", None, None)]
+    assert _triples(glue.read_examples(glue_root, "mrpc", "train")) == [
+        ("Amrozi accused his brother.", "Referring to him, he said.", 1),
+        ("Yucaipa owned Dominick 's.", "Yucaipa bought Dominick 's.", 0)]
+    assert _triples(glue.read_examples(glue_root, "mrpc", "test")) == [("PCCW 's chief.", "Its.", None)]
+    assert _triples(glue.read_examples(glue_root, "qnli", "train")) == [
+        ("When did it start?", "It started in 1999.", 0), ("Who?", "Nobody knows when.", 1)]
+    assert _triples(glue.read_examples(glue_root, "rte", "train")) == [
+        ("No Weapons of Mass Destruction Found in Iraq Yet.", "Weapons Found.", 1)]
+    assert _triples(glue.read_examples(glue_root, "wnli", "dev")) == [("The drain is clogged.", "It is.", 0)]
+
+
+def test_stsb_scores_are_floats(glue_root):
+    examples = glue.read_examples(glue_root, "stsb", "train")
+    assert _triples(examples) == [("A plane is taking off.", "An air plane is taking off.", 5.0),
+                                  ("A man plays a flute.", "A man plays a bamboo flute.", 3.8)]
+    assert isinstance(examples[1].label, float)
+
+
+def test_qqp_skips_rows_with_missing_fields(glue_root):
+    examples = glue.read_examples(glue_root, "qqp", "train")
+    assert _triples(examples) == [("How is the life of a math student?", "Which level?", 0),
+                                  ('What causes "stool color', "What is a stool?", 1)]
+    assert [e.guid for e in examples] == ["train-0", "train-1"]
+    assert _triples(glue.read_examples(glue_root, "qqp", "test")) == [
+        ("Why do rockets look white?", "Why are they white?", None)]
+
+
+def test_mnli_train_dev_and_test_layouts(glue_root):
+    assert _triples(glue.read_examples(glue_root, "mnli", "train")) == [
+        ('Conceptually cream "skimming has two dimensions.', "Product and geography.", 2),
+        ("you know during the season", "You lose the things.", 1)]
+    # dev: the gold label (last of 16 columns), not the first annotator's
+    assert _triples(glue.read_examples(glue_root, "mnli", "dev_matched")) == [
+        ("The new rights are nice enough", "Everyone really likes them", 2)]
+    assert _triples(glue.read_examples(glue_root, "mnli", "dev_mismatched"))[0][2] == 0
+    assert _triples(glue.read_examples(glue_root, "mnli", "test_matched")) == [
+        ("Hierbas is a liqueur.", "It is not a liqueur.", None)]
+
+
+def test_task_folder_itself_and_crlf_lines(glue_root, tmp_path):
+    direct = glue.read_examples(os.path.join(glue_root, "RTE"), "rte", "train")
+    assert direct == glue.read_examples(glue_root, "rte", "train")
+    _write(str(tmp_path / "SST-2" / "dev.tsv"), FILES["SST-2/dev.tsv"], newline="\r\n")
+    assert glue.read_examples(str(tmp_path), "sst2", "dev") == glue.read_examples(glue_root, "sst2", "dev")
+
+
+def _one_file(tmp_path, name, rows):
+    _write(str(tmp_path / name), rows)
+    return str(tmp_path)
+
+
+def test_error_short_row_names_file_and_line(tmp_path):
+    root = _one_file(tmp_path, "RTE/train.tsv", [["index", "sentence1", "sentence2", "label"],
+                                                 ["0", "a", "b", "entailment"], ["1", "only one sentence"]])
+    with pytest.raises(ValueError, match=r"RTE/train\.tsv line 3: 2 tab-separated fields, expected at least 4"):
+        glue.read_examples(root, "rte", "train")
+    root = _one_file(tmp_path, "CoLA/dev.tsv", [["gj04", "1", "", "fine"], ["gj04", "1 no tabs here"]])
+    with pytest.raises(ValueError, match=r"CoLA/dev\.tsv line 2: 2 tab-separated fields, expected at least 4"):
+        glue.read_examples(root, "cola", "dev")
+
+
+def test_error_label_outside_the_task_set(tmp_path):
+    root = _one_file(tmp_path, "MNLI/dev_matched.tsv",
+                     [MNLI_HEAD + ["label1", "gold_label"], _mnli_row(0, "a", "b", ["neutral", "-"])])
+    with pytest.raises(ValueError, match=r"dev_matched\.tsv line 2: label '-' is not one of mnli's labels "
+                                         r"contradiction, entailment, neutral"):
+        glue.read_examples(root, "mnli", "dev_matched")
+    root = _one_file(tmp_path, "SST-2/train.tsv", [["sentence", "label"], ["good", "1"], ["bad", "positive"]])
+    with pytest.raises(ValueError, match=r"SST-2/train\.tsv line 3: label 'positive'"):
+        glue.read_examples(root, "sst2", "train")
+    head = FILES["STS-B/dev.tsv"][0]
+    root = _one_file(tmp_path, "STS-B/train.tsv", [head, ["0"] * 7 + ["a", "b", "5.5"]])
+    with pytest.raises(ValueError, match=r"STS-B/train\.tsv line 2: score '5\.5' is not a similarity score"):
+        glue.read_examples(root, "stsb", "train")
+    root = _one_file(tmp_path, "STS-B/dev.tsv", [head, ["0"] * 7 + ["a", "b", "high"]])
+    with pytest.raises(ValueError, match=r"STS-B/dev\.tsv line 2: score 'high'"):
+        glue.read_examples(root, "stsb", "dev")
+
+
+def test_error_header_missing_a_column(tmp_path):
+    root = _one_file(tmp_path, "QNLI/dev.tsv", [["index", "question", "text", "label"], ["0", "a", "b", "entailment"]])
+    with pytest.raises(ValueError, match=r"QNLI/dev\.tsv line 1: header has no column 'sentence'"):
+        glue.read_examples(root, "qnli", "dev")
+    root = _one_file(tmp_path, "WNLI/dev.tsv", [["index", "sentence1", "sentence2"], ["0", "a", "b"]])
+    with pytest.raises(ValueError, match=r"WNLI/dev\.tsv line 1: header has no column 'label'"):
+        glue.read_examples(root, "wnli", "dev")
+
+
+def test_error_missing_file_empty_file_unknown_names(tmp_path, glue_root):
+    with pytest.raises(FileNotFoundError, match=r"dev\.tsv not found: qnli expects dev\.tsv"):
+        glue.read_examples(str(tmp_path), "qnli", "dev")
+    with pytest.raises(FileNotFoundError, match="GLUE data directory"):
+        glue.read_examples(str(tmp_path / "nowhere"), "qnli", "dev")
+    root = _one_file(tmp_path, "SST-2/dev.tsv", [])
+    with pytest.raises(ValueError, match=r"SST-2/dev\.tsv is empty"):
+        glue.read_examples(root, "sst2", "dev")
+    root = _one_file(tmp_path, "SST-2/train.tsv", [["sentence", "label"]])
+    with pytest.raises(ValueError, match=r"SST-2/train\.tsv has no sst2 examples"):
+        glue.read_examples(root, "sst2", "train")
+    with pytest.raises(ValueError, match="unknown GLUE task 'mnli-mm'"):
+        glue.read_examples(glue_root, "mnli-mm", "dev")
+    with pytest.raises(ValueError, match="mnli has no split 'dev'"):
+        glue.read_examples(glue_root, "mnli", "dev")
+
+
+def test_compute_metrics_per_task():
+    labels = [1, 0, 0, 1, 1, 0]
+    predictions = [1, 1, 0, 0, 1, 0]
+    assert glue.compute_metrics("cola", predictions, labels) == {"mcc": pytest.approx(1 / 3)}
+    assert glue.compute_metrics("mrpc", predictions, labels) == {"accuracy": pytest.approx(4 / 6),
+                                                                 "f1": pytest.approx(2 / 3)}
+    assert set(glue.compute_metrics("qqp", predictions, labels)) == {"accuracy", "f1"}
+    for name in ("sst2", "mnli", "qnli", "rte", "wnli"):
+        assert glue.compute_metrics(name, predictions, labels) == {"accuracy": pytest.approx(4 / 6)}
+    # logits are arg-maxed
+    logits = np.eye(2)[predictions] * 3.0 - 1.0
+    assert glue.compute_metrics("mrpc", logits, labels) == glue.compute_metrics("mrpc", predictions, labels)
+    result = glue.compute_metrics("stsb", [1.0, 2.0, 2.0, 3.0], [1.0, 3.0, 2.0, 4.0])
+    assert result["spearman"] == pytest.approx(4.5 / math.sqrt(4.5 * 5))
+    assert result["pearson"] == pytest.approx(np.corrcoef([1, 2, 2, 3], [1, 3, 2, 4])[0, 1])
+    assert glue.compute_metrics("stsb", [[1.0], [2.0], [4.0]], [1.0, 2.0, 3.0])["spearman"] == pytest.approx(1.0)
