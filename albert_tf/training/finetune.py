@@ -82,6 +82,9 @@ def add_arguments(parser):
     a("--albert-dropout", type=float, default=None, help="dropout inside the encoder (default: the paper's)")
     a("--classifier-dropout", type=float, default=None, help="dropout before the head (default: the paper's)")
     a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
+    a("--collapsed-init", choices=("reset-biases", "keep"), default="reset-biases",
+      help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
+           "see notes): zero its biases and LayerNorm betas before fine-tuning (default), or keep them")
     a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); paths must be gs://")
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
     a("--steps-per-execution", type=int, default=1, help="training steps per compiled call (Keras)")
@@ -302,6 +305,144 @@ class GlueTask:
         return results
 
 
+def array_dataset(features, labels, order, batch_size):
+    """A tf.data pipeline of batches of precomputed features (a host-side generator, so the arrays are not
+    embedded in the graph): the examples `order` names, in order.
+
+    Args:
+      features: dict of numpy int32 arrays [E, ...]; labels: numpy [E] or a dict of them, or None.
+      order: int64 [N], N a multiple of batch_size.
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def spec(array):
+        return tf.TensorSpec([batch_size, *array.shape[1:]], tf.as_dtype(array.dtype))
+
+    def gather(tree, index):
+        return {k: v[index] for k, v in tree.items()} if isinstance(tree, dict) else tree[index]
+
+    def batches():
+        for start in range(0, len(order), batch_size):
+            index = np.asarray(order[start:start + batch_size])
+            x = gather(features, index)
+            yield x if labels is None else (x, gather(labels, index))
+
+    x_spec = {k: spec(v) for k, v in features.items()}
+    if labels is None:
+        signature = x_spec
+    else:
+        signature = (x_spec, {k: spec(v) for k, v in labels.items()} if isinstance(labels, dict) else spec(labels))
+    return tf.data.Dataset.from_generator(batches, output_signature=signature).prefetch(tf.data.AUTOTUNE)
+
+
+class RaceTask:
+    """RACE: four (article, question + option) sequences per question, one logit each (original layout)."""
+
+    primary_metric = "accuracy"
+
+    def __init__(self, args):
+        from albert_tf.tasks import race  # pylint: disable=import-outside-toplevel
+
+        self.race = race
+        self.train = race.read_examples(args.data_dir, "train")
+        self.dev = {"dev": race.read_examples(args.data_dir, "dev")}
+        self._cache = {}
+
+    def _arrays(self, name, examples, tokenizer, plan):
+        if name not in self._cache:
+            arrays = self.race.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
+                                         max_qa_length=min(128, plan.max_seq_length // 2))
+            labels = arrays.pop("labels")
+            self._cache[name] = (arrays, labels)
+        return self._cache[name]
+
+    def build_model(self, encoder, plan):
+        from albert_tf.modeling.tasks import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
+
+        return AlbertMultipleChoice(encoder, self.race.NUM_CHOICES, dropout=plan.classifier_dropout)
+
+    def loss_and_metrics(self):
+        import keras  # pylint: disable=import-outside-toplevel
+
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+
+    def train_dataset(self, tokenizer, plan, order):
+        features, labels = self._arrays("train", self.train, tokenizer, plan)
+        return array_dataset(features, labels, order, plan.batch_size)
+
+    def evaluate(self, model, tokenizer, plan):
+        features, _ = self._arrays("dev", self.dev["dev"], tokenizer, plan)
+        logits = predict_in_order(model, lambda order: array_dataset(features, None, order, plan.batch_size),
+                                  len(self.dev["dev"]), plan.batch_size)
+        return {"dev": {k: float(v) for k, v in self.race.compute_metrics(logits, self.dev["dev"]).items()}}
+
+
+class SquadTask:
+    """SQuAD v1.1 / v2.0: start and end logits over the windows (doc stride 128, max query 64); answers from the
+    n-best (20) spans of at most 30 tokens; v2's no-answer threshold chosen on dev (best_f1_thresh)."""
+
+    def __init__(self, args):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        from albert_tf.tasks import squad  # pylint: disable=import-outside-toplevel
+
+        self.squad = squad
+        self.v2 = args.task == "squad2"
+        version = "v2.0" if self.v2 else "v1.1"
+        paths = {split: os.path.join(args.data_dir, f"{split}-{version}.json") for split in ("train", "dev")}
+        for path in paths.values():
+            if not tf.io.gfile.exists(path):
+                raise FileNotFoundError(f"--data-dir {args.data_dir}: no {os.path.basename(path)} (SQuAD "
+                                        f"{version}'s official file names)")
+        self.train = squad.read_examples(paths["train"], version_2_with_negative=self.v2)
+        self.dev = {"dev": squad.read_examples(paths["dev"], version_2_with_negative=self.v2)}
+        self.primary_metric = "best_f1" if self.v2 else "f1"
+        self._cache = {}
+
+    def _features(self, name, examples, tokenizer, plan, is_training):
+        if name not in self._cache:
+            features = self.squad.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
+                                            doc_stride=min(128, plan.max_seq_length // 2),
+                                            max_query_length=min(64, plan.max_seq_length // 2 - 4),
+                                            is_training=is_training)
+            self._cache[name] = (features, self.squad.features_to_arrays(features, is_training=is_training))
+        return self._cache[name]
+
+    def num_train(self, tokenizer, plan):
+        return len(self._features("train", self.train, tokenizer, plan, True)[0])
+
+    def build_model(self, encoder, plan):
+        from albert_tf.modeling.tasks import AlbertSpanQA  # pylint: disable=import-outside-toplevel
+
+        return AlbertSpanQA(encoder, version_2_with_negative=self.v2)
+
+    def loss_and_metrics(self):
+        import keras  # pylint: disable=import-outside-toplevel
+
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return {"start_logits": loss, "end_logits": loss}, []
+
+    def train_dataset(self, tokenizer, plan, order):
+        arrays = dict(self._features("train", self.train, tokenizer, plan, True)[1])
+        labels = {"start_logits": arrays.pop("start_positions"), "end_logits": arrays.pop("end_positions")}
+        return array_dataset(arrays, labels, order, plan.batch_size)
+
+    def evaluate(self, model, tokenizer, plan):
+        examples = self.dev["dev"]
+        features, arrays = self._features("dev", examples, tokenizer, plan, False)
+        logits = predict_in_order(model, lambda order: array_dataset(arrays, None, order, plan.batch_size),
+                                  len(features), plan.batch_size)
+        predictions = self.squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
+                                             n_best=20, max_answer_length=30, version_2_with_negative=self.v2)
+        if self.v2:
+            result = self.squad.evaluate(examples, predictions.best_span_answers,
+                                         na_probs=predictions.null_score_diff, na_prob_thresh=0.0)
+        else:
+            result = self.squad.evaluate(examples, predictions.answers)
+        return {"dev": {k: float(v) for k, v in result.items()}}
+
+
 def make_task(args):
     """Reads the task's files; FileNotFoundError / ValueError name the file when they are missing or malformed."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -313,13 +454,84 @@ def make_task(args):
                                 "files as downloaded)")
     if args.task in GLUE_TASKS:
         task = GlueTask(args)
+    elif args.task == "race":
+        task = RaceTask(args)
     else:
-        raise ValueError(f"--task {args.task}: not supported yet")
+        task = SquadTask(args)
     if args.max_train_examples:
         task.train = task.train[: args.max_train_examples]
     if not task.train:
         raise ValueError(f"--data-dir {args.data_dir}: no training examples")
     return task
+
+
+# ---------------------------------------------------------------------------------------------- collapse check
+#: An --init encoder whose token vectors vary across inputs less than this fraction of a randomly initialized
+#: encoder's (same config, same inputs) is "collapsed": it maps every input to nearly the same output.
+COLLAPSE_RATIO = 0.25
+
+
+def input_spread(encoder, inputs):
+    """How much the encoder's last-layer token vectors depend on the input: the std across all real tokens of
+    the batch (input_mask 1, [CLS] excluded), averaged over the H features, divided by the mean std within one
+    token vector. 0 when every token of every input gets the same vector.
+
+    Args:
+      encoder: an AlbertEncoder; inputs: dict of int32 [B, L] (numpy).
+    Returns:
+      float.
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    sequence = np.asarray(encoder(inputs, training=False)["sequence_output"], np.float64)  # [B, L, H]
+    mask = np.asarray(inputs["input_mask"]).astype(bool).copy()
+    mask[:, 0] = False
+    tokens = sequence[mask]                                                                 # [T, H]
+    if len(tokens) < 2:
+        return float("nan")
+    return float(tokens.std(axis=0).mean() / max(tokens.std(axis=1).mean(), 1e-12))
+
+
+def reset_biases(encoder):
+    """Zeroes the encoder's biases and LayerNorm betas (the input-independent terms). Returns how many."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    variables = [v for v in encoder.trainable_variables if v.path.endswith(("bias", "beta"))]
+    for v in variables:
+        v.assign(np.zeros(v.shape, v.dtype))
+    return len(variables)
+
+
+def check_collapse(encoder, inputs, seed):
+    """(spread of `encoder`, spread of a fresh randomly initialized encoder of the same config) on `inputs`."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(seed)
+    reference = AlbertEncoder(encoder.config)
+    return input_spread(encoder, inputs), input_spread(reference, inputs)
+
+
+def handle_collapse(encoder, task, tokenizer, plan, args):
+    """Measures the --init encoder's input spread on a training batch against a random encoder's; when it is
+    collapsed, says so on stderr and (unless --collapsed-init keep) zeroes its biases and LayerNorm betas."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    features = next(iter(task.train_dataset(tokenizer, plan, np.arange(plan.batch_size))))[0]
+    features = {k: np.asarray(v).reshape(-1, np.asarray(v).shape[-1]) for k, v in features.items()}
+    spread, reference = check_collapse(encoder, features, args.seed)
+    print(f"--init input spread {spread:.4f} (a randomly initialized encoder: {reference:.4f})", flush=True)
+    if not spread < COLLAPSE_RATIO * reference:
+        return
+    action = {"reset-biases": "zeroing its biases and LayerNorm betas (--collapsed-init keep to leave them)",
+              "keep": "keeping it as it is (--collapsed-init keep): fine-tuning will start slowly"}[args.collapsed_init]
+    print(f"albert-tf finetune: warning: the --init encoder {args.init} maps every input to nearly the same output "
+          f"(its token vectors vary across inputs {spread / reference:.2f}x as much as a random encoder's): it was "
+          f"pretrained too briefly (its biases dominate its outputs) and would fine-tune slower than a random "
+          f"initialization; {action}. Pretrain longer for a useful --init.", file=sys.stderr, flush=True)
+    if args.collapsed_init == "reset-biases":
+        reset_biases(encoder)
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
@@ -387,7 +599,10 @@ def run(args):  # noqa: C901  (one readable function on purpose)
         raise ValueError(f"--steps-per-execution must be positive, got {args.steps_per_execution}")
     config, spm_model = read_init(args.init, args.spm_model)
     task = make_task(args)
+    tokenizer = AlbertTokenizer(spm_model)
     plan = make_plan(args, len(task.train), config.max_position_embeddings)
+    if isinstance(task, SquadTask):  # one training example per window: count them at the planned length
+        plan = make_plan(args, task.num_train(tokenizer, plan), config.max_position_embeddings)
     strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
     replicas = strategy.num_replicas_in_sync
     if plan.batch_size % replicas:
@@ -397,7 +612,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
 
     # The run's plan is part of the output: a restart with different flags would not resume the same run.
     run_config = {"task": args.task, "init": args.init, "seed": args.seed,
-                  "num_train_examples": len(task.train), **dataclasses.asdict(plan)}
+                  **dataclasses.asdict(plan)}
     run_config_path = os.path.join(args.output, "finetune_config.json")
     if tf.io.gfile.exists(run_config_path):
         with tf.io.gfile.GFile(run_config_path) as f:
@@ -409,7 +624,6 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     tf.io.gfile.makedirs(args.output)
     atomic_write_text(run_config_path, json.dumps(run_config, indent=2) + "\n")
 
-    tokenizer = AlbertTokenizer(spm_model)
     keras.utils.set_random_seed(args.seed)
     config = config.replace(hidden_dropout_prob=plan.albert_dropout,
                             attention_probs_dropout_prob=plan.albert_dropout)
@@ -435,16 +649,18 @@ def run(args):  # noqa: C901  (one readable function on purpose)
               flush=True)
     else:
         print(f"initialized the encoder from {init_path}", flush=True)
+        handle_collapse(model.encoder, task, tokenizer, plan, args)
     initial_epoch = int(state["epoch"].numpy())
 
-    print(f"fine-tuning {args.task}: {len(task.train)} examples, {plan.epochs} epoch(s) of {plan.steps_per_epoch} "
+    print(f"fine-tuning {args.task}: {len(task.train)} training examples, {plan.epochs} epoch(s) of {plan.steps_per_epoch} "
           f"steps at batch {plan.batch_size}, seq {plan.max_seq_length}, lr {plan.learning_rate:g} (warm-up "
           f"{plan.warmup_steps} steps), {replicas} replica(s) ({type(strategy).__name__})", flush=True)
     if initial_epoch < plan.epochs:
-        dataset = task.train_dataset(tokenizer, plan, train_order(args.seed, initial_epoch, plan, len(task.train)))
+        num_train = task.num_train(tokenizer, plan) if isinstance(task, SquadTask) else len(task.train)
+        dataset = task.train_dataset(tokenizer, plan, train_order(args.seed, initial_epoch, plan, num_train))
         callbacks = make_callbacks(task, tokenizer, plan, state, managers, args.output, args.debug_kill_after_epoch)
         model.fit(dataset, epochs=plan.epochs, initial_epoch=initial_epoch, steps_per_epoch=plan.steps_per_epoch,
-                  callbacks=callbacks, verbose=0)
+                  callbacks=callbacks, shuffle=False, verbose=0)
 
     # ---- the best epoch's model: its official dev metrics, and the model directory
     managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
