@@ -41,8 +41,8 @@ def save_random_init(directory, spm_model, seed=0, **config_changes):
     from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     keras.utils.set_random_seed(seed)
-    config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
-        vocab_size=AlbertTokenizer(spm_model).vocab_size, **config_changes)
+    changes = {"vocab_size": AlbertTokenizer(spm_model).vocab_size, **config_changes}
+    config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(**changes)
     AlbertPretrainer(config).save_pretrained(directory, spm_model=spm_model)
     return directory
 

@@ -212,6 +212,9 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    # Build the in-graph tokenizer's resources eagerly: created inside the first dataset's function they would
+    # belong to that function and be gone for the next dataset.
+    tokenizer.tf_pack(tf.constant(["."]), None if texts_b is None else tf.constant(["."]), seq_length)
     table_a = tf.constant(texts_a)
     table_b = None if texts_b is None else tf.constant(texts_b)
     table_labels = None if labels is None else tf.constant(labels)
@@ -677,11 +680,13 @@ def run(args):  # noqa: C901  (one readable function on purpose)
 def _pretrained():
     """albert_tf.pretrained (the owner of a pretrained-model directory), or, until it lands, the same few functions
     over AlbertPretrainer's directory layout."""
-    try:
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    # Only this package's own module (an editable install elsewhere may offer a different albert_tf.pretrained).
+    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(albert_tf.__file__)), "pretrained.py")):
         from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
         return pretrained
-    except ImportError:
-        return _PretrainedFallback
+    return _PretrainedFallback
 
 
 class _PretrainedFallback:
