@@ -290,6 +290,13 @@ class GlueTask:
             return keras.losses.MeanSquaredError(), []
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
+    def sample_inputs(self, tokenizer, plan, n):
+        """The first n training examples' model inputs (Python tokenizer: no tf.data pipeline before training's,
+        whose in-graph tokenizer resources must live for the whole run)."""
+        examples = self.train[:n]
+        return tokenizer.pack([e.text_a for e in examples], [e.text_b or "" for e in examples] if self.pairs
+                              else None, seq_length=plan.max_seq_length)
+
     def train_dataset(self, tokenizer, plan, order):
         a, b, labels = self._columns(self.train)
         return pack_dataset(tokenizer, plan.max_seq_length, a, b, labels, order, plan.batch_size)
@@ -370,6 +377,9 @@ class RaceTask:
 
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
+    def sample_inputs(self, tokenizer, plan, n):
+        return {k: v[:n] for k, v in self._arrays("train", self.train, tokenizer, plan)[0].items()}
+
     def train_dataset(self, tokenizer, plan, order):
         features, labels = self._arrays("train", self.train, tokenizer, plan)
         return array_dataset(features, labels, order, plan.batch_size)
@@ -425,6 +435,10 @@ class SquadTask:
 
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return {"start_logits": loss, "end_logits": loss}, []
+
+    def sample_inputs(self, tokenizer, plan, n):
+        arrays = self._features("train", self.train, tokenizer, plan, True)[1]
+        return {k: arrays[k][:n] for k in ("input_word_ids", "input_mask", "input_type_ids")}
 
     def train_dataset(self, tokenizer, plan, order):
         arrays = dict(self._features("train", self.train, tokenizer, plan, True)[1])
@@ -521,7 +535,7 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
     collapsed, says so on stderr and (unless --collapsed-init keep) zeroes its biases and LayerNorm betas."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    features = next(iter(task.train_dataset(tokenizer, plan, np.arange(plan.batch_size))))[0]
+    features = task.sample_inputs(tokenizer, plan, min(plan.batch_size, 64))
     features = {k: np.asarray(v).reshape(-1, np.asarray(v).shape[-1]) for k, v in features.items()}
     spread, reference = check_collapse(encoder, features, args.seed)
     print(f"--init input spread {spread:.4f} (a randomly initialized encoder: {reference:.4f})", flush=True)
