@@ -680,7 +680,8 @@ def run(args):  # noqa: C901  (one readable function on purpose)
                   callbacks=callbacks, shuffle=False, verbose=0)
 
     # ---- the best epoch's model: its official dev metrics, and the model directory
-    managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
+    if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
+        managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
     results = task.evaluate(model, tokenizer, plan)
     best_epoch = int(state["best_epoch"].numpy())
     report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
