@@ -460,6 +460,37 @@ class SquadTask:
         return {"dev": {k: float(v) for k, v in result.items()}}
 
 
+def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
+    """OUT/export/N: a SavedModel whose serving_default takes raw text (`text_a`, and `text_b` for pair tasks) and
+    returns `probabilities` [B, K] and `label` [B] (classification) or `score` [B] (regression); written with
+    albert_tf.export's atomic BASE/N writer and in-graph text packing. Returns the path."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import export  # pylint: disable=import-outside-toplevel
+
+    module = tf.Module()
+    module.model = model
+    module.tokenizer = tokenizer.in_graph
+
+    def outputs(text_a, text_b):
+        logits = model(export.text_to_inputs(tokenizer, text_a, text_b, plan.max_seq_length), training=False)
+        if regression:
+            return {"score": logits[:, 0]}
+        return {"probabilities": tf.nn.softmax(logits, axis=-1), "label": tf.argmax(logits, -1, output_type=tf.int32)}
+
+    if pairs:
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                      tf.TensorSpec([None], tf.string, name="text_b")])
+        def serving_default(text_a, text_b):
+            return outputs(text_a, text_b)
+    else:
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+        def serving_default(text_a):
+            return outputs(text_a, None)
+    module.serving_default = serving_default
+    return export.write_saved_model(module, output_base, {"serving_default": serving_default.get_concrete_function()})
+
+
 def make_task(args):
     """Reads the task's files; FileNotFoundError / ValueError name the file when they are missing or malformed."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -654,8 +685,13 @@ def run(args):  # noqa: C901  (one readable function on purpose)
         state = {"epoch": tf.Variable(0, dtype=tf.int64, trainable=False),
                  "best_value": tf.Variable(-math.inf, dtype=tf.float64, trainable=False),
                  "best_epoch": tf.Variable(0, dtype=tf.int64, trainable=False)}
+    # Dropout's seed-generator states are not in the model's checkpoint graph: saved beside it, so that a resumed
+    # run draws the same masks as an uninterrupted one.
+    seed_states = [layer.seed_generator.state.value for layer in model._flatten_layers()  # pylint: disable=protected-access
+                   if getattr(layer, "seed_generator", None) is not None]
     managers = {
-        "resume": tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=optimizer, **state),
+        "resume": tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                                                 dropout_seeds=seed_states, **state),
                                              os.path.join(args.output, "checkpoints"), max_to_keep=2),
         "best": tf.train.CheckpointManager(tf.train.Checkpoint(model=model), os.path.join(args.output, "best"),
                                            max_to_keep=1),
@@ -687,9 +723,19 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
     atomic_write_text(os.path.join(args.output, "eval_results.json"), json.dumps(report, indent=2) + "\n")
     config.to_json_file(os.path.join(args.output, "best", "albert_config.json"))
+    if isinstance(task, GlueTask) and _has_export():
+        path = export_classifier(model, tokenizer, plan, task.pairs, task.regression,
+                                 os.path.join(args.output, "export"))
+        print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done: best epoch {best_epoch}: {json.dumps(results)}; {os.path.join(args.output, 'eval_results.json')}",
           flush=True)
     return 0
+
+
+def _has_export():
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    return os.path.exists(os.path.join(os.path.dirname(os.path.abspath(albert_tf.__file__)), "export.py"))
 
 
 def _pretrained():
