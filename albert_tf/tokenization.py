@@ -18,6 +18,7 @@ Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, 
 """
 import functools
 import os
+import re
 import unicodedata
 
 import numpy as np
@@ -25,6 +26,8 @@ import numpy as np
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_PIECES = {"[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
 PAD_ID, UNK_ID = 0, 1
+_QUOTE_PAIRS = re.compile(r"``|''")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def normalize(text, lower_case=True):
@@ -54,50 +57,58 @@ def normalize_with_offsets(text, lower_case=True):
       text: a str.
       lower_case: as in `normalize`.
     Returns:
-      (normalized, starts, ends): normalized == normalize(text, lower_case); normalized[k] comes from
-      text[starts[k]:ends[k]] (a space that replaced a whitespace run points at the run's first character; the
-      characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character; the '"' that
-      replaced `` or '' spans both).
+      (normalized, starts, ends): normalized == normalize(text, lower_case) and int64 [len(normalized)] arrays:
+      normalized[k] comes from text[starts[k]:ends[k]] (a space that replaced a whitespace run points at the run's
+      first character; the characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character;
+      the '"' that replaced `` or '' spans both).
     """
-    chars, starts, ends = [], [], []
-    space_at = None  # where the pending whitespace run began
-    for i, c in enumerate(text):  # str.split() and str.isspace() share Python's notion of whitespace
-        if c.isspace():
-            if space_at is None:
-                space_at = i
-            continue
-        if space_at is not None and chars:
-            chars.append(" ")
-            starts.append(space_at)
-            ends.append(space_at + 1)
-        space_at = None
-        if c in "`'" and chars and chars[-1] == c and ends[-1] == i:  # `` or '' -> " (left to right, no overlap)
-            chars[-1] = '"'
-            ends[-1] = i + 1
-            continue
-        chars.append(c)
-        starts.append(i)
-        ends.append(i + 1)
-    if any(not c.isascii() for c in chars):
-        # NFKD decomposes each character on its own, then reorders only combining marks, which are all dropped:
-        # character by character gives the same string as `normalize`.
-        decomposed, d_starts, d_ends = [], [], []
-        for c, s, e in zip(chars, starts, ends):
-            for d in unicodedata.normalize("NFKD", c) if not c.isascii() else c:
-                if not unicodedata.combining(d):
-                    decomposed.append(d)
-                    d_starts.append(s)
-                    d_ends.append(e)
-        chars, starts, ends = decomposed, d_starts, d_ends
-    normalized = "".join(chars)
+    # Whitespace runs -> one space, standing for the run's first character; none at either end.
+    normalized = " ".join(text.split())
+    is_space = np.isin(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32), _whitespace_codepoints())
+    keep = ~is_space
+    keep[1:] |= is_space[1:] & ~is_space[:-1]
+    words = np.flatnonzero(~is_space)
+    if words.size:
+        keep[:words[0]] = False
+        keep[words[-1] + 1:] = False
+    starts = np.flatnonzero(keep)
+    ends = starts + 1
+    # `` and '' -> " (one left-to-right pass equals the two str.replace calls: the characters differ).
+    if "``" in normalized or "''" in normalized:
+        keep = np.ones([len(normalized)], bool)
+        for m in _QUOTE_PAIRS.finditer(normalized):
+            ends[m.start()] = ends[m.start() + 1]
+            keep[m.start() + 1] = False
+        normalized = _QUOTE_PAIRS.sub('"', normalized)
+        starts, ends = starts[keep], ends[keep]
+    # NFKD decomposes each character on its own, then reorders only combining marks, which are all dropped:
+    # character by character gives the same string as `normalize`.
+    if not normalized.isascii():
+        parts, source, last = [], [], 0
+        for m in _NON_ASCII.finditer(normalized):
+            k = m.start()
+            decomposed = "".join(d for d in unicodedata.normalize("NFKD", m.group()) if not unicodedata.combining(d))
+            parts += [normalized[last:k], decomposed]
+            source += list(range(last, k)) + [k] * len(decomposed)
+            last = k + 1
+        parts.append(normalized[last:])
+        source += range(last, len(normalized))
+        normalized = "".join(parts)
+        source = np.asarray(source, np.int64)
+        starts, ends = starts[source], ends[source]
     if lower_case:
         lowered = normalized.lower()  # the whole string: str.lower() is context-sensitive (final sigma)
-        widths = [len(c.lower()) for c in chars]
-        if sum(widths) == len(lowered) and any(w != 1 for w in widths):
-            starts = [s for s, w in zip(starts, widths) for _ in range(w)]
-            ends = [e for e, w in zip(ends, widths) for _ in range(w)]
+        if len(lowered) != len(normalized):  # a character that lowercases to several
+            widths = np.asarray([len(c.lower()) for c in normalized], np.int64)
+            starts, ends = np.repeat(starts, widths), np.repeat(ends, widths)
         normalized = lowered
     return normalized, starts, ends
+
+
+@functools.lru_cache(maxsize=None)
+def _whitespace_codepoints():
+    """The code points str.split() splits on (str.isspace()), as a sorted int array."""
+    return np.asarray([c for c in range(0x110000) if chr(c).isspace()], np.uint32)
 
 
 def _as_text(text):
@@ -240,13 +251,10 @@ class AlbertTokenizer:
         proto = sentencepiece_pb2.SentencePieceText()
         proto.ParseFromString(self._sp.encode(normalized, out_type="serialized_proto"))
         # SentencePiece's begin/end are byte offsets into the UTF-8 string it was given.
-        char_at_byte = np.zeros(len(normalized.encode("utf-8")) + 1, np.int64)
-        position = 0
-        for k, c in enumerate(normalized):
-            width = len(c.encode("utf-8"))
-            char_at_byte[position:position + width] = k
-            position += width
-        char_at_byte[position] = len(normalized)
+        data = np.frombuffer(normalized.encode("utf-8"), np.uint8)
+        is_first_byte = (data & 0xC0) != 0x80  # not a UTF-8 continuation byte
+        char_at_byte = np.append(np.cumsum(is_first_byte) - 1, len(normalized)).tolist()
+        starts, ends = starts.tolist(), ends.tolist()  # Python ints: indexed one at a time below
 
         def original_span(begin, end):  # normalized character span -> trimmed span of `text`
             if end <= begin:
@@ -261,7 +269,7 @@ class AlbertTokenizer:
 
         ids, spans = [], []
         for piece in proto.pieces:
-            begin, end = int(char_at_byte[piece.begin]), int(char_at_byte[piece.end])
+            begin, end = char_at_byte[piece.begin], char_at_byte[piece.end]
             expansion = self._digit_comma_ids.get(piece.id)
             if expansion is None:
                 ids.append(piece.id)
@@ -281,7 +289,7 @@ class AlbertTokenizer:
             if len(sub_pieces) == len(expansion) - 1:
                 base = len(normalized[:head_begin].encode("utf-8"))
                 for p in sub_pieces:
-                    spans.append(original_span(int(char_at_byte[base + p.begin]), int(char_at_byte[base + p.end])))
+                    spans.append(original_span(char_at_byte[base + p.begin], char_at_byte[base + p.end]))
             else:  # not seen: SentencePiece's normalizer changed the head; give its span to each piece
                 spans.extend([original_span(head_begin, end - 1)] * (len(expansion) - 1))
             spans.append(original_span(end - 1, end))

@@ -158,11 +158,15 @@ def test_mnli_train_dev_and_test_layouts(glue_root):
         ("Hierbas is a liqueur.", "It is not a liqueur.", None)]
 
 
-def test_task_folder_itself_and_crlf_lines(glue_root, tmp_path):
+def test_task_folder_itself_crlf_and_byte_order_mark(glue_root, tmp_path):
     direct = glue.read_examples(os.path.join(glue_root, "RTE"), "rte", "train")
     assert direct == glue.read_examples(glue_root, "rte", "train")
     _write(str(tmp_path / "SST-2" / "dev.tsv"), FILES["SST-2/dev.tsv"], newline="\r\n")
     assert glue.read_examples(str(tmp_path), "sst2", "dev") == glue.read_examples(glue_root, "sst2", "dev")
+    rows = [list(r) for r in FILES["MRPC/train.tsv"]]
+    rows[0][0] = "\ufeff" + rows[0][0]  # a byte-order mark before the header
+    _write(str(tmp_path / "MRPC" / "train.tsv"), rows)
+    assert glue.read_examples(str(tmp_path), "mrpc", "train") == glue.read_examples(glue_root, "mrpc", "train")
 
 
 def _one_file(tmp_path, name, rows):
@@ -240,3 +244,35 @@ def test_compute_metrics_per_task():
     assert result["spearman"] == pytest.approx(4.5 / math.sqrt(4.5 * 5))
     assert result["pearson"] == pytest.approx(np.corrcoef([1, 2, 2, 3], [1, 3, 2, 4])[0, 1])
     assert glue.compute_metrics("stsb", [[1.0], [2.0], [4.0]], [1.0, 2.0, 3.0])["spearman"] == pytest.approx(1.0)
+
+
+def test_readers_take_tf_filesystem_urls():
+    """GLUE, SQuAD and RACE files behind a URL (here TensorFlow's ram://, as gs:// on a TPU VM) read as local
+    ones."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tasks import race, squad  # pylint: disable=import-outside-toplevel
+
+    root = "ram://task_files"
+
+    def put(name, text):
+        tf.io.gfile.makedirs(os.path.dirname(f"{root}/{name}"))
+        with tf.io.gfile.GFile(f"{root}/{name}", "w") as f:
+            f.write(text)
+
+    put("glue/MNLI/dev_matched.tsv", "\ufeff" + "".join(T.join(r) + "\n" for r in FILES["MNLI/dev_matched.tsv"]))
+    assert _triples(glue.read_examples(f"{root}/glue", "mnli", "dev_matched")) == [
+        ("The new rights are nice enough", "Everyone really likes them", 2)]
+    with pytest.raises(FileNotFoundError, match=r"ram://task_files/glue/MNLI/dev_mismatched\.tsv not found"):
+        glue.read_examples(f"{root}/glue", "mnli", "dev_mismatched")
+    context = "The Café naïve stood by the river."
+    put("dev-v1.1.json", json.dumps({"data": [{"paragraphs": [{"context": context, "qas": [
+        {"id": "q", "question": "What?", "answers": [{"text": "Café naïve", "answer_start": 4}]}]}]}]}))
+    assert squad.read_examples(f"{root}/dev-v1.1.json")[0].answers == (("Café naïve", 4),)
+    race_json = {"article": "A.", "questions": ["Q _ ."], "options": [["a", "b", "c", "d"]], "answers": ["C"]}
+    put("RACE/dev/middle/1.txt", json.dumps(race_json))
+    put("RACE/dev/high/2.txt", json.dumps(race_json))
+    assert [(e.example_id, e.label) for e in race.read_examples(root, "dev")] == [
+        ("dev/middle/1.txt#0", 2), ("dev/high/2.txt#0", 2)]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf.tokenization import AlbertTokenizer, normalize, truncated_lengths
+from albert_tf.tokenization import AlbertTokenizer, normalize, normalize_with_offsets, truncated_lengths
 
 # ---------------------------------------------------------------------------------- a hand-made SentencePiece model
 NORMAL, UNKNOWN, CONTROL = 1, 2, 3  # sentencepiece_model.proto ModelProto.SentencePiece.Type
@@ -335,3 +335,76 @@ def test_bytes_input_decodes_as_utf8(hand_tokenizer):
     np.testing.assert_array_equal(hand_tokenizer.pack(b"x7,", seq_length=6)["input_word_ids"], [2, 13, 16, 10, 3, 0])
     with pytest.raises(TypeError, match="expected str or bytes, got int"):
         hand_tokenizer.encode_as_pieces(3)
+
+
+# ---------------------------------------------------------------------------------- offsets into the original text
+def _random_texts(count, seed):
+    """Seeded strings mixing ASCII words with the characters normalization changes or drops."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(seed)
+    pool = (list("abcxyz XYZ.,`'3017") + ["café", "Naïve", "``", "''", "\t", "\n", "\u00a0", "\u3000", "\x1c",
+                                          "\u0301", "\u0308", "ﬁ", "½", "Σ", "ΟΔΟΣ", "İ", "ǅ", "한", "¨", "①",
+                                          "ＡＢ", "😀", "\x00", "ẞ", "ŉ", "3.0,", "7,"])
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 16))) for _ in range(count)]
+
+
+def test_normalize_with_offsets_hand_example():
+    text = "  Café\t\t``naïve''  ﬁ "
+    normalized, starts, ends = normalize_with_offsets(text)
+    assert normalized == normalize(text) == 'cafe "naive" fi'
+    # c a f e <space from \t\t> " n a i v e " <space> f i
+    assert starts.tolist() == [2, 3, 4, 5, 6, 8, 10, 11, 12, 13, 14, 15, 17, 19, 19]
+    assert ends.tolist() == [3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 17, 18, 20, 20]
+    assert normalize_with_offsets("ΟΔΟΣ ΑΣ", lower_case=True)[0] == normalize("ΟΔΟΣ ΑΣ") == "οδος ας"
+    normalized, starts, ends = normalize_with_offsets("Café", lower_case=False)
+    assert (normalized, starts.tolist(), ends.tolist()) == ("Cafe", [0, 1, 2, 3], [1, 2, 3, 4])
+    normalized, starts, ends = normalize_with_offsets("x İ")  # NFKD: I + dot above (dropped), then lower
+    assert (normalized, starts.tolist(), ends.tolist()) == ("x i", [0, 1, 2], [1, 2, 3])
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_normalize_with_offsets_equals_normalize(lower_case):
+    for text in EQUALITY_TEXTS + _random_texts(400, seed=1):
+        normalized, starts, ends = normalize_with_offsets(text, lower_case)
+        assert normalized == normalize(text, lower_case), repr(text)
+        assert len(starts) == len(ends) == len(normalized)
+        assert starts.tolist() == sorted(starts) and all(0 <= s < e <= len(text) for s, e in zip(starts, ends))
+        for char, s, e in zip(normalized, starts, ends):  # each character comes from the span it points at
+            source = text[s:e]
+            assert char == " " and source.isspace() or char.casefold() in normalize(source).casefold(), (text, char)
+
+
+def _check_offsets(tok, text):
+    ids, spans = tok.encode_with_offsets(text)
+    assert ids == tok.encode(text), repr(text)
+    assert len(spans) == len(ids)
+    for (s, e), piece_id in zip(spans, ids):
+        assert 0 <= s <= e <= len(text)
+        assert text[s:e] == text[s:e].strip(), (text, s, e)  # no surrounding whitespace
+        piece = tok.id_to_piece(piece_id).lstrip("\u2581")
+        if piece and piece_id != tok.unk_id:  # the piece's text is what its span normalizes to (or inside it)
+            assert piece in normalize(text[s:e], tok.lower_case) or normalize(text[s:e], tok.lower_case) in piece
+    assert [s for s, _ in spans] == sorted(s for s, _ in spans)
+    return ids, spans
+
+
+def test_encode_with_offsets_maps_pieces_to_the_original(tiny_tokenizer):
+    text = "The CAFÉ naïve costs 3.0, today ``quoted''"
+    ids, spans = _check_offsets(tiny_tokenizer, text)
+    covered = "".join(text[s:e] for s, e in spans)
+    assert covered.replace(" ", "") == text.replace(" ", "")  # every character is some piece's, once
+    words = {text[s:e] for s, e in spans}
+    assert "É" in "".join(words) and "ï" in "".join(words)
+    for text in EQUALITY_TEXTS + _random_texts(300, seed=2) + [_long_text()]:
+        _check_offsets(tiny_tokenizer, text)
+
+
+def test_encode_with_offsets_digit_comma_rule(hand_tokenizer):
+    # "3.0, y" -> ▁3 . 0 , ▁y (the piece "▁3.0," split); "x5," -> ▁x 5 , (the lone "▁" of "5" dropped)
+    text = "3.0, y"
+    assert hand_tokenizer.encode_with_offsets(text) == ([7, 8, 9, 10, 17], [(0, 1), (1, 2), (2, 3), (3, 4), (5, 6)])
+    assert hand_tokenizer.encode_with_offsets("x5,") == ([13, 12, 10], [(0, 1), (1, 2), (2, 3)])
+    assert hand_tokenizer.encode_with_offsets("  x7,") == ([13, 16, 10], [(2, 3), (3, 4), (4, 5)])
+    for text in _random_texts(200, seed=3):
+        _check_offsets(hand_tokenizer, text)

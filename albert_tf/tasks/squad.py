@@ -19,6 +19,8 @@ import string
 
 import numpy as np
 
+from albert_tf.tasks import _files
+
 
 @dataclasses.dataclass(frozen=True)
 class SquadExample:
@@ -58,13 +60,12 @@ def read_examples(path, version_2_with_negative=False):
       context's text at its answer_start, an unanswerable question read as v1.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not _files.isfile(path):
         raise FileNotFoundError(f"SQuAD file {path} not found")
-    with open(path, encoding="utf-8") as f:
-        try:
-            dataset = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    try:
+        dataset = json.loads(_files.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     _expect(isinstance(dataset, dict) and isinstance(dataset.get("data"), list), path, "top level",
             'expected an object with a "data" list (the SQuAD format)')
     examples, seen = [], set()
@@ -154,23 +155,27 @@ def doc_windows(num_tokens, max_tokens, doc_stride):
         start += min(length, doc_stride)
 
 
-def _is_max_context(windows, window_index, position):
-    """Whether window `window_index` gives token `position` its most context (ties to the earliest window)."""
-    best_score, best_index = None, None
+def max_context_windows(num_tokens, windows):
+    """For each of num_tokens context tokens, the index of the window that gives it the most context: the largest
+    min(tokens left of it, tokens right of it in the window) + 0.01 * window length, the earliest on a tie.
+
+    Returns int [num_tokens].
+    """
+    best_score = np.full([num_tokens], -np.inf)
+    best_window = np.zeros([num_tokens], np.int64)
     for index, (start, length) in enumerate(windows):
-        end = start + length - 1
-        if not start <= position <= end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_index = score, index
-    return best_index == window_index
+        position = np.arange(length)
+        score = np.minimum(position, length - 1 - position) + 0.01 * length
+        better = score > best_score[start:start + length]
+        best_score[start:start + length][better] = score[better]
+        best_window[start:start + length][better] = index
+    return best_window
 
 
 def _answer_tokens(spans, answer_start, answer_end):
-    """First and last token whose span overlaps [answer_start, answer_end) of the context, or None."""
-    overlapping = [k for k, (s, e) in enumerate(spans) if s < answer_end and e > answer_start]
-    return (overlapping[0], overlapping[-1]) if overlapping else None
+    """First and last token whose span ([K, 2]) overlaps [answer_start, answer_end) of the context, or None."""
+    (overlapping,) = np.nonzero((spans[:, 0] < answer_end) & (spans[:, 1] > answer_start))
+    return (int(overlapping[0]), int(overlapping[-1])) if overlapping.size else None
 
 
 def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, is_training=False):
@@ -201,6 +206,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
         if example.context != context:  # consecutive questions of one paragraph share its tokenization
             context = example.context
             context_ids, context_spans = tokenizer.encode_with_offsets(context)
+            context_spans = np.asarray(context_spans, np.int32).reshape(-1, 2)
         query_ids = tokenizer.encode(example.question)[:max_query_length]
         answer = None
         if is_training and not example.is_impossible:
@@ -211,6 +217,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
             if answer is None:
                 continue
         windows = doc_windows(len(context_ids), max_seq_length - len(query_ids) - 3, doc_stride)
+        best_window = max_context_windows(len(context_ids), windows)
         offset = len(query_ids) + 2  # window token k sits at position offset + k
         for window_index, (start, length) in enumerate(windows):
             words = np.zeros([max_seq_length], np.int32)
@@ -224,8 +231,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
             mask[:len(tokens)] = 1
             types[offset:len(tokens)] = 1
             spans[offset:offset + length] = context_spans[start:start + length]
-            for k in range(length):
-                max_context[offset + k] = _is_max_context(windows, window_index, start + k)
+            max_context[offset:offset + length] = best_window[start:start + length] == window_index
             feature = SquadFeature(len(features), example_index, window_index, words, mask, types, spans,
                                    max_context)
             if is_training:
@@ -406,8 +412,8 @@ def _best_threshold(has_answer, predictions, scores, na_probs):
 
 
 def evaluate(examples, predictions, na_probs=None, na_prob_thresh=1.0):
-    """SQuAD's exact match and F1, as the official v2.0 evaluation script computes them (on v1.1 data the same
-    numbers as the v1.1 script).
+    """SQuAD's exact match and F1, as the official v2.0 evaluation script computes them (on v1.1 data the v1.1
+    script's numbers, but for gold answers that normalize to nothing, which v2.0 drops).
 
     Each prediction is scored against every gold answer (normalized: see `normalize_answer`), keeping the best;
     a question with no (non-empty) gold answer has the gold answer "". With na_probs, a question whose na_prob
