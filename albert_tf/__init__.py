@@ -4,6 +4,8 @@ Public API:
   AlbertConfig                       the original albert_config.json, validated
   AlbertEncoder, AlbertPretrainer    Keras models (inputs/outputs named as in TF-Hub BERT)
   AlbertTokenizer                    normalization + SentencePiece, Python and in-graph
+  AlbertClassifier, AlbertSpanQA,    task models for fine-tuning with model.fit (classification/regression,
+  AlbertMultipleChoice               SQuAD span QA, RACE multiple choice)
   data.pretraining_dataset           the tf.data input for pretraining
   load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
 """
@@ -27,6 +29,9 @@ _LAZY = {
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.tokenization",
     "load_encoder": "albert_tf.export",
+    "AlbertClassifier": "albert_tf.modeling.tasks",
+    "AlbertSpanQA": "albert_tf.modeling.tasks",
+    "AlbertMultipleChoice": "albert_tf.modeling.tasks",
 }
 
 
@@ -45,4 +50,5 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "load_encoder", "configs_dir", "__version__"]
+__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "AlbertClassifier",
+           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "configs_dir", "__version__"]

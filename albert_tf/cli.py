@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "vocab": ("albert_tf.data.vocab", "train the SentencePiece vocabulary"),
     "create-data": ("albert_tf.data.create_pretraining_data", "turn raw text into pretraining TFRecords"),
     "pretrain": ("albert_tf.training.pretrain", "pretrain with LAMB (TPU, GPUs, multi-worker or CPU)"),
+    "finetune": ("albert_tf.training.finetune", "fine-tune on GLUE, SQuAD or RACE with model.fit"),
     "convert": ("albert_tf.checkpoints", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
     "export": ("albert_tf.export", "write a SavedModel for TF Serving that takes raw text"),

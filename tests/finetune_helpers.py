@@ -1,0 +1,57 @@
+"""Helpers for the fine-tuning tests: generated tasks in the official file formats, and a tiny pretrained-model
+directory. Everything is generated from a seed; nothing is downloaded."""
+import os
+import random
+import subprocess
+import sys
+
+import helpers
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The generated two-class task: a sentence of filler words with one cue word inserted; the cue's set is the label.
+CUES = (("river", "mountain", "garden", "water", "winter"), ("computer", "program", "number", "system", "theory"))
+FILLER = tuple(w for w in helpers._WORDS if w.isalpha() and w not in CUES[0] + CUES[1])  # pylint: disable=protected-access
+
+
+def cue_sentence(rng, label, min_words=4, max_words=10):
+    words = [rng.choice(FILLER) for _ in range(rng.randint(min_words, max_words))]
+    words.insert(rng.randint(0, len(words)), rng.choice(CUES[label]))
+    return " ".join(words).capitalize() + "."
+
+
+def write_sst2(directory, num_train=320, num_dev=96, seed=0):
+    """SST-2's layout (header "sentence<TAB>label") holding the generated cue-word task. Returns the directory."""
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    for split, n in (("train", num_train), ("dev", num_dev)):
+        with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n")
+            for i in range(n):
+                label = i % 2 if split == "dev" else rng.randint(0, 1)
+                f.write(f"{cue_sentence(rng, label)}\t{label}\n")
+    return directory
+
+
+def save_random_init(directory, spm_model, seed=0, **config_changes):
+    """A pretrained-model directory holding a randomly initialized tiny model (vocab = the spm's size)."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import AlbertConfig, AlbertPretrainer, configs_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(seed)
+    changes = {"vocab_size": AlbertTokenizer(spm_model).vocab_size, **config_changes}
+    config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(**changes)
+    AlbertPretrainer(config).save_pretrained(directory, spm_model=spm_model)
+    return directory
+
+
+def run_cli(command, args, timeout=900, check=True):
+    """Runs `albert-tf COMMAND ARGS` in a fresh Python process; returns the CompletedProcess."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "albert_tf", command, *map(str, args)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{command} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc

@@ -1,0 +1,187 @@
+"""`albert-tf finetune`: the paper's defaults and the plan, the optimizer's decay exclusions, the collapse check,
+bad input, and (slow) a generated GLUE task end to end from a briefly pretrained model, and kill-and-resume."""
+import argparse
+import json
+import os
+import signal
+
+import keras
+import numpy as np
+import pytest
+
+import finetune_helpers as fh
+from albert_tf import cli
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.tasks import AlbertClassifier
+from albert_tf.training import finetune
+
+
+def _args(**overrides):
+    values = dict(task="cola", data_dir="d", epochs=None, learning_rate=None, batch_size=None, max_seq_length=None,
+                  warmup_proportion=None, albert_dropout=None, classifier_dropout=None)
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def test_paper_defaults_and_plan():
+    cola = finetune.PAPER_DEFAULTS["cola"]  # Table 16 / run_glue.sh: CoLA 320 warm-up, 1e-5, 5336 steps, batch 16
+    assert (cola.learning_rate, cola.batch_size, cola.train_steps, cola.warmup_steps) == (1e-5, 16, 5336, 320)
+    assert set(finetune.PAPER_DEFAULTS) == set(finetune.TASKS)
+    plan = finetune.make_plan(_args(), num_train_examples=8551, max_position_embeddings=512)
+    assert plan.steps_per_epoch == 8551 // 16 == 534
+    assert plan.epochs == 10                                      # ceil(5336 / 534)
+    assert plan.warmup_steps == round(320 / 5336 * 10 * 534)
+    plan = finetune.make_plan(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 128)
+    assert (plan.epochs, plan.steps_per_epoch, plan.warmup_steps, plan.max_seq_length) == (2, 10, 2, 64)
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        finetune.make_plan(_args(), 3, 512)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        finetune.make_plan(_args(max_seq_length=256), 100, 128)
+
+
+def test_epoch_order_is_a_function_of_seed_and_epoch():
+    a = finetune.epoch_order(1, 3, 50, 4, 8)
+    np.testing.assert_array_equal(a, finetune.epoch_order(1, 3, 50, 4, 8))
+    assert len(a) == 32 and len(set(a.tolist())) == 32
+    assert not np.array_equal(a, finetune.epoch_order(1, 4, 50, 4, 8))
+    assert not np.array_equal(a, finetune.epoch_order(2, 3, 50, 4, 8))
+
+
+def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(AlbertEncoder("albert_tiny"), 2)
+    plan = finetune.Plan(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
+                         warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0)
+    optimizer = finetune.create_optimizer(plan, model)
+    before = {v.path: np.asarray(v).copy() for v in model.trainable_variables}
+    optimizer.apply([keras.ops.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
+    for v in model.trainable_variables:
+        old = before[v.path]
+        if "layer_norm" in v.path or v.path.endswith("bias"):
+            np.testing.assert_array_equal(np.asarray(v), old, err_msg=v.path)
+        else:  # zero gradient: only the decoupled decay, w ← w − lr·0.01·w (lr at step 0 of the decay: 0.1)
+            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * finetune.WEIGHT_DECAY), rtol=1e-5,
+                                       err_msg=v.path)
+
+
+def test_collapse_check_flags_a_bias_dominated_encoder_and_reset_restores_it():
+    keras.utils.set_random_seed(1)
+    encoder = AlbertEncoder("albert_tiny")
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 1000, (8, 12)).astype("int32")
+    inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
+    spread, reference = finetune.check_collapse(encoder, inputs, seed=1)
+    assert spread > finetune.COLLAPSE_RATIO * reference      # a random encoder is not collapsed
+    # What brief LAMB pretraining does (see notes): biases of ~0.1 per element next to 0.02-scale kernels.
+    for v in encoder.trainable_variables:
+        if v.path.endswith(("bias", "beta")):
+            v.assign(np.asarray(rng.normal(0, 0.3, v.shape), "float32"))
+    collapsed, _ = finetune.check_collapse(encoder, inputs, seed=1)
+    assert collapsed < finetune.COLLAPSE_RATIO * reference, (collapsed, reference)
+    assert finetune.reset_biases(encoder) > 0
+    restored, _ = finetune.check_collapse(encoder, inputs, seed=1)
+    assert restored > finetune.COLLAPSE_RATIO * reference
+
+
+@pytest.fixture(scope="module")
+def random_init(tmp_path_factory, tiny_spm_model):
+    return fh.save_random_init(str(tmp_path_factory.mktemp("init")), tiny_spm_model)
+
+
+def _run(argv, capsys):
+    code = cli.main(["finetune", *map(str, argv)])
+    return code, capsys.readouterr().err
+
+
+def test_empty_data_dir_is_refused(tmp_path, random_init, capsys):
+    (tmp_path / "data").mkdir()
+    code, err = _run(["--task", "sst2", "--data-dir", tmp_path / "data", "--init", random_init,
+                      "--output", tmp_path / "out"], capsys)
+    assert code == 2 and "--data-dir" in err and "empty" in err and str(tmp_path / "data") in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_init_whose_vocabulary_disagrees_is_refused(tmp_path, tiny_spm_model, capsys):
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model, vocab_size=500)
+    data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
+    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out"], capsys)
+    assert code == 2 and "--init" in err and "vocab_size" in err and "500" in err and "300" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_init_that_is_not_a_model_directory_is_refused(tmp_path, capsys):
+    data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
+    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", tmp_path / "nothing",
+                      "--output", tmp_path / "out"], capsys)
+    assert code == 2 and "--init" in err and "no such directory" in err
+
+
+def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init, capsys):
+    data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
+    with open(os.path.join(data, "train.tsv"), "a", encoding="utf-8") as f:
+        f.write("a sentence\tpositive\n")
+    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out"],
+                     capsys)
+    assert code == 2 and "train.tsv line 34" in err and "'positive'" in err
+
+
+# ---------------------------------------------------------------------------------------------- end to end (slow)
+def _finetune_args(data, init, output, epochs=3):
+    return ["--task", "sst2", "--data-dir", data, "--init", init, "--output", output, "--epochs", epochs,
+            "--batch-size", 16, "--max-seq-length", 24, "--learning-rate", 2e-3, "--warmup-proportion", 0.1,
+            "--seed", 3]
+
+
+@pytest.fixture(scope="module")
+def briefly_pretrained(tmp_path_factory, tiny_spm_model):
+    """A tiny model pretrained 100 steps on the generated corpus with `albert-tf pretrain` (the issue's case)."""
+    import helpers  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
+
+    d = tmp_path_factory.mktemp("pretrained")
+    corpus = helpers.write_corpus(str(d / "corpus.txt"), num_docs=60)
+    fh.run_cli("create-data", ["--input", corpus, "--spm-model", tiny_spm_model, "--output", d / "data" / "train",
+                               "--max-seq-length", 32, "--max-predictions", 5, "--dupe-factor", 2, "--seed", 0])
+    AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
+        vocab_size=300).to_json_file(str(d / "albert_config.json"))
+    fh.run_cli("pretrain", ["--config", d / "albert_config.json", "--train-data", str(d / "data" / "train*"),
+                            "--model-dir", d / "model", "--spm-model", tiny_spm_model, "--max-seq-length", 32,
+                            "--max-predictions", 5, "--train-batch-size", 32, "--learning-rate", 0.002,
+                            "--num-train-steps", 100, "--num-warmup-steps", 10, "--steps-per-loop", 50,
+                            "--save-checkpoints-steps", 100])
+    return str(d / "model")
+
+
+@pytest.mark.slow
+def test_classifier_from_a_briefly_pretrained_model_learns_the_generated_task(tmp_path, briefly_pretrained):
+    data = fh.write_sst2(str(tmp_path / "sst2"))
+    proc = fh.run_cli("finetune", _finetune_args(data, briefly_pretrained, tmp_path / "out", epochs=6))
+    with open(tmp_path / "out" / "eval_results.json", encoding="utf-8") as f:
+        results = json.load(f)
+    assert results["dev"]["accuracy"] >= 0.9, proc.stdout + proc.stderr
+    assert "input spread" in proc.stdout
+    assert os.path.exists(tmp_path / "out" / "best" / "checkpoint")
+    assert os.listdir(tmp_path / "out" / "logs" / "dev")  # TensorBoard events
+
+
+@pytest.mark.slow
+def test_sigkill_after_an_epoch_then_resume_equals_uninterrupted(tmp_path, random_init):
+    data = fh.write_sst2(str(tmp_path / "sst2"), 96, 32)
+    fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "whole"))
+    killed = fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed") +
+                        ["--debug-kill-after-epoch", 1], check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (tmp_path / "killed" / "eval_results.json").exists()
+    resumed = fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed"))
+    assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
+    results = [json.loads((tmp_path / name / "eval_results.json").read_text()) for name in ("whole", "killed")]
+    assert results[0] == results[1]
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    for name, _ in tf.train.list_variables(str(tmp_path / "whole" / "checkpoints")):
+        if name.startswith("model/"):
+            np.testing.assert_allclose(
+                tf.train.load_variable(str(tmp_path / "killed" / "checkpoints"), name),
+                tf.train.load_variable(str(tmp_path / "whole" / "checkpoints"), name), rtol=1e-5, atol=1e-6,
+                err_msg=name)
