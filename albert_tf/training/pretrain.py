@@ -339,9 +339,9 @@ def run(args):
     if applied:
         print(f"recipe {args.recipe}: {' '.join(f'{k}={v}' for k, v in applied.items())}", flush=True)
     check_flags(args)
+    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)  # writes nothing
     config = load_config(args.config)
     check_inputs(args, config)
-    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
     on_tpu, chief = distribute.is_tpu_strategy(strategy), distribute.is_chief(strategy)
     replicas = strategy.num_replicas_in_sync
     eval_batch_size = args.eval_batch_size or args.train_batch_size
