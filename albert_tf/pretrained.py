@@ -139,19 +139,24 @@ def restore(model, path_or_directory, part=None):
         path = latest_checkpoint(path)
     stored = _checkpoint_values(path)
     obj = model
-    prefix = MODEL_KEY
+    candidates = [MODEL_KEY]
     if part == ENCODER_KEY:
         obj = getattr(model, ENCODER_KEY, model)
-        stored_encoder = f"{MODEL_KEY}/{ENCODER_KEY}"
-        if any(k.startswith(stored_encoder + "/") for k in stored):
-            prefix = stored_encoder  # a pretrainer's or task model's checkpoint
+        # The encoder of a pretrainer's or task model's checkpoint, else an encoder's own checkpoint. (Matched by
+        # the object graph: in a pretraining run's checkpoint the values sit under the optimizer's path.)
+        candidates = [f"{MODEL_KEY}/{ENCODER_KEY}", MODEL_KEY]
     elif part is not None:
         raise ValueError(f"part must be None or 'encoder', got {part!r}")
-    try:
-        status = _nest(obj, prefix).read(path).expect_partial()
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.InvalidArgumentError):
-        raise ValueError(_mismatch_report(obj, prefix, path, stored)) from None
+    for prefix in candidates:
+        try:
+            status = _nest(obj, prefix).read(path).expect_partial()
+            status.assert_existing_objects_matched()
+            break
+        except (AssertionError, ValueError, tf.errors.InvalidArgumentError):
+            continue
+    else:
+        prefix = next((c for c in candidates if any(k.startswith(c + "/") for k in stored)), MODEL_KEY)
+        raise ValueError(_mismatch_report(obj, prefix, path, stored))
     # Every weight found; more stored tensors than weights means a checkpoint of a bigger model (e.g. more layers).
     weights = len({id(v) for v in obj.weights})
     if sum(1 for k in stored if k.startswith(prefix + "/")) > weights:

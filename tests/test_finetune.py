@@ -153,17 +153,6 @@ def briefly_pretrained(tmp_path_factory, tiny_spm_model):
     return str(d / "model")
 
 
-@pytest.mark.slow
-def test_classifier_from_a_briefly_pretrained_model_learns_the_generated_task(tmp_path, briefly_pretrained):
-    data = fh.write_sst2(str(tmp_path / "sst2"))
-    proc = fh.run_cli("finetune", _finetune_args(data, briefly_pretrained, tmp_path / "out", epochs=6))
-    with open(tmp_path / "out" / "eval_results.json", encoding="utf-8") as f:
-        results = json.load(f)
-    assert results["dev"]["accuracy"] >= 0.9, proc.stdout + proc.stderr
-    assert "input spread" in proc.stdout
-    assert os.path.exists(tmp_path / "out" / "best" / "checkpoint")
-    assert os.listdir(tmp_path / "out" / "logs" / "dev")  # TensorBoard events
-
 
 @pytest.mark.slow
 def test_sigkill_after_an_epoch_then_resume_equals_uninterrupted(tmp_path, random_init):

@@ -118,7 +118,7 @@ def test_one_fit_step_changes_the_encoder():
 
 
 def test_encoder_restored_from_a_pretrainer_directory(tmp_path):
-    from albert_tf.training.finetune import _pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
 
     keras.utils.set_random_seed(6)
     pretrainer = AlbertPretrainer("albert_tiny")
@@ -126,7 +126,7 @@ def test_encoder_restored_from_a_pretrainer_directory(tmp_path):
     keras.utils.set_random_seed(7)
     model = AlbertClassifier(AlbertEncoder("albert_tiny"), 2)
     head_before = np.asarray(model.head.kernel).copy()
-    _pretrained().restore(model, str(tmp_path / "pre"), part="encoder")
+    pretrained.restore(model, str(tmp_path / "pre"), part="encoder")
     for mine, theirs in zip(model.encoder.weights, pretrainer.encoder.weights):
         np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs), err_msg=mine.path)
     np.testing.assert_array_equal(np.asarray(model.head.kernel), head_before)

@@ -181,7 +181,8 @@ def read_init(init, spm_flag):
     """(config, spm model path) of the --init directory; refuses a vocabulary that disagrees with the config."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    pretrained = _pretrained()
+    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+
     if not tf.io.gfile.isdir(init):
         raise FileNotFoundError(f"--init {init}: no such directory (expected a pretrained-model directory)")
     config = pretrained.read_config(init)
@@ -594,7 +595,7 @@ def make_callbacks(task, tokenizer, plan, state, managers, output, debug_kill_af
     die)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.training.pretrain import write_scalar_summary  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.loop import write_scalar_summary  # pylint: disable=import-outside-toplevel
 
     writers = {name: tf.summary.create_file_writer(os.path.join(output, "logs", name)) for name in ("train", "dev")}
 
@@ -633,6 +634,8 @@ def make_callbacks(task, tokenizer, plan, state, managers, output, debug_kill_af
 
 # ---------------------------------------------------------------------------------------------- run
 def run(args):  # noqa: C901  (one readable function on purpose)
+    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+
     import keras  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -677,7 +680,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
                             attention_probs_dropout_prob=plan.albert_dropout)
     with strategy.scope():
         model = task.build_model(AlbertEncoder(config), plan)
-        init_path = _pretrained().restore(model, args.init, part="encoder")
+        init_path = pretrained.restore(model, args.init, part="encoder")
         optimizer = create_optimizer(plan, model)
         loss, metrics = task.loss_and_metrics()
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit,
@@ -723,76 +726,10 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
     atomic_write_text(os.path.join(args.output, "eval_results.json"), json.dumps(report, indent=2) + "\n")
     config.to_json_file(os.path.join(args.output, "best", "albert_config.json"))
-    if isinstance(task, GlueTask) and _has_export():
+    if isinstance(task, GlueTask):
         path = export_classifier(model, tokenizer, plan, task.pairs, task.regression,
                                  os.path.join(args.output, "export"))
         print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done: best epoch {best_epoch}: {json.dumps(results)}; {os.path.join(args.output, 'eval_results.json')}",
           flush=True)
     return 0
-
-
-def _has_export():
-    import albert_tf  # pylint: disable=import-outside-toplevel
-
-    return os.path.exists(os.path.join(os.path.dirname(os.path.abspath(albert_tf.__file__)), "export.py"))
-
-
-def _pretrained():
-    """albert_tf.pretrained (the owner of a pretrained-model directory), or, until it lands, the same few functions
-    over AlbertPretrainer's directory layout."""
-    import albert_tf  # pylint: disable=import-outside-toplevel
-
-    # Only this package's own module (an editable install elsewhere may offer a different albert_tf.pretrained).
-    if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(albert_tf.__file__)), "pretrained.py")):
-        from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
-        return pretrained
-    return _PretrainedFallback
-
-
-class _PretrainedFallback:
-    """The subset of albert_tf.pretrained that finetune uses (same names and behaviour)."""
-    CONFIG_FILE, SPM_FILE = "albert_config.json", "spm.model"
-
-    @staticmethod
-    def read_config(directory):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-
-        path = os.path.join(directory, _PretrainedFallback.CONFIG_FILE)
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(f"{directory}: no {_PretrainedFallback.CONFIG_FILE} (not a pretrained-model "
-                                    "directory)")
-        return AlbertConfig.from_json_file(path)
-
-    @staticmethod
-    def spm_model_path(directory):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        path = os.path.join(directory, _PretrainedFallback.SPM_FILE)
-        return path if tf.io.gfile.exists(path) else None
-
-    @staticmethod
-    def check_vocabulary(config, spm_model):
-        from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
-        size = AlbertTokenizer(spm_model).vocab_size
-        if size != config.vocab_size:
-            raise ValueError(f"{spm_model}: the SentencePiece model has {size} pieces but the config's vocab_size "
-                             f"is {config.vocab_size}")
-
-    @staticmethod
-    def restore(model, directory, part=None):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        path = tf.train.latest_checkpoint(directory)
-        if path is None:
-            raise FileNotFoundError(f"{directory}: no TF checkpoint found")
-        root = tf.train.Checkpoint(encoder=model.encoder) if part == "encoder" else model
-        status = tf.train.Checkpoint(model=root).read(path).expect_partial()
-        try:
-            status.assert_existing_objects_matched()
-        except AssertionError as e:
-            raise ValueError(f"{path}: checkpoint does not hold every weight of this model ({e})") from None
-        return path
