@@ -481,6 +481,12 @@ def test_icu_and_python_unicode_tables_differ_only_where_documented(tiny_tokeniz
 
     if unicodedata.unidata_version != "14.0.0":
         pytest.skip(f"the documented list is for Python's Unicode 14.0.0, this is {unicodedata.unidata_version}")
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if tuple(int(x) for x in tf.__version__.split(".")[:2]) < (2, 21):
+        # TF 2.18's ICU is older than Python 3.11's tables: more characters differ there (README: the list is
+        # TensorFlow 2.21's; CI part 2 runs 2.18 and the TPU wheel 2.20).
+        pytest.skip(f"the documented list is TensorFlow 2.21's ICU; this is TensorFlow {tf.__version__}")
     chars = [c for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
     texts = ["a" + chr(c) + "b" for c in chars]
     got = [s.decode("utf-8") for s in tiny_tokenizer.tf_normalize(texts).numpy()]
