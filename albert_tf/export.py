@@ -175,15 +175,16 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     model_dir = os.fspath(model_dir)
     if seq_length < 3:
         raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
     if spm_model is None:
-        spm_model = os.path.join(model_dir, "spm.model")
-        if not tf.io.gfile.exists(spm_model):
-            raise FileNotFoundError(f"{model_dir}: no spm.model (pass --spm-model PATH)")
+        spm_model = pretrained.spm_model_path(model_dir)  # the directory's layout is pretrained.py's to spell
+        if spm_model is None:
+            raise FileNotFoundError(f"{model_dir}: no {pretrained.SPM_FILE} (pass --spm-model PATH)")
     encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
     if seq_length > encoder.config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
@@ -193,7 +194,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     if tokenizer.vocab_size != encoder.config.vocab_size:
         raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
-                         f"{model_dir}/albert_config.json has vocab_size {encoder.config.vocab_size}")
+                         f"{pretrained.config_path(model_dir)} has vocab_size {encoder.config.vocab_size}")
     module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
     requests = None
     if warmup:
