@@ -85,12 +85,7 @@ def _worker_peer(args, peer_config):
     c = ts._load_config_dict(args.config)  # pylint: disable=protected-access
     keras.mixed_precision.set_global_policy(dtype)
     keras.utils.set_random_seed(args.seed)
-    backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
-        embedding_dim=c["embedding_size"], hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"],
-        num_groups=c["num_hidden_groups"], num_inner_repetitions=c.get("inner_group_num", 1),
-        dropout=c["hidden_dropout_prob"], max_sequence_length=c["max_position_embeddings"],
-        num_segments=c["type_vocab_size"])
+    backbone = ts.keras_hub_backbone(keras_hub, c)
     model = keras_hub.models.AlbertTextClassifier(backbone, num_classes=2, preprocessor=None)
     model.compile(jit_compile=bool(xla))
     b, y = _batch(args, c["vocab_size"])

@@ -181,6 +181,16 @@ def _worker_ours(args):
     _serve(run)
 
 
+def keras_hub_backbone(keras_hub, c):
+    """keras-hub's AlbertBackbone with the sizes of albert_config.json dict `c` (the peer of both benchmarks)."""
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
+        embedding_dim=c["embedding_size"], hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"],
+        num_groups=c["num_hidden_groups"], num_inner_repetitions=c.get("inner_group_num", 1),
+        dropout=c["hidden_dropout_prob"], max_sequence_length=c["max_position_embeddings"],
+        num_segments=c["type_vocab_size"])
+
+
 def _worker_peer(args, peer_config):
     """keras-hub 0.32 AlbertMaskedLM with our config's sizes, in `peer_config`, then serves 'run N'."""
     dtype, _, xla = peer_config.partition("+")
@@ -195,12 +205,7 @@ def _worker_peer(args, peer_config):
         raise SystemExit(f"keras-hub's AlbertBackbone has tanh-GELU only; config has {c['hidden_act']}")
     keras.mixed_precision.set_global_policy(dtype)
     keras.utils.set_random_seed(args.seed)
-    backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
-        embedding_dim=c["embedding_size"], hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"],
-        num_groups=c["num_hidden_groups"], num_inner_repetitions=c.get("inner_group_num", 1),
-        dropout=c["hidden_dropout_prob"], max_sequence_length=c["max_position_embeddings"],
-        num_segments=c["type_vocab_size"])
+    backbone = keras_hub_backbone(keras_hub, c)
     model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
     model.compile(jit_compile=bool(xla))  # keras-hub's defaults: Adam(5e-5), sparse CE from logits, accuracy
     b = random_batch(c["vocab_size"], args.batch_size, args.seq_length, args.max_predictions, args.seed)
