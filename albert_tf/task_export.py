@@ -214,18 +214,21 @@ def make_offset_encoder(tokenizer):
             row_chars_end = tf.gather(char_bytes.row_splits[1:], piece_rows)
             source_start, source_end = sources_start.flat_values, sources_end.flat_values
             count = tf.size(source_start, out_type=tf.int64)
-            s = tf.gather(source_start, tf.minimum(first, count - 1))
-            e = tf.gather(source_end, tf.maximum(tf.minimum(last - 1, count - 1), 0))
-            # trim whitespace: the first non-space character at or after s, the last before e (original text)
             text_base = tf.gather(tf.cumsum(num_chars, exclusive=True), piece_rows)
             text_length = tf.gather(num_chars, piece_rows)
+            # (clipped: an empty piece's first/last may point outside its row, and are not used then)
+            s = tf.clip_by_value(tf.gather(source_start, tf.minimum(first, count - 1)), 0, text_length)
+            e = tf.clip_by_value(tf.gather(source_end, tf.maximum(tf.minimum(last - 1, count - 1), 0)), 0,
+                                 text_length)
+            # trim whitespace: the first non-space character at or after s, the last before e (original text)
             word_index = tf.boolean_mask(tf.range(tf.size(is_space, out_type=tf.int64)), ~is_space)
             words_before = tf.concat([[0], tf.cumsum(tf.cast(~is_space, tf.int64))], axis=0)  # [N + 1]
             padded = tf.concat([word_index, [tf.size(is_space, out_type=tf.int64)]], axis=0)
             next_word = tf.gather(padded, tf.gather(words_before, s + text_base)) - text_base
             trimmed_start = tf.minimum(tf.minimum(next_word, text_length), e)
             previous = tf.gather(words_before, e + text_base)
-            last_word_end = tf.where(previous > 0, tf.gather(word_index, tf.maximum(previous - 1, 0)) + 1, 0)
+            last_word_end = tf.where(previous > 0, tf.gather(padded, tf.maximum(previous - 1, 0)) + 1,
+                                     tf.zeros_like(previous))
             trimmed_end = tf.maximum(last_word_end - text_base, trimmed_start)
             empty = last <= first
             at = tf.where(first < row_chars_end, s, text_length)
@@ -261,7 +264,7 @@ def squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride,
     # windows: lengths of max_tokens every step = min(max_tokens, doc_stride) tokens (squad.doc_windows)
     max_tokens = seq_length - num_query - 3
     step = tf.minimum(max_tokens, doc_stride)
-    num_windows = 1 + tf.maximum(0, (num_context - max_tokens + step - 1) // step)
+    num_windows = 1 + tf.maximum((num_context - max_tokens + step - 1) // step, 0)
     example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)      # [W]
     window = tf.ragged.range(num_windows).flat_values                                          # [W]
     start = window * tf.gather(step, example)
@@ -341,8 +344,8 @@ def squad_answers(windows, start_logits, end_logits, context, num_examples, n_be
     candidate = tf.range(k * k)[tf.newaxis, :]
     window_choice = tf.reduce_min(tf.where(score == window_best[:, tf.newaxis], candidate, k * k), axis=1)
     example = windows["example_index"]
-    best = tf.math.unsorted_segment_max(window_best, example, num_examples)                  # -inf: no span
-    has_span = best > neg_inf
+    has_span = tf.math.unsorted_segment_max(tf.cast(window_best > neg_inf, tf.int32), example, num_examples) > 0
+    best = tf.where(has_span, tf.math.unsorted_segment_max(window_best, example, num_examples), neg_inf)
     window_id = tf.range(tf.size(example))
     chosen_window = tf.math.unsorted_segment_min(
         tf.where((window_best == tf.gather(best, example)) & (window_best > neg_inf), window_id, tf.size(example)),

@@ -69,9 +69,82 @@ def test_in_graph_encode_with_offsets_equals_python(tiny_spm_model, vocabulary, 
 
 
 # ------------------------------------------------------------------------------------ SQuAD
+def _squad_examples():
+    return [squad.SquadExample(f"q{i}", q, c, ()) for i, (q, c) in enumerate(SQUAD_CASES)]
+
+
+def _squad_python(tokenizer, start_logits, end_logits, features, v2, threshold):
+    return squad.postprocess(_squad_examples(), features, start_logits, end_logits, version_2_with_negative=v2,
+                             null_score_diff_threshold=threshold)
+
+
+def _check_windows(windows, features):
+    """In-graph windows == squad.featurize's (ids, mask, types, example, spans, max context)."""
+    arrays = squad.features_to_arrays(features)
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        np.testing.assert_array_equal(windows[name], arrays[name], err_msg=name)
+    np.testing.assert_array_equal(windows["example_index"], [f.example_index for f in features])
+    spans = np.stack([f.token_spans for f in features])
+    np.testing.assert_array_equal(windows["token_start"], spans[:, :, 0])
+    np.testing.assert_array_equal(windows["token_end"], spans[:, :, 1])
+    np.testing.assert_array_equal(windows["token_is_max_context"], np.stack([f.token_is_max_context
+                                                                             for f in features]))
+    assert max(f.doc_span_index for f in features) >= 3  # the long context took several windows
+
+
+def _check_answers(served, want, v2):
+    """Served answers == squad.postprocess's: text, its character span in the context, score, null diff."""
+    examples = _squad_examples()
+    answers = [want.answers[e.qas_id] for e in examples]
+    assert [a.decode("utf-8") if isinstance(a, bytes) else a for a in served["answer"].tolist()] == answers
+    for (_, context), answer, start, end in zip(SQUAD_CASES, answers, served["start"], served["end"]):
+        assert (context[start:end], start >= 0) == (answer, bool(answer))
+    for row, answer in enumerate(answers):
+        if answer:  # score: the answer's start + end logit
+            best = [e for e in want.nbest[examples[row].qas_id] if e["text"] == answer][0]
+            assert served["score"][row] == pytest.approx(best["start_logit"] + best["end_logit"], abs=1e-4)
+    if v2:
+        np.testing.assert_allclose(served["null_score_diff"], [want.null_score_diff[e.qas_id] for e in examples],
+                                   atol=1e-4, rtol=0)
+    else:
+        assert "null_score_diff" not in served
+    return answers
+
+
 @pytest.fixture(scope="module")
-def squad_export(tokenizer, tmp_path_factory):
-    """(Keras AlbertSpanQA, python features, {v1: path, v2: path}, v2 threshold) for SQUAD_CASES."""
+def squad_features(tokenizer):
+    return squad.featurize(_squad_examples(), tokenizer, max_seq_length=SEQ, doc_stride=STRIDE,
+                           max_query_length=QUERY)
+
+
+def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_features):
+    """Featurization and post-processing alone (no model): random logits with ties and a peaked span."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    encoder = task_export.make_offset_encoder(tokenizer)
+    question, context = tf.constant([q for q, _ in SQUAD_CASES]), tf.constant([c for _, c in SQUAD_CASES])
+    windows = task_export.squad_windows(encoder, tokenizer, question, context, SEQ, STRIDE, QUERY)
+    _check_windows({k: v.numpy() for k, v in windows.items()}, squad_features)
+    rng = np.random.default_rng(0)
+    shape = windows["input_word_ids"].shape
+    for trial in range(6):
+        start_logits = rng.normal(size=shape).astype(np.float32)
+        end_logits = rng.normal(size=shape).astype(np.float32)
+        if trial % 2:  # ties: logits on a coarse grid
+            start_logits, end_logits = np.round(start_logits), np.round(end_logits)
+        start_logits[:, 0] += trial - 2  # "no answer" more or less likely
+        for v2, threshold in ((False, 0.0), (True, 0.0), (True, 1.5)):
+            want = _squad_python(tokenizer, start_logits, end_logits, squad_features, v2, threshold)
+            got = task_export.squad_answers(windows, tf.constant(start_logits), tf.constant(end_logits), context,
+                                            tf.size(context), version_2_with_negative=v2,
+                                            null_score_diff_threshold=threshold)
+            answers = _check_answers({k: v.numpy() for k, v in got.items()}, want, v2)
+            assert any(answers[:4])
+
+
+@pytest.fixture(scope="module")
+def squad_export(tokenizer, squad_features, tmp_path_factory):
+    """(Keras logits of the Python features, the v2 threshold, the v2 export's path) for SQUAD_CASES."""
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
@@ -79,20 +152,15 @@ def squad_export(tokenizer, tmp_path_factory):
 
     keras.utils.set_random_seed(7)
     model = AlbertSpanQA(AlbertEncoder(_config(tokenizer), dropout=False), version_2_with_negative=True)
-    examples = [squad.SquadExample(f"q{i}", q, c, ()) for i, (q, c) in enumerate(SQUAD_CASES)]
-    features = squad.featurize(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY)
-    arrays = squad.features_to_arrays(features)
-    logits = {k: np.asarray(v) for k, v in model(arrays, training=False).items()}
-    # v2's threshold between two questions' null score differences: some answered, some not
-    diffs = sorted(squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
-                                     version_2_with_negative=True).null_score_diff.values())
+    logits = {k: np.asarray(v) for k, v in model(squad.features_to_arrays(squad_features), training=False).items()}
+    # the threshold between two questions' null score differences: some answered, some not
+    diffs = sorted(_squad_python(tokenizer, logits["start_logits"], logits["end_logits"], squad_features, True,
+                                 0.0).null_score_diff.values())
     finite = [d for d in diffs if np.isfinite(d)]
     threshold = float((finite[len(finite) // 2 - 1] + finite[len(finite) // 2]) / 2)
-    base = tmp_path_factory.mktemp("squad")
-    paths = {v2: task_export.export_squad(model, tokenizer, str(base / ("v2" if v2 else "v1")), SEQ, STRIDE, QUERY,
-                                          version_2_with_negative=v2, null_score_diff_threshold=threshold)
-             for v2 in (False, True)}
-    return examples, features, logits, paths, threshold
+    path = task_export.export_squad(model, tokenizer, str(tmp_path_factory.mktemp("squad") / "v2"), SEQ, STRIDE,
+                                    QUERY, version_2_with_negative=True, null_score_diff_threshold=threshold)
+    return logits, threshold, path
 
 
 SERVE_SQUAD = """
@@ -117,56 +185,31 @@ def _serve(script, path, payload, tmp_path):
     return dict(np.load(out))
 
 
-@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
-def test_squad_export_answers_as_python_in_a_fresh_process(squad_export, v2, tmp_path):
-    examples, features, logits, paths, threshold = squad_export
-    served = _serve(SERVE_SQUAD, paths[v2], SQUAD_CASES, tmp_path)
-    # the windows: exactly the Python featurizer's (ids, spans, max context), logits as the Keras model's
-    arrays = squad.features_to_arrays(features)
-    for name in ("input_word_ids", "input_mask", "input_type_ids"):
-        np.testing.assert_array_equal(served[f"windows/{name}"], arrays[name], err_msg=name)
-    np.testing.assert_array_equal(served["windows/example_index"], [f.example_index for f in features])
-    spans = np.stack([f.token_spans for f in features])
-    np.testing.assert_array_equal(served["windows/token_start"], spans[:, :, 0])
-    np.testing.assert_array_equal(served["windows/token_end"], spans[:, :, 1])
-    np.testing.assert_array_equal(served["windows/token_is_max_context"],
-                                  np.stack([f.token_is_max_context for f in features]))
-    assert max(f.doc_span_index for f in features) >= 3  # the long context took several windows
+@pytest.mark.slow
+def test_squad_export_answers_as_keras_and_python_in_a_fresh_process(squad_export, squad_features, tmp_path):
+    logits, threshold, path = squad_export
+    served = _serve(SERVE_SQUAD, path, SQUAD_CASES, tmp_path)
+    _check_windows({k[len("windows/"):]: v for k, v in served.items() if k.startswith("windows/")}, squad_features)
     for key in ("start_logits", "end_logits"):
         np.testing.assert_allclose(served[f"windows/{key}"], logits[key], atol=1e-5, rtol=0)
-    # the answers: Python post-processing of the Keras model's logits
-    want = squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
-                             version_2_with_negative=v2, null_score_diff_threshold=threshold)
-    answers = [want.answers[e.qas_id] for e in examples]
-    assert served["answer"].tolist() == answers
-    assert any(answers) and (not v2 or "" in answers[:4])  # a v2 "no answer" on a non-empty context
-    for (question, context), answer, start, end in zip(SQUAD_CASES, answers, served["start"], served["end"]):
-        assert (context[start:end], start >= 0) == (answer, bool(answer))
-    if v2:
-        np.testing.assert_allclose(served["null_score_diff"], [want.null_score_diff[e.qas_id] for e in examples],
-                                   atol=1e-4, rtol=0)
-    else:
-        assert "null_score_diff" not in served
-    # score: the answer's start + end logit (v2 "no answer": the null score)
-    for row, (answer, start) in enumerate(zip(answers, served["start"])):
-        if answer:
-            best = [e for e in want.nbest[examples[row].qas_id] if e["text"] == answer][0]
-            assert served["score"][row] == pytest.approx(best["start_logit"] + best["end_logit"], abs=1e-4)
+    want = _squad_python(None, logits["start_logits"], logits["end_logits"], squad_features, True, threshold)
+    answers = _check_answers({k: v for k, v in served.items() if not k.startswith("windows/")}, want, True)
+    assert any(answers) and "" in answers[:4]  # a v2 "no answer" on a non-empty context
+    # the export's files: ops every TF Serving >= 2.20 registers, the parameters
+    ops = helpers.op_types(path)
+    assert "SentencepieceTokenizeOp" in ops
+    assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
+    with open(os.path.join(path, "assets.extra", task_export.TASK_CONFIG_ASSET), encoding="utf-8") as f:
+        config = json.load(f)
+    assert (config["doc_stride"], config["max_query_length"], config["max_seq_length"]) == (STRIDE, QUERY, SEQ)
+    assert config["null_score_diff_threshold"] == threshold and config["version_2_with_negative"]
 
 
-def test_squad_export_ops_are_registered_by_tf_serving(squad_export):
-    for path in squad_export[3].values():
-        ops = helpers.op_types(path)
-        assert "SentencepieceTokenizeOp" in ops
-        assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
-        config = json.loads(open(os.path.join(path, "assets.extra", task_export.TASK_CONFIG_ASSET)).read())
-        assert (config["doc_stride"], config["max_query_length"], config["max_seq_length"]) == (STRIDE, QUERY, SEQ)
-
-
+@pytest.mark.slow
 def test_squad_export_refuses_unequal_batches(squad_export):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    model = tf.saved_model.load(squad_export[3][False])
+    model = tf.saved_model.load(squad_export[2])
     with pytest.raises(tf.errors.InvalidArgumentError, match="question and context must have the same length"):
         model.signatures["serving_default"](question=tf.constant(["a", "b"]), context=tf.constant(["a"]))
 
@@ -206,23 +249,34 @@ assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imp
 """
 
 
-def test_race_export_equals_keras_model_in_a_fresh_process(tokenizer, race_export, tmp_path):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    model, path = race_export
-    served = _serve(SERVE_RACE, path, RACE_CASES, tmp_path)
+def _race_arrays(tokenizer):
     examples = [race.RaceExample(f"e{i}", "high", a, q, tuple(o), 0) for i, (a, q, o) in enumerate(RACE_CASES)]
     arrays = race.featurize(examples, tokenizer, max_seq_length=SEQ, max_qa_length=24)
+    arrays.pop("labels")
+    return arrays
+
+
+def test_in_graph_race_packing_equals_python(tokenizer):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    arrays = _race_arrays(tokenizer)
     assert arrays["input_mask"][1].sum(-1).tolist() == [SEQ] * 4  # the long article was cut to fit
-    probabilities = tf.nn.softmax(model({k: v for k, v in arrays.items() if k != "labels"}, training=False)).numpy()
-    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5, rtol=0)
-    np.testing.assert_array_equal(served["label"], probabilities.argmax(-1))
-    # the in-graph packing itself equals race.featurize
     packed = task_export.race_inputs(tokenizer, tf.constant([a for a, _, _ in RACE_CASES]),
                                      tf.constant([q for _, q, _ in RACE_CASES]),
                                      tf.constant([o for _, _, o in RACE_CASES]), SEQ, 24)
     for name, value in packed.items():
         np.testing.assert_array_equal(value.numpy(), arrays[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_race_export_equals_keras_model_in_a_fresh_process(tokenizer, race_export, tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    model, path = race_export
+    served = _serve(SERVE_RACE, path, RACE_CASES, tmp_path)
+    probabilities = tf.nn.softmax(model(_race_arrays(tokenizer), training=False)).numpy()
+    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(served["label"], probabilities.argmax(-1))
     ops = helpers.op_types(path)
     assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
 
