@@ -240,7 +240,7 @@ def add_spm_pieces(spm_path, pieces, out_path):
 # kernels (tensorflow/core/kernels via //tensorflow/core:all_kernels) and, from 2.20 on, the op library of a current
 # TensorFlow Text (SentencePiece, NormalizeUTF8; tensorflow/serving WORKSPACE/`tensorflow_text` dependency; servers
 # 2.16-2.19 embed TF Text 2.12). Ops listed here are core TF ops unless prefixed with their TF Text library name.
-TF_TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "NormalizeUTF8"}
+TF_TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp", "NormalizeUTF8"}
 CORE_OPS = {
     "Add", "AddV2", "All", "Any", "Assert", "AssignVariableOp", "BatchMatMulV2", "BiasAdd", "Cast", "ConcatV2",
     "Const", "Cumsum", "Equal", "Erf", "Exp", "ExpandDims", "Fill", "FloorDiv", "FloorMod", "GatherV2",
@@ -259,6 +259,9 @@ CORE_OPS = {
     "ReduceJoin", "StringLength", "Substr", "Bitcast", "Unpack", "ScatterNd", "TensorScatterUpdate", "Reciprocal",
     "RaggedTensorFromVariant", "RaggedTensorToVariant", "RaggedTensorToSparse", "DisableCopyOnRead", "Einsum",
     "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp",
+    # the SQuAD export's character offsets (tensorflow/core/kernels: unicode_ops, searchsorted_op, segment_reduction)
+    "UnicodeDecode", "UnicodeDecodeWithOffsets", "UnicodeEncode", "LowerBound", "UnsortedSegmentMax",
+    "UnsortedSegmentMin",
 }
 
 
