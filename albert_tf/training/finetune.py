@@ -367,6 +367,10 @@ class GlueTask:
                                                                                  labels).items()}
         return results
 
+    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+        """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
+        return export_classifier(model, tokenizer, plan, self.pairs, self.regression, output_base)
+
 
 def array_dataset(features, labels, order, batch_size, length_bucket=0):
     """A tf.data pipeline of batches of precomputed features (a host-side generator, so the arrays are not
@@ -417,7 +421,7 @@ class RaceTask:
     def _arrays(self, name, examples, tokenizer, plan):
         if name not in self._cache:
             arrays = self.race.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                         max_qa_length=min(128, plan.max_seq_length // 2))
+                                         max_qa_length=self.max_qa_length(plan))
             labels = arrays.pop("labels")
             self._cache[name] = (arrays, labels)
         return self._cache[name]
@@ -446,6 +450,18 @@ class RaceTask:
                                   len(self.dev["dev"]), plan.batch_size)
         return {"dev": {k: float(v) for k, v in self.race.compute_metrics(logits, self.dev["dev"]).items()}}
 
+    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+        """OUT/export/N: article, question, options [B, 4] in (albert_tf.task_export). Returns the path."""
+        from albert_tf import task_export  # pylint: disable=import-outside-toplevel
+
+        return task_export.export_race(model, tokenizer, output_base, plan.max_seq_length,
+                                       max_qa_length=self.max_qa_length(plan))
+
+    @staticmethod
+    def max_qa_length(plan):
+        """Tokens kept of each question + option (128, at most half the sequence)."""
+        return min(128, plan.max_seq_length // 2)
+
 
 class SquadTask:
     """SQuAD v1.1 / v2.0: start and end logits over the windows (doc stride 128, max query 64); answers from the
@@ -472,11 +488,15 @@ class SquadTask:
     def _features(self, name, examples, tokenizer, plan, is_training):
         if name not in self._cache:
             features = self.squad.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                            doc_stride=min(128, plan.max_seq_length // 2),
-                                            max_query_length=min(64, plan.max_seq_length // 2 - 4),
-                                            is_training=is_training)
+                                            is_training=is_training, **self.window_sizes(plan))
             self._cache[name] = (features, self.squad.features_to_arrays(features, is_training=is_training))
         return self._cache[name]
+
+    @staticmethod
+    def window_sizes(plan):
+        """doc_stride 128 and max_query_length 64, at most half the sequence."""
+        return {"doc_stride": min(128, plan.max_seq_length // 2),
+                "max_query_length": min(64, plan.max_seq_length // 2 - 4)}
 
     def num_train(self, tokenizer, plan):
         return len(self._features("train", self.train, tokenizer, plan, True)[0])
@@ -515,6 +535,16 @@ class SquadTask:
         else:
             result = self.squad.evaluate(examples, predictions.answers)
         return {"dev": {k: float(v) for k, v in result.items()}}
+
+    def export(self, model, tokenizer, plan, results, output_base):
+        """OUT/export/N: question and context in, the answer out (albert_tf.task_export); v2 keeps the dev
+        set's best_f1_thresh as its no-answer threshold. Returns the path."""
+        from albert_tf import task_export  # pylint: disable=import-outside-toplevel
+
+        threshold = results["dev"]["best_f1_thresh"] if self.v2 else 0.0
+        return task_export.export_squad(model, tokenizer, output_base, plan.max_seq_length,
+                                        max_answer_length=30, n_best=20, version_2_with_negative=self.v2,
+                                        null_score_diff_threshold=threshold, **self.window_sizes(plan))
 
 
 def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
@@ -783,10 +813,8 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
     atomic_write_text(os.path.join(args.output, "eval_results.json"), json.dumps(report, indent=2) + "\n")
     config.to_json_file(os.path.join(args.output, "best", "albert_config.json"))
-    if isinstance(task, GlueTask):
-        path = export_classifier(model, tokenizer, plan, task.pairs, task.regression,
-                                 os.path.join(args.output, "export"))
-        print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
+    path = task.export(model, tokenizer, plan, results, os.path.join(args.output, "export"))
+    print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done: best epoch {best_epoch}: {json.dumps(results)}; {os.path.join(args.output, 'eval_results.json')}",
           flush=True)
     return 0
