@@ -245,6 +245,17 @@ class _Worker(ts.Worker):
         return self._read("result")
 
 
+def _start_peers(args, peer_configs, argv):
+    """{"peer:CONFIG": worker} for the configurations that start (the others are reported and skipped)."""
+    started = {}
+    for c in peer_configs:
+        try:
+            started[f"peer:{c}"] = _Worker(f"peer:{c}", args.peer_python, argv, args.verbose)
+        except RuntimeError as e:
+            print(f"keras-hub {c}: failed to start: {e}", flush=True)
+    return started
+
+
 def main(args):  # noqa: C901
     peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
     for c in peer_configs:
@@ -268,11 +279,7 @@ def main(args):  # noqa: C901
             workers["ours"] = _Worker("ours", sys.executable, argv, args.verbose)
             if workers["ours"].ready["modules"]:
                 raise SystemExit(f"ours imported {workers['ours'].ready['modules']}")
-            for c in peer_configs:
-                try:
-                    workers[f"peer:{c}"] = _Worker(f"peer:{c}", args.peer_python, argv, args.verbose)
-                except RuntimeError as e:
-                    print(f"keras-hub {c}: failed to start: {e}", flush=True)
+            workers.update(_start_peers(args, peer_configs, argv))
             for name, w in workers.items():
                 print(f"{name}: loaded in {w.ready['load_seconds']:.2f}s, first call {w.ready['first_call_seconds']:.2f}s"
                       f", hidden {w.ready['hidden']}", flush=True)

@@ -206,6 +206,19 @@ def test_saved_model_cli_show_lists_the_signatures(exported):
         assert name in show
 
 
+def test_saved_model_cli_run_answers_a_string_request(model_dirs, exported, tmp_path):
+    out = tmp_path / "out"
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    for texts_b in (None, ["It is."]):
+        exprs = 'text_a=["The river runs."]' + ("" if texts_b is None else f";text_b={json.dumps(texts_b)}")
+        result = subprocess.run([cli, "run", "--dir", exported["uncased"], "--tag_set", "serve", "--signature_def",
+                                 "serving_default", "--input_exprs", exprs, "--outdir", str(out), "--overwrite"],
+                                capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        served = {k: np.load(out / f"{k}.npy") for k in export.OUTPUT_NAMES}
+        assert_served_equals_keras(served, model_dirs["uncased"], True, ["The river runs."], texts_b)
+
+
 def test_bad_requests(model_dirs, exported):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
