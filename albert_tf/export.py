@@ -136,6 +136,19 @@ def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
     return tokenizer.tf_pack(text_a, text_b, seq_length=seq_length)
 
 
+def keras_weights(model):
+    """The tf.Variables behind a Keras 3 model's weights, in `model.weights` order: what an exported module must
+    track instead of the Keras model itself.
+
+    Tracking a Keras 3 variable makes tf.saved_model.save put a *copy* of its tf.Variable in the TF1 graph
+    (keras/src/backend/tensorflow/core.py, `Variable._export_to_saved_model_graph`: `tf.Variable(object_map[self.
+    value])`); the checkpoint restores the copy while the functions read the original, which the TF1 session loader
+    (TF Serving's SavedModelBundle, `saved_model_cli run`) never initializes: FailedPreconditionError "Could not
+    find variable ...". `tf.saved_model.load` is not affected. Restore with `load_encoder` (same order).
+    """
+    return [w.value for w in model.weights]
+
+
 def optional_pair_inputs(tokenizer, text_a, text_b, seq_length=128):
     """`text_to_inputs` where a text_b of size 0 means "no text_b" (`serving_default`'s default): [CLS] a [SEP];
     otherwise the pairs, text_b as long as text_a."""
@@ -156,7 +169,7 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     module = tf.Module()
-    module.encoder = encoder
+    module.encoder_weights = keras_weights(encoder)
     module.tokenizer = tokenizer.in_graph
 
     def outputs(inputs):
@@ -252,7 +265,8 @@ def load_encoder(path, dropout=True):
     config.pop("lower_case", None)
     config.pop("max_seq_length", None)
     encoder = AlbertEncoder(AlbertConfig.from_dict(config), dropout=dropout)
-    status = tf.train.Checkpoint(encoder=encoder).read(os.path.join(path, "variables", "variables"))
+    status = tf.train.Checkpoint(encoder_weights=keras_weights(encoder)).read(
+        os.path.join(path, "variables", "variables"))
     status.expect_partial().assert_existing_objects_matched()
     return encoder
 
