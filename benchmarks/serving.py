@@ -13,8 +13,8 @@ Then each side runs in its own worker process (loaded and warmed first, then idl
 alternating round by round, `--rounds` times (the worker protocol of benchmarks/train_step.py):
 
   ours   a fresh process importing only tensorflow and tensorflow_text: tf.saved_model.load(export), then
-         signatures["serving_default"](text_a=strings)["pooled_output"] (normalization, SentencePiece and packing
-         in the graph, padded to L). Load time (tf.saved_model.load) and the first call are reported.
+         signatures["serving_default"](text_a=strings, text_b=<its default, empty>)["pooled_output"]
+         (normalization, SentencePiece and packing in the graph, padded to L). Load time (tf.saved_model.load) and the first call are reported.
   peer   keras-hub 0.32 (under `--peer-python`): AlbertTokenizer(proto=the same vocabulary),
          AlbertTextClassifierPreprocessor(tokenizer, sequence_length=L) in a tf.function, then
          AlbertBackbone (the config's sizes, random weights).predict_on_batch(...)["pooled_output"], in every
@@ -154,9 +154,10 @@ def _worker_ours(args):
     model = tf.saved_model.load(args._export)  # pylint: disable=protected-access
     load_seconds = time.perf_counter() - start
     serve = model.signatures["serving_default"]
+    no_text_b = tf.constant([], tf.string)  # what TF Serving feeds for an absent text_b (SignatureDef.defaults)
 
     def predict(texts):
-        return serve(text_a=tf.constant(texts))["pooled_output"].numpy()
+        return serve(text_a=tf.constant(texts), text_b=no_text_b)["pooled_output"].numpy()
 
     first, out = _warm(predict, args)
     leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("albert_tf", "keras_hub"))
