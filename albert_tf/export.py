@@ -164,7 +164,8 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
 
     serving_default's text_b is optional: its signature records a default (an empty [0] string tensor) in
     SignatureDef.defaults, which the TF1 session loader (saved_model_cli, TF Serving's gRPC Predict since 2.14) and
-    tf.saved_model.load honour; TF Serving's REST API does not (it wants every input), hence `text`.
+    the function restored by tf.saved_model.load (`loaded.serving_default(text_a)`, not `loaded.signatures[...]`)
+    honour; TF Serving's REST API does not (it wants every input), hence `text`.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
