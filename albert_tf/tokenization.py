@@ -574,7 +574,7 @@ def _make_in_graph_tokenizer(tokenizer):
             """(first max_words words joined by " ", bool [B] words were dropped); words as `normalize` sees them
             (runs of Python's whitespace). Costs one regex pass and one split over the input's bytes."""
             text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
-            text = tf.strings.regex_replace(text, "^ ", "")
+            text = tf.strings.regex_replace(text, "^ | $", "")
             words = tf.strings.split(text, sep=" ", maxsplit=max_words)  # ragged [B, <= max_words + 1]
             head = tf.strings.reduce_join(words[:, :max_words], axis=-1, separator=" ")
             return head, words.row_lengths() > max_words
