@@ -8,9 +8,11 @@ replaced only with --overwrite), atomically: the SavedModel is written under a h
 to BASE/N when complete, so a server watching BASE never sees half a model.
 
 Signatures (B = batch, L = --max-seq-length, H = hidden size):
-  serving_default  text_a string [B]                   -> pooled_output [B,H], sequence_output [B,L,H],
-                                                          input_mask int32 [B,L]
-  text_pair        text_a string [B], text_b string [B] -> the same ([CLS] a [SEP] b [SEP])
+  serving_default  text_a string [B], optional text_b string [B]
+                       -> pooled_output [B,H], sequence_output [B,L,H], input_mask int32 [B,L]
+                          ([CLS] a [SEP], or [CLS] a [SEP] b [SEP] when text_b is given)
+  text             text_a string [B] -> the same ([CLS] a [SEP]; for TF Serving's REST API, which does not
+                                        honour optional inputs)
   encode           input_word_ids, input_mask, input_type_ids int32 [B,L'] -> the same outputs
 Text is tokenized in the graph exactly as `AlbertTokenizer.pack` does it (normalization, SentencePiece, the
 digit-comma rule, truncation of the longer side); invalid UTF-8 bytes become U+FFFD first, as `create-data` reads
@@ -134,12 +136,41 @@ def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
     return tokenizer.tf_pack(text_a, text_b, seq_length=seq_length)
 
 
+def keras_weights(model):
+    """The tf.Variables behind a Keras 3 model's weights, in `model.weights` order: what an exported module must
+    track instead of the Keras model itself.
+
+    Tracking a Keras 3 variable makes tf.saved_model.save put a *copy* of its tf.Variable in the TF1 graph
+    (keras/src/backend/tensorflow/core.py, `Variable._export_to_saved_model_graph`: `tf.Variable(object_map[self.
+    value])`); the checkpoint restores the copy while the functions read the original, which the TF1 session loader
+    (TF Serving's SavedModelBundle, `saved_model_cli run`) never initializes: FailedPreconditionError "Could not
+    find variable ...". `tf.saved_model.load` is not affected. Restore with `load_encoder` (same order).
+    """
+    return [w.value for w in model.weights]
+
+
+def optional_pair_inputs(tokenizer, text_a, text_b, seq_length=128):
+    """`text_to_inputs` where a text_b of size 0 means "no text_b" (`serving_default`'s default): [CLS] a [SEP];
+    otherwise the pairs, text_b as long as text_a."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.cond(tf.equal(tf.size(text_b), 0),
+                   lambda: text_to_inputs(tokenizer, text_a, None, seq_length),
+                   lambda: text_to_inputs(tokenizer, text_a, text_b, seq_length))
+
+
 def encoder_signatures(encoder, tokenizer, seq_length=128):
-    """(module, signatures) for `write_saved_model`: serving_default, text_pair and encode (see the module doc)."""
+    """(module, signatures) for `write_saved_model`: serving_default, text and encode (see the module doc).
+
+    serving_default's text_b is optional: its signature records a default (an empty [0] string tensor) in
+    SignatureDef.defaults, which the TF1 session loader (saved_model_cli, TF Serving's gRPC Predict since 2.14) and
+    the function restored by tf.saved_model.load (`loaded.serving_default(text_a)`, not `loaded.signatures[...]`)
+    honour; TF Serving's REST API does not (it wants every input), hence `text`.
+    """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     module = tf.Module()
-    module.encoder = encoder
+    module.encoder_weights = keras_weights(encoder)
     module.tokenizer = tokenizer.in_graph
 
     def outputs(inputs):
@@ -147,14 +178,16 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
                 "input_mask": inputs["input_mask"]}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
-    def serving_default(text_a):
-        return outputs(text_to_inputs(tokenizer, text_a, None, seq_length))
+    text_a_spec = tf.TensorSpec([None], tf.string, name="text_a")
+    no_text_b = tf.constant([], tf.string)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                  tf.TensorSpec([None], tf.string, name="text_b")])
-    def text_pair(text_a, text_b):
-        return outputs(text_to_inputs(tokenizer, text_a, text_b, seq_length))
+    @tf.function(input_signature=[text_a_spec, tf.TensorSpec([None], tf.string, name="text_b")])
+    def serving_default(text_a, text_b=no_text_b):
+        return outputs(optional_pair_inputs(tokenizer, text_a, text_b, seq_length))
+
+    @tf.function(input_signature=[text_a_spec])
+    def text(text_a):
+        return outputs(text_to_inputs(tokenizer, text_a, None, seq_length))
 
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name)
            for name in ("input_word_ids", "input_mask", "input_type_ids")}
@@ -163,9 +196,11 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
     def encode(inputs):
         return outputs(inputs)
 
-    module.serving_default, module.text_pair, module.encode = serving_default, text_pair, encode
-    signatures = {"serving_default": serving_default.get_concrete_function(),
-                  "text_pair": text_pair.get_concrete_function(), "encode": encode.get_concrete_function()}
+    module.serving_default, module.text, module.encode = serving_default, text, encode
+    # serving_default goes in as the tf.function (not a concrete function): only then does tf.saved_model.save
+    # record its default argument in SignatureDef.defaults.
+    signatures = {"serving_default": serving_default, "text": text.get_concrete_function(),
+                  "encode": encode.get_concrete_function()}
     return module, signatures
 
 
@@ -198,8 +233,10 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
     requests = None
     if warmup:
-        requests = warmup_records("serving_default", [{"text_a": ["warm-up request"]},
-                                                      {"text_a": ["warm-up request"] * 32}])
+        one, batch = ["warm-up request"], ["warm-up request"] * 32
+        requests = (warmup_records("serving_default", [{"text_a": one}, {"text_a": batch},
+                                                       {"text_a": batch, "text_b": batch}])
+                    + warmup_records("text", [{"text_a": batch}]))
     config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length))
     return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
                              warmup_requests=requests, extra_assets={CONFIG_ASSET: json.dumps(config, indent=2)})
@@ -229,7 +266,8 @@ def load_encoder(path, dropout=True):
     config.pop("lower_case", None)
     config.pop("max_seq_length", None)
     encoder = AlbertEncoder(AlbertConfig.from_dict(config), dropout=dropout)
-    status = tf.train.Checkpoint(encoder=encoder).read(os.path.join(path, "variables", "variables"))
+    status = tf.train.Checkpoint(encoder_weights=keras_weights(encoder)).read(
+        os.path.join(path, "variables", "variables"))
     status.expect_partial().assert_existing_objects_matched()
     return encoder
 

@@ -387,7 +387,7 @@ def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_len
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     module = tf.Module()
-    module.model = model
+    module.model_weights = export.keras_weights(model)  # not the Keras model: see export.keras_weights
     module.encoder = make_offset_encoder(tokenizer)
     strings = [tf.TensorSpec([None], tf.string, name="question"), tf.TensorSpec([None], tf.string, name="context")]
 
@@ -467,7 +467,7 @@ def race_signatures(model, tokenizer, seq_length, max_qa_length):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     module = tf.Module()
-    module.model = model
+    module.model_weights = export.keras_weights(model)  # not the Keras model: see export.keras_weights
     module.tokenizer = tokenizer.in_graph
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="article"),

@@ -189,6 +189,19 @@ def canonical_order(ids, root, power):
     return ids if out is None else out
 
 
+def pieces_stay_in_words(pieces):
+    """True when no piece can span two whitespace-separated words: no piece holds a whitespace character and "▁"
+    (SentencePiece's space) only ever as its first character (`split_by_whitespace`, SentencePiece's default).
+
+    Then SentencePiece segments each word on its own: every segmentation passes through each word boundary, so the
+    Viterbi path up to a boundary (and its tie-breaking) does not depend on what follows, and the ids of the first K
+    words of a text are the first ids of the whole text (canonical order and the digit-comma rule act within a
+    word too: a piece starting with "▁" is never part of a run, see `run_tables`). `tf_pack` relies on it to
+    tokenize only as many words as it can keep.
+    """
+    return not any(SPIECE_UNDERLINE in p[1:] or any(c.isspace() for c in p) for p in pieces)
+
+
 def _ends_with_digit_comma(piece):
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
@@ -247,6 +260,8 @@ class AlbertTokenizer:
             piece = self._sp.id_to_piece(i)
             if not self._sp.is_control(i) and _ends_with_digit_comma(piece):
                 self._digit_comma_ids[i] = [self._sp.piece_to_id(p) for p in self._split_digit_comma(piece)]
+        self.pieces_stay_in_words = pieces_stay_in_words(
+            [self._sp.id_to_piece(i) for i in range(self.vocab_size) if not self._sp.is_control(i)])
         self._in_graph = None
 
     # ----------------------------------------------------------------------------------------------- Python path
@@ -450,8 +465,21 @@ class AlbertTokenizer:
 
     def tf_pack(self, text_a, text_b=None, seq_length=128):
         """In-graph `pack`: tf.string [B] (and optional [B]) -> dict of int32 [B, seq_length] tensors
-        `input_word_ids`, `input_mask`, `input_type_ids`, equal to `pack` on the same strings."""
+        `input_word_ids`, `input_mask`, `input_type_ids`, equal to `pack` on the same strings.
+
+        Bounded work: each text is cut after its first seq_length - 2 words (seq_length - 3 for pairs; every word
+        gives at least one id) before normalization and SentencePiece, so a long request costs a whitespace pass over
+        its bytes, not its segmentation. The cut gives exactly `pack`'s ids (see `pieces_stay_in_words`; for a
+        vocabulary where that does not hold nothing is cut). A text whose kept words give too few ids (words that
+        normalize to nothing, such as lone combining marks) is tokenized whole. Not bounded: a single word of
+        unbounded length (SentencePiece sees all of it).
+        """
         return self.in_graph.pack(text_a, text_b, seq_length)
+
+    def tf_cut_words(self, strings, max_words):
+        """In-graph: (the first max_words whitespace-separated words of each string joined by single spaces, bool
+        [B]: whether words were dropped). The cut `tf_pack` makes before normalizing."""
+        return self.in_graph.cut_words(strings, max_words)
 
 
 def _char_class(codepoints):
@@ -487,6 +515,7 @@ def _make_in_graph_tokenizer(tokenizer):
         def __init__(self):
             super().__init__(name="albert_tokenizer")
             self.lower_case = tokenizer.lower_case
+            self.cut_is_exact = tokenizer.pieces_stay_in_words
             self.special_ids = (tokenizer.cls_id, tokenizer.sep_id)
             self.sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto, out_type=tf.int32)
             # Row i: the ids that replace id i (itself, or its digit-comma expansion).
@@ -541,6 +570,26 @@ def _make_in_graph_tokenizer(tokenizer):
                 ids = tf.gather(self.expansion, ids).merge_dims(1, 2)
             return ids
 
+        def cut_words(self, strings, max_words):
+            """(first max_words words joined by " ", bool [B] words were dropped); words as `normalize` sees them
+            (runs of Python's whitespace). Costs one regex pass and one split over the input's bytes."""
+            text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
+            text = tf.strings.regex_replace(text, "^ | $", "")
+            words = tf.strings.split(text, sep=" ", maxsplit=max_words)  # ragged [B, <= max_words + 1]
+            head = tf.strings.reduce_join(words[:, :max_words], axis=-1, separator=" ")
+            return head, words.row_lengths() > max_words
+
+        def encode_prefix(self, strings, count):
+            """Ragged ids [B, None] whose first min(count, len) ids per row are `encode`'s, tokenizing only the
+            first `count` words of each string (the rest only for rows whose words gave fewer than count ids)."""
+            strings = tf.convert_to_tensor(strings, tf.string)
+            if not self.cut_is_exact:
+                return self.encode(strings)
+            head, was_cut = self.cut_words(strings, count)
+            ids = self.encode(head)
+            short = was_cut & (ids.row_lengths() < count)  # e.g. words that normalize to nothing
+            return tf.cond(tf.reduce_any(short), lambda: self.encode(tf.where(short, strings, head)), lambda: ids)
+
         def canonical_order(self, ids):
             """`canonical_order` on ragged ids [B, None]: a stable sort of the flat ids by (run number, power),
             where a run is a maximal stretch of adjacent ids (in one row) with the same root >= 0."""
@@ -554,9 +603,10 @@ def _make_in_graph_tokenizer(tokenizer):
 
         def pack(self, text_a, text_b, seq_length):
             cls_id, sep_id = self.special_ids
-            segments = [self.encode(text_a)]
+            room = seq_length - 2 if text_b is None else seq_length - 3  # ids a segment can keep at most
+            segments = [self.encode_prefix(text_a, room)]
             if text_b is not None:
-                segments.append(self.encode(text_b))
+                segments.append(self.encode_prefix(text_b, room))
             lengths = [s.row_lengths() for s in segments]
             if len(segments) == 1:
                 keep = [tf.minimum(lengths[0], seq_length - 2)]

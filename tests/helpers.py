@@ -6,6 +6,7 @@ CLI runner for subprocesses: --cpu-replicas must configure devices before Tensor
 
 Nothing here downloads anything; everything is generated from a seed.
 """
+import json
 import os
 import random
 import subprocess
@@ -258,7 +259,7 @@ CORE_OPS = {
     "Sign", "Relu", "Rank", "BroadcastTo", "BroadcastArgs", "ArgMax", "ReverseV2", "Cos", "Sin",
     "ReduceJoin", "StringLength", "Substr", "Bitcast", "Unpack", "ScatterNd", "TensorScatterUpdate", "Reciprocal",
     "RaggedTensorFromVariant", "RaggedTensorToVariant", "RaggedTensorToSparse", "DisableCopyOnRead", "Einsum",
-    "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp",
+    "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp", "PlaceholderWithDefault",
     # the SQuAD export's character offsets (tensorflow/core/kernels: unicode_ops, searchsorted_op, segment_reduction)
     "UnicodeDecode", "UnicodeDecodeWithOffsets", "UnicodeEncode", "LowerBound", "UnsortedSegmentMax",
     "UnsortedSegmentMin",
@@ -282,3 +283,82 @@ def op_types(saved_model_dir):
 def unregistered_ops(ops):
     """The ops (sorted) that are neither in CORE_OPS nor in TF_TEXT_OPS."""
     return sorted(set(ops) - CORE_OPS - TF_TEXT_OPS)
+
+
+# ------------------------------------------------------------------------------------ released checkpoints
+_TF1_WRITER = """
+import sys
+import numpy as np, tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+for job in sys.argv[1:]:
+    npz, prefix, slots, out = job.split("::")
+    data = np.load(npz)
+    with tf.Graph().as_default():
+        for key in data.files:
+            name = prefix + key.replace("|", "/")
+            value = data[key]
+            tf.compat.v1.get_variable(name, initializer=tf.constant(value), dtype=value.dtype)
+            if slots == "1":
+                tf.compat.v1.get_variable(name + "/adam_m", initializer=tf.zeros_like(value))
+                tf.compat.v1.get_variable(name + "/adam_v", initializer=tf.zeros_like(value))
+        tf.compat.v1.train.get_or_create_global_step()
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, out, write_meta_graph=False, write_state=False)
+"""
+
+
+def write_tf1_checkpoints(jobs):
+    """Writes checkpoints the way the original TF1 code does: tf.compat.v1 variables in a graph + Saver.
+
+    `jobs`: [(directory, weights, prefix, with_optimizer_slots)]. One subprocess writes them all, so TF1 graph mode
+    stays out of the test process. Returns the checkpoint prefixes (DIR/model.ckpt-best).
+    """
+    args, paths = [], []
+    for directory, weights, prefix, slots in jobs:
+        os.makedirs(directory, exist_ok=True)
+        npz = os.path.join(directory, "weights.npz")
+        np.savez(npz, **{k.replace("/", "|"): v for k, v in weights.items()})
+        paths.append(os.path.join(directory, "model.ckpt-best"))
+        args.append(f"{npz}::{prefix}::{int(slots)}::{paths[-1]}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    subprocess.run([sys.executable, "-c", _TF1_WRITER, *args], check=True, env=env)
+    return paths
+
+
+def write_config(path, cfg):
+    """Writes cfg as a released albert_config.json (with the original's unused keys); returns the path."""
+    with open(path, "w") as f:
+        json.dump({**cfg, "down_scale_factor": 1, "net_structure_type": 0, "gap_size": 0, "num_memory_blocks": 0,
+                   "layers_to_keep": []}, f)  # the released files' unused keys must load
+    return path
+
+
+# ------------------------------------------------------------------------------------ TF Serving's loader
+_TF1_SESSION_SERVE = """
+import sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
+path, signature_name, inputs_npz, out = sys.argv[1:]
+inputs = dict(np.load(inputs_npz))
+with tf.compat.v1.Session(graph=tf.Graph()) as session:
+    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def[signature_name]
+    result = session.run({k: t.name for k, t in signature.outputs.items()},
+                         {signature.inputs[k].name: v for k, v in inputs.items()})
+def text(v):  # string outputs come back as bytes objects
+    return np.array([x.decode("utf-8") for x in v.ravel()]).reshape(v.shape) if v.dtype == object else v
+np.savez(out, **{k: text(v) for k, v in result.items()})
+assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
+"""
+
+
+def serve_with_tf1_session(path, signature_name, inputs, work_dir):
+    """Answers `inputs` ({name: numpy array; strings as str arrays}) through `signature_name` of the SavedModel at
+    `path` the way TF Serving's SavedModelBundle does (TF1 session: restore + init op, then Session.run), in a fresh
+    process that imports only tensorflow and tensorflow_text. Returns {output: numpy array} (strings as str)."""
+    inputs_path, out = os.path.join(work_dir, "tf1_inputs.npz"), os.path.join(work_dir, "tf1_outputs.npz")
+    np.savez(inputs_path, **{k: np.asarray(v) for k, v in inputs.items()})
+    result = subprocess.run([sys.executable, "-c", _TF1_SESSION_SERVE, path, signature_name, inputs_path, out],
+                            capture_output=True, text=True, check=False, cwd=work_dir,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(np.load(out))

@@ -11,50 +11,9 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.cli import main as cli_main
-from helpers import SMALL, compare, make_inputs
+from helpers import SMALL, compare, make_inputs, write_config, write_tf1_checkpoints
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-_TF1_WRITER = """
-import sys
-import numpy as np, tensorflow as tf
-tf.compat.v1.disable_eager_execution()
-for job in sys.argv[1:]:
-    npz, prefix, slots, out = job.split("::")
-    data = np.load(npz)
-    with tf.Graph().as_default():
-        for key in data.files:
-            name = prefix + key.replace("|", "/")
-            value = data[key]
-            tf.compat.v1.get_variable(name, initializer=tf.constant(value), dtype=value.dtype)
-            if slots == "1":
-                tf.compat.v1.get_variable(name + "/adam_m", initializer=tf.zeros_like(value))
-                tf.compat.v1.get_variable(name + "/adam_v", initializer=tf.zeros_like(value))
-        tf.compat.v1.train.get_or_create_global_step()
-        saver = tf.compat.v1.train.Saver()
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            saver.save(sess, out, write_meta_graph=False, write_state=False)
-"""
-
-
-def write_tf1_checkpoints(jobs):
-    """Writes checkpoints the way the original TF1 code does: tf.compat.v1 variables in a graph + Saver.
-
-    `jobs`: [(directory, weights, prefix, with_optimizer_slots)]. One subprocess writes them all, so TF1 graph mode
-    stays out of the test process. Returns the checkpoint prefixes (DIR/model.ckpt-best).
-    """
-    args, paths = [], []
-    for directory, weights, prefix, slots in jobs:
-        os.makedirs(directory, exist_ok=True)
-        npz = os.path.join(directory, "weights.npz")
-        np.savez(npz, **{k.replace("/", "|"): v for k, v in weights.items()})
-        paths.append(os.path.join(directory, "model.ckpt-best"))
-        args.append(f"{npz}::{prefix}::{int(slots)}::{paths[-1]}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    subprocess.run([sys.executable, "-c", _TF1_WRITER, *args], check=True, env=env)
-    return paths
 
 
 def _broken(weights):
@@ -82,13 +41,6 @@ def tf1(tmp_path_factory):
             for name, (_, prefix, slots) in cases.items()]
     paths = write_tf1_checkpoints(jobs)
     return {name: (weights[name], cases[name][0], path) for name, path in zip(cases, paths)}
-
-
-def write_config(path, cfg):
-    with open(path, "w") as f:
-        json.dump({**cfg, "down_scale_factor": 1, "net_structure_type": 0, "gap_size": 0, "num_memory_blocks": 0,
-                   "layers_to_keep": []}, f)  # the released files' unused keys must load
-    return path
 
 
 def reference(weights, cfg, batch):

@@ -51,36 +51,108 @@ def _keras_outputs(model_dir, texts, lower_case, texts_b=None):
 
 SERVE = """
 import sys, json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
-path, texts = sys.argv[1], json.loads(sys.argv[2])
-model = tf.saved_model.load(path)
-out = model.signatures["serving_default"](text_a=tf.constant(texts))
-np.savez(sys.argv[3], **{k: v.numpy() for k, v in out.items()})
+path, requests, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+results = {}
+for name, (loader, texts_a, texts_b) in requests.items():
+    if loader == "tf2":  # tf.saved_model.load: the restored function keeps text_b's default; .signatures wants both
+        model = tf.saved_model.load(path)
+        if texts_b is None:
+            got = model.serving_default(text_a=tf.constant(texts_a))
+        else:
+            got = model.signatures["serving_default"](text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
+        got = {k: v.numpy() for k, v in got.items()}
+    else:  # the TF1 session loader of TF Serving's SavedModelBundle: restore + init op, then Session.run
+        with tf.compat.v1.Session(graph=tf.Graph()) as session:
+            signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serving_default"]
+            feed = {signature.inputs["text_a"].name: texts_a}
+            if texts_b is not None:
+                feed[signature.inputs["text_b"].name] = texts_b
+            got = session.run({k: v.name for k, v in signature.outputs.items()}, feed)
+    results.update({name + "." + k: v for k, v in got.items()})
+np.savez(out, **results)
 assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
 """
 
 
-@pytest.mark.parametrize("name", ["uncased", "cased"])
-def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tmp_path):
-    result = subprocess.run([sys.executable, "-c", SERVE, exported[name], json.dumps(TEXTS), str(tmp_path / "o.npz")],
+def serve_in_fresh_process(path, requests, tmp_path):
+    """{request name: {output: array}} from a process importing only tensorflow and tensorflow_text.
+
+    requests: {name: (loader "tf2" | "tf1", texts_a, texts_b or None)}."""
+    out = tmp_path / "served.npz"
+    result = subprocess.run([sys.executable, "-c", SERVE, path, json.dumps(requests), str(out)],
                             capture_output=True, text=True, check=False, cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
-    served = np.load(tmp_path / "o.npz")
-    inputs, expected = _keras_outputs(model_dirs[name], TEXTS, name == "uncased")
+    served = dict(np.load(out))
+    return {name: {k.split(".", 1)[1]: v for k, v in served.items() if k.split(".", 1)[0] == name}
+            for name in requests}
+
+
+def assert_served_equals_keras(served, model_dir, lower_case, texts_a, texts_b=None, atol=1e-5):
+    inputs, expected = _keras_outputs(model_dir, texts_a, lower_case, texts_b)
     np.testing.assert_array_equal(served["input_mask"], inputs["input_mask"])
     for key, value in expected.items():
-        np.testing.assert_allclose(served[key], value, atol=1e-5, rtol=0, err_msg=key)
+        np.testing.assert_allclose(served[key], value, atol=atol, rtol=0, err_msg=key)
+    return max(float(np.abs(served[key] - value).max()) for key, value in expected.items())
 
 
-def test_text_pair_and_encode_signatures(model_dirs, exported):
+@pytest.mark.parametrize("name", ["uncased", "cased"])
+def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tmp_path):
+    """Both loaders a server may use (TF2 object graph; TF1 session as TF Serving's), text_b absent and given."""
+    texts_b = list(reversed(TEXTS))
+    requests = {"tf2": ("tf2", TEXTS, None), "tf1": ("tf1", TEXTS, None)}
+    if name == "uncased":
+        requests.update({"tf2_pair": ("tf2", TEXTS, texts_b), "tf1_pair": ("tf1", TEXTS, texts_b)})
+    served = serve_in_fresh_process(exported[name], requests, tmp_path)
+    for request, (_, texts_a, b) in requests.items():
+        diff = assert_served_equals_keras(served[request], model_dirs[name], name == "uncased", texts_a, b)
+        print(f"{name} {request}: served vs in-process max|diff| {diff:.2e}")
+
+
+@pytest.mark.slow
+def test_converted_release_serves_like_keras_model(tmp_path, tiny_spm_model):
+    """A checkpoint in google-research/albert's TF1 names -> `albert-tf convert` -> export -> served in a fresh
+    process (both loaders) equals the converted model in process."""
+    import numpy_albert as ref  # pylint: disable=import-outside-toplevel
+
+    cfg = dict(helpers.SMALL, vocab_size=AlbertTokenizer(tiny_spm_model).vocab_size)
+    ckpt = helpers.write_tf1_checkpoints([(str(tmp_path / "release"), ref.random_weights(cfg, np.random.default_rng(7)),
+                                           "", False)])[0]
+    config = helpers.write_config(str(tmp_path / "release" / "albert_config.json"), cfg)
+    converted = str(tmp_path / "converted")
+    assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config, "--spm-model",
+                     tiny_spm_model, "--output", converted]) == 0
+    path = export.export_encoder(converted, str(tmp_path / "base"), seq_length=32, warmup=False)
+    texts_b = list(reversed(TEXTS))
+    requests = {"tf1": ("tf1", TEXTS, None), "tf1_pair": ("tf1", TEXTS, texts_b), "tf2": ("tf2", TEXTS, None)}
+    served = serve_in_fresh_process(path, requests, tmp_path)
+    for request, (_, texts_a, b) in requests.items():
+        diff = assert_served_equals_keras(served[request], converted, True, texts_a, b)
+        print(f"converted {request}: served vs in-process max|diff| {diff:.2e}")
+
+
+def test_text_and_encode_signatures(model_dirs, exported):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     model = tf.saved_model.load(exported["uncased"])
-    texts_b = list(reversed(TEXTS))
-    inputs, expected = _keras_outputs(model_dirs["uncased"], TEXTS, True, texts_b)
-    pair = model.signatures["text_pair"](text_a=tf.constant(TEXTS), text_b=tf.constant(texts_b))
+    inputs, expected = _keras_outputs(model_dirs["uncased"], TEXTS, True)
+    text = model.signatures["text"](text_a=tf.constant(TEXTS))
     encode = model.signatures["encode"](**{k: tf.constant(v) for k, v in inputs.items()})
-    for out in (pair, encode):
+    for out in (text, encode):
         np.testing.assert_allclose(out["pooled_output"].numpy(), expected["pooled_output"], atol=1e-5, rtol=0)
+
+
+def test_serving_default_records_text_b_as_optional(exported):
+    """SignatureDef.defaults (what TF Serving's Predict and the TF1 loader fill in) holds text_b: an empty vector."""
+    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(exported["uncased"], "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    signatures = proto.meta_graphs[0].signature_def
+    default = signatures["serving_default"].defaults
+    assert set(signatures["serving_default"].inputs) == {"text_a", "text_b"} and set(default) == {"text_b"}
+    assert default["text_b"].dtype == 7 and [d.size for d in default["text_b"].tensor_shape.dim] == [0]  # DT_STRING
+    assert set(signatures["text"].inputs) == {"text_a"} and not signatures["text"].defaults
 
 
 def test_every_op_is_registered_by_tf_serving(exported):
@@ -93,10 +165,27 @@ def test_saved_model_cli_show_lists_the_signatures(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     show = subprocess.run([cli, "show", "--dir", exported["uncased"], "--all"], capture_output=True, text=True,
                           check=True).stdout
-    for name in ("serving_default", "text_pair", "encode", "text_a", "pooled_output"):
+    for name in ("serving_default", "text", "encode", "text_a", "text_b", "pooled_output"):
         assert name in show
-    # Not tested: `saved_model_cli run` (a TF1 Session) fails here with FailedPreconditionError on the
-    # SentencePiece resource; see notes/export.md.
+
+
+# saved_model_cli with TF Text's ops registered (its console script imports no op library: "Op type not registered
+# 'SentencepieceOp'"; TF Serving links them into its binary). The command README gives.
+SAVED_MODEL_CLI = ("import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli import main; "
+                   "sys.exit(main())")
+
+
+@pytest.mark.slow
+def test_saved_model_cli_run_answers_a_string_request(model_dirs, exported, tmp_path):
+    out = tmp_path / "out"
+    for texts_b in (None, ["It is."]):
+        exprs = 'text_a=["The river runs."]' + ("" if texts_b is None else f";text_b={json.dumps(texts_b)}")
+        result = subprocess.run([sys.executable, "-c", SAVED_MODEL_CLI, "run", "--dir", exported["uncased"],
+                                 "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs", exprs,
+                                 "--outdir", str(out), "--overwrite"], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        served = {k: np.load(out / f"{k}.npy") for k in export.OUTPUT_NAMES}
+        assert_served_equals_keras(served, model_dirs["uncased"], True, ["The river runs."], texts_b)
 
 
 def test_bad_requests(model_dirs, exported):
@@ -104,7 +193,7 @@ def test_bad_requests(model_dirs, exported):
 
     model = tf.saved_model.load(exported["uncased"])
     tok = AlbertTokenizer(os.path.join(model_dirs["uncased"], "spm.model"))
-    serve = model.signatures["serving_default"]
+    serve = model.signatures["text"]
     empty = serve(text_a=tf.constant([""]))["input_mask"].numpy()[0]  # [CLS] [SEP]
     assert empty.tolist() == [1, 1] + [0] * 30
     long = serve(text_a=tf.constant(["river " * 200_000]))  # 1.2 MB: truncated to 32 as in training
@@ -115,7 +204,7 @@ def test_bad_requests(model_dirs, exported):
     np.testing.assert_array_equal(got, want)
     assert tok.encode(bad) == tok.encode(bad.decode("utf-8", "replace"))
     with pytest.raises(tf.errors.InvalidArgumentError, match="text_a and text_b must have the same length"):
-        model.signatures["text_pair"](text_a=tf.constant(["a", "b"]), text_b=tf.constant(["a"]))
+        model.signatures["serving_default"](text_a=tf.constant(["a", "b"]), text_b=tf.constant(["a"]))
 
 
 def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, capsys):
@@ -173,9 +262,10 @@ def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path
 
     path = export.export_encoder(model_dirs["uncased"], str(tmp_path / "base"), seq_length=16)
     records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", export.WARMUP_FILE)).as_numpy_iterator())
-    sizes = []
+    seen = []
     for record in records:
-        log = prediction_log_pb2.PredictionLog.FromString(record)
-        assert log.predict_log.request.model_spec.signature_name == "serving_default"
-        sizes.append(tf.make_ndarray(log.predict_log.request.inputs["text_a"]).shape[0])
-    assert sizes == [1, 32]
+        request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request
+        seen.append((request.model_spec.signature_name, sorted(request.inputs),
+                     tf.make_ndarray(request.inputs["text_a"]).shape[0]))
+    assert seen == [("serving_default", ["text_a"], 1), ("serving_default", ["text_a"], 32),
+                    ("serving_default", ["text_a", "text_b"], 32), ("text", ["text_a"], 32)]

@@ -195,6 +195,14 @@ def test_squad_export_answers_as_keras_and_python_in_a_fresh_process(squad_expor
     want = _squad_python(None, logits["start_logits"], logits["end_logits"], squad_features, True, threshold)
     answers = _check_answers({k: v for k, v in served.items() if not k.startswith("windows/")}, want, True)
     assert any(answers) and "" in answers[:4]  # a v2 "no answer" on a non-empty context
+    # TF Serving's loader (TF1 session) gives the same answers
+    tf1 = helpers.serve_with_tf1_session(path, "serving_default", {
+        "question": np.array([q for q, _ in SQUAD_CASES]), "context": np.array([c for _, c in SQUAD_CASES])},
+        str(tmp_path))
+    np.testing.assert_array_equal(tf1["answer"], np.array(answers))
+    for key in ("start", "end"):
+        np.testing.assert_array_equal(tf1[key], served[key])
+    np.testing.assert_allclose(tf1["score"], served["score"], atol=1e-5, rtol=0)
     # the export's files: ops every TF Serving >= 2.20 registers, the parameters
     ops = helpers.op_types(path)
     assert "SentencepieceTokenizeOp" in ops
@@ -277,6 +285,10 @@ def test_race_export_equals_keras_model_in_a_fresh_process(tokenizer, race_expor
     probabilities = tf.nn.softmax(model(_race_arrays(tokenizer), training=False)).numpy()
     np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5, rtol=0)
     np.testing.assert_array_equal(served["label"], probabilities.argmax(-1))
+    tf1 = helpers.serve_with_tf1_session(path, "serving_default", {  # TF Serving's loader (TF1 session)
+        "article": np.array([a for a, _, _ in RACE_CASES]), "question": np.array([q for _, q, _ in RACE_CASES]),
+        "options": np.array([o for _, _, o in RACE_CASES])}, str(tmp_path))
+    np.testing.assert_allclose(tf1["probabilities"], probabilities, atol=1e-5, rtol=0)
     ops = helpers.op_types(path)
     assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
 

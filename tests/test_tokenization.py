@@ -469,6 +469,60 @@ def test_in_graph_equals_python_on_english_like_text(tie_tokenizer):
     assert tie_tokenizer.tf_encode(texts).to_list() == tie_tokenizer.encode(texts)
 
 
+# ------------------------------------------------------------------------------ tf_pack cuts long texts, exactly
+def _long_texts():
+    """Texts where cutting after the first words could go wrong: many words, long words (tie-prone too), long
+    whitespace runs of every kind, words that normalize to nothing, exactly the word count that fits."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(5)
+    many = " ".join(helpers.make_sentence(rng) for _ in range(60))
+    spaces = "".join(rng.choice([" ", "\t", "\n", "\u00a0", "\u3000", "\x1c", "\u2009"]) for _ in range(3000))
+    return [
+        many, many.replace(" ", spaces[:50]), spaces + many + spaces, "x" * 5000, "=" * 3001 + " " + many,
+        "the " + "0x" + "f" * 2000 + " river", "\u0301 " * 200 + many, "\u00a8 " * 100 + "x y", "\u0301 " * 300,
+        " ".join(["3.0,"] * 40), " ".join(["river"] * 5), " ".join(["river"] * 6), " ".join(["river"] * 7),
+        "ΟΔΟΣ " * 30 + "Σ", "``" + " ''" * 40, "x7, " * 30 + "3.0,",
+    ] + [" ".join(_random_texts(40, seed)) for seed in range(8)]
+
+
+@pytest.mark.parametrize("seq_length", [8, 30])
+def test_tf_pack_cut_gives_python_ids_on_long_texts(hand_tokenizer, tiny_tokenizer, tie_tokenizer, seq_length):
+    """tf_pack tokenizes only the first words it can keep (seq_length - 2, or - 3 for pairs); pack tokenizes all."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    texts_a = _long_texts()
+    texts_b = list(reversed(texts_a))
+    for tok in (hand_tokenizer, tiny_tokenizer, tie_tokenizer):
+        assert tok.pieces_stay_in_words
+        for b in (None, texts_b):
+            expected = tok.pack(texts_a, b, seq_length=seq_length)
+            got = tok.tf_pack(tf.constant(texts_a), None if b is None else tf.constant(b), seq_length=seq_length)
+            for key in expected:
+                np.testing.assert_array_equal(got[key].numpy(), expected[key], err_msg=key)
+
+
+def test_tf_cut_words_is_bounded_by_the_word_count(tiny_tokenizer):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    mega = "The river runs past the old city. " * 31_000  # 1.05 MB, 217,000 words
+    head, was_cut = tiny_tokenizer.tf_cut_words(tf.constant([mega, " a\t\u3000b  ", ""]), 30)
+    head = [h.decode() for h in head.numpy()]
+    assert len(mega) > 2**20 and head[0] == " ".join(mega.split()[:30]) and len(head[0].encode()) < 200
+    assert head[1:] == ["a b", ""] and was_cut.numpy().tolist() == [True, False, False]
+    assert tiny_tokenizer.tf_pack(tf.constant([mega]), seq_length=32)["input_word_ids"].numpy().tolist()[0] == \
+        tiny_tokenizer.pack(mega, seq_length=32)["input_word_ids"].tolist()
+
+
+def test_pieces_stay_in_words_hand_examples():
+    from albert_tf.tokenization import pieces_stay_in_words  # pylint: disable=import-outside-toplevel
+
+    assert pieces_stay_in_words(["▁", "▁the", "re", "<unk>", "3.0,"])
+    assert not pieces_stay_in_words(["▁the", "of▁the"])  # a piece across a word boundary
+    assert not pieces_stay_in_words(["▁the", "a b"])
+    assert not pieces_stay_in_words(["the▁"])  # treat_whitespace_as_suffix
+
+
 # Letters whose lowercase mapping arrived in Unicode 14.0: Python 3.11 lowercases them, TF's ICU (tf.strings.lower)
 # does not. Documented in README; the boundary is tested below.
 UNICODE_14_CASED = [0x2C2F, 0xA7C0, 0xA7D0, 0xA7D6, 0xA7D8] + list(range(0x10570, 0x105A2))

@@ -556,7 +556,7 @@ def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
     from albert_tf import export  # pylint: disable=import-outside-toplevel
 
     module = tf.Module()
-    module.model = model
+    module.model_weights = export.keras_weights(model)  # not the Keras model: see export.keras_weights
     module.tokenizer = tokenizer.in_graph
 
     def outputs(text_a, text_b):
