@@ -126,6 +126,9 @@ def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init, capsys
 
 
 # ---------------------------------------------------------------------------------------------- end to end (slow)
+EPOCHS = 6  # the briefly-pretrained test's passes over the generated task
+
+
 def _finetune_args(data, init, output, epochs=3):
     return ["--task", "sst2", "--data-dir", data, "--init", init, "--output", output, "--epochs", epochs,
             "--batch-size", 16, "--max-seq-length", 24, "--learning-rate", 2e-3, "--warmup-proportion", 0.1,
@@ -152,6 +155,20 @@ def briefly_pretrained(tmp_path_factory, tiny_spm_model):
                             "--save-checkpoints-steps", 100])
     return str(d / "model")
 
+
+
+@pytest.mark.slow
+def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, briefly_pretrained, random_init):
+    """The issue's case: `pretrain` 100 steps, then `finetune` on a learnable task must do at least as well as
+    the same run from a random initialization (the reference), and reach high dev accuracy."""
+    data = fh.write_sst2(str(tmp_path / "sst2"))
+    accuracy = {}
+    for name, init in (("pretrained", briefly_pretrained), ("random", random_init)):
+        proc = fh.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=EPOCHS))
+        results = _complete_outputs(tmp_path / name)
+        accuracy[name] = results["dev"]["accuracy"]
+        assert "input spread" in proc.stdout
+    assert accuracy["pretrained"] >= 0.9 and accuracy["pretrained"] >= accuracy["random"] - 0.02, accuracy
 
 
 @pytest.mark.slow
