@@ -126,7 +126,6 @@ def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init, capsys
 
 
 # ---------------------------------------------------------------------------------------------- end to end (slow)
-EPOCHS = 6  # the briefly-pretrained test's passes over the generated task
 
 
 def _finetune_args(data, init, output, epochs=3):
@@ -161,14 +160,20 @@ def briefly_pretrained(tmp_path_factory, tiny_spm_model):
 def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, briefly_pretrained, random_init):
     """The issue's case: `pretrain` 100 steps, then `finetune` on a learnable task must do at least as well as
     the same run from a random initialization (the reference), and reach high dev accuracy."""
-    data = fh.write_sst2(str(tmp_path / "sst2"))
-    accuracy = {}
+    # 640 sentences x 6 passes (240 steps): a tiny model's [CLS] classifier sits at chance for the first ~60-80
+    # steps whatever its init; 320 x 6 (120 steps) ended on that plateau's edge (see notes/ftquality.md).
+    data = fh.write_sst2(str(tmp_path / "sst2"), num_train=640, num_dev=96)
+    accuracy, stdout = {}, {}
     for name, init in (("pretrained", briefly_pretrained), ("random", random_init)):
-        proc = fh.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=EPOCHS))
-        results = _complete_outputs(tmp_path / name)
-        accuracy[name] = results["dev"]["accuracy"]
-        assert "input spread" in proc.stdout
-    assert accuracy["pretrained"] >= 0.9 and accuracy["pretrained"] >= accuracy["random"] - 0.02, accuracy
+        proc = fh.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=6))
+        accuracy[name] = _complete_outputs(tmp_path / name)["dev"]["accuracy"]
+        stdout[name] = proc.stdout + proc.stderr
+    assert accuracy["pretrained"] >= 0.9, (accuracy, stdout["pretrained"])
+    # "At least as well": within one of the 96 dev sentences of the random initialization's accuracy.
+    assert accuracy["pretrained"] >= accuracy["random"] - 1 / 96 - 1e-9, accuracy
+    # The 100-step model is detected as collapsed (the issue's case) and its biases reset; the random one is not.
+    assert "maps every input to nearly the same output" in stdout["pretrained"]
+    assert "maps every input" not in stdout["random"] and "input spread" in stdout["random"]
 
 
 @pytest.mark.slow
