@@ -120,6 +120,7 @@ def ask_export(export_dir, text):
     """One raw-text request through a fine-tuned classifier export, loaded as a server would (a SavedModel's
     serving_default). Returns (label, probabilities list)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (its ops)
 
     serving = tf.saved_model.load(export_dir).signatures["serving_default"]
     outputs = serving(text_a=tf.constant([text]))
