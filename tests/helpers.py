@@ -197,9 +197,22 @@ def run_cli(args, timeout=600, check=True):
 
 def resize_spm(spm_path, vocab_size, out_path):
     """A copy of a SentencePiece model grown to `vocab_size` pieces (rare extra pieces appended): a real model whose
-    size matches a test config's vocab_size. Written at the protobuf wire level (ModelProto field 1 is the repeated
-    piece, each with field 1 the string and field 2 the float score): appended entries join the repeated field."""
+    size matches a test config's vocab_size."""
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    with open(spm_path, "rb") as f:
+        have = spm.SentencePieceProcessor(model_proto=f.read()).GetPieceSize()
+    add_spm_pieces(spm_path, [(f"\u2581zzextra{i}", -1000.0 - i) for i in range(vocab_size - have)], out_path)
+    return out_path
+
+
+def add_spm_pieces(spm_path, pieces, out_path):
+    """A copy of a SentencePiece model with (piece, score) pairs appended as normal pieces. Written at the protobuf
+    wire level (ModelProto field 1 is the repeated piece, each with field 1 the string and field 2 the float
+    score): appended entries join the repeated field."""
     import struct  # pylint: disable=import-outside-toplevel
+
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
 
     def varint(n):
         out = b""
@@ -209,16 +222,63 @@ def resize_spm(spm_path, vocab_size, out_path):
             if not n:
                 return out
 
-    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
-
     with open(spm_path, "rb") as f:
         data = f.read()
     have = spm.SentencePieceProcessor(model_proto=data).GetPieceSize()
-    for i in range(vocab_size - have):
-        text = f"\u2581zzextra{i}".encode("utf-8")
-        piece = b"\x0a" + varint(len(text)) + text + b"\x15" + struct.pack("<f", -1000.0 - i)
+    for text, score in pieces:
+        text = text.encode("utf-8")
+        piece = b"\x0a" + varint(len(text)) + text + b"\x15" + struct.pack("<f", score)
         data += b"\x0a" + varint(len(piece)) + piece
-    assert spm.SentencePieceProcessor(model_proto=data).GetPieceSize() == vocab_size
+    assert spm.SentencePieceProcessor(model_proto=data).GetPieceSize() == have + len(pieces)
     with open(out_path, "wb") as f:
         f.write(data)
     return out_path
+
+
+# ------------------------------------------------------------------------------------ serving exports
+# Every op type the export's graph may hold. Source: TF Serving's model server links all of TensorFlow's core
+# kernels (tensorflow/core/kernels via //tensorflow/core:all_kernels) and, from 2.20 on, the op library of a current
+# TensorFlow Text (SentencePiece, NormalizeUTF8; tensorflow/serving WORKSPACE/`tensorflow_text` dependency; servers
+# 2.16-2.19 embed TF Text 2.12). Ops listed here are core TF ops unless prefixed with their TF Text library name.
+TF_TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp", "NormalizeUTF8"}
+CORE_OPS = {
+    "Add", "AddV2", "All", "Any", "Assert", "AssignVariableOp", "BatchMatMulV2", "BiasAdd", "Cast", "ConcatV2",
+    "Const", "Cumsum", "Equal", "Erf", "Exp", "ExpandDims", "Fill", "FloorDiv", "FloorMod", "GatherV2",
+    "Greater", "GreaterEqual", "Identity", "IdentityN", "Less", "LessEqual", "LogicalAnd", "LogicalNot",
+    "LogicalOr", "MatMul", "Max", "Maximum", "Mean", "Merge", "Min", "Minimum", "Mul", "NoOp", "NotEqual", "Pack",
+    "PartitionedCall", "Placeholder", "Pow", "Prod", "RaggedGather", "RaggedRange", "RaggedTensorToTensor",
+    "Range", "ReadVariableOp", "RealDiv", "RegexFullMatch", "RegexReplace", "Reshape", "Rsqrt", "Select",
+    "SelectV2", "Shape", "Size", "Slice", "Softmax", "Split", "SplitV", "Sqrt", "SquaredDifference", "Squeeze",
+    "StatefulPartitionedCall", "StaticRegexFullMatch", "StaticRegexReplace", "StopGradient", "StridedSlice",
+    "StringJoin", "StringLower", "StringSplitV2", "Sub", "Sum", "Switch", "Tanh", "TensorListFromTensor",
+    "TensorListGetItem", "TensorListReserve", "TensorListSetItem", "TensorListStack", "Tile", "TopKV2",
+    "Transpose", "UnicodeTranscode", "Unique", "UnsortedSegmentJoin", "VarHandleOp", "Where", "ZerosLike",
+    "SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "SaveSlices", "If",
+    "StatelessIf", "While", "StatelessWhile", "Neg", "Square", "Log", "Abs", "OnesLike", "DivNoNan", "Floor",
+    "Sign", "Relu", "Rank", "BroadcastTo", "BroadcastArgs", "ArgMax", "ReverseV2", "Cos", "Sin",
+    "ReduceJoin", "StringLength", "Substr", "Bitcast", "Unpack", "ScatterNd", "TensorScatterUpdate", "Reciprocal",
+    "RaggedTensorFromVariant", "RaggedTensorToVariant", "RaggedTensorToSparse", "DisableCopyOnRead", "Einsum",
+    "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp",
+    # the SQuAD export's character offsets (tensorflow/core/kernels: unicode_ops, searchsorted_op, segment_reduction)
+    "UnicodeDecode", "UnicodeDecodeWithOffsets", "UnicodeEncode", "LowerBound", "UnsortedSegmentMax",
+    "UnsortedSegmentMin",
+}
+
+
+def op_types(saved_model_dir):
+    """The op types a SavedModel's graph and functions hold (its own function names left out)."""
+    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    graph = proto.meta_graphs[0].graph_def
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:
+        ops |= {node.op for node in function.node_def}
+    return ops - {f.signature.name for f in graph.library.function}
+
+
+def unregistered_ops(ops):
+    """The ops (sorted) that are neither in CORE_OPS nor in TF_TEXT_OPS."""
+    return sorted(set(ops) - CORE_OPS - TF_TEXT_OPS)

@@ -157,12 +157,15 @@ def test_eval_reads_every_record_once_in_order_with_exact_values(tmp_path):
 
 
 def test_training_shuffles_and_repeats(tmp_path):
+    # tf.data's shuffle seeds combine the op seed with the global one, which other tests in this worker may have
+    # set (keras.utils.set_random_seed): fix it, so the stream (and the spread below) is this test's own.
+    tf.random.set_seed(0)
     paths, contents = write_files(str(tmp_path), 3, 8)
     ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=8, is_training=True, seed=3)
     got = collect(ds, 30)  # 240 records = 10 epochs of 24 (the record shuffle buffer spans epochs)
     counts = collections.Counter(tuple(r) for r in got["input_word_ids"].tolist())
     assert set(counts) == {tuple(r["input_ids"]) for rows in contents for r in rows}
-    # 10 each on average; the spread depends on TensorFlow's shuffle stream (TF 2.18's: 6..15 for this seed)
+    # 10 each on average; the spread depends on TensorFlow's shuffle stream (passes on TF 2.18, 2.20-tpu, 2.21)
     assert max(counts.values()) - min(counts.values()) <= 10
     in_order = np.array([r["input_ids"] for rows in contents for r in rows])
     assert not np.array_equal(got["input_word_ids"][:24], in_order)

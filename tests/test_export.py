@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import helpers
 from albert_tf import export
 from albert_tf.cli import main as cli_main
 from albert_tf.config import AlbertConfig
@@ -17,32 +18,6 @@ from albert_tf.tokenization import AlbertTokenizer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,5 ====== 0xffffffff",
          "a " * 300, "中文 ok 😀"]
-
-# Every op type the export's graph may hold. Source: TF Serving's model server links all of TensorFlow's core
-# kernels (tensorflow/core/kernels via //tensorflow/core:all_kernels) and, from 2.20 on, the op library of a current
-# TensorFlow Text (SentencePiece, NormalizeUTF8; tensorflow/serving WORKSPACE/`tensorflow_text` dependency; servers
-# 2.16-2.19 embed TF Text 2.12). Ops listed here are core TF ops unless prefixed with their TF Text library name.
-TF_TEXT_OPS = {"SentencepieceOp", "SentencepieceTokenizeOp", "NormalizeUTF8"}
-CORE_OPS = {
-    "Add", "AddV2", "All", "Any", "Assert", "AssignVariableOp", "BatchMatMulV2", "BiasAdd", "Cast", "ConcatV2",
-    "Const", "Cumsum", "Equal", "Erf", "Exp", "ExpandDims", "Fill", "FloorDiv", "FloorMod", "GatherV2",
-    "Greater", "GreaterEqual", "Identity", "IdentityN", "Less", "LessEqual", "LogicalAnd", "LogicalNot",
-    "LogicalOr", "MatMul", "Max", "Maximum", "Mean", "Merge", "Min", "Minimum", "Mul", "NoOp", "NotEqual", "Pack",
-    "PartitionedCall", "Placeholder", "Pow", "Prod", "RaggedGather", "RaggedRange", "RaggedTensorToTensor",
-    "Range", "ReadVariableOp", "RealDiv", "RegexFullMatch", "RegexReplace", "Reshape", "Rsqrt", "Select",
-    "SelectV2", "Shape", "Size", "Slice", "Softmax", "Split", "SplitV", "Sqrt", "SquaredDifference", "Squeeze",
-    "StatefulPartitionedCall", "StaticRegexFullMatch", "StaticRegexReplace", "StopGradient", "StridedSlice",
-    "StringJoin", "StringLower", "StringSplitV2", "Sub", "Sum", "Switch", "Tanh", "TensorListFromTensor",
-    "TensorListGetItem", "TensorListReserve", "TensorListSetItem", "TensorListStack", "Tile", "TopKV2",
-    "Transpose", "UnicodeTranscode", "Unique", "UnsortedSegmentJoin", "VarHandleOp", "Where", "ZerosLike",
-    "SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "SaveSlices", "If",
-    "StatelessIf", "While", "StatelessWhile", "Neg", "Square", "Log", "Abs", "OnesLike", "DivNoNan", "Floor",
-    "Sign", "Relu", "Rank", "BroadcastTo", "BroadcastArgs", "ArgMax", "ReverseV2", "Cos", "Sin",
-    "ReduceJoin", "StringLength", "Substr", "Bitcast", "Unpack", "ScatterNd", "TensorScatterUpdate", "Reciprocal",
-    "RaggedTensorFromVariant", "RaggedTensorToVariant", "RaggedTensorToSparse", "DisableCopyOnRead", "Einsum",
-    "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp",
-}
-
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tiny_spm_model):
@@ -108,23 +83,10 @@ def test_text_pair_and_encode_signatures(model_dirs, exported):
         np.testing.assert_allclose(out["pooled_output"].numpy(), expected["pooled_output"], atol=1e-5, rtol=0)
 
 
-def _op_types(saved_model_dir):
-    from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
-
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    graph = proto.meta_graphs[0].graph_def
-    ops = {node.op for node in graph.node}
-    for function in graph.library.function:
-        ops |= {node.op for node in function.node_def}
-    return ops - {f.signature.name for f in graph.library.function}
-
-
 def test_every_op_is_registered_by_tf_serving(exported):
-    ops = _op_types(exported["uncased"])
+    ops = helpers.op_types(exported["uncased"])
     assert "SentencepieceTokenizeOp" in ops and ("MatMul" in ops or "BatchMatMulV2" in ops)
-    assert ops <= CORE_OPS | TF_TEXT_OPS, f"ops a TF Serving build may lack: {sorted(ops - CORE_OPS - TF_TEXT_OPS)}"
+    assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
 
 
 def test_saved_model_cli_show_lists_the_signatures(exported):

@@ -222,7 +222,7 @@ def _answers(path):
 
 @pytest.mark.slow
 def test_squad1_through_the_cli_finds_the_generated_answers(tmp_path, random_init):
-    data = fh.write_squad(str(tmp_path / "squad"), "1.1", num_train=512, num_dev=96)
+    data = fh.write_squad_answer_words(str(tmp_path / "squad"), "1.1", num_train=512, num_dev=96)
     fh.run_cli("finetune", _qa_args("squad1", data, random_init, tmp_path / "out", epochs=3))
     results = _complete_outputs(tmp_path / "out")
     dev = results["dev"]
@@ -238,7 +238,7 @@ def test_squad1_through_the_cli_finds_the_generated_answers(tmp_path, random_ini
 
 @pytest.mark.slow
 def test_squad2_through_the_cli_reports_has_and_no_answer_splits(tmp_path, random_init):
-    data = fh.write_squad(str(tmp_path / "squad"), "2.0", num_train=96, num_dev=48)
+    data = fh.write_squad_answer_words(str(tmp_path / "squad"), "2.0", num_train=96, num_dev=48)
     fh.run_cli("finetune", _qa_args("squad2", data, random_init, tmp_path / "out", epochs=1))
     dev = _complete_outputs(tmp_path / "out")["dev"]
     assert set(dev) == {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
@@ -257,7 +257,7 @@ def test_squad2_through_the_cli_reports_has_and_no_answer_splits(tmp_path, rando
 
 @pytest.mark.slow
 def test_race_through_the_cli_reports_accuracy_per_level(tmp_path, random_init):
-    data = fh.write_race(str(tmp_path / "RACE"), num_files=32, num_dev_files=12)
+    data = fh.write_race_answer_words(str(tmp_path / "RACE"), num_files=32, num_dev_files=12)
     fh.run_cli("finetune", _qa_args("race", data, random_init, tmp_path / "out", epochs=1))
     dev = _complete_outputs(tmp_path / "out")["dev"]
     assert set(dev) == {"accuracy", "accuracy_middle", "accuracy_high"}

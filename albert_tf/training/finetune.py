@@ -89,6 +89,10 @@ def add_arguments(parser):
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
     a("--steps-per-execution", type=int, default=1, help="training steps per compiled call (Keras)")
     a("--xla", choices=("auto", "on", "off"), default="auto", help="jit-compile the step; auto: on for GPU/TPU")
+    a("--length-bucket", type=int, default=None,
+      help="pad each batch only to its longest example, rounded up to a multiple of N (fewer FLOPs on short "
+           "text; outputs unchanged); 0: every batch at --max-seq-length. Default: 16, and 0 on TPU, whose "
+           "compiled steps need static shapes")
     a("--max-train-examples", type=int, default=None, help=argparse.SUPPRESS)  # quick runs on a prefix
     # Testing only: SIGKILL this process right after the checkpoint of epoch N is written.
     a("--debug-kill-after-epoch", type=int, default=None, help=argparse.SUPPRESS)
@@ -106,10 +110,23 @@ class Plan:
     warmup_steps: int
     albert_dropout: float
     classifier_dropout: float
+    length_bucket: int = 0  # 0: batches at max_seq_length; N: at their longest example rounded up to N
 
     @property
     def total_steps(self):
         return self.epochs * self.steps_per_epoch
+
+
+def resolve_length_bucket(flag, on_tpu):
+    """--length-bucket resolved: 16 by default, 0 on TPU (static shapes); a positive value on TPU is refused."""
+    if flag is None:
+        return 0 if on_tpu else 16
+    if flag < 0:
+        raise ValueError(f"--length-bucket must be 0 or positive, got {flag}")
+    if flag and on_tpu:
+        raise ValueError(f"--length-bucket {flag}: a TPU's compiled step needs static shapes; use 0 (the default "
+                         "on TPU)")
+    return flag
 
 
 def make_plan(args, num_train_examples, max_position_embeddings):
@@ -199,7 +216,38 @@ def read_init(init, spm_flag):
 
 
 # ---------------------------------------------------------------------------------------------- the data
-def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_size, choices=None):
+def trim_padding(features, length_bucket):
+    """Cuts the padding that every example of a batch shares: each int32 [..., L] input becomes [..., L'], L' the
+    batch's longest example (its `input_mask` sum) rounded up to a multiple of `length_bucket`, at most L.
+    Padding is masked out of attention, so the model's outputs at real tokens (and the pooled output) are those of
+    the full-length batch; only the FLOPs spent on padding go. Other entries (e.g. SQuAD's start positions, which
+    point at real tokens) pass through."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.base import INPUT_NAMES  # pylint: disable=import-outside-toplevel
+
+    mask = features["input_mask"]
+    full = tf.shape(mask)[-1]
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1))
+    keep = tf.minimum(full, -(-longest // length_bucket) * length_bucket)
+    return {k: v[..., :keep] if k in INPUT_NAMES else v for k, v in features.items()}
+
+
+def _with_trimmed_padding(dataset, length_bucket):
+    """dataset of features or (features, labels) batches, trimmed by `trim_padding` when length_bucket > 0."""
+    if not length_bucket:
+        return dataset
+
+    def trim(*element):
+        if len(element) == 1:
+            return trim_padding(element[0], length_bucket)
+        return (trim_padding(element[0], length_bucket), *element[1:])
+
+    return dataset.map(trim)
+
+
+def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_size, choices=None,
+                 length_bucket=0):
     """A tf.data pipeline of packed batches: the examples `order` names (int64 [N]), in that order, batched, then
     tokenized and packed in-graph (`tokenizer.tf_pack`, the export's tokenizer).
 
@@ -208,8 +256,10 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
         C strings per example, [E, C].
       labels: numpy [E] (int or float), or None for prediction.
       order: int64 [N], N a multiple of batch_size.
+      length_bucket: 0, or trim each batch's padding to a multiple of it (`trim_padding`).
     Yields:
-      (features, labels) or features; features int32 [b, L] (multiple choice: [b, C, L]).
+      (features, labels) or features; features int32 [b, L] (multiple choice: [b, C, L]); L = seq_length, or
+      the batch's longest example rounded up to length_bucket.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -232,8 +282,8 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
 
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64))
     dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.map(featurize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
-        tf.data.AUTOTUNE)
+    dataset = dataset.map(featurize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
 
 
 def train_order(seed, initial_epoch, plan, num_examples):
@@ -300,7 +350,8 @@ class GlueTask:
 
     def train_dataset(self, tokenizer, plan, order):
         a, b, labels = self._columns(self.train)
-        return pack_dataset(tokenizer, plan.max_seq_length, a, b, labels, order, plan.batch_size)
+        return pack_dataset(tokenizer, plan.max_seq_length, a, b, labels, order, plan.batch_size,
+                            length_bucket=plan.length_bucket)
 
     def evaluate(self, model, tokenizer, plan):
         """{dev split: official metrics}."""
@@ -309,20 +360,26 @@ class GlueTask:
             a, b, labels = self._columns(examples)
             logits = predict_in_order(
                 model, lambda order: pack_dataset(tokenizer, plan.max_seq_length, a, b, None, order,
-                                                  plan.batch_size), len(examples), plan.batch_size)
+                                                  plan.batch_size, length_bucket=plan.length_bucket),
+                len(examples), plan.batch_size)
             predictions = logits[:, 0] if self.regression else logits.argmax(-1)
             results[split] = {k: float(v) for k, v in self.glue.compute_metrics(self.spec, predictions,
                                                                                  labels).items()}
         return results
 
+    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+        """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
+        return export_classifier(model, tokenizer, plan, self.pairs, self.regression, output_base)
 
-def array_dataset(features, labels, order, batch_size):
+
+def array_dataset(features, labels, order, batch_size, length_bucket=0):
     """A tf.data pipeline of batches of precomputed features (a host-side generator, so the arrays are not
     embedded in the graph): the examples `order` names, in order.
 
     Args:
       features: dict of numpy int32 arrays [E, ...]; labels: numpy [E] or a dict of them, or None.
       order: int64 [N], N a multiple of batch_size.
+      length_bucket: 0, or trim each batch's padding to a multiple of it (`trim_padding`).
     """
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -344,7 +401,8 @@ def array_dataset(features, labels, order, batch_size):
         signature = x_spec
     else:
         signature = (x_spec, {k: spec(v) for k, v in labels.items()} if isinstance(labels, dict) else spec(labels))
-    return tf.data.Dataset.from_generator(batches, output_signature=signature).prefetch(tf.data.AUTOTUNE)
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
 
 
 class RaceTask:
@@ -363,7 +421,7 @@ class RaceTask:
     def _arrays(self, name, examples, tokenizer, plan):
         if name not in self._cache:
             arrays = self.race.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                         max_qa_length=min(128, plan.max_seq_length // 2))
+                                         max_qa_length=self.max_qa_length(plan))
             labels = arrays.pop("labels")
             self._cache[name] = (arrays, labels)
         return self._cache[name]
@@ -383,13 +441,26 @@ class RaceTask:
 
     def train_dataset(self, tokenizer, plan, order):
         features, labels = self._arrays("train", self.train, tokenizer, plan)
-        return array_dataset(features, labels, order, plan.batch_size)
+        return array_dataset(features, labels, order, plan.batch_size, plan.length_bucket)
 
     def evaluate(self, model, tokenizer, plan):
         features, _ = self._arrays("dev", self.dev["dev"], tokenizer, plan)
-        logits = predict_in_order(model, lambda order: array_dataset(features, None, order, plan.batch_size),
+        logits = predict_in_order(model, lambda order: array_dataset(features, None, order, plan.batch_size,
+                                                                        plan.length_bucket),
                                   len(self.dev["dev"]), plan.batch_size)
         return {"dev": {k: float(v) for k, v in self.race.compute_metrics(logits, self.dev["dev"]).items()}}
+
+    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+        """OUT/export/N: article, question, options [B, 4] in (albert_tf.task_export). Returns the path."""
+        from albert_tf import task_export  # pylint: disable=import-outside-toplevel
+
+        return task_export.export_race(model, tokenizer, output_base, plan.max_seq_length,
+                                       max_qa_length=self.max_qa_length(plan))
+
+    @staticmethod
+    def max_qa_length(plan):
+        """Tokens kept of each question + option (128, at most half the sequence)."""
+        return min(128, plan.max_seq_length // 2)
 
 
 class SquadTask:
@@ -417,11 +488,15 @@ class SquadTask:
     def _features(self, name, examples, tokenizer, plan, is_training):
         if name not in self._cache:
             features = self.squad.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                            doc_stride=min(128, plan.max_seq_length // 2),
-                                            max_query_length=min(64, plan.max_seq_length // 2 - 4),
-                                            is_training=is_training)
+                                            is_training=is_training, **self.window_sizes(plan))
             self._cache[name] = (features, self.squad.features_to_arrays(features, is_training=is_training))
         return self._cache[name]
+
+    @staticmethod
+    def window_sizes(plan):
+        """doc_stride 128 and max_query_length 64, at most half the sequence."""
+        return {"doc_stride": min(128, plan.max_seq_length // 2),
+                "max_query_length": min(64, plan.max_seq_length // 2 - 4)}
 
     def num_train(self, tokenizer, plan):
         return len(self._features("train", self.train, tokenizer, plan, True)[0])
@@ -444,11 +519,12 @@ class SquadTask:
     def train_dataset(self, tokenizer, plan, order):
         arrays = dict(self._features("train", self.train, tokenizer, plan, True)[1])
         labels = {"start_logits": arrays.pop("start_positions"), "end_logits": arrays.pop("end_positions")}
-        return array_dataset(arrays, labels, order, plan.batch_size)
+        return array_dataset(arrays, labels, order, plan.batch_size, plan.length_bucket)
 
     def evaluate(self, model, tokenizer, plan):
         examples = self.dev["dev"]
         features, arrays = self._features("dev", examples, tokenizer, plan, False)
+        # At full length (no length_bucket): predict stacks the per-window logits [B, L] of every batch.
         logits = predict_in_order(model, lambda order: array_dataset(arrays, None, order, plan.batch_size),
                                   len(features), plan.batch_size)
         predictions = self.squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
@@ -459,6 +535,16 @@ class SquadTask:
         else:
             result = self.squad.evaluate(examples, predictions.answers)
         return {"dev": {k: float(v) for k, v in result.items()}}
+
+    def export(self, model, tokenizer, plan, results, output_base):
+        """OUT/export/N: question and context in, the answer out (albert_tf.task_export); v2 keeps the dev
+        set's best_f1_thresh as its no-answer threshold. Returns the path."""
+        from albert_tf import task_export  # pylint: disable=import-outside-toplevel
+
+        threshold = results["dev"]["best_f1_thresh"] if self.v2 else 0.0
+        return task_export.export_squad(model, tokenizer, output_base, plan.max_seq_length,
+                                        max_answer_length=30, n_best=20, version_2_with_negative=self.v2,
+                                        null_score_diff_threshold=threshold, **self.window_sizes(plan))
 
 
 def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
@@ -659,6 +745,7 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     if plan.batch_size % replicas:
         raise ValueError(f"--batch-size {plan.batch_size} is not divisible by the {replicas} replicas")
     on_tpu = distribute.is_tpu_strategy(strategy)
+    plan = dataclasses.replace(plan, length_bucket=resolve_length_bucket(args.length_bucket, on_tpu))
     jit = args.xla == "on" or (args.xla == "auto" and (on_tpu or bool(tf.config.list_physical_devices("GPU"))))
 
     # The run's plan is part of the output: a restart with different flags would not resume the same run.
@@ -726,10 +813,8 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
     atomic_write_text(os.path.join(args.output, "eval_results.json"), json.dumps(report, indent=2) + "\n")
     config.to_json_file(os.path.join(args.output, "best", "albert_config.json"))
-    if isinstance(task, GlueTask):
-        path = export_classifier(model, tokenizer, plan, task.pairs, task.regression,
-                                 os.path.join(args.output, "export"))
-        print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
+    path = task.export(model, tokenizer, plan, results, os.path.join(args.output, "export"))
+    print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done: best epoch {best_epoch}: {json.dumps(results)}; {os.path.join(args.output, 'eval_results.json')}",
           flush=True)
     return 0

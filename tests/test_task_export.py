@@ -1,0 +1,333 @@
+"""albert_tf.task_export: raw-text SQuAD and RACE SavedModels, loaded in a fresh process (TensorFlow and TF Text
+only), answer as the in-process Keras model + the Python featurizer and post-processing (albert_tf.tasks) do."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import helpers
+from albert_tf import task_export
+from albert_tf.tasks import race, squad
+from albert_tf.tokenization import AlbertTokenizer
+
+SEQ, STRIDE, QUERY = 64, 16, 16   # tiny windows: the long context needs several
+CAFE = "In the old town, the Café naïve stood by the river. It was built in 1999, before the city grew."
+SQUAD_CASES = [  # (question, context)
+    ("What stood by the river?", CAFE),
+    ("Where is the river of the ancient city of modern music and science?",
+     " ".join(helpers.make_sentence(random.Random(3)) for _ in range(25))),   # several windows
+    ("who?", "``Quoted'' text '' ``  runs \t of\u00a0whitespace,  ÜBER İstanbul ﬁne ① ΟΔΟΣ ΑΣ. e\u0301 3.0, 7,5, 42,"),
+    ("", "中文字符 and 日本語のテキスト, 한국어 emoji 😀👍🏽 ok"),
+    ("Is there an answer?", ""),
+    ("What is the number?", "  It costs 3.0, or 7,5, or 42, and 1999,   "),
+]
+
+
+def _config(tokenizer):
+    from albert_tf import AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
+
+    return AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
+        vocab_size=tokenizer.vocab_size, max_position_embeddings=SEQ)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_spm_model):
+    return AlbertTokenizer(tiny_spm_model)
+
+
+# ------------------------------------------------------------------------------------ in-graph offsets
+# Digit-comma pieces (with and without "▁") and powers of "=" (equal-score ties that TF Text's SentencePiece
+# orders differently from pip's): both in-graph rearrangements of the token spans.
+RICH_PIECES = [("\u25813.0,", 0.0), ("5,", 0.0), ("7,", 0.0), ("\u258142,", 0.0), ("\u25811999,", 0.0),
+               ("==", -3.0), ("====", -6.0), ("=", -1.5)]
+
+
+@pytest.mark.parametrize("vocabulary", ["uncased", "cased", "rich"])
+def test_in_graph_encode_with_offsets_equals_python(tiny_spm_model, vocabulary, tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    spm_model = tiny_spm_model
+    if vocabulary == "rich":
+        spm_model = helpers.add_spm_pieces(tiny_spm_model, RICH_PIECES, str(tmp_path / "rich.model"))
+    tokenizer = AlbertTokenizer(spm_model, lower_case=vocabulary != "cased")
+    if vocabulary == "rich":  # the rich vocabulary does exercise both
+        assert len(tokenizer._digit_comma_ids) == 5  # pylint: disable=protected-access
+        assert [tokenizer.id_to_piece(i) for i in tokenizer.encode("======")] == ["\u2581", "==", "===="]
+    texts = helpers.EQUALITY_TEXTS + [c for _, c in SQUAD_CASES] + [
+        "x ,3.0, ''``'''", " ¨ a\u0301\u0301 ﬁ,", "a ====== b ==== x5, 7,5, 42,42, =======, 1999,"]
+    encoder = task_export.make_offset_encoder(tokenizer)
+    ids, starts, ends = encoder.encode_with_offsets(tf.constant(texts))
+    for row, text in enumerate(texts):
+        want_ids, want_spans = tokenizer.encode_with_offsets(text)
+        assert ids[row].numpy().tolist() == want_ids, text
+        got = list(zip(starts[row].numpy().tolist(), ends[row].numpy().tolist()))
+        assert got == [tuple(s) for s in want_spans], text
+
+
+# ------------------------------------------------------------------------------------ SQuAD
+def _squad_examples():
+    return [squad.SquadExample(f"q{i}", q, c, ()) for i, (q, c) in enumerate(SQUAD_CASES)]
+
+
+def _squad_python(tokenizer, start_logits, end_logits, features, v2, threshold):
+    return squad.postprocess(_squad_examples(), features, start_logits, end_logits, version_2_with_negative=v2,
+                             null_score_diff_threshold=threshold)
+
+
+def _check_windows(windows, features):
+    """In-graph windows == squad.featurize's (ids, mask, types, example, spans, max context)."""
+    arrays = squad.features_to_arrays(features)
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        np.testing.assert_array_equal(windows[name], arrays[name], err_msg=name)
+    np.testing.assert_array_equal(windows["example_index"], [f.example_index for f in features])
+    spans = np.stack([f.token_spans for f in features])
+    np.testing.assert_array_equal(windows["token_start"], spans[:, :, 0])
+    np.testing.assert_array_equal(windows["token_end"], spans[:, :, 1])
+    np.testing.assert_array_equal(windows["token_is_max_context"], np.stack([f.token_is_max_context
+                                                                             for f in features]))
+    assert max(f.doc_span_index for f in features) >= 3  # the long context took several windows
+
+
+def _check_answers(served, want, v2):
+    """Served answers == squad.postprocess's: text, its character span in the context, score, null diff."""
+    examples = _squad_examples()
+    answers = [want.answers[e.qas_id] for e in examples]
+    assert [a.decode("utf-8") if isinstance(a, bytes) else a for a in served["answer"].tolist()] == answers
+    for (_, context), answer, start, end in zip(SQUAD_CASES, answers, served["start"], served["end"]):
+        assert (context[start:end], start >= 0) == (answer, bool(answer))
+    for row, answer in enumerate(answers):
+        if answer:  # score: the answer's start + end logit
+            best = [e for e in want.nbest[examples[row].qas_id] if e["text"] == answer][0]
+            assert served["score"][row] == pytest.approx(best["start_logit"] + best["end_logit"], abs=1e-4)
+    if v2:
+        np.testing.assert_allclose(served["null_score_diff"], [want.null_score_diff[e.qas_id] for e in examples],
+                                   atol=1e-4, rtol=0)
+    else:
+        assert "null_score_diff" not in served
+    return answers
+
+
+@pytest.fixture(scope="module")
+def squad_features(tokenizer):
+    return squad.featurize(_squad_examples(), tokenizer, max_seq_length=SEQ, doc_stride=STRIDE,
+                           max_query_length=QUERY)
+
+
+def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_features):
+    """Featurization and post-processing alone (no model): random logits with ties and a peaked span."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    encoder = task_export.make_offset_encoder(tokenizer)
+    question, context = tf.constant([q for q, _ in SQUAD_CASES]), tf.constant([c for _, c in SQUAD_CASES])
+    windows = task_export.squad_windows(encoder, tokenizer, question, context, SEQ, STRIDE, QUERY)
+    _check_windows({k: v.numpy() for k, v in windows.items()}, squad_features)
+    rng = np.random.default_rng(0)
+    shape = windows["input_word_ids"].shape
+    for trial in range(6):
+        start_logits = rng.normal(size=shape).astype(np.float32)
+        end_logits = rng.normal(size=shape).astype(np.float32)
+        if trial % 2:  # ties: logits on a coarse grid
+            start_logits, end_logits = np.round(start_logits), np.round(end_logits)
+        start_logits[:, 0] += trial - 2  # "no answer" more or less likely
+        for v2, threshold in ((False, 0.0), (True, 0.0), (True, 1.5)):
+            want = _squad_python(tokenizer, start_logits, end_logits, squad_features, v2, threshold)
+            got = task_export.squad_answers(windows, tf.constant(start_logits), tf.constant(end_logits), context,
+                                            tf.size(context), version_2_with_negative=v2,
+                                            null_score_diff_threshold=threshold)
+            answers = _check_answers({k: v.numpy() for k, v in got.items()}, want, v2)
+            assert any(answers[:4])
+
+
+@pytest.fixture(scope="module")
+def squad_export(tokenizer, squad_features, tmp_path_factory):
+    """(Keras logits of the Python features, the v2 threshold, the v2 export's path) for SQUAD_CASES."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.tasks import AlbertSpanQA  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(7)
+    model = AlbertSpanQA(AlbertEncoder(_config(tokenizer), dropout=False), version_2_with_negative=True)
+    logits = {k: np.asarray(v) for k, v in model(squad.features_to_arrays(squad_features), training=False).items()}
+    # the threshold between two questions' null score differences: some answered, some not
+    diffs = sorted(_squad_python(tokenizer, logits["start_logits"], logits["end_logits"], squad_features, True,
+                                 0.0).null_score_diff.values())
+    finite = [d for d in diffs if np.isfinite(d)]
+    threshold = float((finite[len(finite) // 2 - 1] + finite[len(finite) // 2]) / 2)
+    path = task_export.export_squad(model, tokenizer, str(tmp_path_factory.mktemp("squad") / "v2"), SEQ, STRIDE,
+                                    QUERY, version_2_with_negative=True, null_score_diff_threshold=threshold)
+    return logits, threshold, path
+
+
+SERVE_SQUAD = """
+import json, sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
+path, cases, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+model = tf.saved_model.load(path)
+question, context = tf.constant([q for q, _ in cases]), tf.constant([c for _, c in cases])
+answers = model.signatures["serving_default"](question=question, context=context)
+windows = model.signatures["windows"](question=question, context=context)
+arrays = {k: v.numpy() for k, v in answers.items() if k != "answer"}
+arrays.update({"windows/" + k: v.numpy() for k, v in windows.items()})
+np.savez(out, answer=np.array([a.decode("utf-8") for a in answers["answer"].numpy()]), **arrays)
+assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
+"""
+
+
+def _serve(script, path, payload, tmp_path):
+    out = str(tmp_path / "served.npz")
+    result = subprocess.run([sys.executable, "-c", script, path, json.dumps(payload), out], capture_output=True,
+                            text=True, check=False, cwd=str(tmp_path), env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(np.load(out))
+
+
+@pytest.mark.slow
+def test_squad_export_answers_as_keras_and_python_in_a_fresh_process(squad_export, squad_features, tmp_path):
+    logits, threshold, path = squad_export
+    served = _serve(SERVE_SQUAD, path, SQUAD_CASES, tmp_path)
+    _check_windows({k[len("windows/"):]: v for k, v in served.items() if k.startswith("windows/")}, squad_features)
+    for key in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(served[f"windows/{key}"], logits[key], atol=1e-5, rtol=0)
+    want = _squad_python(None, logits["start_logits"], logits["end_logits"], squad_features, True, threshold)
+    answers = _check_answers({k: v for k, v in served.items() if not k.startswith("windows/")}, want, True)
+    assert any(answers) and "" in answers[:4]  # a v2 "no answer" on a non-empty context
+    # the export's files: ops every TF Serving >= 2.20 registers, the parameters
+    ops = helpers.op_types(path)
+    assert "SentencepieceTokenizeOp" in ops
+    assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
+    with open(os.path.join(path, "assets.extra", task_export.TASK_CONFIG_ASSET), encoding="utf-8") as f:
+        config = json.load(f)
+    assert (config["doc_stride"], config["max_query_length"], config["max_seq_length"]) == (STRIDE, QUERY, SEQ)
+    assert config["null_score_diff_threshold"] == threshold and config["version_2_with_negative"]
+
+
+@pytest.mark.slow
+def test_squad_export_refuses_unequal_batches(squad_export):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    model = tf.saved_model.load(squad_export[2])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="question and context must have the same length"):
+        model.signatures["serving_default"](question=tf.constant(["a", "b"]), context=tf.constant(["a"]))
+
+
+# ------------------------------------------------------------------------------------ RACE
+RACE_CASES = [  # (article, question, options)
+    ("The Café naïve stood by the river. " * 3, "Where did the café stand?", ["by the river", "in a town", "", "Ü"]),
+    (" ".join(helpers.make_sentence(random.Random(5)) for _ in range(20)),   # longer than the window
+     "The river _ the city.", ["runs past", "is far from", "_ of", "中文 😀"]),
+    ("", "__ two blanks _", ["a", "b", "c", "3.0,"]),
+]
+
+
+@pytest.fixture(scope="module")
+def race_export(tokenizer, tmp_path_factory):
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.tasks import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(11)
+    model = AlbertMultipleChoice(AlbertEncoder(_config(tokenizer), dropout=False), race.NUM_CHOICES)
+    path = task_export.export_race(model, tokenizer, str(tmp_path_factory.mktemp("race") / "base"), SEQ,
+                                   max_qa_length=24)
+    return model, path
+
+
+SERVE_RACE = """
+import json, sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
+path, cases, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+model = tf.saved_model.load(path)
+got = model.signatures["serving_default"](article=tf.constant([a for a, _, _ in cases]),
+                                          question=tf.constant([q for _, q, _ in cases]),
+                                          options=tf.constant([o for _, _, o in cases]))
+np.savez(out, **{k: v.numpy() for k, v in got.items()})
+assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
+"""
+
+
+def _race_arrays(tokenizer):
+    examples = [race.RaceExample(f"e{i}", "high", a, q, tuple(o), 0) for i, (a, q, o) in enumerate(RACE_CASES)]
+    arrays = race.featurize(examples, tokenizer, max_seq_length=SEQ, max_qa_length=24)
+    arrays.pop("labels")
+    return arrays
+
+
+def test_in_graph_race_packing_equals_python(tokenizer):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    arrays = _race_arrays(tokenizer)
+    assert arrays["input_mask"][1].sum(-1).tolist() == [SEQ] * 4  # the long article was cut to fit
+    packed = task_export.race_inputs(tokenizer, tf.constant([a for a, _, _ in RACE_CASES]),
+                                     tf.constant([q for _, q, _ in RACE_CASES]),
+                                     tf.constant([o for _, _, o in RACE_CASES]), SEQ, 24)
+    for name, value in packed.items():
+        np.testing.assert_array_equal(value.numpy(), arrays[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_race_export_equals_keras_model_in_a_fresh_process(tokenizer, race_export, tmp_path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    model, path = race_export
+    served = _serve(SERVE_RACE, path, RACE_CASES, tmp_path)
+    probabilities = tf.nn.softmax(model(_race_arrays(tokenizer), training=False)).numpy()
+    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(served["label"], probabilities.argmax(-1))
+    ops = helpers.op_types(path)
+    assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
+
+
+# ------------------------------------------------------------------------------------ albert-tf finetune
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["squad1", "squad2", "race"])
+def test_finetune_writes_the_task_export(task, tmp_path, tiny_spm_model):
+    """finetune --task squad1|squad2|race writes OUT/export/1; its answers to the dev set score what
+    eval_results.json says (v2: at the dev threshold it stored)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (its ops)
+
+    import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    data = fh.write_race(str(tmp_path / "data")) if task == "race" else \
+        fh.write_squad(str(tmp_path / "data"), version_2=task == "squad2")
+    out = tmp_path / "out"
+    fh.run_cli("finetune", ["--task", task, "--data-dir", data, "--init", init, "--output", out, "--epochs", 1,
+                            "--batch-size", 8, "--max-seq-length", SEQ, "--learning-rate", 1e-3, "--seed", 1])
+    results = json.loads((out / "eval_results.json").read_text())["dev"]
+    path = str(out / "export" / "1")
+    config = json.loads(open(os.path.join(path, "assets.extra", task_export.TASK_CONFIG_ASSET)).read())
+    model = tf.saved_model.load(path).signatures["serving_default"]
+    if task == "race":
+        examples = race.read_examples(data, "dev")
+        got = model(article=tf.constant([e.article for e in examples]),
+                    question=tf.constant([e.question for e in examples]),
+                    options=tf.constant([list(e.options) for e in examples]))
+        assert race.compute_metrics(got["label"].numpy(), examples)["accuracy"] == pytest.approx(
+            results["accuracy"])
+        assert config["max_qa_length"] == SEQ // 2
+        return
+    version = "v2.0" if task == "squad2" else "v1.1"
+    examples = squad.read_examples(os.path.join(data, f"dev-{version}.json"), version_2_with_negative=task == "squad2")
+    question, context = tf.constant([e.question for e in examples]), tf.constant([e.context for e in examples])
+    got = model(question=question, context=context)
+    answers = [a.decode("utf-8") for a in got["answer"].numpy()]
+    assert (config["doc_stride"], config["max_query_length"]) == (SEQ // 2, SEQ // 2 - 4)
+    # the export holds the best epoch's model: Python post-processing of its logits scores eval_results.json
+    windows = tf.saved_model.load(path).signatures["windows"](question=question, context=context)
+    features = squad.featurize(examples, AlbertTokenizer(tiny_spm_model), max_seq_length=SEQ, doc_stride=SEQ // 2,
+                               max_query_length=SEQ // 2 - 4)
+    threshold = config["null_score_diff_threshold"]
+    want = squad.postprocess(examples, features, windows["start_logits"].numpy(), windows["end_logits"].numpy(),
+                             version_2_with_negative=task == "squad2", null_score_diff_threshold=threshold)
+    assert answers == [want.answers[e.qas_id] for e in examples]
+    if task == "squad1":
+        assert squad.evaluate(examples, want.answers)["f1"] == pytest.approx(results["f1"])
+    else:  # the threshold is the dev set's best_f1_thresh
+        assert threshold == results["best_f1_thresh"]
+        scores = squad.evaluate(examples, want.best_span_answers, na_probs=want.null_score_diff, na_prob_thresh=0.0)
+        assert scores["best_f1"] == pytest.approx(results["best_f1"])
