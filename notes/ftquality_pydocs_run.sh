@@ -2,6 +2,7 @@ set -e
 # run from the repo root after: python notes/ftquality_pydocs_task.py /tmp/ftq/pydocs; task2 = its labels 0/1 rows
 P=/tmp/ftq/pydocs; export PYTHONPATH=$PWD TF_CPP_MIN_LOG_LEVEL=2
 A="/work/venv/bin/python -m albert_tf"
+mkdir -p $P/task2; for s in train dev; do (head -1 $P/task/$s.tsv; awk -F"\t" 'NR>1 && ($2=="0"||$2=="1")' $P/task/$s.tsv) > $P/task2/$s.tsv; done
 date
 $A vocab --input $P/corpus.txt --output-prefix $P/spm --vocab-size 4000 | tail -1
 $A create-data --input $P/corpus.txt --spm-model $P/spm.model --output $P/data/train --max-seq-length 128 --max-predictions 20 --dupe-factor 2 --seed 0 | tail -1
