@@ -17,7 +17,7 @@ SUBCOMMANDS = {
     "convert": ("albert_tf.checkpoints", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
     "export": ("albert_tf.export", "write a SavedModel for TF Serving that takes raw text"),
-    "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain on a built-in corpus"),
+    "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
 
 

@@ -2,11 +2,16 @@
 
 The corpus is real English that every Python installation has: the docstrings of a fixed list of standard-library
 modules (one document per module, one sentence per line). The steps are the same commands a user runs:
-`albert-tf vocab`, `albert-tf create-data`, `albert-tf pretrain` (with the tiny config), each printed before it runs.
+`albert-tf vocab`, `albert-tf create-data`, `albert-tf pretrain` (with the tiny config), then `albert-tf finetune`
+on a two-class task built from the same docstrings (does a sentence come from a module about files and archives or
+from one about networking and mail?), each printed before it runs; last, one raw-text request is sent through the
+fine-tuned export (the SavedModel's `serving_default`, loaded as TF Serving would) and its answer printed.
 """
 import importlib
 import inspect
+import json
 import os
+import random
 import re
 import sys
 import time
@@ -22,6 +27,15 @@ _MODULES = (
     "copy", "doctest", "ftplib", "getopt", "glob", "imaplib", "locale", "mailbox", "poplib", "pydoc", "queue",
     "smtplib", "sqlite3", "ssl", "struct", "symtable", "tkinter", "turtle", "wave", "zipimport",
 )
+# The fine-tuning task: which group of modules a docstring sentence comes from (label = index in this tuple).
+TASK_GROUPS = (
+    ("files and archives", ("os", "pathlib", "shutil", "tarfile", "zipfile", "gzip", "tempfile", "glob",
+                            "zipimport", "csv", "configparser")),
+    ("networking and mail", ("smtplib", "imaplib", "poplib", "ftplib", "email.message", "mailbox", "http.client",
+                             "ssl", "socket", "urllib.parse")),
+)
+#: The request sent through the fine-tuned export at the end (not in the corpus).
+REQUEST = "Copy the archive to a temporary directory and remove the old files."
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 
 
@@ -71,15 +85,57 @@ def write_builtin_corpus(path):
     return docs, sents
 
 
+def _module_sentences(name):
+    try:
+        module = importlib.import_module(name)
+    except Exception:  # pylint: disable=broad-except  (absent on a minimal Python)
+        return []
+    return [s for doc in _docstrings(module) for s in _sentences(doc)]
+
+
+def write_document_task(directory, seed, dev_fraction=0.2):
+    """SST-2's layout (train.tsv, dev.tsv: header "sentence<TAB>label") holding the two-class task of TASK_GROUPS:
+    each distinct sentence of the groups' docstrings (those in both groups dropped), labelled with its group's
+    index; the larger group cut to the smaller one's size (balanced), shuffled by `seed`, the last `dev_fraction`
+    held out. Returns {split: number of examples}."""
+    groups = [{s.replace("\t", " ") for name in modules for s in _module_sentences(name)}
+              for _, modules in TASK_GROUPS]
+    shared = set.intersection(*groups)
+    rng = random.Random(seed)
+    chosen = [sorted(group - shared) for group in groups]
+    size = min(len(group) for group in chosen)
+    rows = [(sentence, label) for label, group in enumerate(chosen) for sentence in rng.sample(group, size)]
+    rng.shuffle(rows)
+    num_dev = int(round(dev_fraction * len(rows)))
+    splits = {"train": rows[num_dev:], "dev": rows[:num_dev]}
+    os.makedirs(directory, exist_ok=True)
+    for split, examples in splits.items():
+        with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n")
+            f.writelines(f"{sentence}\t{label}\n" for sentence, label in examples)
+    return {split: len(examples) for split, examples in splits.items()}
+
+
+def ask_export(export_dir, text):
+    """One raw-text request through a fine-tuned classifier export, loaded as a server would (a SavedModel's
+    serving_default). Returns (label, probabilities list)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (its ops)
+
+    serving = tf.saved_model.load(export_dir).signatures["serving_default"]
+    outputs = serving(text_a=tf.constant([text]))
+    return int(outputs["label"].numpy()[0]), [float(p) for p in outputs["probabilities"].numpy()[0]]
+
+
 def add_arguments(parser):
     parser.add_argument("--output", default="albert_quickstart", help="working directory")
     parser.add_argument("--steps", type=int, default=300, help="pretraining steps")
+    parser.add_argument("--finetune-epochs", type=int, default=3, help="fine-tuning passes over the task")
     parser.add_argument("--seed", type=int, default=12345)
 
 
 def run(args):
     from albert_tf import configs_dir, pretrained  # pylint: disable=import-outside-toplevel
-    from albert_tf.cli import main as cli_main  # pylint: disable=import-outside-toplevel
 
     out = os.path.abspath(args.output)
     os.makedirs(out, exist_ok=True)
@@ -106,13 +162,48 @@ def run(args):
     AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
         vocab_size=2000).to_json_file(config_file)
     for argv in steps:
-        print(f"[quickstart] $ albert-tf {' '.join(argv)}", flush=True)
-        start = time.time()
-        code = cli_main(argv)
+        code = _step(argv)
         if code:
-            print(f"[quickstart] step 'albert-tf {argv[0]}' failed with exit code {code}", file=sys.stderr)
             return code
-        print(f"[quickstart] {argv[0]} done in {time.time() - start:.0f}s", flush=True)
-    print(f"[quickstart] done: pretrained-model directory {os.path.join(out, 'model')} "
-          "(load it with albert_tf.AlbertPretrainer.from_pretrained)")
+    print(f"[quickstart] pretrained-model directory {os.path.join(out, 'model')} "
+          "(load it with albert_tf.AlbertPretrainer.from_pretrained)", flush=True)
+
+    # ---- fine-tune a classifier on a task built from the same docstrings, then ask its export one question
+    task_dir, finetune_dir = os.path.join(out, "task"), os.path.join(out, "finetune")
+    sizes = write_document_task(task_dir, args.seed)
+    names = [name for name, _ in TASK_GROUPS]
+    print(f"[quickstart] fine-tuning task: which modules' docstrings a sentence comes from (0 = {names[0]}, "
+          f"1 = {names[1]}), balanced: {sizes['train']} train / {sizes['dev']} dev sentences in SST-2's layout "
+          f"→ {task_dir}", flush=True)
+    code = _step(["finetune", "--task", "sst2", "--data-dir", task_dir, "--init", os.path.join(out, "model"),
+                  "--output", finetune_dir, "--epochs", str(args.finetune_epochs), "--batch-size", "32",
+                  "--max-seq-length", "64", "--learning-rate", "0.001", "--warmup-proportion", "0.1",
+                  "--classifier-dropout", "0.0", "--seed", str(args.seed)])
+    if code:
+        return code
+    with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    export_base = os.path.join(finetune_dir, "export")
+    export_dir = os.path.join(export_base, str(max(int(n) for n in os.listdir(export_base) if n.isdigit())))
+    print(f"[quickstart] dev accuracy {results['dev']['accuracy']:.4f} (chance 0.5, best epoch "
+          f"{results['epoch']}); fine-tuned export {export_dir}", flush=True)
+    label, probabilities = ask_export(export_dir, REQUEST)
+    print(f"[quickstart] request through the export's serving_default: text_a={REQUEST!r} → label {label} "
+          f"({names[label]}), probabilities [{', '.join(f'{p:.4f}' for p in probabilities)}]", flush=True)
+    print(f"[quickstart] done: pretrained model {os.path.join(out, 'model')}, fine-tuned classifier "
+          f"{os.path.join(finetune_dir, 'best')}, its raw-text export {export_dir}", flush=True)
+    return 0
+
+
+def _step(argv):
+    """Runs one `albert-tf` command in this process, printed first; returns its exit code."""
+    from albert_tf.cli import main as cli_main  # pylint: disable=import-outside-toplevel
+
+    print(f"[quickstart] $ albert-tf {' '.join(argv)}", flush=True)
+    start = time.time()
+    code = cli_main(argv)
+    if code:
+        print(f"[quickstart] step 'albert-tf {argv[0]}' failed with exit code {code}", file=sys.stderr)
+        return code
+    print(f"[quickstart] {argv[0]} done in {time.time() - start:.0f}s", flush=True)
     return 0
