@@ -17,6 +17,8 @@ Signatures (B = batch, L = --max-seq-length, H = hidden size):
 Text is tokenized in the graph exactly as `AlbertTokenizer.pack` does it (normalization, SentencePiece, the
 digit-comma rule, truncation of the longer side); invalid UTF-8 bytes become U+FFFD first, as `create-data` reads
 them. BASE/N/assets.extra/albert_config.json keeps the config, so `load_encoder` rebuilds a trainable encoder.
+Each batch runs at its longest text (rounded up to 8 positions), not at L: the outputs are the full-length batch's
+(padding is masked out of attention), sequence_output is zero at padding positions, and short requests cost less.
 """
 import json
 import os
@@ -136,6 +138,10 @@ def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
     return tokenizer.tf_pack(text_a, text_b, seq_length=seq_length)
 
 
+#: the encoder signatures run each batch at its longest text rounded up to a multiple of this (see outputs()).
+SERVING_LENGTH_BUCKET = 8
+
+
 def keras_weights(model):
     """The tf.Variables behind a Keras 3 model's weights, in `model.weights` order: what an exported module must
     track instead of the Keras model itself.
@@ -169,14 +175,24 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
+
     module = tf.Module()
     module.encoder_weights = keras_weights(encoder)
     module.tokenizer = tokenizer.in_graph
 
     def outputs(inputs):
-        out = encoder(inputs, training=False)
-        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
-                "input_mask": inputs["input_mask"]}
+        # The encoder runs on the batch cut to its longest text (rounded up to SERVING_LENGTH_BUCKET): padding is
+        # masked out of attention, so the real positions and the pooled output are those of the full-length batch,
+        # at the cost of the text actually sent; sequence_output is padded back to L with zeros.
+        mask = inputs["input_mask"]
+        trimmed = trim_padding(inputs, SERVING_LENGTH_BUCKET)
+        out = encoder(trimmed, training=False)
+        real = tf.cast(trimmed["input_mask"], out["sequence_output"].dtype)[:, :, None]
+        sequence = tf.pad(out["sequence_output"] * real,
+                          [[0, 0], [0, tf.shape(mask)[1] - tf.shape(real)[1]], [0, 0]])
+        sequence.set_shape(mask.shape.concatenate(out["sequence_output"].shape[-1:]))
+        return {"pooled_output": out["pooled_output"], "sequence_output": sequence, "input_mask": mask}
 
     text_a_spec = tf.TensorSpec([None], tf.string, name="text_a")
     no_text_b = tf.constant([], tf.string)

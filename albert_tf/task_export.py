@@ -30,6 +30,7 @@ import json
 import numpy as np
 
 from albert_tf import export
+from albert_tf.modeling.base import trim_padding
 from albert_tf.tokenization import SPIECE_UNDERLINE
 
 TASK_CONFIG_ASSET = "task_config.json"
@@ -474,7 +475,8 @@ def race_signatures(model, tokenizer, seq_length, max_qa_length):
                                   tf.TensorSpec([None], tf.string, name="question"),
                                   tf.TensorSpec([None, NUM_CHOICES], tf.string, name="options")])
     def serving_default(article, question, options):
-        logits = model(race_inputs(tokenizer, article, question, options, seq_length, max_qa_length), training=False)
+        inputs = race_inputs(tokenizer, article, question, options, seq_length, max_qa_length)
+        logits = model(trim_padding(inputs, export.SERVING_LENGTH_BUCKET), training=False)  # as the encoder export
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "label": tf.argmax(logits, -1, output_type=tf.int32)}
 
     module.serving_default = serving_default

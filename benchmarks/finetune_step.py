@@ -21,7 +21,7 @@ sentences of PATH (a text file, or every *.txt under a directory; one example ea
 `--seq-length` by `AlbertTokenizer` (M's vocabulary: only the lengths matter), shuffled with `--seed`, into
 `--steps` batches that every round repeats.
 Ours gets each batch as finetune's input pipeline gives it: padded only to its longest example rounded up to
-`--length-bucket` (`albert_tf.training.finetune.trim_padding`, finetune's default 16); keras-hub gets the same ids
+`--length-bucket` (`albert_tf.modeling.base.trim_padding`, finetune's default 16); keras-hub gets the same ids
 padded to `--seq-length`, as its preprocessor (`MultiSegmentPacker`) always pads. Warm-up covers every batch once.
 E.g. the sentences of the Python documentation (`apt-get install python3-doc`), with a vocabulary trained on it:
 
@@ -125,7 +125,7 @@ def _text_batches(args, path):
 
 
 def _load_text_batches(args, trim):
-    """[(x, y)] from the parent's .npz; x trimmed by finetune.trim_padding when `trim` (ours)."""
+    """[(x, y)] from the parent's .npz; x trimmed by trim_padding when `trim` (ours)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     data = np.load(args._batches)  # pylint: disable=protected-access
@@ -135,7 +135,7 @@ def _load_text_batches(args, trim):
         if trim:
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-            from albert_tf.training.finetune import trim_padding  # pylint: disable=import-outside-toplevel
+            from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
 
             x = {k: v.numpy() for k, v in trim_padding({k: tf.constant(v) for k, v in x.items()},
                                                        args.length_bucket).items()}

@@ -259,7 +259,7 @@ CORE_OPS = {
     "Sign", "Relu", "Rank", "BroadcastTo", "BroadcastArgs", "ArgMax", "ReverseV2", "Cos", "Sin",
     "ReduceJoin", "StringLength", "Substr", "Bitcast", "Unpack", "ScatterNd", "TensorScatterUpdate", "Reciprocal",
     "RaggedTensorFromVariant", "RaggedTensorToVariant", "RaggedTensorToSparse", "DisableCopyOnRead", "Einsum",
-    "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp", "PlaceholderWithDefault",
+    "DenseBincount", "UnsortedSegmentSum", "VarIsInitializedOp", "PlaceholderWithDefault", "Pad",
     # the SQuAD export's character offsets (tensorflow/core/kernels: unicode_ops, searchsorted_op, segment_reduction)
     "UnicodeDecode", "UnicodeDecodeWithOffsets", "UnicodeEncode", "LowerBound", "UnsortedSegmentMax",
     "UnsortedSegmentMin",

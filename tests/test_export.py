@@ -88,8 +88,15 @@ def serve_in_fresh_process(path, requests, tmp_path):
 
 
 def assert_served_equals_keras(served, model_dir, lower_case, texts_a, texts_b=None, atol=1e-5):
+    """pooled_output, and sequence_output at real tokens, equal the full-length Keras model's; the export's
+    sequence_output is zero at padding (it runs each batch at its longest text)."""
     inputs, expected = _keras_outputs(model_dir, texts_a, lower_case, texts_b)
     np.testing.assert_array_equal(served["input_mask"], inputs["input_mask"])
+    real = inputs["input_mask"] > 0
+    assert served["sequence_output"].shape == expected["sequence_output"].shape
+    assert not served["sequence_output"][~real].any()
+    expected["sequence_output"] = expected["sequence_output"][real]
+    served = dict(served, sequence_output=served["sequence_output"][real])
     for key, value in expected.items():
         np.testing.assert_allclose(served[key], value, atol=atol, rtol=0, err_msg=key)
     return max(float(np.abs(served[key] - value).max()) for key, value in expected.items())

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling.base import trim_padding
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.tasks import AlbertClassifier, AlbertMultipleChoice
 from albert_tf.tokenization import AlbertTokenizer
@@ -25,7 +26,7 @@ def _batch(lengths, seq_length, vocab_size, seed=0):
 def test_trim_padding_keeps_the_longest_example_rounded_up(lengths, bucket, expected):
     batch = _batch(lengths, 32, 50)
     batch["start_positions"] = np.array(lengths[:1] * len(lengths), "int32")  # not a [.., L] input: untouched
-    trimmed = finetune.trim_padding({k: tf.constant(v) for k, v in batch.items()}, bucket)
+    trimmed = trim_padding({k: tf.constant(v) for k, v in batch.items()}, bucket)
     for name in ("input_word_ids", "input_mask", "input_type_ids"):
         np.testing.assert_array_equal(trimmed[name].numpy(), batch[name][:, :expected])
     np.testing.assert_array_equal(trimmed["start_positions"].numpy(), batch["start_positions"])
@@ -36,7 +37,7 @@ def test_trimmed_batches_give_the_full_length_outputs():
     classifier = AlbertClassifier(AlbertEncoder(config), 3)
     batch = _batch([5, 11, 3, 7], 32, SMALL["vocab_size"], seed=1)
     full = classifier(batch, training=False).numpy()
-    trimmed = finetune.trim_padding({k: tf.constant(v) for k, v in batch.items()}, 16)
+    trimmed = trim_padding({k: tf.constant(v) for k, v in batch.items()}, 16)
     assert trimmed["input_mask"].shape == (4, 16)
     np.testing.assert_allclose(classifier(trimmed, training=False).numpy(), full, atol=1e-5)
     seq_full = classifier.encoder(batch, training=False)["sequence_output"].numpy()
@@ -46,7 +47,7 @@ def test_trimmed_batches_give_the_full_length_outputs():
     # multiple choice: [B, C, L], trimmed on the last axis to the longest choice of the batch
     chooser = AlbertMultipleChoice(classifier.encoder, 2)
     choices = {k: v.reshape(2, 2, 32) for k, v in batch.items()}
-    trimmed = finetune.trim_padding({k: tf.constant(v) for k, v in choices.items()}, 16)
+    trimmed = trim_padding({k: tf.constant(v) for k, v in choices.items()}, 16)
     assert trimmed["input_word_ids"].shape == (2, 2, 16)
     np.testing.assert_allclose(chooser(trimmed, training=False).numpy(), chooser(choices, training=False).numpy(),
                                atol=1e-5)

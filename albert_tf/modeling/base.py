@@ -7,6 +7,21 @@ from albert_tf.config import AlbertConfig
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
+def trim_padding(features, length_bucket):
+    """Cuts the padding that every example of a batch shares: each int32 [..., L] input becomes [..., L'], L' the
+    batch's longest example (its `input_mask` sum) rounded up to a multiple of `length_bucket`, at most L.
+    Padding is masked out of attention, so the model's outputs at real tokens (and the pooled output) are those of
+    the full-length batch; only the FLOPs spent on padding go. Other entries (e.g. SQuAD's start positions, which
+    point at real tokens) pass through."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    mask = features["input_mask"]
+    full = tf.shape(mask)[-1]
+    longest = tf.maximum(1, tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)))  # 1: an empty batch
+    keep = tf.minimum(full, -(-longest // length_bucket) * length_bucket)
+    return {k: v[..., :keep] if k in INPUT_NAMES else v for k, v in features.items()}
+
+
 class AlbertModelBase(keras.Model):
     """A functional model built from an AlbertConfig and serialized as that config (plus the constructor arguments
     listed in `CONFIG_ARGS`), called with a dict from which only `INPUT_NAMES` are taken (a whole pretraining or

@@ -216,27 +216,11 @@ def read_init(init, spm_flag):
 
 
 # ---------------------------------------------------------------------------------------------- the data
-def trim_padding(features, length_bucket):
-    """Cuts the padding that every example of a batch shares: each int32 [..., L] input becomes [..., L'], L' the
-    batch's longest example (its `input_mask` sum) rounded up to a multiple of `length_bucket`, at most L.
-    Padding is masked out of attention, so the model's outputs at real tokens (and the pooled output) are those of
-    the full-length batch; only the FLOPs spent on padding go. Other entries (e.g. SQuAD's start positions, which
-    point at real tokens) pass through."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.modeling.base import INPUT_NAMES  # pylint: disable=import-outside-toplevel
-
-    mask = features["input_mask"]
-    full = tf.shape(mask)[-1]
-    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1))
-    keep = tf.minimum(full, -(-longest // length_bucket) * length_bucket)
-    return {k: v[..., :keep] if k in INPUT_NAMES else v for k, v in features.items()}
-
-
 def _with_trimmed_padding(dataset, length_bucket):
     """dataset of features or (features, labels) batches, trimmed by `trim_padding` when length_bucket > 0."""
     if not length_bucket:
         return dataset
+    from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
 
     def trim(*element):
         if len(element) == 1:
@@ -256,7 +240,7 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
         C strings per example, [E, C].
       labels: numpy [E] (int or float), or None for prediction.
       order: int64 [N], N a multiple of batch_size.
-      length_bucket: 0, or trim each batch's padding to a multiple of it (`trim_padding`).
+      length_bucket: 0, or trim each batch's padding to a multiple of it (`modeling.base.trim_padding`).
     Yields:
       (features, labels) or features; features int32 [b, L] (multiple choice: [b, C, L]); L = seq_length, or
       the batch's longest example rounded up to length_bucket.
@@ -379,7 +363,7 @@ def array_dataset(features, labels, order, batch_size, length_bucket=0):
     Args:
       features: dict of numpy int32 arrays [E, ...]; labels: numpy [E] or a dict of them, or None.
       order: int64 [N], N a multiple of batch_size.
-      length_bucket: 0, or trim each batch's padding to a multiple of it (`trim_padding`).
+      length_bucket: 0, or trim each batch's padding to a multiple of it (`modeling.base.trim_padding`).
     """
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -554,13 +538,15 @@ def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf import export  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
 
     module = tf.Module()
     module.model_weights = export.keras_weights(model)  # not the Keras model: see export.keras_weights
     module.tokenizer = tokenizer.in_graph
 
     def outputs(text_a, text_b):
-        logits = model(export.text_to_inputs(tokenizer, text_a, text_b, plan.max_seq_length), training=False)
+        inputs = export.text_to_inputs(tokenizer, text_a, text_b, plan.max_seq_length)
+        logits = model(trim_padding(inputs, export.SERVING_LENGTH_BUCKET), training=False)  # as the encoder export
         if regression:
             return {"score": logits[:, 0]}
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "label": tf.argmax(logits, -1, output_type=tf.int32)}
