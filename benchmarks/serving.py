@@ -83,7 +83,8 @@ def _parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--batches", type=int, default=3, help="timed batch requests per round and side (default 3)")
     p.add_argument("--singles", type=int, default=20, help="timed batch-1 requests per round and side (default 20)")
-    p.add_argument("--vocab-size", type=int, default=2000, help="pieces of the generated vocabulary (default 2000)")
+    p.add_argument("--vocab-size", type=int, default=600,
+                   help="pieces of the generated vocabulary (default 600; its corpus supports at most about 675)")
     p.add_argument("--peer-python", default=ts.DEFAULT_PEER_PYTHON if os.path.exists(ts.DEFAULT_PEER_PYTHON)
                    else None, help=f"interpreter with keras-hub 0.32 (default {ts.DEFAULT_PEER_PYTHON})")
     p.add_argument("--peer-configs", default=",".join(ts.PEER_CONFIGS),
