@@ -23,7 +23,6 @@ Each batch runs at its longest text (rounded up to 8 positions), not at L: the o
 import json
 import os
 import re
-import uuid
 
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -67,8 +66,10 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     if tf.io.gfile.exists(final) and not overwrite:
         raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
     tf.io.gfile.makedirs(output_base)
-    tmp = os.path.join(output_base, f".{int(version)}.tmp-{uuid.uuid4().hex[:12]}")
-    try:
+    from albert_tf.utils import atomic_directory  # pylint: disable=import-outside-toplevel
+
+    # overwrite: the old version goes only once the new one is complete (atomic_directory)
+    with atomic_directory(final) as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
         extra = dict(extra_assets or {})
         if warmup_requests:
@@ -82,13 +83,6 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
             with tf.io.TFRecordWriter(os.path.join(tmp, ASSETS_EXTRA, WARMUP_FILE)) as writer:
                 for record in warmup_requests:
                     writer.write(record)
-        if tf.io.gfile.exists(final):  # overwrite: the old version goes only once the new one is complete
-            tf.io.gfile.rmtree(final)
-        tf.io.gfile.rename(tmp, final)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
-        raise
     return final
 
 

@@ -12,7 +12,6 @@ Inside `model`, an AlbertPretrainer and every task model hold their AlbertEncode
 any of them can be restored into any other (`restore(..., part="encoder")`).
 """
 import os
-import uuid
 
 CONFIG_FILE = "albert_config.json"
 SPM_FILE = "spm.model"
@@ -175,17 +174,11 @@ def save(model, directory, spm_model=None, step=0):
         raise ValueError(f"{directory}: exists and is not empty; give a new or empty directory")
     if spm_model is not None and not tf.io.gfile.exists(os.fspath(spm_model)):
         raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
-    tmp = f"{directory}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+    from albert_tf.utils import atomic_directory  # pylint: disable=import-outside-toplevel
+
+    with atomic_directory(directory) as tmp:  # replaces an empty `directory` (checked above)
         write_files(tmp, model.config, spm_model)
         tf.train.CheckpointManager(checkpoint_for(model), tmp, max_to_keep=1).save(checkpoint_number=step)
-        if tf.io.gfile.exists(directory):
-            tf.io.gfile.rmtree(directory)  # empty, checked above
-        tf.io.gfile.rename(tmp, directory)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)
-        raise
     return directory
 
 

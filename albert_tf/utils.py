@@ -30,6 +30,24 @@ def atomic_output(path, mode="wb"):
         raise
 
 
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields a temp directory name beside `path` to fill; renamed onto `path` only when the block succeeds (an
+    existing `path` is removed first, and only then), else removed. A crash leaves the old directory or the new
+    one, never half of one. Local paths and tf.io.gfile filesystems (gs://)."""
+    path = os.fspath(path)
+    tmp = _temp_name(path)
+    try:
+        yield tmp
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.rmtree(path)
+        tf.io.gfile.rename(tmp, path)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+        raise
+
+
 def atomic_write_text(path, text):
     with atomic_output(path, "w") as f:
         f.write(text)
