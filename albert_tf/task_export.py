@@ -31,7 +31,7 @@ import numpy as np
 
 from albert_tf import export
 from albert_tf.modeling.base import trim_padding
-from albert_tf.tokenization import SPIECE_UNDERLINE
+from albert_tf.tokenization import MAX_WORD_CHARS, SPIECE_UNDERLINE
 
 TASK_CONFIG_ASSET = "task_config.json"
 NUM_CHOICES = 4
@@ -119,6 +119,11 @@ def make_offset_encoder(tokenizer):
                                                                rows, nrows), rows)
             after_space = tf.concat([[False], is_space[:-1]], axis=0)
             keep = ~is_space | (~after_space & (index > first_word) & (index < last_word))
+            # each word's characters after its first MAX_WORD_CHARS are dropped (normalize's word cap)
+            word_start = ~is_space & (after_space | (pos == 0))
+            word = tf.cumsum(tf.cast(word_start, tf.int64))  # 1-based word number; 0 before the first word
+            word_first = tf.gather(tf.concat([[0], tf.boolean_mask(index, word_start)], axis=0), word)
+            keep &= is_space | (index - word_first < MAX_WORD_CHARS)
             kept = tf.boolean_mask(tf.where(is_space, tf.constant(" "), flat), keep)
             kept_pos, kept_rows = tf.boolean_mask(pos, keep), tf.boolean_mask(rows, keep)
             # `` and '' -> " : in each run of one quote character, pairs from the left

@@ -4,11 +4,11 @@ The Python path (`normalize`, `AlbertTokenizer.encode` / `pack`) needs only `sen
 (`AlbertTokenizer.tf_encode` / `tf_pack`) is built on first use and gives identical ids, so it can run inside
 tf.data, a tf.function or an exported SavedModel.
 
-Semantics follow google-research/albert's `preprocess_text` and `encode_pieces`, with two deliberate differences
+Semantics follow google-research/albert's `preprocess_text` and `encode_pieces`, with three deliberate differences
 (marked "ours" below):
   * `normalize`: collapse whitespace runs to one space and strip, NFKD, drop combining marks, lowercase unless
     cased; ours: ``  and '' -> " as well (XLNet's and Hugging Face's preprocessing do it; the original ALBERT's
-    `preprocess_text` does not);
+    `preprocess_text` does not); ours: each word cut to its first MAX_WORD_CHARS code points (bounded work);
   * SentencePiece segmentation of the normalized text; ours: equal-score ties put in one canonical order (see
     `canonical_order`), so that pip `sentencepiece` (any version) and TF Text's embedded copy give the same ids;
   * the digit-comma rule: a piece such as "▁3.0," (ends in ",", the character before is a digit) is replaced by the
@@ -34,6 +34,12 @@ PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 SPECIAL_PIECES = {"[CLS]": CLS_ID, "[SEP]": SEP_ID, "[MASK]": MASK_ID}
 _QUOTE_PAIRS = re.compile(r"``|''")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+# Words (whitespace-separated, as str.split() sees them) are cut to their first MAX_WORD_CHARS characters (code points,
+# before NFKD) by `normalize`, in Python and in the graph alike. Ours: the original has no such cap. It bounds what
+# SentencePiece sees per word, so a request or corpus line that is one huge whitespace-free run (base64, minified
+# code) costs work bounded by MAX_WORD_CHARS per word; no word of the Python documentation is longer than 200.
+MAX_WORD_CHARS = 256
+_LONG_WORD = re.compile(f"[^ ]{{{MAX_WORD_CHARS + 1},}}")
 
 
 def normalize(text, lower_case=True):
@@ -43,10 +49,11 @@ def normalize(text, lower_case=True):
       text: a str.
       lower_case: lowercase the result (uncased models, the default).
     Returns:
-      the normalized str: whitespace runs collapsed to one space and stripped, ``/'' replaced by ", NFKD
-      decomposition with combining marks (unicodedata.combining != 0) removed, lowercased unless cased.
+      the normalized str: whitespace runs collapsed to one space and stripped, each word cut to its first
+      MAX_WORD_CHARS characters, ``/'' replaced by ", NFKD decomposition with combining marks
+      (unicodedata.combining != 0) removed, lowercased unless cased.
     """
-    text = " ".join(text.split())
+    text = _cap_words(" ".join(text.split()))
     text = text.replace("``", '"').replace("''", '"')
     if not text.isascii():  # ASCII has no decompositions and no combining marks
         text = unicodedata.normalize("NFKD", text)
@@ -54,6 +61,13 @@ def normalize(text, lower_case=True):
     if lower_case:
         text = text.lower()
     return text
+
+
+def _cap_words(text):
+    """Words of a space-separated str cut to their first MAX_WORD_CHARS characters."""
+    if len(text) <= MAX_WORD_CHARS:
+        return text
+    return _LONG_WORD.sub(lambda m: m.group()[:MAX_WORD_CHARS], text)
 
 
 def normalize_with_offsets(text, lower_case=True):
@@ -68,11 +82,17 @@ def normalize_with_offsets(text, lower_case=True):
       first character; the characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character;
       the '"' that replaced `` or '' spans both).
     """
-    # Whitespace runs -> one space, standing for the run's first character; none at either end.
-    normalized = " ".join(text.split())
+    # Whitespace runs -> one space, standing for the run's first character; none at either end; words capped.
+    normalized = _cap_words(" ".join(text.split()))
     is_space = np.isin(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32), _whitespace_codepoints())
     keep = ~is_space
     keep[1:] |= is_space[1:] & ~is_space[:-1]
+    if len(text) > MAX_WORD_CHARS:  # drop each word's characters after its first MAX_WORD_CHARS
+        index = np.arange(len(text))
+        word_start = ~is_space
+        word_start[1:] &= is_space[:-1]
+        position = index - np.maximum.accumulate(np.where(word_start, index, 0))
+        keep &= is_space | (position < MAX_WORD_CHARS)
     words = np.flatnonzero(~is_space)
     if words.size:
         keep[:words[0]] = False
@@ -471,8 +491,8 @@ class AlbertTokenizer:
         gives at least one id) before normalization and SentencePiece, so a long request costs a whitespace pass over
         its bytes, not its segmentation. The cut gives exactly `pack`'s ids (see `pieces_stay_in_words`; for a
         vocabulary where that does not hold nothing is cut). A text whose kept words give too few ids (words that
-        normalize to nothing, such as lone combining marks) is tokenized whole. Not bounded: a single word of
-        unbounded length (SentencePiece sees all of it).
+        normalize to nothing, such as lone combining marks) is tokenized whole. A word longer than MAX_WORD_CHARS
+        characters is cut by `normalize` (both paths), so SentencePiece's work per word is bounded too.
         """
         return self.in_graph.pack(text_a, text_b, seq_length)
 
@@ -535,6 +555,7 @@ def _make_in_graph_tokenizer(tokenizer):
         def normalize(self, strings):
             text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
             text = tf.strings.regex_replace(text, "^ | $", "")
+            text = tf.strings.regex_replace(text, f"([^ ]{{{MAX_WORD_CHARS}}})[^ ]+", r"\1")  # linear (RE2)
             text = tf.strings.regex_replace(text, "``|''", '"')
             text = tf_text.normalize_utf8(text, "NFKD")
             text = tf.strings.regex_replace(text, combining_class, "")

@@ -115,6 +115,9 @@ EQUALITY_TEXTS = [
     "İstanbul ǅ ﬁ ① ＡＢＣ ¨x",
     "e\u0301 a\u0308 o\u0327\u0301",
     "UPPER lower MiXeD 3.0,x",
+    # words around normalize's MAX_WORD_CHARS (256) cap, counted in code points before NFKD, quotes and marks
+    "short " + "Ab" * 150 + " é" * 3 + "\u00a0" + "é" * 260 + "\tz " + "x" * 255 + "7, " + "y" * 256 + "3.0,",
+    "ﬁ" * 257 + " " + "e\u0301" * 140 + " " + "`" * 259 + "'" * 3 + " ΟΔΟΣ" * 80 + "Σ tail",
 ]
 
 

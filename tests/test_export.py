@@ -17,7 +17,7 @@ from albert_tf.tokenization import AlbertTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,5 ====== 0xffffffff",
-         "a " * 300, "中文 ok 😀"]
+         "a " * 300, "中文 ok 😀", "Ab" * 200 + " é " + "ﬁ" * 300]  # the last: words past MAX_WORD_CHARS
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tiny_spm_model):

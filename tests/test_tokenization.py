@@ -106,6 +106,28 @@ def test_normalize_hand_examples(text, expected):
     assert normalize(text) == expected
 
 
+def test_normalize_cuts_words_at_max_word_chars():
+    """Each whitespace-separated word keeps its first MAX_WORD_CHARS (256) code points, counted before NFKD, the
+    quote rule and lowercasing."""
+    assert normalize("a" * 256) == "a" * 256 and normalize("a" * 257) == "a" * 256
+    assert normalize("x\t" + "B" * 300 + "\u3000" + "c" * 256 + " d") == "x " + "b" * 256 + " " + "c" * 256 + " d"
+    assert normalize("ﬁ" * 300) == "fi" * 256                   # NFKD after the cut: 256 ligatures, 512 letters
+    assert normalize("e\u0301" * 200) == "e" * 128               # 256 code points = 128 letter-mark pairs
+    assert normalize("é" * 300) == "e" * 256                      # precomposed: one code point each
+    assert normalize("`" * 300 + " q") == '"' * 128 + " q"        # 256 backticks, then pairs
+    assert normalize("Ab" * 200, lower_case=False) == "Ab" * 128
+
+
+def test_normalize_with_offsets_cuts_long_words():
+    text = "ab \t" + "C" * 300 + " d"
+    normalized, starts, ends = normalize_with_offsets(text)
+    assert normalized == normalize(text) == "ab " + "c" * 256 + " d"
+    assert starts.tolist() == [0, 1, 2] + list(range(4, 260)) + [304, 305]
+    assert (ends - starts).tolist() == [1] * len(normalized)
+    normalized, starts, ends = normalize_with_offsets("ﬁ" * 258)
+    assert normalized == "fi" * 256 and starts.tolist() == [k // 2 for k in range(512)]
+
+
 def test_normalize_cased_keeps_case_but_strips_accents():
     assert normalize("Café  Naïve", lower_case=False) == "Cafe Naive"
 
@@ -512,6 +534,19 @@ def test_tf_cut_words_is_bounded_by_the_word_count(tiny_tokenizer):
     assert head[1:] == ["a b", ""] and was_cut.numpy().tolist() == [True, False, False]
     assert tiny_tokenizer.tf_pack(tf.constant([mega]), seq_length=32)["input_word_ids"].numpy().tolist()[0] == \
         tiny_tokenizer.pack(mega, seq_length=32)["input_word_ids"].tolist()
+
+
+def test_one_huge_word_is_cut_at_max_word_chars(tiny_tokenizer):
+    """A 1 MiB whitespace-free request: SentencePiece sees its first MAX_WORD_CHARS characters in both paths."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    texts = ["\u4e00" * 2**20, "x1" * 2**19, "The " + "=" * 2**20 + " end"]
+    assert [len(t) for t in tiny_tokenizer.tf_normalize(tf.constant(texts)).numpy()] == [3 * 256, 256, 4 + 256 + 4]
+    got = tiny_tokenizer.tf_pack(tf.constant(texts), seq_length=300)
+    want = tiny_tokenizer.pack(texts, seq_length=300)
+    for key in want:
+        np.testing.assert_array_equal(got[key].numpy(), want[key], err_msg=key)
+    assert want["input_mask"][1].sum() < 300  # "x1" * 128 gives fewer ids than the sequence holds: really cut
 
 
 def test_pieces_stay_in_words_hand_examples():
