@@ -258,6 +258,29 @@ def squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride,
       dict: input_word_ids, input_mask, input_type_ids int32 [W, L]; example_index int32 [W]; token_start,
       token_end int64 [W, L] (-1 outside the context); token_is_max_context bool [W, L].
     """
+    return _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length)[0]
+
+
+def squad_training_windows(encoder, tokenizer, question, context, answer_start, answer_end, seq_length, doc_stride,
+                           max_query_length):
+    """In-graph `squad.featurize(..., is_training=True)` of B questions.
+
+    Args:
+      as `squad_windows`, plus answer_start, answer_end: int64 [B], the first answer's character span in the
+        context ([start, end)); -1, -1 for an unanswerable question.
+    Returns:
+      `squad_windows`'s dict plus doc_span_index int32 [W], start_positions, end_positions int32 [W] (0 where the
+      answer is not wholly inside the window or there is none), keep bool [W] (False for every window of a
+      question whose answer covers no token: `squad.featurize` skips those questions).
+    """
+    windows, extra = _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length,
+                                    answer_start, answer_end)
+    return dict(windows, **extra)
+
+
+def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length,
+                   answer_start=None, answer_end=None):
+    """(squad_windows's dict, {doc_span_index [, start_positions, end_positions, keep]})."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if seq_length < max_query_length + 4:
@@ -308,13 +331,104 @@ def squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride,
                                                tf.boolean_mask(flat_index, is_best), segments)
     max_context = in_context & (tf.gather(best_window, flat_index) == window_2d)
     no_span = tf.constant([-1], tf.int64)
-    return {
+    windows = {
         "input_word_ids": tf.cast(words, tf.int32), "input_mask": tf.cast(mask, tf.int32),
         "input_type_ids": tf.cast(types, tf.int32), "example_index": tf.cast(example, tf.int32),
         "token_start": tf.gather(tf.concat([span_start.flat_values, no_span], 0), flat_index),
         "token_end": tf.gather(tf.concat([span_end.flat_values, no_span], 0), flat_index),
         "token_is_max_context": max_context,
     }
+    extra = {"doc_span_index": tf.cast(window, tf.int32)}
+    if answer_start is not None:
+        # the answer's first and last context token: those whose span overlaps [answer_start, answer_end)
+        answer_start, answer_end = tf.cast(answer_start, tf.int64), tf.cast(answer_end, tf.int64)
+        rows, nrows = span_start.value_rowids(), span_start.nrows()
+        overlaps = ((span_start.flat_values < tf.gather(answer_end, rows))
+                    & (span_end.flat_values > tf.gather(answer_start, rows)))
+        token_index = tf.ragged.range(num_context).flat_values
+        big = tf.constant(np.iinfo(np.int64).max, tf.int64)
+        first = tf.math.unsorted_segment_min(tf.where(overlaps, token_index, big), rows, nrows)
+        last = tf.math.unsorted_segment_max(tf.where(overlaps, token_index, -1), rows, nrows)
+        found = tf.math.unsorted_segment_max(tf.cast(overlaps, tf.int32), rows, nrows) > 0
+        keep = found | (answer_start < 0)  # an answer that covers no token: the question is skipped
+        first, last, found, keep = (tf.gather(t, example) for t in (first, last, found, keep))
+        inside = found & (start <= first) & (last < start + length)
+        window_offset = offset[:, 0]
+        extra["start_positions"] = tf.cast(tf.where(inside, first - start + window_offset, 0), tf.int32)
+        extra["end_positions"] = tf.cast(tf.where(inside, last - start + window_offset, 0), tf.int32)
+        extra["keep"] = keep
+    return windows, extra
+
+
+def featurize_squad(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, is_training=False,
+                    examples_per_batch=256):
+    """`squad.featurize` run in tf.data with the export's in-graph tokenizer (`make_offset_encoder`,
+    `squad_windows`): the same list of `squad.SquadFeature`, windows in example order.
+
+    Args:
+      examples: list[squad.SquadExample].
+      tokenizer: an AlbertTokenizer.
+      max_seq_length, doc_stride, max_query_length, is_training: as in `squad.featurize` (training: start/end
+        positions from each example's first answer; questions whose answer covers no token are skipped).
+      examples_per_batch: questions featurized per tf.data element.
+    Returns:
+      list[squad.SquadFeature].
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tasks import squad  # pylint: disable=import-outside-toplevel
+
+    if max_seq_length < max_query_length + 4:
+        raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
+                         f"up to {max_query_length} tokens (need max_seq_length >= max_query_length + 4)")
+    if doc_stride < 1:
+        raise ValueError(f"doc_stride must be positive, got {doc_stride}")
+    if not examples:
+        return []
+    contexts = {}
+    context_index = np.asarray([contexts.setdefault(e.context, len(contexts)) for e in examples], np.int64)
+    answers = np.full([len(examples), 2], -1, np.int64)
+    if is_training:
+        for n, example in enumerate(examples):
+            if not example.is_impossible:
+                if not example.answers:
+                    raise ValueError(f"question {example.qas_id} has no answer to train on (and is not "
+                                     "is_impossible)")
+                text, start = example.answers[0]
+                answers[n] = start, start + len(text)
+    encoder = make_offset_encoder(tokenizer)
+    tables = {"question": tf.constant([e.question for e in examples]), "context": tf.constant(list(contexts)),
+              "context_index": tf.constant(context_index), "answers": tf.constant(answers)}
+
+    def featurize(index):
+        question = tf.gather(tables["question"], index)
+        context = tf.gather(tables["context"], tf.gather(tables["context_index"], index))
+        answer = tf.gather(tables["answers"], index) if is_training else None
+        windows, extra = _squad_windows(encoder, tokenizer, question, context, max_seq_length, doc_stride,
+                                        max_query_length, None if answer is None else answer[:, 0],
+                                        None if answer is None else answer[:, 1])
+        windows = dict(windows, **extra)
+        windows["example_index"] = tf.gather(index, windows["example_index"])
+        return windows
+
+    dataset = tf.data.Dataset.range(len(examples)).batch(examples_per_batch)
+    dataset = dataset.map(featurize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    features = []
+    for batch in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        spans = np.stack([batch["token_start"], batch["token_end"]], axis=-1).astype(np.int32)
+        for w in range(len(batch["example_index"])):
+            if is_training and not batch["keep"][w]:
+                continue
+            feature = squad.SquadFeature(
+                len(features), int(batch["example_index"][w]), int(batch["doc_span_index"][w]),
+                batch["input_word_ids"][w], batch["input_mask"][w], batch["input_type_ids"][w], spans[w],
+                batch["token_is_max_context"][w])
+            if is_training:
+                feature.start_position = int(batch["start_positions"][w])
+                feature.end_position = int(batch["end_positions"][w])
+                feature.is_impossible = feature.start_position == 0
+            features.append(feature)
+    return features
 
 
 def squad_answers(windows, start_logits, end_logits, context, num_examples, n_best=20, max_answer_length=30,
@@ -433,6 +547,8 @@ def race_inputs(tokenizer, article, question, options, seq_length, max_qa_length
     question, a space and the option; it keeps its last max_qa_length tokens and the article is cut to fit."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    if max_qa_length > seq_length - 3:
+        raise ValueError(f"max_qa_length {max_qa_length} leaves no room in max_seq_length {seq_length}")
     article, question, options = clean_utf8(article), clean_utf8(question), clean_utf8(options)
     batch = tf.size(question)
     check = tf.debugging.assert_equal(tf.stack([tf.size(article), tf.shape(options)[0]]), tf.stack([batch, batch]),
@@ -449,7 +565,7 @@ def race_inputs(tokenizer, article, question, options, seq_length, max_qa_length
     endings = tokenizer.tf_encode(tf.where(has_blank, filled, appended))
     endings = tf.ragged.boolean_mask(endings, tf.ragged.range(endings.row_lengths())
                                      >= endings.row_lengths()[:, tf.newaxis] - max_qa_length)
-    article_ids = tokenizer.tf_encode(article)
+    article_ids = tokenizer.in_graph.encode_prefix(article, seq_length - 3)  # at most L - 3 ids are kept
     article_ids = tf.gather(article_ids, tf.repeat(tf.range(tf.size(article)), NUM_CHOICES))
     keep = seq_length - 3 - endings.row_lengths()
     article_ids = tf.ragged.boolean_mask(article_ids, tf.ragged.range(article_ids.row_lengths()) < keep[:, None])

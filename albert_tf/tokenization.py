@@ -465,8 +465,11 @@ class AlbertTokenizer:
     @property
     def in_graph(self):
         """The tf.Module holding the in-graph tokenizer (SentencePiece resource + digit-comma table), built on
-        first use. Attach it to the tf.Module you export (e.g. `export_module.tokenizer = tok.in_graph`) so a
-        SavedModel tracks its resources."""
+        first use, and built again (when accessed eagerly) after `tf.random.set_seed` has deleted its SentencePiece
+        resource. Attach it to the tf.Module you export (e.g. `export_module.tokenizer = tok.in_graph`) so a
+        SavedModel tracks its resources; build tf.data pipelines and exports after seeding."""
+        if self._in_graph is not None and not self._in_graph.alive():
+            self._in_graph = None
         if self._in_graph is None:
             self._in_graph = _make_in_graph_tokenizer(self)
         return self._in_graph
@@ -551,6 +554,18 @@ def _make_in_graph_tokenizer(tokenizer):
             self.expansion = tf.RaggedTensor.from_row_lengths(
                 tf.constant(np.concatenate([np.asarray(r, np.int32) for r in rows]), tf.int32),
                 tf.constant([len(r) for r in rows], tf.int64))
+
+        def alive(self):
+            """False once TensorFlow has dropped the SentencePiece resource (checked when executing eagerly): TF
+            Text's is owned by the eager kernel that created it, and `tf.random.set_seed` (so
+            `keras.utils.set_random_seed`) clears the eager kernel cache, deleting it."""
+            if not tf.executing_eagerly():
+                return True
+            try:
+                self.sentencepiece.tokenize(tf.constant([""]))
+            except tf.errors.NotFoundError:
+                return False
+            return True
 
         def normalize(self, strings):
             text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")

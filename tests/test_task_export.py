@@ -117,6 +117,43 @@ def squad_features(tokenizer):
                            max_query_length=QUERY)
 
 
+def _squad_training_examples():
+    """Answerable (several windows, shared contexts, accents), unanswerable, and one whose answer is a space (it
+    covers no token: featurize skips the question)."""
+    examples = []
+    for n, (question, context) in enumerate(SQUAD_CASES):
+        words = context.split()
+        if words:
+            answer = words[len(words) // 2]
+            examples.append(squad.SquadExample(f"a{n}", question, context, ((answer, context.index(answer)),)))
+            examples.append(squad.SquadExample(f"b{n}", question + "?", context, ((words[-1], context.rindex(
+                words[-1])),)))
+        examples.append(squad.SquadExample(f"i{n}", question, context, (), is_impossible=True))
+    examples.append(squad.SquadExample("space", "Where?", CAFE, ((" ", CAFE.index(" ")),)))
+    return examples
+
+
+@pytest.mark.parametrize("is_training", [False, True])
+def test_featurize_squad_in_tf_data_equals_python(tokenizer, is_training):
+    examples = _squad_training_examples()
+    want = squad.featurize(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                           is_training=is_training)
+    got = task_export.featurize_squad(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE,
+                                      max_query_length=QUERY, is_training=is_training, examples_per_batch=3)
+    assert len(got) == len(want) and len(want) > len(examples)
+    if is_training:  # the space answer's question is skipped; some windows hold the answer, some do not
+        assert "space" not in {examples[f.example_index].qas_id for f in want}
+        assert {f.is_impossible for f in want} == {True, False}
+    for g, w in zip(got, want):
+        for name in ("unique_id", "example_index", "doc_span_index", "start_position", "end_position",
+                     "is_impossible"):
+            assert getattr(g, name) == getattr(w, name), name
+        for name in ("input_word_ids", "input_mask", "input_type_ids", "token_spans", "token_is_max_context"):
+            np.testing.assert_array_equal(getattr(g, name), getattr(w, name), err_msg=name)
+    with pytest.raises(ValueError, match="question q has no answer to train on"):
+        task_export.featurize_squad([squad.SquadExample("q", "What?", CAFE, ())], tokenizer, is_training=True)
+
+
 def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_features):
     """Featurization and post-processing alone (no model): random logits with ties and a peaked span."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -274,6 +311,27 @@ def test_in_graph_race_packing_equals_python(tokenizer):
                                      tf.constant([o for _, _, o in RACE_CASES]), SEQ, 24)
     for name, value in packed.items():
         np.testing.assert_array_equal(value.numpy(), arrays[name], err_msg=name)
+
+
+def test_race_training_dataset_equals_python_featurize(tokenizer):
+    """finetune's RACE input pipeline (tf.data, in-graph) == race.featurize on the examples in the order given."""
+    from albert_tf.training import finetune  # pylint: disable=import-outside-toplevel
+
+    examples = [race.RaceExample(f"e{n}", "high", a, q, tuple(o), n % 4) for n, (a, q, o) in enumerate(RACE_CASES)]
+    examples.append(race.RaceExample("shared", "middle", RACE_CASES[1][0], "Why?", ("x", "y", "z", "w"), 3))
+    order = np.asarray([3, 1, 0, 1, 2, 3], np.int64)
+    want = race.featurize([examples[i] for i in order], tokenizer, max_seq_length=SEQ, max_qa_length=24)
+    batches = list(finetune.race_dataset(examples, tokenizer, SEQ, 24, order, batch_size=2))
+    assert len(batches) == 3
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        np.testing.assert_array_equal(np.concatenate([x[name].numpy() for x, _ in batches]), want[name],
+                                      err_msg=name)
+    assert np.concatenate([y.numpy() for _, y in batches]).tolist() == want["labels"].tolist()
+    trimmed = list(finetune.race_dataset(examples, tokenizer, SEQ, 24, order[:2], 2, labels=False, length_bucket=8))
+    longest = int(want["input_mask"][:2].sum(-1).max())
+    assert trimmed[0]["input_word_ids"].shape == (2, 4, -(-longest // 8) * 8)
+    np.testing.assert_array_equal(trimmed[0]["input_word_ids"].numpy(),
+                                  want["input_word_ids"][:2, :, :trimmed[0]["input_word_ids"].shape[-1]])
 
 
 @pytest.mark.slow

@@ -318,6 +318,22 @@ def test_in_graph_tokenizer_survives_saved_model(hand_tokenizer, tmp_path):
     np.testing.assert_array_equal(got["input_word_ids"].numpy()[0], [2, 7, 8, 9, 10, 17, 3, 13, 16, 10, 3, 0])
 
 
+def test_in_graph_tokenizer_survives_tf_random_set_seed(tiny_tokenizer):
+    """TF Text's SentencePiece resource is owned by the eager kernel that made it; tf.random.set_seed (what
+    keras.utils.set_random_seed calls, as `finetune` does) clears the kernel cache and deletes it."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    want = [tiny_tokenizer.encode("the old river")]
+    assert tiny_tokenizer.tf_encode(tf.constant(["the old river"])).to_list() == want
+    tf.random.set_seed(1234)
+    assert tiny_tokenizer.tf_encode(tf.constant(["the old river"])).to_list() == want
+    dataset = tf.data.Dataset.from_tensor_slices(["the old river"]).batch(1).map(tiny_tokenizer.tf_encode)
+    tf.random.set_seed(1234)
+    _ = tiny_tokenizer.in_graph  # a pipeline built after seeding works (the module is rebuilt eagerly)
+    dataset = tf.data.Dataset.from_tensor_slices(["the old river"]).batch(1).map(tiny_tokenizer.tf_encode)
+    assert [b.to_list() for b in dataset] == [want]
+
+
 def test_python_path_does_not_import_tensorflow(tiny_spm_model):
     code = ("import sys; from albert_tf.tokenization import AlbertTokenizer; "
             f"t = AlbertTokenizer({tiny_spm_model!r}); t.encode('the river'); t.pack('a', 'b', seq_length=8); "

@@ -247,8 +247,7 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    # Build the in-graph tokenizer's resources eagerly: created inside the first dataset's function they would
-    # belong to that function and be gone for the next dataset.
+    # The in-graph tokenizer (re)built now, eagerly, not inside the map function's trace (AlbertTokenizer.in_graph).
     tokenizer.tf_pack(tf.constant(["."]), None if texts_b is None else tf.constant(["."]), seq_length)
     table_a = tf.constant(texts_a)
     table_b = None if texts_b is None else tf.constant(texts_b)
@@ -389,6 +388,39 @@ def array_dataset(features, labels, order, batch_size, length_bucket=0):
     return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
 
 
+def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_size, labels=True, length_bucket=0):
+    """A tf.data pipeline of RACE batches: the examples `order` names (int64 [N], N a multiple of batch_size),
+    featurized in-graph by `task_export.race_inputs` (the export's featurizer, equal to `race.featurize`).
+
+    Yields:
+      (features, labels int32 [b]) or features: int32 [b, 4, L] input_word_ids, input_mask, input_type_ids; L =
+      seq_length, or the batch's longest sequence rounded up to length_bucket.
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import task_export  # pylint: disable=import-outside-toplevel
+
+    _ = tokenizer.in_graph  # (re)built now, eagerly: not inside the map function's trace (see pack_dataset)
+    articles = {}  # each article once: questions of one file share it
+    article_index = np.asarray([articles.setdefault(e.article, len(articles)) for e in examples], np.int64)
+    tables = {"article": tf.constant(list(articles)), "article_index": tf.constant(article_index),
+              "question": tf.constant([e.question for e in examples]),
+              "options": tf.constant([list(e.options) for e in examples]),
+              "label": tf.constant([e.label for e in examples], tf.int32)}
+
+    def featurize(index):
+        article = tf.gather(tables["article"], tf.gather(tables["article_index"], index))
+        features = task_export.race_inputs(tokenizer, article, tf.gather(tables["question"], index),
+                                           tf.gather(tables["options"], index), seq_length, max_qa_length)
+        return (features, tf.gather(tables["label"], index)) if labels else features
+
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64))
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    dataset = dataset.map(featurize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
+
+
 class RaceTask:
     """RACE: four (article, question + option) sequences per question, one logit each (original layout)."""
 
@@ -400,15 +432,12 @@ class RaceTask:
         self.race = race
         self.train = race.read_examples(args.data_dir, "train")
         self.dev = {"dev": race.read_examples(args.data_dir, "dev")}
-        self._cache = {}
 
-    def _arrays(self, name, examples, tokenizer, plan):
-        if name not in self._cache:
-            arrays = self.race.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                         max_qa_length=self.max_qa_length(plan))
-            labels = arrays.pop("labels")
-            self._cache[name] = (arrays, labels)
-        return self._cache[name]
+    def _dataset(self, examples, tokenizer, plan, order, labels):
+        """Batches of `order`'s examples featurized in tf.data by the export's in-graph tokenizer
+        (`task_export.race_inputs`, equal to `race.featurize`)."""
+        return race_dataset(examples, tokenizer, plan.max_seq_length, self.max_qa_length(plan), order,
+                            plan.batch_size, labels=labels, length_bucket=plan.length_bucket)
 
     def build_model(self, encoder, plan):
         from albert_tf.modeling.tasks import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
@@ -421,16 +450,16 @@ class RaceTask:
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
     def sample_inputs(self, tokenizer, plan, n):
-        return {k: v[:n] for k, v in self._arrays("train", self.train, tokenizer, plan)[0].items()}
+        arrays = self.race.featurize(self.train[:n], tokenizer, max_seq_length=plan.max_seq_length,
+                                     max_qa_length=self.max_qa_length(plan))
+        return {k: v for k, v in arrays.items() if k != "labels"}
 
     def train_dataset(self, tokenizer, plan, order):
-        features, labels = self._arrays("train", self.train, tokenizer, plan)
-        return array_dataset(features, labels, order, plan.batch_size, plan.length_bucket)
+        return self._dataset(self.train, tokenizer, plan, order, labels=True)
 
     def evaluate(self, model, tokenizer, plan):
-        features, _ = self._arrays("dev", self.dev["dev"], tokenizer, plan)
-        logits = predict_in_order(model, lambda order: array_dataset(features, None, order, plan.batch_size,
-                                                                        plan.length_bucket),
+        logits = predict_in_order(model, lambda order: self._dataset(self.dev["dev"], tokenizer, plan, order,
+                                                                     labels=False),
                                   len(self.dev["dev"]), plan.batch_size)
         return {"dev": {k: float(v) for k, v in self.race.compute_metrics(logits, self.dev["dev"]).items()}}
 
@@ -470,9 +499,13 @@ class SquadTask:
         self._cache = {}
 
     def _features(self, name, examples, tokenizer, plan, is_training):
+        """The windows, featurized once per split in tf.data by the export's in-graph tokenizer
+        (`task_export.featurize_squad`, equal to `squad.featurize`), and their stacked arrays."""
+        from albert_tf import task_export  # pylint: disable=import-outside-toplevel
+
         if name not in self._cache:
-            features = self.squad.featurize(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                            is_training=is_training, **self.window_sizes(plan))
+            features = task_export.featurize_squad(examples, tokenizer, max_seq_length=plan.max_seq_length,
+                                                   is_training=is_training, **self.window_sizes(plan))
             self._cache[name] = (features, self.squad.features_to_arrays(features, is_training=is_training))
         return self._cache[name]
 
@@ -723,10 +756,12 @@ def run(args):  # noqa: C901  (one readable function on purpose)
     config, spm_model = read_init(args.init, args.spm_model)
     task = make_task(args)
     tokenizer = AlbertTokenizer(spm_model)
+    # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
+    # work, such as SQuAD's in-graph featurization below.
+    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
     plan = make_plan(args, len(task.train), config.max_position_embeddings)
     if isinstance(task, SquadTask):  # one training example per window: count them at the planned length
         plan = make_plan(args, task.num_train(tokenizer, plan), config.max_position_embeddings)
-    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
     replicas = strategy.num_replicas_in_sync
     if plan.batch_size % replicas:
         raise ValueError(f"--batch-size {plan.batch_size} is not divisible by the {replicas} replicas")
