@@ -279,8 +279,9 @@ def squad_training_windows(encoder, tokenizer, question, context, answer_start, 
 
 
 def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length,
-                   answer_start=None, answer_end=None):
-    """(squad_windows's dict, {doc_span_index [, start_positions, end_positions, keep]})."""
+                   answer_start=None, answer_end=None, context_rows=None):
+    """(squad_windows's dict, {doc_span_index [, start_positions, end_positions, keep]}). With context_rows
+    (int [B]), `context` holds each distinct context once and question b's is context[context_rows[b]]."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if seq_length < max_query_length + 4:
@@ -289,6 +290,8 @@ def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride
     query = encoder.tokenizer.encode(question)
     query = tf.ragged.boolean_mask(query, tf.ragged.range(query.row_lengths()) < max_query_length)
     context_ids, span_start, span_end = encoder.encode_with_offsets(context)
+    if context_rows is not None:  # each distinct context tokenized once
+        context_ids, span_start, span_end = (tf.gather(t, context_rows) for t in (context_ids, span_start, span_end))
     num_query, num_context = query.row_lengths(), context_ids.row_lengths()
     # windows: lengths of max_tokens every step = min(max_tokens, doc_stride) tokens (squad.doc_windows)
     max_tokens = seq_length - num_query - 3
@@ -402,17 +405,20 @@ def featurize_squad(examples, tokenizer, max_seq_length=384, doc_stride=128, max
 
     def featurize(index):
         question = tf.gather(tables["question"], index)
-        context = tf.gather(tables["context"], tf.gather(tables["context_index"], index))
+        distinct, rows = tf.unique(tf.gather(tables["context_index"], index))  # questions share paragraphs
+        context = tf.gather(tables["context"], distinct)
         answer = tf.gather(tables["answers"], index) if is_training else None
         windows, extra = _squad_windows(encoder, tokenizer, question, context, max_seq_length, doc_stride,
                                         max_query_length, None if answer is None else answer[:, 0],
-                                        None if answer is None else answer[:, 1])
+                                        None if answer is None else answer[:, 1], context_rows=rows)
         windows = dict(windows, **extra)
         windows["example_index"] = tf.gather(index, windows["example_index"])
         return windows
 
     dataset = tf.data.Dataset.range(len(examples)).batch(examples_per_batch)
-    dataset = dataset.map(featurize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # no AutoGraph: the featurizers use tf.cond where they branch; converting them only costs tracing time
+    dataset = dataset.map(tf.autograph.experimental.do_not_convert(featurize), num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
     features = []
     for batch in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
         spans = np.stack([batch["token_start"], batch["token_end"]], axis=-1).astype(np.int32)
