@@ -39,7 +39,6 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 # SentencePiece sees per word, so a request or corpus line that is one huge whitespace-free run (base64, minified
 # code) costs work bounded by MAX_WORD_CHARS per word; no word of the Python documentation is longer than 200.
 MAX_WORD_CHARS = 256
-_LONG_WORD = re.compile(f"[^ ]{{{MAX_WORD_CHARS + 1},}}")
 
 
 def normalize(text, lower_case=True):
@@ -53,7 +52,7 @@ def normalize(text, lower_case=True):
       MAX_WORD_CHARS characters, ``/'' replaced by ", NFKD decomposition with combining marks
       (unicodedata.combining != 0) removed, lowercased unless cased.
     """
-    text = _cap_words(" ".join(text.split()))
+    text = _join_words(text)
     text = text.replace("``", '"').replace("''", '"')
     if not text.isascii():  # ASCII has no decompositions and no combining marks
         text = unicodedata.normalize("NFKD", text)
@@ -63,11 +62,12 @@ def normalize(text, lower_case=True):
     return text
 
 
-def _cap_words(text):
-    """Words of a space-separated str cut to their first MAX_WORD_CHARS characters."""
-    if len(text) <= MAX_WORD_CHARS:
-        return text
-    return _LONG_WORD.sub(lambda m: m.group()[:MAX_WORD_CHARS], text)
+def _join_words(text):
+    """The words of `text` (str.split()), each cut to its first MAX_WORD_CHARS characters, joined by one space."""
+    words = text.split()
+    if len(text) > MAX_WORD_CHARS and max(map(len, words), default=0) > MAX_WORD_CHARS:
+        words = [w[:MAX_WORD_CHARS] for w in words]
+    return " ".join(words)
 
 
 def normalize_with_offsets(text, lower_case=True):
@@ -83,7 +83,7 @@ def normalize_with_offsets(text, lower_case=True):
       the '"' that replaced `` or '' spans both).
     """
     # Whitespace runs -> one space, standing for the run's first character; none at either end; words capped.
-    normalized = _cap_words(" ".join(text.split()))
+    normalized = _join_words(text)
     is_space = np.isin(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32), _whitespace_codepoints())
     keep = ~is_space
     keep[1:] |= is_space[1:] & ~is_space[:-1]
