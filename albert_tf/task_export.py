@@ -284,9 +284,9 @@ def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride
     (int [B]), `context` holds each distinct context once and question b's is context[context_rows[b]]."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    if seq_length < max_query_length + 4:
-        raise ValueError(f"max_seq_length {seq_length} leaves no room for the context after a question of up to "
-                         f"{max_query_length} tokens (need max_seq_length >= max_query_length + 4)")
+    from albert_tf.tasks import squad  # pylint: disable=import-outside-toplevel
+
+    squad.check_window_sizes(seq_length, doc_stride, max_query_length)
     query = encoder.tokenizer.encode(question)
     query = tf.ragged.boolean_mask(query, tf.ragged.range(query.row_lengths()) < max_query_length)
     context_ids, span_start, span_end = encoder.encode_with_offsets(context)
@@ -381,11 +381,7 @@ def featurize_squad(examples, tokenizer, max_seq_length=384, doc_stride=128, max
 
     from albert_tf.tasks import squad  # pylint: disable=import-outside-toplevel
 
-    if max_seq_length < max_query_length + 4:
-        raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
-                         f"up to {max_query_length} tokens (need max_seq_length >= max_query_length + 4)")
-    if doc_stride < 1:
-        raise ValueError(f"doc_stride must be positive, got {doc_stride}")
+    squad.check_window_sizes(max_seq_length, doc_stride, max_query_length)
     if not examples:
         return []
     contexts = {}
@@ -394,11 +390,7 @@ def featurize_squad(examples, tokenizer, max_seq_length=384, doc_stride=128, max
     if is_training:
         for n, example in enumerate(examples):
             if not example.is_impossible:
-                if not example.answers:
-                    raise ValueError(f"question {example.qas_id} has no answer to train on (and is not "
-                                     "is_impossible)")
-                text, start = example.answers[0]
-                answers[n] = start, start + len(text)
+                answers[n] = squad.training_answer_span(example)
     encoder = make_offset_encoder(tokenizer)
     tables = {"question": tf.constant([e.question for e in examples]), "context": tf.constant(list(contexts)),
               "context_index": tf.constant(context_index), "answers": tf.constant(answers)}
@@ -553,8 +545,9 @@ def race_inputs(tokenizer, article, question, options, seq_length, max_qa_length
     question, a space and the option; it keeps its last max_qa_length tokens and the article is cut to fit."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    if max_qa_length > seq_length - 3:
-        raise ValueError(f"max_qa_length {max_qa_length} leaves no room in max_seq_length {seq_length}")
+    from albert_tf.tasks import race  # pylint: disable=import-outside-toplevel
+
+    race.check_qa_length(max_qa_length, seq_length)
     article, question, options = clean_utf8(article), clean_utf8(question), clean_utf8(options)
     batch = tf.size(question)
     check = tf.debugging.assert_equal(tf.stack([tf.size(article), tf.shape(options)[0]]), tf.stack([batch, batch]),

@@ -143,6 +143,12 @@ def read_examples(data_dir, split, levels=LEVELS):
     return examples
 
 
+def check_qa_length(max_qa_length, max_seq_length):
+    """ValueError unless [CLS] article [SEP] ending [SEP] leaves the article room after max_qa_length tokens."""
+    if max_qa_length > max_seq_length - 3:
+        raise ValueError(f"max_qa_length {max_qa_length} leaves no room in max_seq_length {max_seq_length}")
+
+
 def featurize(examples, tokenizer, max_seq_length=512, max_qa_length=128):
     """The model inputs for multiple choice, laid out as the original ALBERT RACE code does.
 
@@ -157,8 +163,7 @@ def featurize(examples, tokenizer, max_seq_length=512, max_qa_length=128):
     Returns:
       dict of int32 arrays: input_word_ids, input_mask, input_type_ids [N, 4, L]; labels [N].
     """
-    if max_qa_length > max_seq_length - 3:
-        raise ValueError(f"max_qa_length {max_qa_length} leaves no room in max_seq_length {max_seq_length}")
+    check_qa_length(max_qa_length, max_seq_length)
     shape = [len(examples), NUM_CHOICES, max_seq_length]
     words, mask, types = (np.zeros(shape, np.int32) for _ in range(3))
     article, article_ids = None, None

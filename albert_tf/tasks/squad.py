@@ -178,6 +178,24 @@ def _answer_tokens(spans, answer_start, answer_end):
     return (int(overlapping[0]), int(overlapping[-1])) if overlapping.size else None
 
 
+def check_window_sizes(max_seq_length, doc_stride, max_query_length):
+    """ValueError unless a window has room for the context after the question and doc_stride is positive."""
+    if max_seq_length < max_query_length + 4:
+        raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
+                         f"up to {max_query_length} tokens (need max_seq_length >= max_query_length + 4)")
+    if doc_stride < 1:
+        raise ValueError(f"doc_stride must be positive, got {doc_stride}")
+
+
+def training_answer_span(example):
+    """(start, end): the character span in the context of an answerable example's first answer, which training
+    targets. ValueError for an example with no answer that is not is_impossible."""
+    if not example.answers:
+        raise ValueError(f"question {example.qas_id} has no answer to train on (and is not is_impossible)")
+    text, start = example.answers[0]
+    return start, start + len(text)
+
+
 def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, is_training=False):
     """Turns examples into model windows, as the original BERT/ALBERT SQuAD code does, with character offsets.
 
@@ -195,11 +213,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
     Returns:
       list[SquadFeature], windows in example order.
     """
-    if max_seq_length < max_query_length + 4:
-        raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a question of "
-                         f"up to {max_query_length} tokens (need max_seq_length >= max_query_length + 4)")
-    if doc_stride < 1:
-        raise ValueError(f"doc_stride must be positive, got {doc_stride}")
+    check_window_sizes(max_seq_length, doc_stride, max_query_length)
     features = []
     context, context_ids, context_spans = None, None, None
     for example_index, example in enumerate(examples):
@@ -210,10 +224,7 @@ def featurize(examples, tokenizer, max_seq_length=384, doc_stride=128, max_query
         query_ids = tokenizer.encode(example.question)[:max_query_length]
         answer = None
         if is_training and not example.is_impossible:
-            if not example.answers:
-                raise ValueError(f"question {example.qas_id} has no answer to train on (and is not is_impossible)")
-            text, start = example.answers[0]
-            answer = _answer_tokens(context_spans, start, start + len(text))
+            answer = _answer_tokens(context_spans, *training_answer_span(example))
             if answer is None:
                 continue
         windows = doc_windows(len(context_ids), max_seq_length - len(query_ids) - 3, doc_stride)

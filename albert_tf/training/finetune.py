@@ -230,6 +230,21 @@ def _with_trimmed_padding(dataset, length_bucket):
     return dataset.map(trim)
 
 
+def _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket):
+    """The examples `order` names (int64 [N], N a multiple of batch_size), batched, each batch of indices
+    featurized in-graph by `featurize` (with `tokenizer`'s in-graph module), then trimmed (`_with_trimmed_padding`)
+    and prefetched."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    _ = tokenizer.in_graph  # (re)built now, eagerly, not inside the map function's trace (AlbertTokenizer.in_graph)
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64))
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    # no AutoGraph: the featurizers use tf.cond where they branch; converting them only costs tracing time
+    dataset = dataset.map(tf.autograph.experimental.do_not_convert(featurize), num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=True)
+    return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
+
+
 def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_size, choices=None,
                  length_bucket=0):
     """A tf.data pipeline of packed batches: the examples `order` names (int64 [N]), in that order, batched, then
@@ -247,8 +262,6 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    # The in-graph tokenizer (re)built now, eagerly, not inside the map function's trace (AlbertTokenizer.in_graph).
-    tokenizer.tf_pack(tf.constant(["."]), None if texts_b is None else tf.constant(["."]), seq_length)
     table_a = tf.constant(texts_a)
     table_b = None if texts_b is None else tf.constant(texts_b)
     table_labels = None if labels is None else tf.constant(labels)
@@ -263,12 +276,7 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
             features = {k: tf.reshape(v, [-1, choices, seq_length]) for k, v in features.items()}
         return features if table_labels is None else (features, tf.gather(table_labels, index))
 
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64))
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    # no AutoGraph: the featurizers use tf.cond where they branch; converting them only costs tracing time
-    dataset = dataset.map(tf.autograph.experimental.do_not_convert(featurize), num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
-    return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
+    return _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
 
 
 def train_order(seed, initial_epoch, plan, num_examples):
@@ -403,7 +411,6 @@ def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_si
 
     from albert_tf import task_export  # pylint: disable=import-outside-toplevel
 
-    _ = tokenizer.in_graph  # (re)built now, eagerly: not inside the map function's trace (see pack_dataset)
     articles = {}  # each article once: questions of one file share it
     article_index = np.asarray([articles.setdefault(e.article, len(articles)) for e in examples], np.int64)
     tables = {"article": tf.constant(list(articles)), "article_index": tf.constant(article_index),
@@ -417,12 +424,7 @@ def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_si
                                            tf.gather(tables["options"], index), seq_length, max_qa_length)
         return (features, tf.gather(tables["label"], index)) if labels else features
 
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64))
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    # no AutoGraph: the featurizers use tf.cond where they branch; converting them only costs tracing time
-    dataset = dataset.map(tf.autograph.experimental.do_not_convert(featurize), num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
-    return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
+    return _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
 
 
 class RaceTask:
