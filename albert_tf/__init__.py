@@ -27,11 +27,11 @@ _LAZY = {
     "AlbertConfig": "albert_tf.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
-    "AlbertTokenizer": "albert_tf.tokenization",
-    "load_encoder": "albert_tf.export",
-    "AlbertClassifier": "albert_tf.modeling.tasks",
-    "AlbertSpanQA": "albert_tf.modeling.tasks",
-    "AlbertMultipleChoice": "albert_tf.modeling.tasks",
+    "AlbertTokenizer": "albert_tf.text",
+    "load_encoder": "albert_tf.serving.encoder",
+    "AlbertClassifier": "albert_tf.modeling.classifier",
+    "AlbertSpanQA": "albert_tf.modeling.span_qa",
+    "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
 }
 
 

@@ -14,9 +14,9 @@ SUBCOMMANDS = {
     "create-data": ("albert_tf.data.create_pretraining_data", "turn raw text into pretraining TFRecords"),
     "pretrain": ("albert_tf.training.pretrain", "pretrain with LAMB (TPU, GPUs, multi-worker or CPU)"),
     "finetune": ("albert_tf.training.finetune", "fine-tune on GLUE, SQuAD or RACE with model.fit"),
-    "convert": ("albert_tf.checkpoints", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
+    "convert": ("albert_tf.checkpoints.convert", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
-    "export": ("albert_tf.export", "write a SavedModel for TF Serving that takes raw text"),
+    "export": ("albert_tf.serving.encoder", "write a SavedModel for TF Serving that takes raw text"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
 

@@ -8,6 +8,12 @@ import dataclasses
 import json
 import os
 
+from albert_tf import io
+
+#: The config's file name inside a pretrained-model directory, a pretraining --model-dir and an export's
+#: assets.extra/ (the original's name).
+CONFIG_FILE = "albert_config.json"
+
 # Keys present in the released albert_config.json files that the model does not use.
 _IGNORED_RELEASED_KEYS = frozenset(
     {"down_scale_factor", "net_structure_type", "gap_size", "num_memory_blocks", "layers_to_keep"}
@@ -143,9 +149,9 @@ class AlbertConfig:
     def from_json_file(cls, path):
         """Reads an albert_config.json (local path or any tf.io.gfile URL such as gs://)."""
         path = os.fspath(path)
-        if not _exists(path):
+        if not io.exists(path):
             raise FileNotFoundError(f"{path}: no such config file")
-        text = _read_text(path)
+        text = io.read_text(path)
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
@@ -175,36 +181,7 @@ class AlbertConfig:
 
     def to_json_file(self, path):
         """Writes albert_config.json atomically (temp name, then rename)."""
-        from albert_tf.utils import atomic_write_text  # pylint: disable=import-outside-toplevel
-
-        atomic_write_text(os.fspath(path), self.to_json_string())
-
-
-# Local paths are read with the standard library, so that the light tools (`albert-tf plan`) load configs without
-# importing TensorFlow; URLs (gs://, ...) go through tf.io.gfile.
-def _gfile(path):
-    """tf.io.gfile for a URL such as gs://..., None for a local path."""
-    if "://" not in path:
-        return None
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    return tf.io.gfile
-
-
-def _exists(path):
-    gfile = _gfile(path)
-    return gfile.exists(path) if gfile else os.path.exists(path)
-
-
-def _isdir(path):
-    gfile = _gfile(path)
-    return gfile.isdir(path) if gfile else os.path.isdir(path)
-
-
-def _read_text(path):
-    gfile = _gfile(path)
-    with (gfile.GFile(path, "r") if gfile else open(path, encoding="utf-8")) as f:
-        return f.read()
+        io.atomic_write_text(os.fspath(path), self.to_json_string())
 
 
 def load_config(config):
@@ -214,10 +191,26 @@ def load_config(config):
     if isinstance(config, dict):
         return AlbertConfig.from_dict(config)
     config = os.fspath(config)
-    if _isdir(config):
-        from albert_tf.pretrained import CONFIG_FILE  # pylint: disable=import-outside-toplevel  (no TF import)
-
-        return AlbertConfig.from_json_file(os.path.join(config, CONFIG_FILE))
+    if io.isdir(config):
+        return read_config(config)
     if config.endswith(".json") or "/" in config:
         return AlbertConfig.from_json_file(config)
     return AlbertConfig.from_preset(config)
+
+
+def config_path(directory):
+    """DIR/albert_config.json."""
+    return os.path.join(os.fspath(directory), CONFIG_FILE)
+
+
+def read_config(directory):
+    """The AlbertConfig of a directory holding albert_config.json (a pretrained-model directory, a pretraining
+    --model-dir); a clear error when the directory or its config is missing. No TensorFlow import for local paths."""
+    directory = os.fspath(directory)
+    if not io.isdir(directory):
+        raise FileNotFoundError(f"{directory}: no such pretrained-model directory")
+    path = config_path(directory)
+    if not io.exists(path):
+        raise FileNotFoundError(f"{directory}: not a pretrained-model directory (no {CONFIG_FILE}; one is written "
+                                "by `albert-tf convert` and `albert-tf pretrain`)")
+    return AlbertConfig.from_json_file(path)

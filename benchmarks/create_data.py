@@ -67,7 +67,7 @@ def write_corpus(files, path, max_bytes):
 # the whole process, all threads, and wall time), printing `work_cpu_s=... work_wall_s=...` as its last line.
 _OURS = """
 import sys, time
-import tensorflow, albert_tf.tokenization
+import tensorflow, albert_tf.text
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
 corpus, model, out, seq = sys.argv[1:5]
 cpu, wall = time.process_time(), time.time()
@@ -112,7 +112,7 @@ def distribution(paths, seq, predictions=20):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.data.features import feature_spec  # pylint: disable=import-outside-toplevel
-    from albert_tf.tokenization import MASK_ID  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import MASK_ID  # pylint: disable=import-outside-toplevel
 
     raw = [r.numpy() for p in paths for r in tf.data.TFRecordDataset(p)]
     e = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(raw), feature_spec(seq, predictions)).items()}

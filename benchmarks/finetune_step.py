@@ -101,7 +101,7 @@ def _text_batches(args, path):
     Returns the mean packed length and the mean longest-per-batch length rounded up to --length-bucket."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     lines = _sentences(args.text)
     need = args.steps * args.batch_size
@@ -147,7 +147,7 @@ def _worker_ours(args):
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.tasks import AlbertClassifier  # pylint: disable=import-outside-toplevel
+    from albert_tf import AlbertClassifier  # pylint: disable=import-outside-toplevel
     from albert_tf.training import finetune  # pylint: disable=import-outside-toplevel
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")

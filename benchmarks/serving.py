@@ -201,11 +201,11 @@ def prepare(args, workdir):
     """Vocabulary, random pretrained-model directory and its export under workdir; returns
     (export path, spm path, model config path, export bytes)."""
     sys.path.insert(0, ts.REPO)
-    from albert_tf import export  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder import export_encoder  # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     corpus = os.path.join(workdir, "corpus.txt")
     with open(corpus, "w", encoding="utf-8") as f:
@@ -222,7 +222,7 @@ def prepare(args, workdir):
     model_dir = os.path.join(workdir, "model")
     if not os.path.exists(model_dir):
         AlbertPretrainer(AlbertConfig.from_dict(config)).save_pretrained(model_dir, spm_model=spm)
-    path = export.export_encoder(model_dir, os.path.join(workdir, "export"), version=1, seq_length=args.seq_length,
+    path = export_encoder(model_dir, os.path.join(workdir, "export"), version=1, seq_length=args.seq_length,
                                  overwrite=True, warmup=False)
     size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names)
     return path, spm, model_config, size

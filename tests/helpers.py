@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
 _WORDS = (
     "the of and to in is was for on that with as by at from his her they which this be are were an had has "

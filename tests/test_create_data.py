@@ -13,8 +13,8 @@ from albert_tf import cli
 from albert_tf.data import instances
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
 from albert_tf.data.features import feature_spec
-from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.text import AlbertTokenizer
 
 SEQ, PRED = 64, 10
 

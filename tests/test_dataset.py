@@ -11,7 +11,7 @@ import tensorflow as tf
 from albert_tf.data.create_pretraining_data import create_pretraining_data
 from albert_tf.data.dataset import pretraining_dataset
 from albert_tf.data.instances import InstanceOptions
-from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
 SEQ, PRED, VOCAB = 32, 5, 500
 

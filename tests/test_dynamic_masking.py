@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data.dynamic_masking import RANDOM_ID_START, mask_records, masking_budget, select_ngram_spans
-from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
 VOCAB = 1000
 

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf import export
+from albert_tf.serving.encoder import export_encoder
+from albert_tf.serving.saved_model import WARMUP_FILE
+from albert_tf.serving.signatures import OUTPUT_NAMES
 from albert_tf.cli import main as cli_main
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.pretrainer import AlbertPretrainer
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text import AlbertTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,5 ====== 0xffffffff",
@@ -35,7 +37,7 @@ def model_dirs(tmp_path_factory, tiny_spm_model):
 @pytest.fixture(scope="module")
 def exported(model_dirs, tmp_path_factory):
     base = tmp_path_factory.mktemp("export") / "base"
-    paths = {name: export.export_encoder(d, str(base / name), seq_length=32, warmup=False,
+    paths = {name: export_encoder(d, str(base / name), seq_length=32, warmup=False,
                                          lower_case=name == "uncased") for name, d in model_dirs.items()}
     return paths
 
@@ -128,7 +130,7 @@ def test_converted_release_serves_like_keras_model(tmp_path, tiny_spm_model):
     converted = str(tmp_path / "converted")
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--config", config, "--spm-model",
                      tiny_spm_model, "--output", converted]) == 0
-    path = export.export_encoder(converted, str(tmp_path / "base"), seq_length=32, warmup=False)
+    path = export_encoder(converted, str(tmp_path / "base"), seq_length=32, warmup=False)
     texts_b = list(reversed(TEXTS))
     requests = {"tf1": ("tf1", TEXTS, None), "tf1_pair": ("tf1", TEXTS, texts_b), "tf2": ("tf2", TEXTS, None)}
     served = serve_in_fresh_process(path, requests, tmp_path)
@@ -191,7 +193,7 @@ def test_saved_model_cli_run_answers_a_string_request(model_dirs, exported, tmp_
                                  "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs", exprs,
                                  "--outdir", str(out), "--overwrite"], capture_output=True, text=True, check=False)
         assert result.returncode == 0, result.stderr[-3000:]
-        served = {k: np.load(out / f"{k}.npy") for k in export.OUTPUT_NAMES}
+        served = {k: np.load(out / f"{k}.npy") for k in OUTPUT_NAMES}
         assert_served_equals_keras(served, model_dirs["uncased"], True, ["The river runs."], texts_b)
 
 
@@ -231,9 +233,9 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
 
     monkeypatch.setattr(tf.saved_model, "save", fail)
     with pytest.raises(RuntimeError, match="disk full"):
-        export.export_encoder(model_dirs["uncased"], str(base), version=3, warmup=False)
+        export_encoder(model_dirs["uncased"], str(base), version=3, warmup=False)
     with pytest.raises(RuntimeError, match="disk full"):
-        export.export_encoder(model_dirs["uncased"], str(base), version=1, overwrite=True, warmup=False)
+        export_encoder(model_dirs["uncased"], str(base), version=1, overwrite=True, warmup=False)
     assert sorted(os.listdir(base)) == ["1", "2"]  # no BASE/3, no temp left, version 1 kept
 
 
@@ -267,8 +269,8 @@ def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path
     prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    path = export.export_encoder(model_dirs["uncased"], str(tmp_path / "base"), seq_length=16)
-    records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", export.WARMUP_FILE)).as_numpy_iterator())
+    path = export_encoder(model_dirs["uncased"], str(tmp_path / "base"), seq_length=16)
+    records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE)).as_numpy_iterator())
     seen = []
     for record in records:
         request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request

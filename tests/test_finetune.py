@@ -12,7 +12,7 @@ import pytest
 import finetune_helpers as fh
 from albert_tf import cli
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.modeling.tasks import AlbertClassifier
+from albert_tf import AlbertClassifier
 from albert_tf.training import finetune
 
 
@@ -180,8 +180,9 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
 def test_sigkill_after_an_epoch_then_resume_equals_uninterrupted(tmp_path, random_init):
     data = fh.write_sst2(str(tmp_path / "sst2"), 96, 32)
     fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "whole"))
-    killed = fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed") +
-                        ["--debug-kill-after-epoch", 1], check=False)
+    # killed from the outside once epoch 1's checkpoint is recorded
+    killed = fh.run_cli_killed_when("finetune", _finetune_args(data, random_init, tmp_path / "killed"),
+                                    tmp_path / "killed" / "checkpoints" / "checkpoint")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "killed" / "eval_results.json").exists()
     resumed = fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed"))

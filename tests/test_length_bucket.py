@@ -7,8 +7,9 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import trim_padding
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.modeling.tasks import AlbertClassifier, AlbertMultipleChoice
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf import AlbertClassifier, AlbertMultipleChoice
+from albert_tf.text import AlbertTokenizer
+from albert_tf.tasks.pipelines import pack_dataset
 from albert_tf.training import finetune
 from helpers import SMALL
 
@@ -58,7 +59,7 @@ def test_pack_dataset_pads_to_the_bucket_and_keeps_the_ids(tiny_spm_model):
     texts = np.array(["the river runs", "a long sentence " * 8, "hi", "x"], dtype=object).astype(str)
     labels = np.array([0, 1, 0, 1], np.int32)
     order = np.array([2, 3, 0, 1], np.int64)  # batch 1: two short texts; batch 2: one long
-    batches = list(finetune.pack_dataset(tokenizer, 64, texts, None, labels, order, 2, length_bucket=16))
+    batches = list(pack_dataset(tokenizer, 64, texts, None, labels, order, 2, length_bucket=16))
     full = tokenizer.pack(list(texts[order]), None, seq_length=64)
     lengths = full["input_mask"].sum(-1)
     for i, (features, batch_labels) in enumerate(batches):
@@ -68,7 +69,7 @@ def test_pack_dataset_pads_to_the_bucket_and_keeps_the_ids(tiny_spm_model):
                                                                                               :want])
         np.testing.assert_array_equal(batch_labels.numpy(), labels[order[2 * i:2 * i + 2]])
     assert batches[0][0]["input_word_ids"].shape[1] < batches[1][0]["input_word_ids"].shape[1]
-    fixed = list(finetune.pack_dataset(tokenizer, 64, texts, None, labels, order, 2))
+    fixed = list(pack_dataset(tokenizer, 64, texts, None, labels, order, 2))
     assert all(f["input_word_ids"].shape == (2, 64) for f, _ in fixed)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data import masking
-from albert_tf.tokenization import CLS_ID, MASK_ID, SEP_ID
+from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
 VOCAB = 1000
 
@@ -223,7 +223,7 @@ def test_distribution_matches_reference():
 
 
 def test_special_ids_agree_with_the_record_format():
-    from albert_tf import tokenization  # pylint: disable=import-outside-toplevel
+    from albert_tf import text as tokenization  # pylint: disable=import-outside-toplevel
     from albert_tf.data import dynamic_masking  # pylint: disable=import-outside-toplevel
 
     ids = (tokenization.PAD_ID, tokenization.CLS_ID, tokenization.SEP_ID, tokenization.MASK_ID)

@@ -1,4 +1,4 @@
-"""albert_tf.pretrained: the pretrained-model directory's layout, restore errors, atomic saves, vocabulary checks."""
+"""albert_tf.checkpoints.pretrained: the pretrained-model directory's layout, restore errors, atomic saves, vocabulary checks."""
 import os
 
 import numpy as np

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from albert_tf.tasks import race
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text import AlbertTokenizer
 
 MIDDLE = {
     "id": "middle12.txt",

@@ -8,7 +8,7 @@ import pytest
 
 import helpers
 from albert_tf.tasks import squad
-from albert_tf.tokenization import AlbertTokenizer, normalize
+from albert_tf.text import AlbertTokenizer, normalize
 
 CAFE = "In the old town, the Café naïve stood by the river. It was built in 1999, before the city grew."
 

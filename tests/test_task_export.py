@@ -10,9 +10,15 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf import task_export
+from albert_tf.serving.saved_model import TASK_CONFIG_ASSET
+from albert_tf.tasks.race.export import export_race
+from albert_tf.tasks.race.finetune import race_dataset
+from albert_tf.tasks.race.in_graph import race_inputs
+from albert_tf.tasks.squad.export import export_squad
+from albert_tf.tasks.squad.in_graph import featurize_squad, squad_answers, squad_windows
+from albert_tf.text import in_graph
 from albert_tf.tasks import race, squad
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text import AlbertTokenizer
 
 SEQ, STRIDE, QUERY = 64, 16, 16   # tiny windows: the long context needs several
 CAFE = "In the old town, the Café naïve stood by the river. It was built in 1999, before the city grew."
@@ -55,11 +61,11 @@ def test_in_graph_encode_with_offsets_equals_python(tiny_spm_model, vocabulary, 
         spm_model = helpers.add_spm_pieces(tiny_spm_model, RICH_PIECES, str(tmp_path / "rich.model"))
     tokenizer = AlbertTokenizer(spm_model, lower_case=vocabulary != "cased")
     if vocabulary == "rich":  # the rich vocabulary does exercise both
-        assert len(tokenizer._digit_comma_ids) == 5  # pylint: disable=protected-access
+        assert len(tokenizer.digit_comma_ids) == 5
         assert [tokenizer.id_to_piece(i) for i in tokenizer.encode("======")] == ["\u2581", "==", "===="]
     texts = helpers.EQUALITY_TEXTS + [c for _, c in SQUAD_CASES] + [
         "x ,3.0, ''``'''", " ¨ a\u0301\u0301 ﬁ,", "a ====== b ==== x5, 7,5, 42,42, =======, 1999,"]
-    encoder = task_export.make_offset_encoder(tokenizer)
+    encoder = in_graph.make_offset_encoder(tokenizer)
     ids, starts, ends = encoder.encode_with_offsets(tf.constant(texts))
     for row, text in enumerate(texts):
         want_ids, want_spans = tokenizer.encode_with_offsets(text)
@@ -138,7 +144,7 @@ def test_featurize_squad_in_tf_data_equals_python(tokenizer, is_training):
     examples = _squad_training_examples()
     want = squad.featurize(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
                            is_training=is_training)
-    got = task_export.featurize_squad(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE,
+    got = featurize_squad(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE,
                                       max_query_length=QUERY, is_training=is_training, examples_per_batch=3)
     assert len(got) == len(want) and len(want) > len(examples)
     if is_training:  # the space answer's question is skipped; some windows hold the answer, some do not
@@ -151,16 +157,16 @@ def test_featurize_squad_in_tf_data_equals_python(tokenizer, is_training):
         for name in ("input_word_ids", "input_mask", "input_type_ids", "token_spans", "token_is_max_context"):
             np.testing.assert_array_equal(getattr(g, name), getattr(w, name), err_msg=name)
     with pytest.raises(ValueError, match="question q has no answer to train on"):
-        task_export.featurize_squad([squad.SquadExample("q", "What?", CAFE, ())], tokenizer, is_training=True)
+        featurize_squad([squad.SquadExample("q", "What?", CAFE, ())], tokenizer, is_training=True)
 
 
 def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_features):
     """Featurization and post-processing alone (no model): random logits with ties and a peaked span."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    encoder = task_export.make_offset_encoder(tokenizer)
+    encoder = in_graph.make_offset_encoder(tokenizer)
     question, context = tf.constant([q for q, _ in SQUAD_CASES]), tf.constant([c for _, c in SQUAD_CASES])
-    windows = task_export.squad_windows(encoder, tokenizer, question, context, SEQ, STRIDE, QUERY)
+    windows = squad_windows(encoder, tokenizer, question, context, SEQ, STRIDE, QUERY)
     _check_windows({k: v.numpy() for k, v in windows.items()}, squad_features)
     rng = np.random.default_rng(0)
     shape = windows["input_word_ids"].shape
@@ -172,7 +178,7 @@ def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_featur
         start_logits[:, 0] += trial - 2  # "no answer" more or less likely
         for v2, threshold in ((False, 0.0), (True, 0.0), (True, 1.5)):
             want = _squad_python(tokenizer, start_logits, end_logits, squad_features, v2, threshold)
-            got = task_export.squad_answers(windows, tf.constant(start_logits), tf.constant(end_logits), context,
+            got = squad_answers(windows, tf.constant(start_logits), tf.constant(end_logits), context,
                                             tf.size(context), version_2_with_negative=v2,
                                             null_score_diff_threshold=threshold)
             answers = _check_answers({k: v.numpy() for k, v in got.items()}, want, v2)
@@ -185,7 +191,7 @@ def squad_export(tokenizer, squad_features, tmp_path_factory):
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.tasks import AlbertSpanQA  # pylint: disable=import-outside-toplevel
+    from albert_tf import AlbertSpanQA  # pylint: disable=import-outside-toplevel
 
     keras.utils.set_random_seed(7)
     model = AlbertSpanQA(AlbertEncoder(_config(tokenizer), dropout=False), version_2_with_negative=True)
@@ -195,7 +201,7 @@ def squad_export(tokenizer, squad_features, tmp_path_factory):
                                  0.0).null_score_diff.values())
     finite = [d for d in diffs if np.isfinite(d)]
     threshold = float((finite[len(finite) // 2 - 1] + finite[len(finite) // 2]) / 2)
-    path = task_export.export_squad(model, tokenizer, str(tmp_path_factory.mktemp("squad") / "v2"), SEQ, STRIDE,
+    path = export_squad(model, tokenizer, str(tmp_path_factory.mktemp("squad") / "v2"), SEQ, STRIDE,
                                     QUERY, version_2_with_negative=True, null_score_diff_threshold=threshold)
     return logits, threshold, path
 
@@ -244,7 +250,7 @@ def test_squad_export_answers_as_keras_and_python_in_a_fresh_process(squad_expor
     ops = helpers.op_types(path)
     assert "SentencepieceTokenizeOp" in ops
     assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
-    with open(os.path.join(path, "assets.extra", task_export.TASK_CONFIG_ASSET), encoding="utf-8") as f:
+    with open(os.path.join(path, "assets.extra", TASK_CONFIG_ASSET), encoding="utf-8") as f:
         config = json.load(f)
     assert (config["doc_stride"], config["max_query_length"], config["max_seq_length"]) == (STRIDE, QUERY, SEQ)
     assert config["null_score_diff_threshold"] == threshold and config["version_2_with_negative"]
@@ -273,11 +279,11 @@ def race_export(tokenizer, tmp_path_factory):
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.tasks import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
+    from albert_tf import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
 
     keras.utils.set_random_seed(11)
     model = AlbertMultipleChoice(AlbertEncoder(_config(tokenizer), dropout=False), race.NUM_CHOICES)
-    path = task_export.export_race(model, tokenizer, str(tmp_path_factory.mktemp("race") / "base"), SEQ,
+    path = export_race(model, tokenizer, str(tmp_path_factory.mktemp("race") / "base"), SEQ,
                                    max_qa_length=24)
     return model, path
 
@@ -306,7 +312,7 @@ def test_in_graph_race_packing_equals_python(tokenizer):
 
     arrays = _race_arrays(tokenizer)
     assert arrays["input_mask"][1].sum(-1).tolist() == [SEQ] * 4  # the long article was cut to fit
-    packed = task_export.race_inputs(tokenizer, tf.constant([a for a, _, _ in RACE_CASES]),
+    packed = race_inputs(tokenizer, tf.constant([a for a, _, _ in RACE_CASES]),
                                      tf.constant([q for _, q, _ in RACE_CASES]),
                                      tf.constant([o for _, _, o in RACE_CASES]), SEQ, 24)
     for name, value in packed.items():
@@ -315,19 +321,18 @@ def test_in_graph_race_packing_equals_python(tokenizer):
 
 def test_race_training_dataset_equals_python_featurize(tokenizer):
     """finetune's RACE input pipeline (tf.data, in-graph) == race.featurize on the examples in the order given."""
-    from albert_tf.training import finetune  # pylint: disable=import-outside-toplevel
 
     examples = [race.RaceExample(f"e{n}", "high", a, q, tuple(o), n % 4) for n, (a, q, o) in enumerate(RACE_CASES)]
     examples.append(race.RaceExample("shared", "middle", RACE_CASES[1][0], "Why?", ("x", "y", "z", "w"), 3))
     order = np.asarray([3, 1, 0, 1, 2, 3], np.int64)
     want = race.featurize([examples[i] for i in order], tokenizer, max_seq_length=SEQ, max_qa_length=24)
-    batches = list(finetune.race_dataset(examples, tokenizer, SEQ, 24, order, batch_size=2))
+    batches = list(race_dataset(examples, tokenizer, SEQ, 24, order, batch_size=2))
     assert len(batches) == 3
     for name in ("input_word_ids", "input_mask", "input_type_ids"):
         np.testing.assert_array_equal(np.concatenate([x[name].numpy() for x, _ in batches]), want[name],
                                       err_msg=name)
     assert np.concatenate([y.numpy() for _, y in batches]).tolist() == want["labels"].tolist()
-    trimmed = list(finetune.race_dataset(examples, tokenizer, SEQ, 24, order[:2], 2, labels=False, length_bucket=8))
+    trimmed = list(race_dataset(examples, tokenizer, SEQ, 24, order[:2], 2, labels=False, length_bucket=8))
     longest = int(want["input_mask"][:2].sum(-1).max())
     assert trimmed[0]["input_word_ids"].shape == (2, 4, -(-longest // 8) * 8)
     np.testing.assert_array_equal(trimmed[0]["input_word_ids"].numpy(),
@@ -370,7 +375,7 @@ def test_finetune_writes_the_task_export(task, tmp_path, tiny_spm_model):
                             "--batch-size", 8, "--max-seq-length", SEQ, "--learning-rate", 1e-3, "--seed", 1])
     results = json.loads((out / "eval_results.json").read_text())["dev"]
     path = str(out / "export" / "1")
-    config = json.loads(open(os.path.join(path, "assets.extra", task_export.TASK_CONFIG_ASSET)).read())
+    config = json.loads(open(os.path.join(path, "assets.extra", TASK_CONFIG_ASSET)).read())
     model = tf.saved_model.load(path).signatures["serving_default"]
     if task == "race":
         examples = race.read_examples(data, "dev")

@@ -118,7 +118,7 @@ def test_one_fit_step_changes_the_encoder():
 
 
 def test_encoder_restored_from_a_pretrainer_directory(tmp_path):
-    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
 
     keras.utils.set_random_seed(6)
     pretrainer = AlbertPretrainer("albert_tiny")

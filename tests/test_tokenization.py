@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf.tokenization import AlbertTokenizer, normalize, normalize_with_offsets, truncated_lengths
+from albert_tf.text import AlbertTokenizer, normalize, normalize_with_offsets, truncated_lengths
 from helpers import EQUALITY_TEXTS
 
 # ---------------------------------------------------------------------------------- a hand-made SentencePiece model
@@ -335,7 +335,7 @@ def test_in_graph_tokenizer_survives_tf_random_set_seed(tiny_tokenizer):
 
 
 def test_python_path_does_not_import_tensorflow(tiny_spm_model):
-    code = ("import sys; from albert_tf.tokenization import AlbertTokenizer; "
+    code = ("import sys; from albert_tf.text import AlbertTokenizer; "
             f"t = AlbertTokenizer({tiny_spm_model!r}); t.encode('the river'); t.pack('a', 'b', seq_length=8); "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -436,7 +436,7 @@ def test_encode_with_offsets_digit_comma_rule(hand_tokenizer):
 
 # ------------------------------------------------------------------- equal-score ties: one canonical order
 def test_primitive_root_and_canonical_order_hand_computed():
-    from albert_tf.tokenization import canonical_order, primitive_root, run_tables  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import canonical_order, primitive_root, run_tables  # pylint: disable=import-outside-toplevel
 
     assert primitive_root("====") == ("=", 4) and primitive_root("abab") == ("ab", 2)
     assert primitive_root("aba") == ("aba", 1) and primitive_root("x") == ("x", 1)
@@ -566,7 +566,7 @@ def test_one_huge_word_is_cut_at_max_word_chars(tiny_tokenizer):
 
 
 def test_pieces_stay_in_words_hand_examples():
-    from albert_tf.tokenization import pieces_stay_in_words  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import pieces_stay_in_words  # pylint: disable=import-outside-toplevel
 
     assert pieces_stay_in_words(["▁", "▁the", "re", "<unk>", "3.0,"])
     assert not pieces_stay_in_words(["▁the", "of▁the"])  # a piece across a word boundary

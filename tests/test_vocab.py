@@ -8,7 +8,7 @@ import pytest
 import helpers
 from albert_tf import cli
 from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
-from albert_tf.tokenization import AlbertTokenizer, normalize
+from albert_tf.text import AlbertTokenizer, normalize
 from helpers import EQUALITY_TEXTS
 
 VOCAB_SIZE = 150

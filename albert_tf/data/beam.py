@@ -27,7 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf.data.files import match_files
+from albert_tf.io import match_files
 from albert_tf.data import create_pretraining_data as local
 from albert_tf.data import instances as _instances
 
@@ -57,7 +57,7 @@ class _BuildRecords(beam.DoFn):
         self.processor = None
 
     def setup(self):
-        from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+        from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
         self.processor = _instances.BlockProcessor(AlbertTokenizer(self.model_proto, lower_case=self.lower_case),
                                                    self.options)
@@ -74,7 +74,7 @@ def _write_shard(shard_records, paths):
     """(shard index, records) → the shard file, written under a temporary name then renamed."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.utils import temp_path_for  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
 
     shard, records = shard_records
     path = paths[shard]
@@ -136,7 +136,7 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
     """
     import time  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     options = (options or local.InstanceOptions()).validate()
     if num_shards < 1:

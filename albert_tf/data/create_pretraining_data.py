@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from albert_tf.data.files import match_files
+from albert_tf.io import match_files
 from albert_tf.data import instances as _instances
 from albert_tf.data.instances import InstanceOptions
 
@@ -104,7 +104,7 @@ _PROCESSOR = None
 
 def _init_worker(model_proto, lower_case, options):
     global _PROCESSOR  # pylint: disable=global-statement
-    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     _PROCESSOR = _instances.BlockProcessor(AlbertTokenizer(model_proto, lower_case=lower_case), options)
 
@@ -159,8 +159,8 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-    from albert_tf.utils import temp_path_for  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
 
     options = (options or InstanceOptions()).validate()
     if num_shards < 1:

@@ -21,7 +21,7 @@ import struct
 
 import tensorflow as tf
 
-from albert_tf.data.files import match_files
+from albert_tf.io import match_files
 from albert_tf.data import features
 from albert_tf.data.dynamic_masking import mask_records
 

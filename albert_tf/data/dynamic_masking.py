@@ -26,7 +26,7 @@ r-th unit of every row), so its cost is per batch, not per example.
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_tf.text import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 # Random replacements are drawn from ids [RANDOM_ID_START, vocab_size): the whole vocabulary, like the original.
 RANDOM_ID_START = 0

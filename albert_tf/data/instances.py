@@ -35,7 +35,7 @@ import numpy as np
 
 from albert_tf.data import masking
 from albert_tf.data.text import decode_utf8
-from albert_tf.tokenization import CLS_ID, PAD_ID, SEP_ID
+from albert_tf.text import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
 BLOCK_BYTES = 1 << 20

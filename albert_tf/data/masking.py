@@ -28,7 +28,7 @@ reference it is compared against, so its signature is kept stable.
 """
 import numpy as np
 
-from albert_tf.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_tf.text import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 _ASCII_PUNCTUATION = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~')
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _ASCII_PUNCTUATION

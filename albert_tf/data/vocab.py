@@ -5,16 +5,16 @@
 
 The original's settings: unigram model, <pad> 0, <unk> 1, control symbols [CLS] [SEP] [MASK] = 2, 3, 4, no bos/eos,
 user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-blank input line is one sentence, passed
-through `albert_tf.tokenization.normalize` (the tokenizer's own preprocessing) before training. Input is streamed
+through `albert_tf.text.normalize` (the tokenizer's own preprocessing) before training. Input is streamed
 and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
 corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
 """
 import os
 import random
 
-from albert_tf.data.files import match_files
+from albert_tf.io import match_files
 from albert_tf.data.text import decode_utf8
-from albert_tf.tokenization import normalize
+from albert_tf.text import normalize
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
@@ -100,7 +100,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
 
     Args:
       input_pattern: UTF-8 text files (local or gs://): a glob, comma-separated globs or a list of globs (see
-        albert_tf.data.files), one sentence per line (blank lines ignored).
+        albert_tf.io), one sentence per line (blank lines ignored).
       output_prefix: where to write PREFIX.model and PREFIX.vocab (local or gs://).
       vocab_size: number of pieces, special ones included.
       lower_case: normalize to lowercase (False for a cased vocabulary).
@@ -116,7 +116,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
 
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.utils import atomic_output  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import atomic_output  # pylint: disable=import-outside-toplevel
 
     files = match_files(input_pattern)
     sample, stats = sample_sentences(files, max_sentences, lower_case, seed)

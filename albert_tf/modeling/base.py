@@ -26,7 +26,7 @@ class AlbertModelBase(keras.Model):
     """A functional model built from an AlbertConfig and serialized as that config (plus the constructor arguments
     listed in `CONFIG_ARGS`), called with a dict from which only `INPUT_NAMES` are taken (a whole pretraining or
     fine-tuning batch can be passed), and read from / written to pretrained-model directories
-    (`albert_tf.pretrained`)."""
+    (`albert_tf.checkpoints.pretrained`)."""
 
     INPUT_NAMES = ()
     #: constructor arguments (besides `config`) that get_config records, each stored as an attribute of that name.
@@ -52,7 +52,7 @@ class AlbertModelBase(keras.Model):
         checkpoint (written by `albert-tf convert`, `albert-tf pretrain` or `save_pretrained`). Every weight must
         be found; an AlbertEncoder takes the encoder of any albert_tf model's checkpoint. `kwargs` go to the
         constructor (e.g. dropout=False)."""
-        from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+        from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
 
         model = cls(pretrained.read_config(directory), **kwargs)
         pretrained.restore(model, directory, part=cls.RESTORE_PART)
@@ -64,7 +64,7 @@ class AlbertModelBase(keras.Model):
     def save_pretrained(self, directory, spm_model=None):
         """Writes a new pretrained-model directory (albert_config.json, a TF checkpoint, spm.model if given),
         atomically. Returns the directory."""
-        from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+        from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
 
         return pretrained.save(self, directory, spm_model=spm_model)
 

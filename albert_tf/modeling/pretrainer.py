@@ -24,7 +24,7 @@ class AlbertPretrainer(AlbertModelBase):
       fused, training_streams: the encoder's training path (see AlbertEncoder).
 
     `from_pretrained(directory)` / `save_pretrained(directory)` read and write pretrained-model directories
-    (albert_tf/pretrained.py).
+    (albert_tf/checkpoints/pretrained.py).
     """
 
     INPUT_NAMES = PRETRAINER_INPUT_NAMES

@@ -1,9 +1,48 @@
-"""Fine-tuning tasks' data: the official files, featurization and the official metrics.
+"""Fine-tuning tasks: each in its own package, behind one small interface (`base.FinetuneTask`).
 
-  glue    GLUE's TSVs (cola sst2 mrpc stsb qqp mnli qnli rte wnli) and their metrics
-  squad   SQuAD v1.1 / v2.0 JSON, sliding windows with character offsets, answer extraction, exact / F1
-  race    RACE's JSON files, the option pairing, accuracy per level
-  metrics accuracy, F1, MCC, Pearson, Spearman in numpy
+    glue/     GLUE's TSVs (cola sst2 mrpc stsb qqp mnli qnli rte wnli): reader, metrics, classifier export, adapter
+    squad/    SQuAD v1.1 / v2.0: reader, featurizer (Python and in-graph), answers and official scores, export, adapter
+    race/     RACE: reader, featurizer (Python and in-graph), accuracy per level, export, adapter
+    metrics   accuracy, F1, MCC, Pearson, Spearman in numpy
+    pipelines fine-tuning's tf.data pipelines, shared by the adapters
+    base      FinetuneTask, the interface `albert-tf finetune` calls
 
-Pure Python + numpy (+ sentencepiece through AlbertTokenizer); no TensorFlow import.
+Readers, featurizers and metrics are Python + numpy (+ sentencepiece through AlbertTokenizer): `from albert_tf.tasks
+import squad` imports no TensorFlow; in_graph, export, finetune and pipelines do.
 """
+import os
+
+GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+TASKS = GLUE_TASKS + ("squad1", "squad2", "race")
+
+
+def _adapter_class(task):
+    # pylint: disable=import-outside-toplevel
+    if task in GLUE_TASKS:
+        from albert_tf.tasks.glue.finetune import GlueFinetune
+        return GlueFinetune
+    if task == "race":
+        from albert_tf.tasks.race.finetune import RaceFinetune
+        return RaceFinetune
+    if task in ("squad1", "squad2"):
+        from albert_tf.tasks.squad.finetune import SquadFinetune
+        return SquadFinetune
+    raise ValueError(f"--task {task!r}: expected one of {', '.join(TASKS)}")
+
+
+def make_task(args):
+    """The fine-tuning adapter for args.task, its files read (args.data_dir; args.max_train_examples keeps a prefix
+    of the training set). FileNotFoundError / ValueError name the file when they are missing or malformed."""
+    from albert_tf import io  # pylint: disable=import-outside-toplevel
+
+    if not io.isdir(args.data_dir):
+        raise FileNotFoundError(f"--data-dir {args.data_dir}: no such directory")
+    if not (io.glob(os.path.join(args.data_dir, "*"))):
+        raise FileNotFoundError(f"--data-dir {args.data_dir}: the directory is empty (expected the {args.task} "
+                                "files as downloaded)")
+    task = _adapter_class(args.task)(args)
+    if getattr(args, "max_train_examples", None):
+        task.train = task.train[: args.max_train_examples]
+    if not task.train:
+        raise ValueError(f"--data-dir {args.data_dir}: no training examples")
+    return task

@@ -84,7 +84,7 @@ class MetricsLog:
 
     def truncate_after(self, step):
         """Drops metrics.jsonl rows whose step is past `step` (rewritten atomically; no-op without the file)."""
-        from albert_tf.utils import atomic_write_text  # pylint: disable=import-outside-toplevel
+        from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
 
         if not self.chief or not tf.io.gfile.exists(self.path):
             return

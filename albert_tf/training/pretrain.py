@@ -9,7 +9,7 @@ checkpoint, and runs the loop. One training step is `train_step()`:
 
 `--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
 iterations_per_loop. Every loop ends on the host: log line, TensorBoard summaries, metrics.jsonl
-(`loop.MetricsLog`), a checkpoint when due, eval when due. The model dir (albert_tf/pretrained.py's layout) gets its
+(`loop.MetricsLog`), a checkpoint when due, eval when due. The model dir (albert_tf/checkpoints/pretrained.py's layout) gets its
 first file only after the first loop has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
@@ -25,7 +25,7 @@ import time
 
 import tensorflow as tf
 
-from albert_tf import pretrained
+from albert_tf.checkpoints import pretrained
 from albert_tf.training import distribute, flops, recipes
 from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
@@ -220,7 +220,7 @@ def check_records(file_pattern, flag, args, vocab_size):
     header is walked). The input pipeline checks every file again as it reads it."""
     from albert_tf.data.dataset import (  # pylint: disable=import-outside-toplevel
         check_first_record, check_framing, check_token_ids)
-    from albert_tf.data.files import match_files  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import match_files  # pylint: disable=import-outside-toplevel
 
     files = match_files(file_pattern, flag)
     for path in files:

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from albert_tf.tasks import _files
+from albert_tf import io as files
 from albert_tf.tasks import metrics as metrics_lib
 
 LEVELS = ("middle", "high")
@@ -54,10 +54,10 @@ def _split_dir(data_dir, split):
     if split not in SPLITS:
         raise ValueError(f"RACE has no split {split!r}; expected one of {', '.join(SPLITS)}")
     data_dir = os.fspath(data_dir)
-    if not _files.isdir(data_dir):
+    if not files.isdir(data_dir):
         raise FileNotFoundError(f"RACE data directory {data_dir} not found")
     nested = os.path.join(data_dir, "RACE")
-    return os.path.join(nested if _files.isdir(nested) else data_dir, split)
+    return os.path.join(nested if files.isdir(nested) else data_dir, split)
 
 
 def _is_json(text):
@@ -70,7 +70,7 @@ def _is_json(text):
 
 def _load_objects(path):
     """The JSON objects of one file: the whole file as one object, or (all.txt) one object a line."""
-    content = _files.read_text(path)
+    content = files.read_text(path)
     try:
         return [(None, json.loads(content))]
     except json.JSONDecodeError as whole_error:
@@ -131,10 +131,10 @@ def read_examples(data_dir, split, levels=LEVELS):
         if level not in LEVELS:
             raise ValueError(f"RACE has no level {level!r}; expected middle or high")
         folder = os.path.join(split_dir, level)
-        if not _files.isdir(folder):
+        if not files.isdir(folder):
             raise FileNotFoundError(f"{folder} not found: RACE expects {split}/{level}/*.txt under {data_dir}")
         all_file = os.path.join(folder, "all.txt")
-        paths = [all_file] if _files.isfile(all_file) else _files.glob(os.path.join(folder, "*.txt"))
+        paths = [all_file] if files.isfile(all_file) else files.glob(os.path.join(folder, "*.txt"))
         if not paths:
             raise FileNotFoundError(f"{folder} holds no .txt files (RACE's {split}/{level} questions)")
         for path in paths:

@@ -1,4 +1,4 @@
-"""ALBERT text preprocessing and SentencePiece tokenization, in Python and in-graph (tensorflow-text).
+"""AlbertTokenizer: ALBERT's tokenization (normalize + SentencePiece + the digit-comma rule), in Python and in-graph.
 
 The Python path (`normalize`, `AlbertTokenizer.encode` / `pack`) needs only `sentencepiece`; the in-graph path
 (`AlbertTokenizer.tf_encode` / `tf_pack`) is built on first use and gives identical ids, so it can run inside
@@ -19,131 +19,18 @@ Semantics follow google-research/albert's `preprocess_text` and `encode_pieces`,
 
 Special ids (fixed by the vocabulary, see `albert-tf vocab`): <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4.
 """
-import functools
 import itertools
 import operator
 import os
-import re
-import unicodedata
 
 import numpy as np
+
+from albert_tf.text.normalize import as_text, normalize, normalize_with_offsets
 
 SPIECE_UNDERLINE = "\u2581"
 # The special ids, fixed by the vocabulary (DESIGN.md); every other module takes them from here.
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 SPECIAL_PIECES = {"[CLS]": CLS_ID, "[SEP]": SEP_ID, "[MASK]": MASK_ID}
-_QUOTE_PAIRS = re.compile(r"``|''")
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
-# Words (whitespace-separated, as str.split() sees them) are cut to their first MAX_WORD_CHARS characters (code points,
-# before NFKD) by `normalize`, in Python and in the graph alike. Ours: the original has no such cap. It bounds what
-# SentencePiece sees per word, so a request or corpus line that is one huge whitespace-free run (base64, minified
-# code) costs work bounded by MAX_WORD_CHARS per word; no word of the Python documentation is longer than 200.
-MAX_WORD_CHARS = 256
-
-
-def normalize(text, lower_case=True):
-    """ALBERT's text preprocessing (the same function trains the vocabulary and feeds the tokenizer).
-
-    Args:
-      text: a str.
-      lower_case: lowercase the result (uncased models, the default).
-    Returns:
-      the normalized str: whitespace runs collapsed to one space and stripped, each word cut to its first
-      MAX_WORD_CHARS characters, ``/'' replaced by ", NFKD decomposition with combining marks
-      (unicodedata.combining != 0) removed, lowercased unless cased.
-    """
-    text = _join_words(text)
-    text = text.replace("``", '"').replace("''", '"')
-    if not text.isascii():  # ASCII has no decompositions and no combining marks
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in text if not unicodedata.combining(c))
-    if lower_case:
-        text = text.lower()
-    return text
-
-
-def _join_words(text):
-    """The words of `text` (str.split()), each cut to its first MAX_WORD_CHARS characters, joined by one space."""
-    words = text.split()
-    if len(text) > MAX_WORD_CHARS and max(map(len, words), default=0) > MAX_WORD_CHARS:
-        words = [w[:MAX_WORD_CHARS] for w in words]
-    return " ".join(words)
-
-
-def normalize_with_offsets(text, lower_case=True):
-    """`normalize` that also says where each normalized character comes from in `text`.
-
-    Args:
-      text: a str.
-      lower_case: as in `normalize`.
-    Returns:
-      (normalized, starts, ends): normalized == normalize(text, lower_case) and int64 [len(normalized)] arrays:
-      normalized[k] comes from text[starts[k]:ends[k]] (a space that replaced a whitespace run points at the run's
-      first character; the characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character;
-      the '"' that replaced `` or '' spans both).
-    """
-    # Whitespace runs -> one space, standing for the run's first character; none at either end; words capped.
-    normalized = _join_words(text)
-    is_space = np.isin(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32), _whitespace_codepoints())
-    keep = ~is_space
-    keep[1:] |= is_space[1:] & ~is_space[:-1]
-    if len(text) > MAX_WORD_CHARS:  # drop each word's characters after its first MAX_WORD_CHARS
-        index = np.arange(len(text))
-        word_start = ~is_space
-        word_start[1:] &= is_space[:-1]
-        position = index - np.maximum.accumulate(np.where(word_start, index, 0))
-        keep &= is_space | (position < MAX_WORD_CHARS)
-    words = np.flatnonzero(~is_space)
-    if words.size:
-        keep[:words[0]] = False
-        keep[words[-1] + 1:] = False
-    starts = np.flatnonzero(keep)
-    ends = starts + 1
-    # `` and '' -> " (one left-to-right pass equals the two str.replace calls: the characters differ).
-    if "``" in normalized or "''" in normalized:
-        keep = np.ones([len(normalized)], bool)
-        for m in _QUOTE_PAIRS.finditer(normalized):
-            ends[m.start()] = ends[m.start() + 1]
-            keep[m.start() + 1] = False
-        normalized = _QUOTE_PAIRS.sub('"', normalized)
-        starts, ends = starts[keep], ends[keep]
-    # NFKD decomposes each character on its own, then reorders only combining marks, which are all dropped:
-    # character by character gives the same string as `normalize`.
-    if not normalized.isascii():
-        parts, source, last = [], [], 0
-        for m in _NON_ASCII.finditer(normalized):
-            k = m.start()
-            decomposed = "".join(d for d in unicodedata.normalize("NFKD", m.group()) if not unicodedata.combining(d))
-            parts += [normalized[last:k], decomposed]
-            source += list(range(last, k)) + [k] * len(decomposed)
-            last = k + 1
-        parts.append(normalized[last:])
-        source += range(last, len(normalized))
-        normalized = "".join(parts)
-        source = np.asarray(source, np.int64)
-        starts, ends = starts[source], ends[source]
-    if lower_case:
-        lowered = normalized.lower()  # the whole string: str.lower() is context-sensitive (final sigma)
-        if len(lowered) != len(normalized):  # a character that lowercases to several
-            widths = np.asarray([len(c.lower()) for c in normalized], np.int64)
-            starts, ends = np.repeat(starts, widths), np.repeat(ends, widths)
-        normalized = lowered
-    return normalized, starts, ends
-
-
-@functools.lru_cache(maxsize=None)
-def _whitespace_codepoints():
-    """The code points str.split() splits on (str.isspace()), as a sorted int array."""
-    return np.asarray([c for c in range(0x110000) if chr(c).isspace()], np.uint32)
-
-
-def _as_text(text):
-    """str as is; bytes (e.g. from a tf.data iterator) decoded as UTF-8, bad bytes replaced by U+FFFD."""
-    if isinstance(text, (bytes, bytearray)):
-        return bytes(text).decode("utf-8", "replace")
-    if not isinstance(text, str):
-        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
-    return text
 
 
 def primitive_root(piece):
@@ -255,6 +142,9 @@ class AlbertTokenizer:
       pad_id, unk_id, cls_id, sep_id, mask_id: 0, 1, 2, 3, 4 (checked against the model).
       vocab_size: number of pieces.
       model_name: the path given (or a placeholder for bytes), used in messages.
+      run_root, run_power: the tables of `canonical_order` (see `run_tables`), one entry per id.
+      digit_comma_ids: {id: [ids]} for each piece the digit-comma rule replaces, the ids put in its place.
+      pieces_stay_in_words: see `pieces_stay_in_words` (whether `tf_pack` may cut words before tokenizing).
     """
 
     pad_id, unk_id = PAD_ID, UNK_ID
@@ -272,14 +162,14 @@ class AlbertTokenizer:
             raise ValueError(f"{self.model_name} is not a SentencePiece model ({e})") from e
         self._check_special_ids()
         special = {i for i in range(self.vocab_size) if self._sp.is_control(i) or self._sp.is_unknown(i)}
-        self._run_root, self._run_power = run_tables(
+        self.run_root, self.run_power = run_tables(
             [self._sp.id_to_piece(i) for i in range(self.vocab_size)], special)
         # id of a piece ending in digit + comma -> the ids the digit-comma rule puts in its place.
-        self._digit_comma_ids = {}
+        self.digit_comma_ids = {}
         for i in range(self.vocab_size):
             piece = self._sp.id_to_piece(i)
             if not self._sp.is_control(i) and _ends_with_digit_comma(piece):
-                self._digit_comma_ids[i] = [self._sp.piece_to_id(p) for p in self._split_digit_comma(piece)]
+                self.digit_comma_ids[i] = [self._sp.piece_to_id(p) for p in self._split_digit_comma(piece)]
         self.pieces_stay_in_words = pieces_stay_in_words(
             [self._sp.id_to_piece(i) for i in range(self.vocab_size) if not self._sp.is_control(i)])
         self._in_graph = None
@@ -307,7 +197,7 @@ class AlbertTokenizer:
 
     def _segment(self, text):
         """Normalized str -> SentencePiece ids, ties in canonical order (no digit-comma rule)."""
-        return canonical_order(self._sp.encode(text), self._run_root, self._run_power)
+        return canonical_order(self._sp.encode(text), self.run_root, self.run_power)
 
     def _split_digit_comma(self, piece):
         """The digit-comma rule for one piece: "▁3.0," -> pieces("3.0") + [","]."""
@@ -319,9 +209,9 @@ class AlbertTokenizer:
     def encode_as_pieces(self, text):
         """str (or UTF-8 bytes) -> list of pieces (normalized, segmented, digit-comma rule applied); an unknown
         piece is given as its text."""
-        pieces = self._sp.encode(normalize(_as_text(text), self.lower_case), out_type=str)
+        pieces = self._sp.encode(normalize(as_text(text), self.lower_case), out_type=str)
         ids = [self._sp.piece_to_id(p) for p in pieces]  # an unknown piece's text gives unk_id, which never moves
-        ordered = canonical_order(ids, self._run_root, self._run_power)
+        ordered = canonical_order(ids, self.run_root, self.run_power)
         pieces = [p if i == j else self._sp.id_to_piece(j) for p, i, j in zip(pieces, ids, ordered)]
         out = []
         for piece in pieces:
@@ -336,12 +226,12 @@ class AlbertTokenizer:
         `pack`)."""
         if not isinstance(text, (str, bytes, bytearray)):
             return [self.encode(t) for t in text]
-        ids = self._segment(normalize(_as_text(text), self.lower_case))
-        if not self._digit_comma_ids or self._digit_comma_ids.keys().isdisjoint(ids):
+        ids = self._segment(normalize(as_text(text), self.lower_case))
+        if not self.digit_comma_ids or self.digit_comma_ids.keys().isdisjoint(ids):
             return ids
         out = []
         for i in ids:
-            expansion = self._digit_comma_ids.get(i)
+            expansion = self.digit_comma_ids.get(i)
             if expansion is None:
                 out.append(i)
             else:
@@ -361,7 +251,7 @@ class AlbertTokenizer:
         """
         from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
 
-        text = _as_text(text)
+        text = as_text(text)
         normalized, starts, ends = normalize_with_offsets(text, self.lower_case)
         proto = sentencepiece_pb2.SentencePieceText()
         proto.ParseFromString(self._sp.encode(normalized, out_type="serialized_proto"))
@@ -385,7 +275,7 @@ class AlbertTokenizer:
         ids, spans = [], []
         for piece in proto.pieces:
             begin, end = char_at_byte[piece.begin], char_at_byte[piece.end]
-            expansion = self._digit_comma_ids.get(piece.id)
+            expansion = self.digit_comma_ids.get(piece.id)
             if expansion is None:
                 ids.append(piece.id)
                 spans.append(original_span(begin, end))
@@ -409,6 +299,33 @@ class AlbertTokenizer:
                 spans.extend([original_span(head_begin, end - 1)] * (len(expansion) - 1))
             spans.append(original_span(end - 1, end))
         return ids, spans
+
+    def digit_comma_spans(self):
+        """Where each piece of a digit-comma expansion lies, as `encode_with_offsets` computes it (the in-graph
+        offset encoder's table).
+
+        Returns:
+          {id: [(begin, end), ...]} for each id the digit-comma rule expands (one pair per piece of the expansion):
+          byte offsets relative to the END of the original piece in the normalized text (so <= 0): the head "3.0"
+          re-encoded on its own, then the comma (-1, 0).
+        """
+        from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
+
+        spans = {}
+        for i, expansion in self.digit_comma_ids.items():
+            head = self.id_to_piece(i)[:-1].lstrip(SPIECE_UNDERLINE)
+            size = len(head.encode("utf-8"))
+            proto = sentencepiece_pb2.SentencePieceText()
+            proto.ParseFromString(self._sp.encode(head, out_type="serialized_proto"))
+            pieces = list(proto.pieces)
+            if len(pieces) == len(expansion):  # the rule dropped a lone leading "▁"
+                pieces = pieces[1:]
+            if len(pieces) == len(expansion) - 1:
+                head_spans = [(p.begin - size - 1, p.end - size - 1) for p in pieces]
+            else:  # as encode_with_offsets: every piece gets the head's span
+                head_spans = [(-size - 1, -1)] * (len(expansion) - 1)
+            spans[i] = head_spans + [(-1, 0)]
+        return spans
 
     def decode(self, ids):
         """list[int] (or a 1-D array) -> str; special ids decode to nothing."""
@@ -471,7 +388,9 @@ class AlbertTokenizer:
         if self._in_graph is not None and not self._in_graph.alive():
             self._in_graph = None
         if self._in_graph is None:
-            self._in_graph = _make_in_graph_tokenizer(self)
+            from albert_tf.text import in_graph  # pylint: disable=import-outside-toplevel  (TensorFlow)
+
+            self._in_graph = in_graph.make_tokenizer(self)
         return self._in_graph
 
     def tf_normalize(self, strings):
@@ -503,175 +422,6 @@ class AlbertTokenizer:
         """In-graph: (the first max_words whitespace-separated words of each string joined by single spaces, bool
         [B]: whether words were dropped). The cut `tf_pack` makes before normalizing."""
         return self.in_graph.cut_words(strings, max_words)
-
-
-def _char_class(codepoints):
-    """An RE2 character class matching exactly the given code points (sorted ints)."""
-    ranges = []
-    for c in codepoints:
-        if ranges and ranges[-1][1] == c - 1:
-            ranges[-1][1] = c
-        else:
-            ranges.append([c, c])
-    return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]"
-
-
-@functools.lru_cache(maxsize=None)
-def _unicode_classes():
-    """RE2 classes for Python's notion of whitespace (str.split) and of combining marks (unicodedata.combining)."""
-    all_chars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    whitespace = [c for c in all_chars if chr(c).isspace()]
-    combining = [c for c in all_chars if unicodedata.combining(chr(c))]
-    return _char_class(whitespace), _char_class(combining)
-
-
-def _make_in_graph_tokenizer(tokenizer):
-    """Builds the tf.Module behind AlbertTokenizer.tf_* (imports TensorFlow and tensorflow-text only now)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
-
-    whitespace_class, combining_class = _unicode_classes()
-
-    class InGraphAlbertTokenizer(tf.Module):
-        """In-graph twin of AlbertTokenizer (see its tf_normalize / tf_encode / tf_pack)."""
-
-        def __init__(self):
-            super().__init__(name="albert_tokenizer")
-            self.lower_case = tokenizer.lower_case
-            self.cut_is_exact = tokenizer.pieces_stay_in_words
-            self.special_ids = (tokenizer.cls_id, tokenizer.sep_id)
-            self.sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto, out_type=tf.int32)
-            # Row i: the ids that replace id i (itself, or its digit-comma expansion).
-            rows = [[i] for i in range(tokenizer.vocab_size)]
-            for i, expansion in tokenizer._digit_comma_ids.items():  # pylint: disable=protected-access
-                rows[i] = expansion
-            self.has_digit_comma = bool(tokenizer._digit_comma_ids)  # pylint: disable=protected-access
-            root, power = tokenizer._run_root, tokenizer._run_power  # pylint: disable=protected-access
-            self.has_runs = max(root) >= 0  # else no piece can take part in a tie
-            self.run_root = tf.constant(root, tf.int32)
-            self.run_power = tf.constant(power, tf.int64)
-            self.power_base = max(power) + 1
-            self.expansion = tf.RaggedTensor.from_row_lengths(
-                tf.constant(np.concatenate([np.asarray(r, np.int32) for r in rows]), tf.int32),
-                tf.constant([len(r) for r in rows], tf.int64))
-
-        def alive(self):
-            """False once TensorFlow has dropped the SentencePiece resource (checked when executing eagerly): TF
-            Text's is owned by the eager kernel that created it, and `tf.random.set_seed` (so
-            `keras.utils.set_random_seed`) clears the eager kernel cache, deleting it."""
-            if not tf.executing_eagerly():
-                return True
-            try:
-                self.sentencepiece.tokenize(tf.constant([""]))
-            except tf.errors.NotFoundError:
-                return False
-            return True
-
-        def normalize(self, strings):
-            text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
-            text = tf.strings.regex_replace(text, "^ | $", "")
-            text = tf.strings.regex_replace(text, f"([^ ]{{{MAX_WORD_CHARS}}})[^ ]+", r"\1")  # linear (RE2)
-            text = tf.strings.regex_replace(text, "``|''", '"')
-            text = tf_text.normalize_utf8(text, "NFKD")
-            text = tf.strings.regex_replace(text, combining_class, "")
-            if self.lower_case:
-                text = self._lower(text)
-            return text
-
-        @staticmethod
-        def _lower(strings):
-            """tf.strings.lower(utf-8) stops at a NUL byte: if the batch holds one, lowercase the NUL-separated
-            parts and rejoin them (the NUL goes in as a tensor value: string attributes would truncate it too)."""
-            flat = tf.reshape(strings, [-1])
-
-            def nul_safe():
-                parts = tf.strings.split(flat, sep=tf.constant("\x00"))  # ragged [N, parts]
-                is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
-                suffix = tf.where(is_last.flat_values, tf.constant(""), tf.constant("\x00"))
-                lowered = tf.strings.join([tf.strings.lower(parts.flat_values, encoding="utf-8"), suffix])
-                return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
-
-            has_nul = tf.reduce_any(tf.strings.regex_full_match(flat, "(?s).*\\x00.*"))
-            lowered = tf.cond(has_nul, nul_safe, lambda: tf.strings.lower(flat, encoding="utf-8"))
-            return tf.reshape(lowered, tf.shape(strings))
-
-        def encode(self, strings):
-            strings = tf.convert_to_tensor(strings, tf.string)
-            if strings.shape.rank == 0:
-                return self.encode(strings[tf.newaxis])[0]
-            ids = self.sentencepiece.tokenize(self.normalize(strings))
-            if self.has_runs:
-                ids = self.canonical_order(ids)
-            if self.has_digit_comma:
-                ids = tf.gather(self.expansion, ids).merge_dims(1, 2)
-            return ids
-
-        def cut_words(self, strings, max_words):
-            """(first max_words words joined by " ", bool [B] words were dropped); words as `normalize` sees them
-            (runs of Python's whitespace). Costs one regex pass and one split over the input's bytes."""
-            text = tf.strings.regex_replace(strings, whitespace_class + "+", " ")
-            text = tf.strings.regex_replace(text, "^ | $", "")
-            words = tf.strings.split(text, sep=" ", maxsplit=max_words)  # ragged [B, <= max_words + 1]
-            head = tf.strings.reduce_join(words[:, :max_words], axis=-1, separator=" ")
-            return head, words.row_lengths() > max_words
-
-        def encode_prefix(self, strings, count):
-            """Ragged ids [B, None] whose first min(count, len) ids per row are `encode`'s, tokenizing only the
-            first `count` words of each string (the rest only for rows whose words gave fewer than count ids)."""
-            strings = tf.convert_to_tensor(strings, tf.string)
-            if not self.cut_is_exact:
-                return self.encode(strings)
-            head, was_cut = self.cut_words(strings, count)
-            ids = self.encode(head)
-            short = was_cut & (ids.row_lengths() < count)  # e.g. words that normalize to nothing
-            return tf.cond(tf.reduce_any(short), lambda: self.encode(tf.where(short, strings, head)), lambda: ids)
-
-        def canonical_order(self, ids):
-            """`canonical_order` on ragged ids [B, None]: a stable sort of the flat ids by (run number, power),
-            where a run is a maximal stretch of adjacent ids (in one row) with the same root >= 0."""
-            flat = ids.flat_values
-            root = tf.gather(self.run_root, flat)
-            first = tf.ragged.range(ids.row_lengths()).flat_values == 0
-            same = tf.concat([[False], (root[1:] == root[:-1]) & (root[1:] >= 0)], axis=0)
-            run = tf.cumsum(tf.cast(~same | first, tf.int64))
-            key = run * self.power_base + tf.gather(self.run_power, flat)
-            return ids.with_flat_values(tf.gather(flat, tf.argsort(key, stable=True)))
-
-        def pack(self, text_a, text_b, seq_length):
-            cls_id, sep_id = self.special_ids
-            room = seq_length - 2 if text_b is None else seq_length - 3  # ids a segment can keep at most
-            segments = [self.encode_prefix(text_a, room)]
-            if text_b is not None:
-                segments.append(self.encode_prefix(text_b, room))
-            lengths = [s.row_lengths() for s in segments]
-            if len(segments) == 1:
-                keep = [tf.minimum(lengths[0], seq_length - 2)]
-            else:
-                budget = seq_length - 3
-                keep_a = tf.minimum(lengths[0], tf.maximum(budget - lengths[1], (budget + 1) // 2))
-                keep = [keep_a, tf.minimum(lengths[1], budget - keep_a)]
-            segments = [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, tf.newaxis])
-                        for s, n, k in zip(segments, lengths, keep)]
-            batch = tf.shape(lengths[0], out_type=tf.int64)[0]
-
-            def column(value):
-                return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), tf.constant(value, tf.int32)))
-
-            parts = [column(cls_id), segments[0], column(sep_id)]
-            types = [tf.zeros_like(p) for p in parts]
-            if len(segments) == 2:
-                parts += [segments[1], column(sep_id)]
-                types += [tf.ones_like(segments[1]), tf.ones_like(parts[-1])]
-            words = tf.concat(parts, axis=1)
-            shape = [None, seq_length]
-            return {
-                "input_word_ids": words.to_tensor(0, shape=shape),
-                "input_mask": tf.ones_like(words).to_tensor(0, shape=shape),
-                "input_type_ids": tf.concat(types, axis=1).to_tensor(0, shape=shape),
-            }
-
-    with tf.init_scope():  # resources and tables are created eagerly even when first used inside a tf.function
-        return InGraphAlbertTokenizer()
 
 
 def truncated_lengths(len_a, len_b, seq_length):

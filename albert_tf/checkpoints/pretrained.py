@@ -13,16 +13,14 @@ any of them can be restored into any other (`restore(..., part="encoder")`).
 """
 import os
 
-CONFIG_FILE = "albert_config.json"
+# The directory's config file: its name and its one reader live in albert_tf.config (re-exported here).
+from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
+
 SPM_FILE = "spm.model"
 MODEL_KEY = "model"          # the checkpoint's root → the Keras model
 OPTIMIZER_KEY = "optimizer"  # the checkpoint's root → the optimizer (pretraining runs only)
 ENCODER_KEY = "encoder"      # a pretrainer / task model → its AlbertEncoder
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-def config_path(directory):
-    return os.path.join(os.fspath(directory), CONFIG_FILE)
 
 
 def spm_model_path(directory):
@@ -31,22 +29,6 @@ def spm_model_path(directory):
 
     path = os.path.join(os.fspath(directory), SPM_FILE)
     return path if tf.io.gfile.exists(path) else None
-
-
-def read_config(directory):
-    """The AlbertConfig of a pretrained-model directory; a clear error when the directory or its config is missing."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-
-    directory = os.fspath(directory)
-    if not tf.io.gfile.isdir(directory):
-        raise FileNotFoundError(f"{directory}: no such pretrained-model directory")
-    path = config_path(directory)
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{directory}: not a pretrained-model directory (no {CONFIG_FILE}; one is written "
-                                "by `albert-tf convert` and `albert-tf pretrain`)")
-    return AlbertConfig.from_json_file(path)
 
 
 def latest_checkpoint(directory):
@@ -174,7 +156,7 @@ def save(model, directory, spm_model=None, step=0):
         raise ValueError(f"{directory}: exists and is not empty; give a new or empty directory")
     if spm_model is not None and not tf.io.gfile.exists(os.fspath(spm_model)):
         raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
-    from albert_tf.utils import atomic_directory  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
 
     with atomic_directory(directory) as tmp:  # replaces an empty `directory` (checked above)
         write_files(tmp, model.config, spm_model)
@@ -187,7 +169,7 @@ def write_files(directory, config, spm_model=None):
     A config already in the directory is left as it is (`check_config` refuses a different one)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.utils import atomic_copy  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import atomic_copy  # pylint: disable=import-outside-toplevel
 
     tf.io.gfile.makedirs(directory)
     if not tf.io.gfile.exists(config_path(directory)):
@@ -199,8 +181,6 @@ def write_files(directory, config, spm_model=None):
 def check_config(directory, config):
     """Refuses a directory whose albert_config.json differs from `config` (naming the fields that differ)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
 
     path = config_path(directory)
     if not tf.io.gfile.exists(path):
@@ -215,7 +195,7 @@ def check_config(directory, config):
 def check_vocabulary(config, spm_model, what="--spm-model"):
     """Refuses a SentencePiece model whose size differs from the config's vocab_size (token ids would run past the
     embedding table, or leave rows no token reaches)."""
-    from albert_tf.tokenization import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     size = AlbertTokenizer(spm_model).vocab_size  # also checks the special pieces' ids
     if size != config.vocab_size:

@@ -244,8 +244,8 @@ def load_hf_checkpoint(pretrainer, directory):
 # ---------------------------------------------------------------------------------------------------- convert
 def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
     """Converts a released checkpoint into a new pretrained-model directory `output` (written atomically by
-    albert_tf.pretrained.save). Returns the loaded AlbertPretrainer."""
-    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+    albert_tf.checkpoints.pretrained.save). Returns the loaded AlbertPretrainer."""
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
 
     output = os.fspath(output).rstrip("/")

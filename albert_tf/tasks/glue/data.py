@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from albert_tf.tasks import _files
+from albert_tf import io as files
 from albert_tf.tasks import metrics as metrics_lib
 
 
@@ -114,11 +114,11 @@ def task_file(data_dir, task, split):
     if split not in task.splits:
         raise ValueError(f"{task.name} has no split {split!r}; expected one of {', '.join(task.splits)}")
     data_dir = os.fspath(data_dir)
-    if not _files.isdir(data_dir):
+    if not files.isdir(data_dir):
         raise FileNotFoundError(f"GLUE data directory {data_dir} not found")
     folder = os.path.join(data_dir, task.folder)
-    path = os.path.join(folder if _files.isdir(folder) else data_dir, split + ".tsv")
-    if not _files.isfile(path):
+    path = os.path.join(folder if files.isdir(folder) else data_dir, split + ".tsv")
+    if not files.isfile(path):
         raise FileNotFoundError(
             f"{path} not found: {task.name} expects {split}.tsv in {data_dir} or in {folder} (the official "
             "GLUE layout)")
@@ -127,7 +127,7 @@ def task_file(data_dir, task, split):
 
 def _rows(path):
     """Yields (line number, fields) for each non-empty line, split on tabs (no quoting)."""
-    with _files.open_text(path) as f:
+    with files.open_text(path) as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\r\n")
             if number == 1:

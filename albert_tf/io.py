@@ -1,0 +1,176 @@
+"""File access for local paths and URLs (gs://, ...), and atomic writes: the one copy of each.
+
+Reading: local paths go through the standard library, URLs through tf.io.gfile, so light tools (`albert-tf plan`,
+`vocab`, create-data's workers, the task readers) never import TensorFlow for local files.
+
+    exists / isdir / isfile / glob / open_text / read_text
+    match_files(patterns, flag)        every --input / --train-data / file-pattern argument
+
+Writing: a crash leaves either the old result or the new one, never half of one.
+
+    atomic_output(path)                a file object writing to a temp name, renamed onto `path` on success
+    atomic_write_text / atomic_copy    the same for a str / a copy of another file
+    atomic_directory(path)             a temp directory to fill, renamed onto `path` on success
+    temp_path_for(path)                a temp sibling name, for writers that need a path (TFRecordWriter)
+
+Temp names are hidden siblings, `.NAME.tmp-<12 hex>`.
+"""
+import contextlib
+import glob as _glob
+import os
+import uuid
+
+
+def _gfile(path):
+    """tf.io.gfile for a URL such as gs://..., None for a local path."""
+    if "://" not in path:
+        return None
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile
+
+
+def _tf_gfile():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def exists(path):
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    return gfile.exists(path) if gfile else os.path.exists(path)
+
+
+def isdir(path):
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    return gfile.isdir(path) if gfile else os.path.isdir(path)
+
+
+def isfile(path):
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    return gfile.exists(path) and not gfile.isdir(path) if gfile else os.path.isfile(path)
+
+
+def glob(pattern):
+    """Sorted paths matching pattern."""
+    gfile = _gfile(pattern)
+    return sorted(gfile.glob(pattern) if gfile else _glob.glob(pattern))
+
+
+def open_text(path):
+    """A text file object (UTF-8) whose lines end at "\\n" only (a "\\r" inside a line stays there)."""
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    if gfile:
+        return gfile.GFile(path, "r")
+    return open(path, encoding="utf-8", newline="\n")  # pylint: disable=consider-using-with
+
+
+def read_text(path):
+    """The whole file as a str (UTF-8)."""
+    with open_text(path) as f:
+        return f.read()
+
+
+def split_patterns(patterns):
+    """'a*,b*' / ['a*', 'b*'] / b'a*' → ['a*', 'b*'] (empty items dropped)."""
+    if isinstance(patterns, (str, bytes, os.PathLike)):
+        patterns = [patterns]
+    out = []
+    for pattern in patterns:
+        pattern = pattern.decode() if isinstance(pattern, bytes) else os.fspath(pattern)
+        out.extend(p.strip() for p in pattern.split(",") if p.strip())
+    return out
+
+
+def _glob_files(pattern):
+    gfile = _gfile(pattern)
+    if gfile:
+        return [f for f in gfile.glob(pattern) if not gfile.isdir(f)]
+    return [f for f in _glob.glob(os.path.expanduser(pattern)) if os.path.isfile(f)]
+
+
+def match_files(patterns, flag="--input", glob=None):  # pylint: disable=redefined-outer-name
+    """Sorted, de-duplicated files matching `patterns`.
+
+    Args:
+      patterns: a glob, comma-separated globs, or a list of globs (local paths or any tf.io.gfile filesystem).
+      flag: the option the patterns came from, named in errors (e.g. "--train-data").
+      glob: pattern → list of paths; default: local glob, or tf.io.gfile.glob for URLs (the Beam pipeline passes
+        Beam's FileSystems, which know its other filesystems).
+    Raises:
+      FileNotFoundError naming the flag and the first pattern that matches no file.
+    """
+    items = split_patterns(patterns)
+    if not items:
+        raise FileNotFoundError(f"{flag} {patterns!r} names no file")
+    files = set()
+    for pattern in items:
+        matched = (glob or _glob_files)(pattern)
+        if not matched:
+            raise FileNotFoundError(f"{flag} {pattern!r} matches no file")
+        files.update(matched)
+    return sorted(files)
+
+
+# ---------------------------------------------------------------------------------------------- atomic writing
+def temp_path_for(path):
+    """A temporary hidden sibling name for `path` (for writers that need a path, such as TFRecordWriter)."""
+    head, tail = os.path.split(os.fspath(path))
+    return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+@contextlib.contextmanager
+def atomic_output(path, mode="wb"):
+    """Yields a file object writing to a temp name beside `path`; renamed onto `path` only on success.
+
+    A crash leaves either the old file or the new one, never half of one. Works for local paths and any
+    tf.io.gfile filesystem (gs://).
+    """
+    gfile = _tf_gfile()
+    path = os.fspath(path)
+    tmp = temp_path_for(path)
+    try:
+        with gfile.GFile(tmp, mode) as f:
+            yield f
+        gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            gfile.remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """Yields a temp directory name beside `path` to fill; renamed onto `path` only when the block succeeds (an
+    existing `path` is removed first, and only then), else removed. A crash leaves the old directory or the new
+    one, never half of one. Local paths and tf.io.gfile filesystems (gs://)."""
+    gfile = _tf_gfile()
+    path = os.fspath(path)
+    tmp = temp_path_for(path)
+    try:
+        yield tmp
+        if gfile.exists(path):
+            gfile.rmtree(path)
+        gfile.rename(tmp, path)
+    except BaseException:
+        if gfile.exists(tmp):
+            gfile.rmtree(tmp)
+        raise
+
+
+def atomic_write_text(path, text):
+    with atomic_output(path, "w") as f:
+        f.write(text)
+
+
+def atomic_copy(src, dst):
+    """Copies `src` to `dst` atomically."""
+    with _tf_gfile().GFile(os.fspath(src), "rb") as f:
+        data = f.read()
+    with atomic_output(dst, "wb") as f:
+        f.write(data)

@@ -1,0 +1,103 @@
+"""`albert-tf export`: a SavedModel for TF Serving that takes raw text (albert_tf.serving.signatures), and
+`load_encoder` to fine-tune from it.
+
+    albert-tf export --model DIR --output BASE [--version N] [--max-seq-length 128] [--spm-model PATH]
+                     [--overwrite] [--no-warmup]
+
+Writes BASE/N/ atomically (albert_tf.serving.saved_model). BASE/N/assets.extra/albert_config.json keeps the config
+(plus lower_case and max_seq_length), so `load_encoder` rebuilds a trainable encoder.
+"""
+import json
+import os
+
+from albert_tf.config import CONFIG_FILE
+from albert_tf.serving.saved_model import ASSETS_EXTRA, keras_weights, next_version, warmup_records, write_saved_model
+from albert_tf.serving.signatures import encoder_signatures
+
+
+def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
+                   warmup=True, lower_case=None):
+    """`albert-tf export` as a function; returns the path of BASE/N."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    model_dir = os.fspath(model_dir)
+    if seq_length < 3:
+        raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
+    if spm_model is None:
+        spm_model = pretrained.spm_model_path(model_dir)  # the directory's layout is pretrained.py's to spell
+        if spm_model is None:
+            raise FileNotFoundError(f"{model_dir}: no {pretrained.SPM_FILE} (pass --spm-model PATH)")
+    encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
+    if seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
+                         f"{encoder.config.max_position_embeddings}")
+    if lower_case is None:
+        lower_case = encoder.config.to_dict().get("lower_case", True)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    if tokenizer.vocab_size != encoder.config.vocab_size:
+        raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
+                         f"{pretrained.config_path(model_dir)} has vocab_size {encoder.config.vocab_size}")
+    module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
+    requests = None
+    if warmup:
+        one, batch = ["warm-up request"], ["warm-up request"] * 32
+        requests = (warmup_records("serving_default", [{"text_a": one}, {"text_a": batch},
+                                                       {"text_a": batch, "text_b": batch}])
+                    + warmup_records("text", [{"text_a": batch}]))
+    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length))
+    return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
+                             warmup_requests=requests, extra_assets={CONFIG_FILE: json.dumps(config, indent=2)})
+
+
+def load_encoder(path, dropout=True):
+    """A trainable Keras AlbertEncoder from an export (BASE/N, or BASE: its largest version) or from a
+    pretrained-model directory."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+
+    path = os.fspath(path)
+    exported = tf.io.gfile.exists(os.path.join(path, "saved_model.pb"))
+    if not exported and not tf.io.gfile.exists(os.path.join(path, CONFIG_FILE)) and next_version(path) > 1:
+        path = os.path.join(path, str(next_version(path) - 1))  # BASE: its newest version
+    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        return AlbertEncoder.from_pretrained(path, dropout=dropout)
+    config_file = os.path.join(path, ASSETS_EXTRA, CONFIG_FILE)
+    if not tf.io.gfile.exists(config_file):
+        raise FileNotFoundError(f"{path}: a SavedModel without {ASSETS_EXTRA}/{CONFIG_FILE} (not written by "
+                                "`albert-tf export`)")
+    with tf.io.gfile.GFile(config_file) as f:
+        config = json.load(f)
+    config.pop("lower_case", None)
+    config.pop("max_seq_length", None)
+    encoder = AlbertEncoder(AlbertConfig.from_dict(config), dropout=dropout)
+    status = tf.train.Checkpoint(encoder_weights=keras_weights(encoder)).read(
+        os.path.join(path, "variables", "variables"))
+    status.expect_partial().assert_existing_objects_matched()
+    return encoder
+
+
+# ------------------------------------------------------------------------------------ command line
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR", help="a pretrained-model directory")
+    parser.add_argument("--output", required=True, metavar="BASE", help="writes BASE/N (TF Serving's layout)")
+    parser.add_argument("--version", type=int, default=None, help="N (default: the next free integer)")
+    parser.add_argument("--max-seq-length", type=int, default=128, help="L, the packed length (128)")
+    parser.add_argument("--spm-model", default=None, metavar="PATH", help="default: DIR/spm.model")
+    parser.add_argument("--cased", action="store_true", help="the model was trained on cased text")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing BASE/N")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="write no warm-up records (they need tensorflow-serving-api)")
+
+
+def run(args):
+    path = export_encoder(args.model, args.output, version=args.version, seq_length=args.max_seq_length,
+                          spm_model=args.spm_model, overwrite=args.overwrite, warmup=not args.no_warmup,
+                          lower_case=False if args.cased else None)
+    print(f"albert-tf export: wrote {path}")
+    return 0

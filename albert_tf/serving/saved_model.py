@@ -1,0 +1,114 @@
+"""SavedModels in TF Serving's layout, written atomically: BASE/N/ with assets.extra/ (configs, warm-up requests).
+
+Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.encoder) and the
+fine-tuned tasks' (classifier, SQuAD, RACE: albert_tf.tasks.*.export). N is the next free integer unless a version is
+given; an existing version is replaced only with overwrite. The SavedModel is written under a hidden temp name in
+BASE and renamed to BASE/N when complete, so a server watching BASE never sees half a model.
+"""
+import json
+import os
+import re
+
+ASSETS_EXTRA = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"
+TASK_CONFIG_ASSET = "task_config.json"
+
+
+def next_version(output_base):
+    """1 + the largest integer-named subdirectory of output_base (1 when none)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if not tf.io.gfile.isdir(output_base):
+        return 1
+    versions = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(output_base) if re.fullmatch(r"\d+/?", n)]
+    return max(versions, default=0) + 1
+
+
+def write_saved_model(module, output_base, signatures, version=None, overwrite=False, warmup_requests=None,
+                      extra_assets=None):
+    """Saves `module` as output_base/version (TF Serving's layout), atomically; returns that path.
+
+    Args:
+      module: the tf.Module to save (it must track every variable and resource the signatures use).
+      output_base: BASE (local or gs://).
+      signatures: {name: concrete function}, as for tf.saved_model.save.
+      version: an int >= 1, or None for `next_version(output_base)`.
+      overwrite: replace an existing BASE/version (otherwise that is a ValueError).
+      warmup_requests: None, or a list of serialized tensorflow.serving.PredictionLog records written to
+        assets.extra/tf_serving_warmup_requests (see `warmup_records`).
+      extra_assets: {file name: bytes or str} written to assets.extra/.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    output_base = os.fspath(output_base)
+    if version is None:
+        version = next_version(output_base)
+    if int(version) < 1:
+        raise ValueError(f"--version must be a positive integer, got {version}")
+    final = os.path.join(output_base, str(int(version)))
+    if tf.io.gfile.exists(final) and not overwrite:
+        raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
+    tf.io.gfile.makedirs(output_base)
+    from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
+
+    # overwrite: the old version goes only once the new one is complete (atomic_directory)
+    with atomic_directory(final) as tmp:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        extra = dict(extra_assets or {})
+        if warmup_requests:
+            if len(warmup_requests) > 1000:
+                raise ValueError(f"at most 1000 warm-up records (TF Serving's limit), got {len(warmup_requests)}")
+        tf.io.gfile.makedirs(os.path.join(tmp, ASSETS_EXTRA))
+        for name, data in extra.items():
+            with tf.io.gfile.GFile(os.path.join(tmp, ASSETS_EXTRA, name), "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+        if warmup_requests:
+            with tf.io.TFRecordWriter(os.path.join(tmp, ASSETS_EXTRA, WARMUP_FILE)) as writer:
+                for record in warmup_requests:
+                    writer.write(record)
+    return final
+
+
+def warmup_records(signature_name, requests):
+    """Serialized tensorflow.serving.PredictionLog records (needs the `serving` extra: tensorflow-serving-api).
+
+    Args:
+      signature_name: the signature each request calls.
+      requests: a list of {input name: numpy array or list}.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ImportError("warm-up records need tensorflow-serving-api: pip install 'albert_tf[serving]' "
+                          "(or export with --no-warmup)") from e
+    records = []
+    for inputs in requests:
+        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature_name))
+        for name, value in inputs.items():
+            request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+        log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+        records.append(log.SerializeToString())
+    return records
+
+
+
+def keras_weights(model):
+    """The tf.Variables behind a Keras 3 model's weights, in `model.weights` order: what an exported module must
+    track instead of the Keras model itself.
+
+    Tracking a Keras 3 variable makes tf.saved_model.save put a *copy* of its tf.Variable in the TF1 graph
+    (keras/src/backend/tensorflow/core.py, `Variable._export_to_saved_model_graph`: `tf.Variable(object_map[self.
+    value])`); the checkpoint restores the copy while the functions read the original, which the TF1 session loader
+    (TF Serving's SavedModelBundle, `saved_model_cli run`) never initializes: FailedPreconditionError "Could not
+    find variable ...". `tf.saved_model.load` is not affected. Restore with `load_encoder` (same order).
+    """
+    return [w.value for w in model.weights]
+
+
+def write_task_export(module, signatures, output_base, task_config, version=None, overwrite=False):
+    """Writes BASE/N with `write_saved_model`, task_config (a dict: the featurization and post-processing
+    parameters) as assets.extra/task_config.json. Returns the path."""
+    return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
+                             extra_assets={TASK_CONFIG_ASSET: json.dumps(task_config, indent=2) + "\n"})

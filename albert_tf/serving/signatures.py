@@ -1,0 +1,106 @@
+"""The encoder's serving signatures: raw text in, packed in the graph exactly as `AlbertTokenizer.pack` does it.
+
+Signatures (B = batch, L = --max-seq-length, H = hidden size):
+  serving_default  text_a string [B], optional text_b string [B]
+                       -> pooled_output [B,H], sequence_output [B,L,H], input_mask int32 [B,L]
+                          ([CLS] a [SEP], or [CLS] a [SEP] b [SEP] when text_b is given)
+  text             text_a string [B] -> the same ([CLS] a [SEP]; for TF Serving's REST API, which does not
+                                        honour optional inputs)
+  encode           input_word_ids, input_mask, input_type_ids int32 [B,L'] -> the same outputs
+Text is tokenized in the graph exactly as `AlbertTokenizer.pack` does it (normalization, SentencePiece, the
+digit-comma rule, truncation of the longer side); invalid UTF-8 bytes become U+FFFD first, as `create-data` reads
+them.
+Each batch runs at its longest text (rounded up to SERVING_LENGTH_BUCKET positions), not at L: the outputs are the
+full-length batch's (padding is masked out of attention), sequence_output is zero at padding positions, and short
+requests cost less. `text_to_inputs` is shared with the task exports.
+"""
+from albert_tf.serving.saved_model import keras_weights
+
+OUTPUT_NAMES = ("pooled_output", "sequence_output", "input_mask")
+#: the encoder signatures run each batch at its longest text rounded up to a multiple of this (see outputs()).
+SERVING_LENGTH_BUCKET = 8
+
+
+def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
+    """In-graph: string [B] (and [B]) -> the packed int32 [B, seq_length] model inputs, as `AlbertTokenizer.pack`.
+
+    Invalid UTF-8 becomes U+FFFD (as `create-data` reads its input); text_a and text_b of different lengths raise
+    InvalidArgumentError "text_a and text_b must have the same length". Task exports reuse this.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.text.in_graph import clean_utf8  # pylint: disable=import-outside-toplevel
+
+    text_a = clean_utf8(text_a)
+    if text_b is not None:
+        text_b = clean_utf8(text_b)
+        check = tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
+                                          message="text_a and text_b must have the same length")
+        with tf.control_dependencies([check]):
+            text_a = tf.identity(text_a)
+    return tokenizer.tf_pack(text_a, text_b, seq_length=seq_length)
+
+
+def optional_pair_inputs(tokenizer, text_a, text_b, seq_length=128):
+    """`text_to_inputs` where a text_b of size 0 means "no text_b" (`serving_default`'s default): [CLS] a [SEP];
+    otherwise the pairs, text_b as long as text_a."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.cond(tf.equal(tf.size(text_b), 0),
+                   lambda: text_to_inputs(tokenizer, text_a, None, seq_length),
+                   lambda: text_to_inputs(tokenizer, text_a, text_b, seq_length))
+
+
+def encoder_signatures(encoder, tokenizer, seq_length=128):
+    """(module, signatures) for `write_saved_model`: serving_default, text and encode (see the module doc).
+
+    serving_default's text_b is optional: its signature records a default (an empty [0] string tensor) in
+    SignatureDef.defaults, which the TF1 session loader (saved_model_cli, TF Serving's gRPC Predict since 2.14) and
+    the function restored by tf.saved_model.load (`loaded.serving_default(text_a)`, not `loaded.signatures[...]`)
+    honour; TF Serving's REST API does not (it wants every input), hence `text`.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
+
+    module = tf.Module()
+    module.encoder_weights = keras_weights(encoder)
+    module.tokenizer = tokenizer.in_graph
+
+    def outputs(inputs):
+        # The encoder runs on the batch cut to its longest text (rounded up to SERVING_LENGTH_BUCKET): padding is
+        # masked out of attention, so the real positions and the pooled output are those of the full-length batch,
+        # at the cost of the text actually sent; sequence_output is padded back to L with zeros.
+        mask = inputs["input_mask"]
+        trimmed = trim_padding(inputs, SERVING_LENGTH_BUCKET)
+        out = encoder(trimmed, training=False)
+        real = tf.cast(trimmed["input_mask"], out["sequence_output"].dtype)[:, :, None]
+        sequence = tf.pad(out["sequence_output"] * real,
+                          [[0, 0], [0, tf.shape(mask)[1] - tf.shape(real)[1]], [0, 0]])
+        sequence.set_shape(mask.shape.concatenate(out["sequence_output"].shape[-1:]))
+        return {"pooled_output": out["pooled_output"], "sequence_output": sequence, "input_mask": mask}
+
+    text_a_spec = tf.TensorSpec([None], tf.string, name="text_a")
+    no_text_b = tf.constant([], tf.string)
+
+    @tf.function(input_signature=[text_a_spec, tf.TensorSpec([None], tf.string, name="text_b")])
+    def serving_default(text_a, text_b=no_text_b):
+        return outputs(optional_pair_inputs(tokenizer, text_a, text_b, seq_length))
+
+    @tf.function(input_signature=[text_a_spec])
+    def text(text_a):
+        return outputs(text_to_inputs(tokenizer, text_a, None, seq_length))
+
+    ids = {name: tf.TensorSpec([None, None], tf.int32, name=name)
+           for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    @tf.function(input_signature=[ids])
+    def encode(inputs):
+        return outputs(inputs)
+
+    module.serving_default, module.text, module.encode = serving_default, text, encode
+    # serving_default goes in as the tf.function (not a concrete function): only then does tf.saved_model.save
+    # record its default argument in SignatureDef.defaults.
+    signatures = {"serving_default": serving_default, "text": text.get_concrete_function(),
+                  "encode": encode.get_concrete_function()}
+    return module, signatures

@@ -1,0 +1,42 @@
+"""What `albert-tf finetune` asks of a task: the one small interface the GLUE, SQuAD and RACE adapters implement
+(albert_tf.tasks.{glue,squad,race}.finetune), so that `run` reads the same for every task.
+
+An adapter is built from the parsed flags (it reads the task's official files then) and holds:
+  train: list of training examples; dev: {split name: list of examples}; primary_metric: the dev metric that
+  picks the best epoch (a key of `evaluate`'s result).
+"""
+
+
+class FinetuneTask:
+    """Base class of the fine-tuning adapters. `plan` is albert_tf.training.finetune.Plan (batch size, sequence
+    length, length bucket, dropout); `tokenizer` an AlbertTokenizer; `order` int64 [N] example indices."""
+
+    primary_metric = "accuracy"
+
+    def num_train(self, tokenizer, plan):  # pylint: disable=unused-argument
+        """Training examples the model sees per epoch: one per example (SQuAD: one per window)."""
+        return len(self.train)
+
+    def build_model(self, encoder, plan):
+        """The task model (albert_tf.modeling) around `encoder`."""
+        raise NotImplementedError
+
+    def loss_and_metrics(self):
+        """(loss, metrics) for model.compile."""
+        raise NotImplementedError
+
+    def sample_inputs(self, tokenizer, plan, n):
+        """The first n training examples' model inputs (numpy int32 [n, ..., L]), featurized in Python."""
+        raise NotImplementedError
+
+    def train_dataset(self, tokenizer, plan, order):
+        """tf.data batches (features, labels) of the examples `order` names, in that order."""
+        raise NotImplementedError
+
+    def evaluate(self, model, tokenizer, plan):
+        """{dev split: {metric: float}}, the task's official metrics."""
+        raise NotImplementedError
+
+    def export(self, model, tokenizer, plan, results, output_base):
+        """Writes OUTPUT_BASE/N, a raw-text SavedModel of the fine-tuned model; returns its path."""
+        raise NotImplementedError

@@ -1,0 +1,67 @@
+"""Fine-tuning a GLUE task: sentence (pair) classification or regression on the pooled output."""
+from albert_tf.tasks import glue
+from albert_tf.tasks.base import FinetuneTask
+from albert_tf.tasks.glue.export import export_classifier
+from albert_tf.tasks.pipelines import pack_dataset, predict_in_order
+
+
+class GlueFinetune(FinetuneTask):
+    """A GLUE task: sentence (pair) classification or regression on the pooled output."""
+
+    def __init__(self, args):
+        self.spec = glue.TASKS[args.task]
+        self.train = glue.read_examples(args.data_dir, self.spec, "train")
+        self.dev = {split: glue.read_examples(args.data_dir, self.spec, split) for split in self.spec.dev_splits}
+        self.regression = self.spec.num_labels == 1
+        self.primary_metric = self.spec.metrics[0]
+        self.pairs = any(e.text_b is not None for e in self.train)
+
+    def _columns(self, examples):
+        import numpy as np  # pylint: disable=import-outside-toplevel
+
+        a = np.array([e.text_a for e in examples], dtype=object).astype(str)
+        b = np.array([e.text_b or "" for e in examples], dtype=object).astype(str) if self.pairs else None
+        labels = np.array([e.label for e in examples], np.float32 if self.regression else np.int32)
+        return a, b, labels
+
+    def build_model(self, encoder, plan):
+        from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=import-outside-toplevel
+
+        return AlbertClassifier(encoder, self.spec.num_labels, dropout=plan.classifier_dropout)
+
+    def loss_and_metrics(self):
+        import keras  # pylint: disable=import-outside-toplevel
+
+        if self.regression:
+            return keras.losses.MeanSquaredError(), []
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+
+    def sample_inputs(self, tokenizer, plan, n):
+        """The first n training examples' model inputs (Python tokenizer: no tf.data pipeline before training's,
+        whose in-graph tokenizer resources must live for the whole run)."""
+        examples = self.train[:n]
+        return tokenizer.pack([e.text_a for e in examples], [e.text_b or "" for e in examples] if self.pairs
+                              else None, seq_length=plan.max_seq_length)
+
+    def train_dataset(self, tokenizer, plan, order):
+        a, b, labels = self._columns(self.train)
+        return pack_dataset(tokenizer, plan.max_seq_length, a, b, labels, order, plan.batch_size,
+                            length_bucket=plan.length_bucket)
+
+    def evaluate(self, model, tokenizer, plan):
+        """{dev split: official metrics}."""
+        results = {}
+        for split, examples in self.dev.items():
+            a, b, labels = self._columns(examples)
+            logits = predict_in_order(
+                model, lambda order: pack_dataset(tokenizer, plan.max_seq_length, a, b, None, order,
+                                                  plan.batch_size, length_bucket=plan.length_bucket),
+                len(examples), plan.batch_size)
+            predictions = logits[:, 0] if self.regression else logits.argmax(-1)
+            results[split] = {k: float(v) for k, v in glue.compute_metrics(self.spec, predictions,
+                                                                                 labels).items()}
+        return results
+
+    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+        """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
+        return export_classifier(model, tokenizer, plan, self.pairs, self.regression, output_base)

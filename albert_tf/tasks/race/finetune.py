@@ -1,0 +1,85 @@
+"""Fine-tuning RACE: four (article, question + option) sequences per question, one logit each."""
+from albert_tf.tasks import race
+from albert_tf.tasks.base import FinetuneTask
+from albert_tf.tasks.pipelines import _featurized_batches, predict_in_order
+
+
+def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_size, labels=True, length_bucket=0):
+    """A tf.data pipeline of RACE batches: the examples `order` names (int64 [N], N a multiple of batch_size),
+    featurized in-graph by `race.in_graph.race_inputs` (the export's featurizer, equal to `race.featurize`).
+
+    Yields:
+      (features, labels int32 [b]) or features: int32 [b, 4, L] input_word_ids, input_mask, input_type_ids; L =
+      seq_length, or the batch's longest sequence rounded up to length_bucket.
+    """
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tasks.race.in_graph import race_inputs  # pylint: disable=import-outside-toplevel
+
+    articles = {}  # each article once: questions of one file share it
+    article_index = np.asarray([articles.setdefault(e.article, len(articles)) for e in examples], np.int64)
+    tables = {"article": tf.constant(list(articles)), "article_index": tf.constant(article_index),
+              "question": tf.constant([e.question for e in examples]),
+              "options": tf.constant([list(e.options) for e in examples]),
+              "label": tf.constant([e.label for e in examples], tf.int32)}
+
+    def featurize(index):
+        article = tf.gather(tables["article"], tf.gather(tables["article_index"], index))
+        features = race_inputs(tokenizer, article, tf.gather(tables["question"], index),
+                                           tf.gather(tables["options"], index), seq_length, max_qa_length)
+        return (features, tf.gather(tables["label"], index)) if labels else features
+
+    return _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
+
+
+class RaceFinetune(FinetuneTask):
+    """RACE: four (article, question + option) sequences per question, one logit each (original layout)."""
+
+    primary_metric = "accuracy"
+
+    def __init__(self, args):
+        self.train = race.read_examples(args.data_dir, "train")
+        self.dev = {"dev": race.read_examples(args.data_dir, "dev")}
+
+    def _dataset(self, examples, tokenizer, plan, order, labels):
+        """Batches of `order`'s examples featurized in tf.data by the export's in-graph tokenizer
+        (`race.in_graph.race_inputs`, equal to `race.featurize`)."""
+        return race_dataset(examples, tokenizer, plan.max_seq_length, self.max_qa_length(plan), order,
+                            plan.batch_size, labels=labels, length_bucket=plan.length_bucket)
+
+    def build_model(self, encoder, plan):
+        from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
+
+        return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=plan.classifier_dropout)
+
+    def loss_and_metrics(self):
+        import keras  # pylint: disable=import-outside-toplevel
+
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+
+    def sample_inputs(self, tokenizer, plan, n):
+        arrays = race.featurize(self.train[:n], tokenizer, max_seq_length=plan.max_seq_length,
+                                     max_qa_length=self.max_qa_length(plan))
+        return {k: v for k, v in arrays.items() if k != "labels"}
+
+    def train_dataset(self, tokenizer, plan, order):
+        return self._dataset(self.train, tokenizer, plan, order, labels=True)
+
+    def evaluate(self, model, tokenizer, plan):
+        logits = predict_in_order(model, lambda order: self._dataset(self.dev["dev"], tokenizer, plan, order,
+                                                                     labels=False),
+                                  len(self.dev["dev"]), plan.batch_size)
+        return {"dev": {k: float(v) for k, v in race.compute_metrics(logits, self.dev["dev"]).items()}}
+
+    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+        """OUT/export/N: article, question, options [B, 4] in (albert_tf.tasks.race.export). Returns the path."""
+        from albert_tf.tasks.race.export import export_race  # pylint: disable=import-outside-toplevel
+
+        return export_race(model, tokenizer, output_base, plan.max_seq_length,
+                                       max_qa_length=self.max_qa_length(plan))
+
+    @staticmethod
+    def max_qa_length(plan):
+        """Tokens kept of each question + option (128, at most half the sequence)."""
+        return min(128, plan.max_seq_length // 2)

@@ -1,0 +1,224 @@
+"""SQuAD answers and scores: n-best spans -> answer text (`postprocess`), and exact / F1 as the official evaluation
+scripts compute them (`evaluate`).
+"""
+import collections
+import dataclasses
+import re
+import string
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class SquadPredictions:
+    """What `postprocess` returns.
+
+    Attributes:
+      answers: {qas_id: answer text}, "" where v2 predicts no answer.
+      null_score_diff: {qas_id: null score − best non-null span score} (v2 only, else {}): the `na_probs` to give
+        `evaluate` to find the best threshold on dev (its best_f1_thresh is the null_score_diff_threshold to use).
+      best_span_answers: {qas_id: text of the best non-null span} (the answer with an infinite threshold).
+      nbest: {qas_id: list of dicts text, probability, start_logit, end_logit}, best first.
+    """
+    answers: dict
+    null_score_diff: dict
+    best_span_answers: dict
+    nbest: dict
+
+
+def _softmax(scores):
+    scores = np.asarray(scores, np.float64)
+    exp = np.exp(scores - scores.max())
+    return exp / exp.sum()
+
+
+def postprocess(examples, features, start_logits, end_logits, n_best=20, max_answer_length=30,
+                version_2_with_negative=False, null_score_diff_threshold=0.0):
+    """Picks each question's answer from its windows' logits, as the original BERT/ALBERT SQuAD code does.
+
+    Candidate spans: the n_best highest start and end logits of every window, with start and end inside the
+    window's context, start <= end, at most max_answer_length tokens, and start where the window gives the token
+    its most context; scored start + end logit. v2 also scores "no answer" as the lowest [CLS] start + end logit
+    over the windows, and answers "" when that exceeds the best span's score by more than the threshold.
+
+    Args:
+      examples: the list[SquadExample] given to `featurize`.
+      features: its list[SquadFeature] (possibly a subset, e.g. one batch of examples' windows).
+      start_logits, end_logits: float [num_features, L], row i for features[i].
+      n_best, max_answer_length, version_2_with_negative, null_score_diff_threshold: as in the original.
+    Returns:
+      SquadPredictions for every example that has at least one feature.
+    """
+    start_logits = np.asarray(start_logits, np.float64)
+    end_logits = np.asarray(end_logits, np.float64)
+    if start_logits.shape != end_logits.shape or start_logits.shape[0] != len(features):
+        raise ValueError(f"start_logits {start_logits.shape} and end_logits {end_logits.shape} must both be "
+                         f"[{len(features)} features, seq_length]")
+    by_example = collections.defaultdict(list)
+    for row, feature in enumerate(features):
+        by_example[feature.example_index].append(row)
+    result = SquadPredictions({}, {}, {}, {})
+    for example_index, rows in by_example.items():
+        example = examples[example_index]
+        candidates, null_score, null_logits = [], None, None
+        for row in rows:
+            feature, starts, ends = features[row], start_logits[row], end_logits[row]
+            if version_2_with_negative:
+                score = starts[0] + ends[0]
+                if null_score is None or score < null_score:
+                    null_score, null_logits = score, (starts[0], ends[0])
+            top_starts = np.argsort(-starts, kind="stable")[:n_best]
+            top_ends = np.argsort(-ends, kind="stable")[:n_best]
+            for s in top_starts:
+                if feature.token_spans[s, 0] < 0 or not feature.token_is_max_context[s]:
+                    continue
+                for e in top_ends:
+                    if feature.token_spans[e, 0] < 0 or e < s or e - s + 1 > max_answer_length:
+                        continue
+                    char_start, char_end = feature.token_spans[s, 0], feature.token_spans[e, 1]
+                    text = example.context[char_start:char_end]
+                    if text:
+                        candidates.append((starts[s] + ends[e], starts[s], ends[e], text))
+        candidates.sort(key=lambda c: -c[0])
+        entries, seen = [], set()
+        for score, start, end, text in candidates:
+            if text not in seen:
+                seen.add(text)
+                entries.append({"text": text, "score": score, "start_logit": start, "end_logit": end})
+            if len(entries) == n_best:
+                break
+        best_span = entries[0] if entries else None
+        if version_2_with_negative:  # "no answer" takes its rank among the n best, or is added after them
+            null = {"text": "", "score": null_score, "start_logit": null_logits[0], "end_logit": null_logits[1]}
+            entries = sorted(entries + [null], key=lambda c: -c["score"])[:n_best]
+            if null not in entries:
+                entries.append(null)
+        if not entries:
+            entries = [{"text": "", "score": 0.0, "start_logit": 0.0, "end_logit": 0.0}]
+        probabilities = _softmax([e["score"] for e in entries])
+        qas_id = example.qas_id
+        result.nbest[qas_id] = [{"text": e["text"], "probability": float(p), "start_logit": float(e["start_logit"]),
+                                 "end_logit": float(e["end_logit"])} for e, p in zip(entries, probabilities)]
+        result.best_span_answers[qas_id] = best_span["text"] if best_span else ""
+        if not version_2_with_negative:
+            result.answers[qas_id] = result.best_span_answers[qas_id]
+            continue
+        if best_span is None:  # no valid span at all: only "no answer" is left
+            diff = float("inf")
+        else:
+            diff = float(null_score - best_span["score"])
+        result.null_score_diff[qas_id] = diff
+        result.answers[qas_id] = "" if diff > null_score_diff_threshold else best_span["text"]
+    return result
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(text):
+    """The official scripts' answer normalization: lowercase, drop ASCII punctuation, replace the articles a, an,
+    the (whole words) by a space, collapse whitespace."""
+    text = "".join(c for c in text.lower() if c not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _tokens(text):
+    return normalize_answer(text).split() if text else []
+
+
+def exact_match(gold, prediction):
+    """1 when the normalized texts are equal, else 0."""
+    return int(normalize_answer(gold) == normalize_answer(prediction))
+
+
+def f1_score(gold, prediction):
+    """Token-overlap F1 of the normalized texts (v2.0 script: 1 if both are empty, 0 if only one is)."""
+    gold_tokens, prediction_tokens = _tokens(gold), _tokens(prediction)
+    if not gold_tokens or not prediction_tokens:
+        return float(gold_tokens == prediction_tokens)
+    common = sum((collections.Counter(gold_tokens) & collections.Counter(prediction_tokens)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(prediction_tokens), common / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _best_threshold(has_answer, predictions, scores, na_probs):
+    """The official find_best_thresh: answer the questions with na_prob <= t, predict none for the rest; the best
+    total score (%) and its t, scanning t over the na_probs in increasing order from "none everywhere"."""
+    current = best = sum(not h for h in has_answer.values())
+    threshold = 0.0
+    for qas_id in sorted(na_probs, key=lambda k: na_probs[k]):
+        if qas_id not in scores:
+            continue
+        if has_answer[qas_id]:
+            current += scores[qas_id]
+        elif predictions[qas_id]:
+            current -= 1
+        if current > best:
+            best, threshold = current, na_probs[qas_id]
+    return 100.0 * best / len(scores), float(threshold)
+
+
+def evaluate(examples, predictions, na_probs=None, na_prob_thresh=1.0):
+    """SQuAD's exact match and F1, as the official v2.0 evaluation script computes them (on v1.1 data the v1.1
+    script's numbers, but for gold answers that normalize to nothing, which v2.0 drops).
+
+    Each prediction is scored against every gold answer (normalized: see `normalize_answer`), keeping the best;
+    a question with no (non-empty) gold answer has the gold answer "". With na_probs, a question whose na_prob
+    exceeds na_prob_thresh counts as answered "no answer".
+
+    Args:
+      examples: list[SquadExample] (read_examples of the dev file).
+      predictions: {qas_id: answer text}, one per example ("" = no answer); extra ids are ignored.
+      na_probs: optional {qas_id: no-answer score} (postprocess's null_score_diff); gives the best_* entries.
+      na_prob_thresh: the script's --na-prob-thresh (1.0). With best_span_answers as predictions, the
+        null_score_diff as na_probs and the threshold used in postprocess, exact/f1 equal postprocess's answers'.
+    Returns:
+      dict of floats: exact, f1 (percent), total; with unanswerable questions in examples (v2) also HasAns_exact,
+      HasAns_f1, HasAns_total, NoAns_exact, NoAns_f1, NoAns_total; with na_probs also best_exact,
+      best_exact_thresh, best_f1, best_f1_thresh.
+    """
+    if not examples:
+        raise ValueError("no SQuAD examples to evaluate")
+    missing = [ex.qas_id for ex in examples if ex.qas_id not in predictions]
+    if missing:
+        raise ValueError(f"{len(missing)} of {len(examples)} questions have no prediction (first: {missing[0]})")
+    if na_probs is not None:
+        missing = [ex.qas_id for ex in examples if ex.qas_id not in na_probs]
+        if missing:
+            raise ValueError(f"na_probs lacks {len(missing)} of {len(examples)} questions (first: {missing[0]})")
+    exact, f1 = {}, {}
+    for ex in examples:
+        golds = [text for text, _ in ex.answers if normalize_answer(text)] or [""]
+        prediction = predictions[ex.qas_id]
+        exact[ex.qas_id] = max(exact_match(g, prediction) for g in golds)
+        f1[ex.qas_id] = max(f1_score(g, prediction) for g in golds)
+
+    has_answer = {ex.qas_id: bool(ex.answers) for ex in examples}
+
+    def thresholded(scores):  # the script's apply_no_ans_threshold
+        if na_probs is None:
+            return scores
+        return {k: (float(not has_answer[k]) if na_probs[k] > na_prob_thresh else v) for k, v in scores.items()}
+
+    def summary(prefix, ids):
+        return {f"{prefix}exact": 100.0 * sum(exact_t[k] for k in ids) / len(ids),
+                f"{prefix}f1": 100.0 * sum(f1_t[k] for k in ids) / len(ids), f"{prefix}total": float(len(ids))}
+
+    exact_t, f1_t = thresholded(exact), thresholded(f1)
+    result = summary("", list(exact))
+    if any(ex.is_impossible or not ex.answers for ex in examples):
+        answered = [k for k, h in has_answer.items() if h]
+        unanswerable = [k for k, h in has_answer.items() if not h]
+        if answered:
+            result.update(summary("HasAns_", answered))
+        if unanswerable:
+            result.update(summary("NoAns_", unanswerable))
+    if na_probs is not None:
+        result["best_exact"], result["best_exact_thresh"] = _best_threshold(has_answer, predictions, exact, na_probs)
+        result["best_f1"], result["best_f1_thresh"] = _best_threshold(has_answer, predictions, f1, na_probs)
+    return result
