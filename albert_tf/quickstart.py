@@ -136,7 +136,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    from albert_tf import configs_dir, pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf import configs_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
 
     out = os.path.abspath(args.output)
     os.makedirs(out, exist_ok=True)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, pretrained
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.checkpoints import pretrained
 from helpers import SMALL, make_inputs
 
 CFG = AlbertConfig.from_dict(dict(SMALL, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
