@@ -189,13 +189,14 @@ def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_si
     return path
 
 
-def run_cli(args, timeout=600, check=True):
-    """Runs `albert-tf pretrain ARGS` in a fresh Python process; returns the CompletedProcess."""
+def run_cli(command, args=(), timeout=900, check=True):
+    """Runs `albert-tf COMMAND ARGS` in a fresh Python process (this checkout's albert_tf); returns the
+    CompletedProcess (text stdout and stderr). With `check`, a non-zero exit raises an AssertionError showing both."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "albert_tf", "pretrain", *map(str, args)],
+    proc = subprocess.run([sys.executable, "-m", "albert_tf", command, *map(str, args)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"pretrain exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        raise AssertionError(f"{command} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
 
 
