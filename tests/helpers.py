@@ -189,15 +189,25 @@ def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_si
     return path
 
 
+def _checkout_env(**extra):
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **extra)
+
+
 def run_cli(command, args=(), timeout=900, check=True):
     """Runs `albert-tf COMMAND ARGS` in a fresh Python process (this checkout's albert_tf); returns the
     CompletedProcess (text stdout and stderr). With `check`, a non-zero exit raises an AssertionError showing both."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, "-m", "albert_tf", command, *map(str, args)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+                          cwd=REPO, env=_checkout_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{command} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
+
+
+def run_python(code, timeout=600, **env):
+    """Runs `python -c CODE` in a fresh process (this checkout's albert_tf, `env` added to the environment);
+    returns the CompletedProcess (text stdout and stderr), whatever its exit status."""
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_checkout_env(**env), capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def resize_spm(spm_path, vocab_size, out_path):
