@@ -160,7 +160,7 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
     """The issue's case: `pretrain` 100 steps, then `finetune` on a learnable task must do at least as well as
     the same run from a random initialization (the reference), and reach high dev accuracy."""
     # 640 sentences x 8 passes (320 steps): a tiny model's [CLS] classifier sits at chance for the first ~60-100
-    # steps whatever its init; 320 x 6 (120 steps) ended on that plateau's edge (see notes/ftquality.md).
+    # steps whatever its init; 320 x 6 (120 steps) ended on that plateau's edge (see docs/fine-tuning-quality.md).
     data = fh.write_sst2(str(tmp_path / "sst2"), num_train=640, num_dev=96)
     accuracy, stdout = {}, {}
     for name, init in (("pretrained", briefly_pretrained), ("random", random_init)):
