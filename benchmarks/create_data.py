@@ -26,9 +26,10 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)  # albert_tf from this checkout (for reading the records back)
+import common
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"(])")
 
 
@@ -63,26 +64,32 @@ def write_corpus(files, path, max_bytes):
     return written
 
 
-# Each tool runs in a child process that imports everything first and then times only the work (CPU time of
-# the whole process, all threads, and wall time), printing `work_cpu_s=... work_wall_s=...` as its last line.
-_OURS = """
-import sys, time
-import tensorflow, albert_tf.text
-from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
-corpus, model, out, seq = sys.argv[1:5]
-cpu, wall = time.process_time(), time.time()
-create_pretraining_data(corpus, model, out, options=InstanceOptions(max_seq_length=int(seq), max_predictions=20),
-                        workers=1, progress=False)
-print(f"work_cpu_s={time.process_time() - cpu} work_wall_s={time.time() - wall}")
-"""
-_ORIGINAL = """
-import sys, time
-from albert import create_pretraining_data as original
-original.FLAGS(["create_pretraining_data"] + sys.argv[1:])
-cpu, wall = time.process_time(), time.time()
-original.main(None)
-print(f"work_cpu_s={time.process_time() - cpu} work_wall_s={time.time() - wall}")
-"""
+# Each tool runs in a child process (`create_data.py --child ours|original ARGS`) that imports everything first and
+# then times only the work (CPU time of the whole process, all threads, and wall time), printing
+# `work_cpu_s=... work_wall_s=...` as its last line.
+def ours(argv):
+    """The child running albert_tf's create-data: ARGS = corpus, SentencePiece model, output prefix, seq length."""
+    corpus, model, out, seq = argv
+    import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (imported before timing)
+
+    from albert_tf.data.create_pretraining_data import (  # pylint: disable=import-outside-toplevel
+        InstanceOptions, create_pretraining_data)
+
+    cpu, wall = time.process_time(), time.time()
+    create_pretraining_data(corpus, model, out, options=InstanceOptions(max_seq_length=int(seq), max_predictions=20),
+                            workers=1, progress=False)
+    print(f"work_cpu_s={time.process_time() - cpu} work_wall_s={time.time() - wall}")
+
+
+def original(argv):
+    """The child running google-research/albert's create_pretraining_data.py (package `albert` on PYTHONPATH):
+    ARGS are its flags."""
+    from albert import create_pretraining_data as tool  # pylint: disable=import-outside-toplevel,import-error
+
+    tool.FLAGS(["create_pretraining_data"] + list(argv))
+    cpu, wall = time.process_time(), time.time()
+    tool.main(None)
+    print(f"work_cpu_s={time.process_time() - cpu} work_wall_s={time.time() - wall}")
 
 
 def measure(cmd, env=None):
@@ -146,7 +153,7 @@ def main(argv=None):
     work = args.work_dir or tempfile.mkdtemp(prefix="albert_create_data_bench_")
     os.makedirs(work, exist_ok=True)
     python = sys.executable
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    env = dict(common.child_env(), TF_CPP_MIN_LOG_LEVEL="3")
 
     sources = python_doc_sources()
     corpora = {}
@@ -173,13 +180,14 @@ def main(argv=None):
     results = {}
     for name, corpus in corpora.items():
         out = os.path.join(work, f"ours_{name}")
-        cmd = [python, "-c", _OURS, corpus, prefix + ".model", out, seq]
+        cmd = common.child_command(python, __file__, "ours", corpus, prefix + ".model", out, seq)
         results[("ours", name)] = (count_records(glob.glob(out + "-*.tfrecord")),) + measure(cmd, env)
         out = os.path.join(work, f"original_{name}.tfrecord")
-        cmd = [python, "-c", _ORIGINAL, f"--input_file={corpus}", f"--output_file={out}",
-               f"--spm_model_file={prefix}.model", f"--vocab_file={prefix}.vocab", f"--max_seq_length={seq}",
-               "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--ngram=3", "--dupe_factor=1",
-               "--short_seq_prob=0.1", "--random_seed=12345"]
+        cmd = common.child_command(
+            python, __file__, "original", f"--input_file={corpus}", f"--output_file={out}",
+            f"--spm_model_file={prefix}.model", f"--vocab_file={prefix}.vocab", f"--max_seq_length={seq}",
+            "--max_predictions_per_seq=20", "--masked_lm_prob=0.15", "--ngram=3", "--dupe_factor=1",
+            "--short_seq_prob=0.1", "--random_seed=12345")
         results[("original", name)] = (count_records([out]),) + measure(cmd, orig_env)
 
     rates = {}
@@ -203,4 +211,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    common.run_child_if_asked({"ours": ours, "original": original})
     sys.exit(main())

@@ -4,7 +4,7 @@ AlbertTextClassifier.fit step (sequence classification, 2 classes).
     python benchmarks/finetune_step.py --config configs/albert_base.json --seq-length 128 --batch-size 32
 
 Each side runs in its own worker process (built and compiled first, then idle while the others are timed),
-alternating round by round, `--rounds` times (the machine and its helpers are those of benchmarks/train_step.py):
+alternating round by round, `--rounds` times (the worker protocol of benchmarks/common.py):
 
   ours   AlbertClassifier(AlbertEncoder(config), 2) compiled as `albert-tf finetune` compiles it (AdamW with LayerNorm
          and biases excluded from decay, linear warm-up/decay, clip-norm 1.0, sparse CE from logits, accuracy),
@@ -35,19 +35,16 @@ The last line: steps_per_sec=X keras_hub_steps_per_sec=Y ratio=X/Y (best rounds)
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import train_step as ts  # noqa: E402  pylint: disable=wrong-import-position
+import common
 
 
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=os.path.join(ts.REPO, "configs", "albert_base.json"))
+    p.add_argument("--config", default=os.path.join(common.REPO, "configs", "albert_base.json"))
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=3, help="timed steps per round and side (default 3)")
@@ -55,9 +52,7 @@ def _parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int, default=2)
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="ours: compute dtype")
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: compile the step with XLA")
-    p.add_argument("--peer-python", default=ts.DEFAULT_PEER_PYTHON if os.path.exists(ts.DEFAULT_PEER_PYTHON)
-                   else None)
-    p.add_argument("--peer-configs", default=",".join(ts.PEER_CONFIGS))
+    common.add_peer_arguments(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", action="store_true")
     p.add_argument("--text", default=None, help="file or directory of text: its sentences' lengths (see above)")
@@ -72,7 +67,7 @@ def _parse_args(argv=None):
 def _batch(args, vocab_size):
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    b = ts.random_batch(vocab_size, args.batch_size, args.seq_length, 1, args.seed)
+    b = common.random_batch(vocab_size, args.batch_size, args.seq_length, 1, args.seed)
     labels = np.random.default_rng(args.seed).integers(0, 2, args.batch_size).astype("int32")
     return b, labels
 
@@ -110,7 +105,7 @@ def _text_batches(args, path):
     rng = np.random.default_rng(args.seed)
     chosen = [lines[i] for i in rng.permutation(len(lines))[:need]]
     tokenizer = AlbertTokenizer(args.spm_model)
-    vocab_size = ts._load_config_dict(args.config)["vocab_size"]  # pylint: disable=protected-access
+    vocab_size = common.load_config_dict(args.config)["vocab_size"]
     if tokenizer.vocab_size > vocab_size:
         raise SystemExit(f"--spm-model {args.spm_model}: {tokenizer.vocab_size} pieces, more than --config's "
                          f"vocab_size {vocab_size}")
@@ -172,10 +167,10 @@ def _worker_peer(args, peer_config):
     import keras  # pylint: disable=import-outside-toplevel
     import keras_hub  # pylint: disable=import-outside-toplevel
 
-    c = ts._load_config_dict(args.config)  # pylint: disable=protected-access
+    c = common.load_config_dict(args.config)
     keras.mixed_precision.set_global_policy(dtype)
     keras.utils.set_random_seed(args.seed)
-    backbone = ts.keras_hub_backbone(keras_hub, c)
+    backbone = common.keras_hub_backbone(keras_hub, c)
     model = keras_hub.models.AlbertTextClassifier(backbone, num_classes=2, preprocessor=None)
     model.compile(jit_compile=bool(xla))
     names = {"input_word_ids": "token_ids", "input_mask": "padding_mask", "input_type_ids": "segment_ids"}
@@ -203,9 +198,8 @@ def _serve_model(model, batches, args):
     compile_seconds = time.perf_counter() - start
     run(max(args.warmup_steps, len(batches)))  # every batch (each of ours' lengths) once before timing
     position[0] = 0
-    ts._say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],  # pylint: disable=protected-access
-            params=int(model.count_params()))
-    ts._serve(run)  # pylint: disable=protected-access
+    common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"], params=int(model.count_params()))
+    common.serve({"run": common.timed(run)})
 
 
 def main(args):
@@ -222,20 +216,12 @@ def main(args):
         print(f"--text {args.text}: mean packed length {mean_length:.1f} tokens; ours' batches at a mean "
               f"{mean_bucketed:.1f} positions (longest per batch, rounded up to {args.length_bucket}); keras-hub's at "
               f"{args.seq_length}", flush=True)
-    peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
-    if not args.peer_python or subprocess.run([args.peer_python, "-c", "import keras_hub"],
-                                              capture_output=True).returncode:
-        print(f"keras-hub peer not measured: {args.peer_python} missing or without keras_hub", flush=True)
-        peer_configs = []
-    script = os.path.abspath(__file__)
+    peer_configs = common.peer_configs(args)
     workers = {}
     try:
-        workers["ours"] = _Worker("ours", sys.executable, script, argv, args.verbose)
-        for c in peer_configs:
-            try:
-                workers[f"peer:{c}"] = _Worker(f"peer:{c}", args.peer_python, script, argv, args.verbose)
-            except RuntimeError as e:
-                print(f"keras-hub {c}: failed to start: {e}", flush=True)
+        workers["ours"] = common.Worker("ours", sys.executable, __file__, argv, args.verbose)
+        workers.update(common.start_peers({f"peer:{c}": (args.peer_python, __file__, argv, args.verbose)
+                                           for c in peer_configs}))
         for name, w in workers.items():
             print(f"{name}: compiled in {w.ready['compile_seconds']:.1f}s, {w.ready['params']} parameters, "
                   f"first loss {w.ready['first_loss']:.4f}", flush=True)
@@ -246,33 +232,19 @@ def main(args):
             print(f"round {r + 1}/{args.rounds}: " + " ".join(f"{n}={v[-1]:.3f}steps/s" for n, v in rates.items()),
                   flush=True)
     finally:
-        for w in workers.values():
-            w.close()
+        common.close_all(workers)
     ours_best, ours_median = max(rates["ours"]), statistics.median(rates["ours"])
-    peers = {n: v for n, v in rates.items() if n.startswith("peer:")}
-    if peers:
-        best_peer = max(peers, key=lambda n: max(peers[n]))
-        peer_best, peer_median = max(peers[best_peer]), statistics.median(peers[best_peer])
+    peer = common.fastest_peer(rates)
+    if peer:
+        peer_config, peer_best, peer_median = peer
         tail = (f"keras_hub_steps_per_sec={peer_best:.3f} ratio={ours_best / peer_best:.3f} "
                 f"median_steps_per_sec={ours_median:.3f} keras_hub_median_steps_per_sec={peer_median:.3f} "
-                f"median_ratio={ours_median / peer_median:.3f} keras_hub_config={best_peer.split(':', 1)[1]}")
+                f"median_ratio={ours_median / peer_median:.3f} keras_hub_config={peer_config}")
     else:
         tail = f"keras_hub_steps_per_sec=nan ratio=nan median_steps_per_sec={ours_median:.3f} keras_hub_config=none"
     print(f"steps_per_sec={ours_best:.3f} {tail} config={args.dtype}{'+xla' if args.xla == 'on' else ''}",
           flush=True)
     return 0
-
-
-class _Worker(ts.Worker):
-    """train_step's worker protocol, running this script."""
-
-    def __init__(self, name, python, script, argv, verbose):  # pylint: disable=super-init-not-called
-        self.name = name
-        self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        self.process = subprocess.Popen([python, script, *argv, "--_worker", name], cwd=ts.REPO, env=env,
-                                        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
-        self.ready = self._read("ready")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+import common
+
 
 def _parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -134,7 +136,6 @@ def main():
     args = _parse_args()
     os.sched_setaffinity(0, {args.core})  # before TensorFlow creates its threads: they inherit the mask
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.data.dataset import pretraining_dataset  # pylint: disable=import-outside-toplevel
@@ -151,12 +152,12 @@ def main():
         dynamic = args.dynamic_records or _generate(tmp, "dynamic", args.generate, args.num_files, args.seq_length,
                                                      args.max_predictions, args.vocab_size, seed=2)
         print(f"records: static {static}, dynamic {dynamic}", flush=True)
-        common = dict(seq_length=args.seq_length, max_predictions=args.max_predictions, batch_size=args.batch_size,
+        flags = dict(seq_length=args.seq_length, max_predictions=args.max_predictions, batch_size=args.batch_size,
                       is_training=True, seed=0)
         pipelines = {
-            "static": lambda: pretraining_dataset(static, **common),
+            "static": lambda: pretraining_dataset(static, **flags),
             "dynamic": lambda: pretraining_dataset(dynamic, dynamic_masking=True, vocab_size=args.vocab_size,
-                                                   **common),
+                                                   **flags),
             "peer_parse_per_record": lambda: _peer_dataset(static, args.seq_length, args.max_predictions,
                                                            args.batch_size),
         }
@@ -170,7 +171,7 @@ def main():
                       f"({per_wall_second:.0f}/s wall clock on core {args.core})", flush=True)
     print(f"pinned to core {args.core} (sched_setaffinity), tf.data private_threadpool_size=1, "
           f"seq {args.seq_length}, {args.max_predictions} predictions, batch {args.batch_size}, "
-          f"load average {os.getloadavg()[0]:.2f}; figures are examples per CPU-second of the pinned process "
+          f"load average {common.load_average():.2f}; figures are examples per CPU-second of the pinned process "
           f"(= examples/s on one dedicated core; robust to other processes sharing the core)")
     print(" ".join(f"{name}_examples_per_sec_per_core={rate:.0f}" for name, rate in best.items()))
     return 0

@@ -2,8 +2,8 @@
 
     python benchmarks/long_requests.py            # albert_tiny, L 32, 1 MiB requests
 
-What both sides serve is built as in benchmarks/serving.py (`prepare`: a generated vocabulary, random weights,
-`albert-tf export`). Each (side, request) pair runs in a fresh process: load and warm up on a short text, then one
+What both sides serve is built as in benchmarks/serving.py (`common.prepare_export`: a generated vocabulary,
+random weights, `albert-tf export`). Each (side, request) pair runs in a fresh process: load and warm up on a short text, then one
 request of the given kind, timed; its cost is the process's peak RSS during the request (VmHWM, reset just
 before it through /proc/self/clear_refs) minus its RSS before, and the wall time.
 
@@ -25,66 +25,72 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import serving  # noqa: E402  pylint: disable=wrong-import-position
-import train_step as ts  # noqa: E402  pylint: disable=wrong-import-position
+import common
 
-CHILD = r"""
-import json, sys, time
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the TF Text ops)
-side, kind, mib, path, spm, seq = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
-size = int(mib * 2**20)
-text = ("The river runs past the old city. " * (size // 34 + 1))[:size] if kind == "words" else "\u4e00" * (size // 3)
-if side == "ours":
-    serve = tf.saved_model.load(path).signatures["serving_default"]
-    def run(t):
-        return serve(text_a=tf.constant([t]), text_b=tf.constant([], tf.string))["input_mask"]
-else:
-    import keras_hub
-    tokenizer = keras_hub.models.AlbertTokenizer(proto=spm)
-    preprocess = tf.function(keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=seq))
-    def run(t):
-        return preprocess(tf.constant([t]))["padding_mask"]
-def status_kib(field):
-    with open("/proc/self/status") as f:
-        return int(next(line for line in f if line.startswith(field + ":")).split()[1])
-run("warm up " * 4)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # resets the peak (VmHWM) to the current RSS: the peak below is this request's
-before = status_kib("VmRSS")
-start = time.perf_counter()
-mask = run(text)
-seconds = time.perf_counter() - start
-grown = (status_kib("VmHWM") - before) / 1024
-print(json.dumps({"mib": grown, "seconds": seconds, "tokens": int(tf.reduce_sum(tf.cast(mask, tf.int32)))}))
-"""
+
+def request(argv):
+    """The child (`long_requests.py --child request SIDE KIND MIB EXPORT SPM SEQ`): load SIDE, warm it up, then one
+    request of KIND; prints {"mib": peak RSS growth during the request, "seconds", "tokens": ids kept}."""
+    side, kind, mib, path, spm, seq = argv[0], argv[1], float(argv[2]), argv[3], argv[4], int(argv[5])
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (its ops)
+
+    size = int(mib * 2**20)
+    if kind == "words":
+        text = ("The river runs past the old city. " * (size // 34 + 1))[:size]
+    else:
+        text = "\u4e00" * (size // 3)  # one character the vocabulary lacks, 3 bytes of UTF-8
+    if side == "ours":
+        serve = tf.saved_model.load(path).signatures["serving_default"]
+
+        def run(t):
+            return serve(text_a=tf.constant([t]), text_b=tf.constant([], tf.string))["input_mask"]
+    else:
+        import keras_hub  # pylint: disable=import-outside-toplevel
+
+        tokenizer = keras_hub.models.AlbertTokenizer(proto=spm)
+        preprocess = tf.function(keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=seq))
+
+        def run(t):
+            return preprocess(tf.constant([t]))["padding_mask"]
+
+    def status_kib(field):
+        with open("/proc/self/status", encoding="ascii") as f:
+            return int(next(line for line in f if line.startswith(field + ":")).split()[1])
+
+    run("warm up " * 4)
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")  # resets the peak (VmHWM) to the current RSS: the peak below is this request's
+    before = status_kib("VmRSS")
+    start = time.perf_counter()
+    mask = run(text)
+    seconds = time.perf_counter() - start
+    grown = (status_kib("VmHWM") - before) / 1024
+    print(json.dumps({"mib": grown, "seconds": seconds, "tokens": int(tf.reduce_sum(tf.cast(mask, tf.int32)))}))
 
 
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=os.path.join(ts.REPO, "configs", "albert_tiny.json"))
+    p.add_argument("--config", default=os.path.join(common.REPO, "configs", "albert_tiny.json"))
     p.add_argument("--seq-length", type=int, default=32)
     p.add_argument("--mib", type=float, default=1.0, help="request size in MiB (default 1)")
     p.add_argument("--kinds", default="words,word")
     p.add_argument("--rounds", type=int, default=3, help="alternating repetitions (default 3)")
     p.add_argument("--vocab-size", type=int, default=600)
-    p.add_argument("--peer-python", default=ts.DEFAULT_PEER_PYTHON if os.path.exists(ts.DEFAULT_PEER_PYTHON)
-                   else None, help=f"interpreter with keras-hub 0.32 (default {ts.DEFAULT_PEER_PYTHON})")
+    common.add_peer_arguments(p, configs=False)
     p.add_argument("--timeout", type=int, default=600, help="seconds one request may take (default 600)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
 
 def measure(python, side, kind, args, export_path, spm):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("PYTHONPATH", None)  # the children import only their own stack
-    try:
-        proc = subprocess.run([python, "-c", CHILD, side, kind, str(args.mib), export_path, spm,
-                               str(args.seq_length)], env=env, capture_output=True, text=True, check=False,
-                              timeout=args.timeout)
+    command = common.child_command(python, __file__, "request", side, kind, args.mib, export_path, spm,
+                                   args.seq_length)
+    try:  # no PYTHONPATH: each child imports only its own stack
+        proc = subprocess.run(command, env=common.child_env(checkout=False), capture_output=True, text=True,
+                              check=False, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return {"mib": float("nan"), "seconds": float(args.timeout), "tokens": -1, "timed_out": True}
     if proc.returncode:
@@ -94,17 +100,14 @@ def measure(python, side, kind, args, export_path, spm):
 
 def main(args):
     sides = {"ours": sys.executable}
-    if args.peer_python and not subprocess.run([args.peer_python, "-c", "import keras_hub"], capture_output=True,
-                                               check=False).returncode:
+    if common.peer_configs(args):
         sides["peer"] = args.peer_python
-    else:
-        print(f"keras-hub peer not measured: {args.peer_python} missing or without keras_hub", flush=True)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     for kind in kinds:
         if kind not in ("words", "word"):
             raise SystemExit(f"--kinds: unknown kind '{kind}' (expected words, word)")
     with tempfile.TemporaryDirectory() as tmp:
-        export_path, spm, _, _ = serving.prepare(args, tmp)
+        export_path, spm, _, _ = common.prepare_export(tmp, args.config, args.seq_length, args.vocab_size, args.seed)
         results = {(side, kind): [] for side in sides for kind in kinds}
         for round_index in range(args.rounds):
             for kind in kinds:
@@ -122,4 +125,5 @@ def main(args):
 
 
 if __name__ == "__main__":
+    common.run_child_if_asked({"request": request})
     sys.exit(main(_parse_args()))

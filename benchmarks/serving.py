@@ -10,7 +10,7 @@ The parent (this project's Python) first builds what both sides serve, from one 
     `albert-tf export --max-seq-length L --no-warmup` of it: its size on disk is reported;
   * the requests: real-looking English sentences (1–3 per text) generated deterministically from `--seed`.
 Then each side runs in its own worker process (loaded and warmed first, then idle while the others are timed),
-alternating round by round, `--rounds` times (the worker protocol of benchmarks/train_step.py):
+alternating round by round, `--rounds` times (the worker protocol of benchmarks/common.py):
 
   ours   a fresh process importing only tensorflow and tensorflow_text: tf.saved_model.load(export), then
          signatures["serving_default"](text_a=strings, text_b=<its default, empty>)["pooled_output"]
@@ -27,57 +27,18 @@ The last line: examples_per_sec=X keras_hub_examples_per_sec=Y ratio=X/Y p50_ms=
 latency_ratio=B/A export_mb=S load_seconds=T, then the chosen peer configurations.
 """
 import argparse
-import json
 import os
-import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import train_step as ts  # noqa: E402  pylint: disable=wrong-import-position
-
-_WORDS = {
-    "det": "the a this that every each one another some no".split(),
-    "adj": ("old new small large quiet early late bright dark simple careful modern ancient northern local "
-            "famous narrow wide strange common").split(),
-    "noun": ("river city teacher garden report engine village market student window letter bridge doctor "
-             "museum forest station company library winter question machine harbor painter theory").split(),
-    "verb": ("crossed opened described followed reached built changed visited repaired explained found "
-             "closed measured carried watched studied").split(),
-    "adv": "slowly quickly again today finally carefully often rarely yesterday".split(),
-    "prep": "near behind across under beside after before through".split(),
-    "name": "Anna Paris Lisbon Tokyo Marcus Elena Oslo Kenya Peter Sofia".split(),
-}
-
-
-def make_texts(count, seed):
-    """`count` texts of 1-3 generated English sentences each (deterministic given seed)."""
-    rng = random.Random(seed)
-    w = _WORDS
-
-    def sentence():
-        subject = (rng.choice(w["name"]) if rng.random() < 0.3 else
-                   f"{rng.choice(w['det'])} {rng.choice(w['adj'])} {rng.choice(w['noun'])}")
-        words = [subject, rng.choice(w["verb"]), rng.choice(w["det"]), rng.choice(w["noun"])]
-        if rng.random() < 0.6:
-            words += [rng.choice(w["prep"]), rng.choice(w["det"]), rng.choice(w["adj"]), rng.choice(w["noun"])]
-        if rng.random() < 0.4:
-            words.append(rng.choice(w["adv"]))
-        if rng.random() < 0.3:
-            words += ["in", str(rng.randint(1850, 2024))]
-        text = " ".join(words)
-        return text[0].upper() + text[1:] + rng.choice([".", ".", ".", "!", "?"])
-
-    return [" ".join(sentence() for _ in range(rng.randint(1, 3))) for _ in range(count)]
+import common
 
 
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=os.path.join(ts.REPO, "configs", "albert_base.json"))
+    p.add_argument("--config", default=os.path.join(common.REPO, "configs", "albert_base.json"))
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -85,10 +46,7 @@ def _parse_args(argv=None):
     p.add_argument("--singles", type=int, default=20, help="timed batch-1 requests per round and side (default 20)")
     p.add_argument("--vocab-size", type=int, default=600,
                    help="pieces of the generated vocabulary (default 600; its corpus supports at most about 675)")
-    p.add_argument("--peer-python", default=ts.DEFAULT_PEER_PYTHON if os.path.exists(ts.DEFAULT_PEER_PYTHON)
-                   else None, help=f"interpreter with keras-hub 0.32 (default {ts.DEFAULT_PEER_PYTHON})")
-    p.add_argument("--peer-configs", default=",".join(ts.PEER_CONFIGS),
-                   help=f"comma-separated, among {', '.join(ts.PEER_CONFIGS)} (default: all)")
+    common.add_peer_arguments(p)
     p.add_argument("--workdir", default=None, help="keep the vocabulary, model and export here (default: a temp dir)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", action="store_true", help="show the workers' stderr")
@@ -101,47 +59,37 @@ def _parse_args(argv=None):
 
 # ------------------------------------------------------------------------------------------ workers
 def _serve_requests(predict, args):
-    """Worker loop: 'batches N' times N batch requests, 'singles N' N one-string requests; 'quit' ends.
+    """Worker loop: 'batches N' times N batch requests, 'singles N' N one-string requests (each timed); 'quit' ends.
 
     predict(list of str) -> numpy pooled_output [B, H] (it must wait for the result)."""
-    texts = make_texts(max(args.batch_size * 8, 64), args.seed + 1)
+    texts = common.make_texts(max(args.batch_size * 8, 64), args.seed + 1)
     batches = [texts[i:i + args.batch_size] for i in range(0, len(texts) - args.batch_size + 1, args.batch_size)]
     cursor = {"batch": 0, "single": 0}
 
-    def next_batch():
-        cursor["batch"] += 1
-        return batches[cursor["batch"] % len(batches)]
+    def batch_requests(count):
+        for _ in range(count):
+            cursor["batch"] += 1
+            predict(batches[cursor["batch"] % len(batches)])
 
-    def next_single():
-        cursor["single"] += 1
-        return [texts[cursor["single"] % len(texts)]]
-
-    for line in sys.stdin:
-        command = line.split()
-        if not command or command[0] == "quit":
-            return
-        count = int(command[1])
-        if command[0] == "batches":
+    def single_requests(count):
+        times = []
+        for _ in range(count):
+            cursor["single"] += 1
             start = time.perf_counter()
-            for _ in range(count):
-                predict(next_batch())
-            ts._say("result", seconds=time.perf_counter() - start)  # pylint: disable=protected-access
-        else:
-            times = []
-            for _ in range(count):
-                start = time.perf_counter()
-                predict(next_single())
-                times.append(time.perf_counter() - start)
-            ts._say("result", times=times)  # pylint: disable=protected-access
+            predict([texts[cursor["single"] % len(texts)]])
+            times.append(time.perf_counter() - start)
+        return {"times": times}
+
+    common.serve({"batches": common.timed(batch_requests), "singles": single_requests})
 
 
 def _warm(predict, args):
     """First call (timed), then a few untimed batch and single requests."""
     start = time.perf_counter()
-    out = predict(make_texts(args.batch_size, args.seed + 2))
+    out = predict(common.make_texts(args.batch_size, args.seed + 2))
     first = time.perf_counter() - start
-    for texts in (make_texts(args.batch_size, args.seed + 3), make_texts(1, args.seed + 4),
-                  make_texts(1, args.seed + 5)):
+    for texts in (common.make_texts(args.batch_size, args.seed + 3), common.make_texts(1, args.seed + 4),
+                  common.make_texts(1, args.seed + 5)):
         predict(texts)
     return first, out
 
@@ -162,8 +110,8 @@ def _worker_ours(args):
 
     first, out = _warm(predict, args)
     leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("albert_tf", "keras_hub"))
-    ts._say("ready", load_seconds=load_seconds, first_call_seconds=first,  # pylint: disable=protected-access
-            hidden=int(out.shape[1]), modules=leaked)
+    common.say("ready", load_seconds=load_seconds, first_call_seconds=first, hidden=int(out.shape[1]),
+               modules=leaked)
     _serve_requests(predict, args)
 
 
@@ -174,14 +122,13 @@ def _worker_peer(args, peer_config):
     import keras_hub  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    with open(args._model_config, encoding="utf-8") as f:  # pylint: disable=protected-access
-        c = json.load(f)
+    c = common.load_config_dict(args._model_config)  # pylint: disable=protected-access
     keras.mixed_precision.set_global_policy(dtype)
     keras.utils.set_random_seed(args.seed)
     start = time.perf_counter()
     tokenizer = keras_hub.models.AlbertTokenizer(proto=args._spm)  # pylint: disable=protected-access
     preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=args.seq_length)
-    backbone = ts.keras_hub_backbone(keras_hub, c)
+    backbone = common.keras_hub_backbone(keras_hub, c)
     backbone.compile(jit_compile=bool(xla))
     preprocess = tf.function(preprocessor)
     load_seconds = time.perf_counter() - start
@@ -191,97 +138,37 @@ def _worker_peer(args, peer_config):
         return backbone.predict_on_batch(x)["pooled_output"]
 
     first, out = _warm(predict, args)
-    ts._say("ready", load_seconds=load_seconds, first_call_seconds=first,  # pylint: disable=protected-access
-            hidden=int(out.shape[1]), modules=[])
+    common.say("ready", load_seconds=load_seconds, first_call_seconds=first, hidden=int(out.shape[1]), modules=[])
     _serve_requests(predict, args)
 
 
 # ------------------------------------------------------------------------------------------ the parent
-def prepare(args, workdir):
-    """Vocabulary, random pretrained-model directory and its export under workdir; returns
-    (export path, spm path, model config path, export bytes)."""
-    sys.path.insert(0, ts.REPO)
-    from albert_tf.serving.encoder import export_encoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-    from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
-    corpus = os.path.join(workdir, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        rng = random.Random(args.seed)
-        f.write("\n".join(make_texts(20000, args.seed)) + "\n")
-        f.write("\n".join(" ".join(rng.choice(sum(_WORDS.values(), [])) + str(i) for i in range(12))
-                          for _ in range(2000)) + "\n")  # enough distinct strings for a few thousand pieces
-    spm = train_vocab(corpus, os.path.join(workdir, "spm"), vocab_size=args.vocab_size)["model"]
-    config = AlbertConfig.from_json_file(args.config).to_dict()
-    config["vocab_size"] = AlbertTokenizer(spm).vocab_size
-    model_config = os.path.join(workdir, "model_config.json")
-    with open(model_config, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    model_dir = os.path.join(workdir, "model")
-    if not os.path.exists(model_dir):
-        AlbertPretrainer(AlbertConfig.from_dict(config)).save_pretrained(model_dir, spm_model=spm)
-    path = export_encoder(model_dir, os.path.join(workdir, "export"), version=1, seq_length=args.seq_length,
-                                 overwrite=True, warmup=False)
-    size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names)
-    return path, spm, model_config, size
-
-
-class _Worker(ts.Worker):
-    """train_step's worker protocol, running this script."""
-
-    def __init__(self, name, python, argv, verbose):  # pylint: disable=super-init-not-called
-        self.name = name
-        self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        env.pop("PYTHONPATH", None)  # the workers import only their own stack
-        self.process = subprocess.Popen([python, os.path.abspath(__file__), *argv, "--_worker", name], cwd=HERE,
-                                        env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.log)
-        self.ready = self._read("ready")
-
-    def command(self, verb, count):
-        self.process.stdin.write(f"{verb} {count}\n")
-        self.process.stdin.flush()
-        return self._read("result")
-
-
-def _start_peers(args, peer_configs, argv):
-    """{"peer:CONFIG": worker} for the configurations that start (the others are reported and skipped)."""
-    started = {}
-    for c in peer_configs:
-        try:
-            started[f"peer:{c}"] = _Worker(f"peer:{c}", args.peer_python, argv, args.verbose)
-        except RuntimeError as e:
-            print(f"keras-hub {c}: failed to start: {e}", flush=True)
-    return started
+def _worker(name, python, argv, args):
+    """A worker running this script; no PYTHONPATH, so that each side imports only its own stack."""
+    return common.Worker(name, python, __file__, argv, args.verbose, env=common.child_env(checkout=False),
+                         cwd=common.HERE)
 
 
 def main(args):  # noqa: C901
-    peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
-    for c in peer_configs:
-        if c not in ts.PEER_CONFIGS:
-            raise SystemExit(f"--peer-configs: unknown configuration '{c}' (expected some of {ts.PEER_CONFIGS})")
-    if not args.peer_python or subprocess.run([args.peer_python, "-c", "import keras_hub"],
-                                              capture_output=True, check=False).returncode:
-        print(f"keras-hub peer not measured: {args.peer_python} missing or without keras_hub", flush=True)
-        peer_configs = []
+    peer_configs = common.peer_configs(args)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.workdir or tmp
         os.makedirs(workdir, exist_ok=True)
-        path, spm, model_config, size = prepare(args, workdir)
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} load average {ts._load_average():.2f}; "  # pylint: disable=protected-access
+        path, spm, model_config, size = common.prepare_export(workdir, args.config, args.seq_length,
+                                                              args.vocab_size, args.seed)
+        print(f"{common.now()} load average {common.load_average():.2f}; "
               f"seq {args.seq_length}, batch {args.batch_size} x {args.batches} and {args.singles} batch-1 requests "
               f"x {args.rounds} rounds; export {path}: {size / 2**20:.1f} MiB", flush=True)
         argv = ["--seq-length", str(args.seq_length), "--batch-size", str(args.batch_size), "--seed", str(args.seed),
                 "--_export", path, "--_spm", spm, "--_model_config", model_config]
         workers = {}
         try:
-            workers["ours"] = _Worker("ours", sys.executable, argv, args.verbose)
+            workers["ours"] = _worker("ours", sys.executable, argv, args)
             if workers["ours"].ready["modules"]:
                 raise SystemExit(f"ours imported {workers['ours'].ready['modules']}")
-            workers.update(_start_peers(args, peer_configs, argv))
+            workers.update(common.start_peers({f"peer:{c}": (args.peer_python, __file__, argv, args.verbose,
+                                                             common.child_env(checkout=False), common.HERE)
+                                               for c in peer_configs}))
             for name, w in workers.items():
                 print(f"{name}: loaded in {w.ready['load_seconds']:.2f}s, first call {w.ready['first_call_seconds']:.2f}s"
                       f", hidden {w.ready['hidden']}", flush=True)
@@ -293,11 +180,10 @@ def main(args):  # noqa: C901
                     rates[name].append(args.batches * args.batch_size / w.command("batches", args.batches)["seconds"])
                     p50s[name].append(1000 * statistics.median(w.command("singles", args.singles)["times"]))
                     line.append(f"{name}={rates[name][-1]:.2f}ex/s,p50={p50s[name][-1]:.1f}ms")
-                print(f"round {r + 1}/{args.rounds} (load {ts._load_average():.2f}): " + " ".join(line),  # pylint: disable=protected-access
+                print(f"round {r + 1}/{args.rounds} (load {common.load_average():.2f}): " + " ".join(line),
                       flush=True)
         finally:
-            for w in workers.values():
-                w.close()
+            common.close_all(workers)
     for name in workers:
         print(f"{name}: examples/s median {statistics.median(rates[name]):.2f} best {max(rates[name]):.2f}; "
               f"batch-1 p50 median {statistics.median(p50s[name]):.1f} ms best {min(p50s[name]):.1f} ms", flush=True)

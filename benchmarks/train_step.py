@@ -36,24 +36,17 @@ the medians (median_peak_fraction = median examples/s × FLOPs / median peak), t
 configurations. X, Y and the peak are the best rounds (the machine is shared and noisy); the medians follow.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-DEFAULT_PEER_PYTHON = "/work/venv-khub/bin/python"
-PEER_CONFIGS = ("float32", "mixed_bfloat16", "float32+xla", "mixed_bfloat16+xla")
-MARK = "@@bench "  # worker → parent protocol lines on stdout; everything else is noise
+import common
 
 
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base.json"))
+    p.add_argument("--config", default=os.path.join(common.REPO, "configs", "albert_base.json"))
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-predictions", type=int, default=20)
@@ -73,10 +66,7 @@ def _parse_args(argv=None):
                    help="another configuration of ours to time alongside, e.g. 'dtype=float32' or "
                         "'fused=0,inter=0' (keys: dtype, xla, fused, streams, intra, inter, and ynn=1: XLA:CPU's "
                         "YNNPACK reduce fusions back on, which import albert_tf turns off); repeatable")
-    p.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None,
-                   help=f"interpreter with keras-hub 0.32 (default {DEFAULT_PEER_PYTHON} if present)")
-    p.add_argument("--peer-configs", default=",".join(PEER_CONFIGS),
-                   help=f"comma-separated peer configurations among {', '.join(PEER_CONFIGS)} (default: all)")
+    common.add_peer_arguments(p)
     p.add_argument("--peak-size", type=int, default=2048, help="n of the n³ bf16 matmul peak (default 2048)")
     p.add_argument("--peak-repeats", type=int, default=30,
                    help="back-to-back matmuls timed per round for the peak (default 30)")
@@ -86,62 +76,9 @@ def _parse_args(argv=None):
     return p.parse_args(argv)
 
 
-# ------------------------------------------------------------------------------------------ the batch (numpy)
-def random_batch(vocab_size, batch_size, seq_length, max_predictions, seed):
-    """A random pretraining batch that is valid for both models.
-
-    Returns a dict of numpy arrays: input_word_ids, input_mask, input_type_ids int32 [B, L] (no padding:
-    [CLS] A [SEP] B [SEP] with the split drawn per row), masked_lm_positions / masked_lm_ids int32 [B, P] (sorted
-    distinct positions, never [CLS]/[SEP]; ids are the original tokens, the inputs hold [MASK] there),
-    masked_lm_weights float32 [B, P] (ones), sentence_order_labels int32 [B].
-    """
-    import numpy as np  # pylint: disable=import-outside-toplevel
-
-    cls_id, sep_id, mask_id = 2, 3, 4
-    rng = np.random.default_rng(seed)
-    B, L, P = batch_size, seq_length, max_predictions
-    ids = rng.integers(5, vocab_size, (B, L)).astype("int32")
-    types = np.zeros((B, L), "int32")
-    positions = np.zeros((B, P), "int32")
-    for row in range(B):
-        split = int(rng.integers(L // 4, 3 * L // 4))
-        ids[row, 0], ids[row, split], ids[row, L - 1] = cls_id, sep_id, sep_id
-        types[row, split + 1:] = 1
-        candidates = np.setdiff1d(np.arange(1, L - 1), [split])
-        positions[row] = np.sort(rng.choice(candidates, P, replace=False))
-    labels = np.take_along_axis(ids, positions, axis=1)
-    np.put_along_axis(ids, positions, mask_id, axis=1)
-    return {
-        "input_word_ids": ids, "input_mask": np.ones((B, L), "int32"), "input_type_ids": types,
-        "masked_lm_positions": positions, "masked_lm_ids": labels.astype("int32"),
-        "masked_lm_weights": np.ones((B, P), "float32"), "sentence_order_labels": rng.integers(0, 2, B).astype("int32"),
-    }
-
-
-def _load_config_dict(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 # ------------------------------------------------------------------------------------------ workers
-def _say(kind, **fields):
-    print(MARK + json.dumps({"kind": kind, **fields}), flush=True)
-
-
-def _serve(run_rounds):
-    """The worker loop: 'run N' → times run_rounds(N) (seconds); 'quit' ends."""
-    for line in sys.stdin:
-        command = line.split()
-        if not command or command[0] == "quit":
-            return
-        start, cpu_start = time.perf_counter(), time.process_time()
-        extra = run_rounds(int(command[1])) or {}
-        _say("result", seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start, **extra)
-
-
 def _worker_ours(args):
     """Builds the pretrainer, LAMB and the train step as `albert-tf pretrain` does, then serves 'run N'."""
-    sys.path.insert(0, REPO)
     import keras  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -161,7 +98,7 @@ def _worker_ours(args):
     strategy = tf.distribute.get_strategy()
     model, optimizer, _ = build_model_and_optimizer(config, 1e-4, num_train_steps=100000, num_warmup_steps=1000,
                                                     training_streams=args.streams, fused=not args.no_fused)
-    batch = {k: tf.constant(v) for k, v in random_batch(
+    batch = {k: tf.constant(v) for k, v in common.random_batch(
         config.vocab_size, args.batch_size, args.seq_length, args.max_predictions, args.seed).items()}
     batches = iter(tf.data.Dataset.from_tensors(batch).repeat())  # pretrain's loop, on one fixed batch
     train_step = make_train_step(model, optimizer, args.batch_size, jit_compile=args.xla == "on")
@@ -175,20 +112,10 @@ def _worker_ours(args):
     first = run(1)
     compile_seconds = time.perf_counter() - start
     run(args.warmup_steps)
-    _say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],
-         flops_per_example=flops.pretraining_flops_per_example(config, args.seq_length, args.max_predictions),
-         params=int(sum(int(tf.size(v)) for v in {id(v): v for v in model.trainable_variables}.values())))
-    _serve(run)
-
-
-def keras_hub_backbone(keras_hub, c):
-    """keras-hub's AlbertBackbone with the sizes of albert_config.json dict `c` (the peer of both benchmarks)."""
-    return keras_hub.models.AlbertBackbone(
-        vocabulary_size=c["vocab_size"], num_layers=c["num_hidden_layers"], num_heads=c["num_attention_heads"],
-        embedding_dim=c["embedding_size"], hidden_dim=c["hidden_size"], intermediate_dim=c["intermediate_size"],
-        num_groups=c["num_hidden_groups"], num_inner_repetitions=c.get("inner_group_num", 1),
-        dropout=c["hidden_dropout_prob"], max_sequence_length=c["max_position_embeddings"],
-        num_segments=c["type_vocab_size"])
+    common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],
+               flops_per_example=flops.pretraining_flops_per_example(config, args.seq_length, args.max_predictions),
+               params=int(sum(int(tf.size(v)) for v in {id(v): v for v in model.trainable_variables}.values())))
+    common.serve({"run": common.timed(run)})
 
 
 def _worker_peer(args, peer_config):
@@ -198,17 +125,17 @@ def _worker_peer(args, peer_config):
     import keras_hub  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    c = _load_config_dict(args.config)
+    c = common.load_config_dict(args.config)
     if c["num_hidden_layers"] % c["num_hidden_groups"] or c.get("inner_group_num", 1) < 1:
         raise SystemExit("config not expressible as a keras-hub AlbertBackbone")
     if c.get("hidden_act", "gelu") not in ("gelu", "gelu_new"):
         raise SystemExit(f"keras-hub's AlbertBackbone has tanh-GELU only; config has {c['hidden_act']}")
     keras.mixed_precision.set_global_policy(dtype)
     keras.utils.set_random_seed(args.seed)
-    backbone = keras_hub_backbone(keras_hub, c)
+    backbone = common.keras_hub_backbone(keras_hub, c)
     model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
     model.compile(jit_compile=bool(xla))  # keras-hub's defaults: Adam(5e-5), sparse CE from logits, accuracy
-    b = random_batch(c["vocab_size"], args.batch_size, args.seq_length, args.max_predictions, args.seed)
+    b = common.random_batch(c["vocab_size"], args.batch_size, args.seq_length, args.max_predictions, args.seed)
     x = {"token_ids": tf.constant(b["input_word_ids"]), "padding_mask": tf.constant(b["input_mask"]),
          "segment_ids": tf.constant(b["input_type_ids"]), "mask_positions": tf.constant(b["masked_lm_positions"])}
     y, w = tf.constant(b["masked_lm_ids"]), tf.constant(b["masked_lm_weights"])
@@ -222,8 +149,8 @@ def _worker_peer(args, peer_config):
     first = run(1)
     compile_seconds = time.perf_counter() - start
     run(args.warmup_steps)
-    _say("ready", compile_seconds=compile_seconds, first_loss=first["loss"], params=int(model.count_params()))
-    _serve(run)
+    common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"], params=int(model.count_params()))
+    common.serve({"run": common.timed(run)})
 
 
 def _worker_peak(args):
@@ -248,14 +175,14 @@ def _worker_peak(args):
 
     timed(tf.bfloat16, 2)
     timed(tf.float32, 1)
-    _say("ready", compile_seconds=0.0)
+    common.say("ready", compile_seconds=0.0)
 
     def measure(repeats):
         total, best = timed(tf.bfloat16, repeats)
         return {"bf16_flops": 2 * n ** 3 * repeats / total, "bf16_burst_flops": 2 * n ** 3 / best,
                 "f32_flops": 2 * n ** 3 / timed(tf.float32, 1)[1]}
 
-    _serve(measure)
+    common.serve({"run": common.timed(measure)})
 
 
 def _worker_main(args):
@@ -285,55 +212,6 @@ def _variant_argv(variant):
     return argv + ([] if variant["fused"] == "1" else ["--no-fused"])
 
 
-class Worker:
-    """A worker subprocess (this script with --_worker NAME) speaking the MARK protocol."""
-
-    def __init__(self, name, python, argv, verbose, xla_flags=""):
-        self.name = name
-        self.log = None if verbose else tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-        if xla_flags:
-            env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {xla_flags}".strip()
-        self.process = subprocess.Popen(
-            [python, os.path.abspath(__file__), *argv, "--_worker", name], cwd=REPO, env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
-        self.ready = self._read("ready")
-
-    def _read(self, kind):
-        for line in self.process.stdout:
-            if line.startswith(MARK):
-                message = json.loads(line[len(MARK):])
-                if message["kind"] == kind:
-                    return message
-        tail = ""
-        if self.log is not None:
-            self.log.seek(0)
-            tail = "".join(self.log.readlines()[-15:])
-        raise RuntimeError(f"worker {self.name} exited (status {self.process.wait()}) before '{kind}':\n{tail}")
-
-    def run(self, count):
-        self.process.stdin.write(f"run {count}\n")
-        self.process.stdin.flush()
-        return self._read("result")
-
-    def close(self):
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.write("quit\n")
-                self.process.stdin.close()
-                self.process.wait(timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait()
-
-
-def _load_average():
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return float("nan")
-
-
 def main(args):  # noqa: C901
     argv = ["--config", os.path.abspath(args.config), "--seq-length", str(args.seq_length),
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
@@ -353,23 +231,9 @@ def main(args):  # noqa: C901
             raise SystemExit(f"--also {text}: ynn must be 0 or 1")
         variants["ours[" + text + "]"] = variant
     ours_config = _describe(ours)
-    peer_configs = [c.strip() for c in args.peer_configs.split(",") if c.strip()]
-    for c in peer_configs:
-        if c not in PEER_CONFIGS:
-            raise SystemExit(f"--peer-configs: unknown configuration '{c}' (expected some of {PEER_CONFIGS})")
-    peer_missing = None
-    if not args.peer_python:
-        peer_missing = f"no --peer-python and {DEFAULT_PEER_PYTHON} does not exist"
-    elif not os.path.exists(args.peer_python):
-        peer_missing = f"--peer-python {args.peer_python} does not exist"
-    elif subprocess.run([args.peer_python, "-c", "import keras_hub"], capture_output=True).returncode:
-        peer_missing = f"{args.peer_python} cannot import keras_hub"
-    if peer_missing:
-        print(f"keras-hub peer not measured: {peer_missing}. Create it with: python3 -m venv /work/venv-khub && "
-              f"/work/venv-khub/bin/pip install 'tensorflow==2.21.*' 'keras-hub==0.32.*'", flush=True)
-        peer_configs = []
+    peer_configs = common.peer_configs(args)
 
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} load average {_load_average():.2f}; "
+    print(f"{common.now()} load average {common.load_average():.2f}; "
           f"seq {args.seq_length}, batch {args.batch_size}, {args.max_predictions} predictions, "
           f"{args.steps} steps x {args.rounds} rounds", flush=True)
     workers = {}
@@ -377,19 +241,17 @@ def main(args):  # noqa: C901
         # Started one at a time, so that compiling one does not slow the timing of another.
         for name, variant in variants.items():
             ynn = "--xla_cpu_experimental_ynn_fusion_type=reduce" if variant["ynn"] == "1" else ""
-            w = workers[name] = Worker(name, sys.executable, argv + _variant_argv(variant), args.verbose, ynn)
+            w = workers[name] = common.Worker(name, sys.executable, __file__, argv + _variant_argv(variant),
+                                              args.verbose, env=common.child_env(xla_flags=ynn))
             print(f"{name} ({_describe(variant)}): compiled in {w.ready['compile_seconds']:.1f}s, "
                   f"{w.ready['params']} parameters, first loss {w.ready['first_loss']:.4f}", flush=True)
-        for c in peer_configs:
-            try:
-                w = Worker(f"peer:{c}", args.peer_python, argv, args.verbose)
-            except RuntimeError as e:
-                print(f"keras-hub {c}: failed to start: {e}", flush=True)
-                continue
-            workers[f"peer:{c}"] = w
-            print(f"keras-hub {c}: compiled in {w.ready['compile_seconds']:.1f}s, {w.ready['params']} parameters, "
-                  f"first loss {w.ready['first_loss']:.4f}", flush=True)
-        workers["peak"] = Worker("peak", sys.executable, argv, args.verbose)
+        peers = common.start_peers({f"peer:{c}": (args.peer_python, __file__, argv, args.verbose)
+                                    for c in peer_configs})
+        for name, w in peers.items():
+            print(f"keras-hub {name.split(':', 1)[1]}: compiled in {w.ready['compile_seconds']:.1f}s, "
+                  f"{w.ready['params']} parameters, first loss {w.ready['first_loss']:.4f}", flush=True)
+        workers.update(peers)
+        workers["peak"] = common.Worker("peak", sys.executable, __file__, argv, args.verbose)
 
         rates = {name: [] for name in workers if name != "peak"}
         cpu_rates = {name: [] for name in rates}  # examples per CPU-second of the worker: less load-dependent
@@ -409,10 +271,9 @@ def main(args):  # noqa: C901
                     rates[name].append(args.steps * args.batch_size / result["seconds"])
                     cpu_rates[name].append(args.steps * args.batch_size / result["cpu_seconds"])
                     line.append(f"{name}={rates[name][-1]:.3f}ex/s({cpu_rates[name][-1]:.3f}/cpu-s)")
-            print(f"round {r + 1}/{args.rounds} (load {_load_average():.2f}): " + " ".join(line), flush=True)
+            print(f"round {r + 1}/{args.rounds} (load {common.load_average():.2f}): " + " ".join(line), flush=True)
     finally:
-        for worker in workers.values():
-            worker.close()
+        common.close_all(workers)
 
     flops_per_example = workers["ours"].ready["flops_per_example"]
     peak = max(peaks)
@@ -426,14 +287,13 @@ def main(args):  # noqa: C901
           f"best {peak / 1e9:.1f} median {statistics.median(peaks) / 1e9:.1f} GFLOP/s; best single matmul "
           f"{max(bursts) / 1e9:.1f}; f32 {max(f32_peaks) / 1e9:.1f}", flush=True)
     median_fraction = ours_median * flops_per_example / statistics.median(peaks)
-    peer_rates = {name: values for name, values in rates.items() if name.startswith("peer:")}
-    if peer_rates:
-        peer_name = max(peer_rates, key=lambda n: max(peer_rates[n]))
-        peer_best, peer_median = max(peer_rates[peer_name]), statistics.median(peer_rates[peer_name])
+    peer = common.fastest_peer(rates)
+    if peer:
+        peer_config, peer_best, peer_median = peer
         peer_text = (f"keras_hub_examples_per_sec={peer_best:.3f} ratio={ours_best / peer_best:.3f} "
                      f"median_examples_per_sec={ours_median:.3f} median_peak_fraction={median_fraction:.3f} "
                      f"keras_hub_median_examples_per_sec={peer_median:.3f} "
-                     f"median_ratio={ours_median / peer_median:.3f} keras_hub_config={peer_name.split(':', 1)[1]}")
+                     f"median_ratio={ours_median / peer_median:.3f} keras_hub_config={peer_config}")
     else:
         peer_text = (f"keras_hub_examples_per_sec=nan ratio=nan median_examples_per_sec={ours_median:.3f} "
                      f"median_peak_fraction={median_fraction:.3f} keras_hub_config=none")

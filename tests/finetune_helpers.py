@@ -3,12 +3,9 @@ directory. Everything is generated from a seed; nothing is downloaded."""
 import json
 import os
 import random
-import subprocess
-import sys
 
 import helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The generated two-class task: a sentence of filler words with one cue word inserted; the cue's set is the label.
 CUES = (("river", "mountain", "garden", "water", "winter"), ("computer", "program", "number", "system", "theory"))
@@ -46,35 +43,6 @@ def save_random_init(directory, spm_model, seed=0, **config_changes):
     config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(**changes)
     AlbertPretrainer(config).save_pretrained(directory, spm_model=spm_model)
     return directory
-
-
-def run_cli(command, args, timeout=900, check=True):
-    """Runs `albert-tf COMMAND ARGS` in a fresh Python process; returns the CompletedProcess."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "albert_tf", command, *map(str, args)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{command} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
-
-
-def run_cli_killed_when(command, args, path, timeout=900):
-    """Runs `albert-tf COMMAND ARGS` in a fresh process and SIGKILLs it from the outside as soon as `path` exists
-    (e.g. a checkpoint's state file): a crash at a known point, without a hook in the product. Returns the
-    CompletedProcess-like (returncode, stdout, stderr) of the killed process."""
-    import signal  # pylint: disable=import-outside-toplevel
-    import time  # pylint: disable=import-outside-toplevel
-
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    proc = subprocess.Popen([sys.executable, "-m", "albert_tf", command, *map(str, args)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + timeout
-    while not os.path.exists(path) and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGKILL)
-    stdout, stderr = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 # The generated QA tasks: a passage of filler sentences holding one answer word (one of the cue words); the

@@ -9,8 +9,10 @@ Nothing here downloads anything; everything is generated from a seed.
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -189,14 +191,40 @@ def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_si
     return path
 
 
-def run_cli(args, timeout=600, check=True):
-    """Runs `albert-tf pretrain ARGS` in a fresh Python process; returns the CompletedProcess."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "albert_tf", "pretrain", *map(str, args)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+def _checkout_env(**extra):
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **extra)
+
+
+def run_cli(command, args=(), timeout=900, check=True):
+    """Runs `albert-tf COMMAND ARGS` in a fresh Python process (this checkout's albert_tf); returns the
+    CompletedProcess (text stdout and stderr). With `check`, a non-zero exit raises an AssertionError showing both."""
+    proc = subprocess.run([sys.executable, "-m", "albert_tf", command, *map(str, args)],
+                          cwd=REPO, env=_checkout_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"pretrain exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        raise AssertionError(f"{command} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
+
+
+def run_cli_killed_when(command, args, path, timeout=900):
+    """Runs `albert-tf COMMAND ARGS` in a fresh process and SIGKILLs it from the outside as soon as `path` exists
+    (e.g. a checkpoint's state file): a crash at a known point, with no hook in the product. Returns the killed
+    process's CompletedProcess (returncode -SIGKILL unless it ended first)."""
+    proc = subprocess.Popen([sys.executable, "-m", "albert_tf", command, *map(str, args)], cwd=REPO,
+                            env=_checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    while not os.path.exists(path) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    stdout, stderr = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def run_python(code, timeout=600, **env):
+    """Runs `python -c CODE` in a fresh process (this checkout's albert_tf, `env` added to the environment);
+    returns the CompletedProcess (text stdout and stderr), whatever its exit status."""
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_checkout_env(**env), capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def resize_spm(spm_path, vocab_size, out_path):
@@ -291,6 +319,7 @@ def unregistered_ops(ops):
 # ------------------------------------------------------------------------------------ released checkpoints
 _TF1_WRITER = """
 import sys
+import time
 import numpy as np, tensorflow as tf
 tf.compat.v1.disable_eager_execution()
 for job in sys.argv[1:]:

@@ -2,8 +2,6 @@
 reference after import; bad checkpoints are refused with errors naming each tensor."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,9 +9,7 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.cli import main as cli_main
-from helpers import SMALL, compare, make_inputs, write_config, write_tf1_checkpoints
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import SMALL, compare, make_inputs, run_cli, write_config, write_tf1_checkpoints
 
 
 def _broken(weights):
@@ -155,9 +151,7 @@ def test_from_pretrained_refuses_directory_without_checkpoint(tmp_path):
 
 
 def test_console_script_entry_point_runs_convert_help():
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-m", "albert_tf", "convert", "--help"], capture_output=True, text=True,
-                         env=env, check=True).stdout
+    out = run_cli("convert", ["--help"]).stdout
     assert "--from" in out and "--checkpoint" in out
 
 

@@ -3,20 +3,12 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from albert_tf import __version__, cli
-from helpers import REPO
-
-
-def _run(*args, timeout=600):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
-    return subprocess.run([sys.executable, "-m", "albert_tf", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+from helpers import run_cli
 
 
 @pytest.mark.parametrize("name", sorted(cli.SUBCOMMANDS))
@@ -48,7 +40,7 @@ def test_quickstart_end_to_end(tmp_path):
     """The README's first command, with fewer steps: vocab → create-data → pretrain on the built-in corpus, then
     finetune on the document task built from it, and one raw-text request through the fine-tuned export."""
     out = tmp_path / "qs"
-    proc = _run("quickstart", "--output", str(out), "--steps", "20", "--finetune-epochs", "1")
+    proc = run_cli("quickstart", ["--output", out, "--steps", 20, "--finetune-epochs", 1], check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     model = out / "model"
     files = set(os.listdir(model))

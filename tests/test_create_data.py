@@ -297,13 +297,10 @@ def test_fast_serialization_equals_protobuf():
 
 def test_worker_side_does_not_import_tensorflow():
     """Spawned workers import only the instance-building code: no TensorFlow (seconds and ~400 MB each)."""
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import sys  # pylint: disable=import-outside-toplevel
-
     code = ("import sys; import albert_tf.data.create_pretraining_data, albert_tf.data.instances; "
             "print('tensorflow' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = helpers.run_python(code)
+    assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import finetune_helpers as fh
+import helpers
 from albert_tf import cli
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
@@ -72,7 +73,7 @@ def test_collapse_check_flags_a_bias_dominated_encoder_and_reset_restores_it():
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
     spread, reference = finetune.check_collapse(encoder, inputs, seed=1)
     assert spread > finetune.COLLAPSE_RATIO * reference      # a random encoder is not collapsed
-    # What brief LAMB pretraining does (see notes): biases of ~0.1 per element next to 0.02-scale kernels.
+    # What brief LAMB pretraining does (README, "Collapsed init"): biases of ~0.1 per element beside 0.02-scale kernels.
     for v in encoder.trainable_variables:
         if v.path.endswith(("bias", "beta")):
             v.assign(np.asarray(rng.normal(0, 0.3, v.shape), "float32"))
@@ -137,21 +138,19 @@ def _finetune_args(data, init, output, epochs=3):
 @pytest.fixture(scope="module")
 def briefly_pretrained(tmp_path_factory, tiny_spm_model):
     """A tiny model pretrained 100 steps on the generated corpus with `albert-tf pretrain` (the issue's case)."""
-    import helpers  # pylint: disable=import-outside-toplevel
-
     from albert_tf import AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
 
     d = tmp_path_factory.mktemp("pretrained")
     corpus = helpers.write_corpus(str(d / "corpus.txt"), num_docs=60)
-    fh.run_cli("create-data", ["--input", corpus, "--spm-model", tiny_spm_model, "--output", d / "data" / "train",
-                               "--max-seq-length", 32, "--max-predictions", 5, "--dupe-factor", 2, "--seed", 0])
+    helpers.run_cli("create-data", ["--input", corpus, "--spm-model", tiny_spm_model, "--output", d / "data" / "train",
+                                    "--max-seq-length", 32, "--max-predictions", 5, "--dupe-factor", 2, "--seed", 0])
     AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
         vocab_size=300).to_json_file(str(d / "albert_config.json"))
-    fh.run_cli("pretrain", ["--config", d / "albert_config.json", "--train-data", str(d / "data" / "train*"),
-                            "--model-dir", d / "model", "--spm-model", tiny_spm_model, "--max-seq-length", 32,
-                            "--max-predictions", 5, "--train-batch-size", 32, "--learning-rate", 0.002,
-                            "--num-train-steps", 100, "--num-warmup-steps", 10, "--steps-per-loop", 50,
-                            "--save-checkpoints-steps", 100])
+    helpers.run_cli("pretrain", ["--config", d / "albert_config.json", "--train-data", str(d / "data" / "train*"),
+                                 "--model-dir", d / "model", "--spm-model", tiny_spm_model, "--max-seq-length", 32,
+                                 "--max-predictions", 5, "--train-batch-size", 32, "--learning-rate", 0.002,
+                                 "--num-train-steps", 100, "--num-warmup-steps", 10, "--steps-per-loop", 50,
+                                 "--save-checkpoints-steps", 100])
     return str(d / "model")
 
 
@@ -161,11 +160,11 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
     """The issue's case: `pretrain` 100 steps, then `finetune` on a learnable task must do at least as well as
     the same run from a random initialization (the reference), and reach high dev accuracy."""
     # 640 sentences x 8 passes (320 steps): a tiny model's [CLS] classifier sits at chance for the first ~60-100
-    # steps whatever its init; 320 x 6 (120 steps) ended on that plateau's edge (see notes/ftquality.md).
+    # steps whatever its init; 320 x 6 (120 steps) ended on that plateau's edge (see docs/fine-tuning-quality.md).
     data = fh.write_sst2(str(tmp_path / "sst2"), num_train=640, num_dev=96)
     accuracy, stdout = {}, {}
     for name, init in (("pretrained", briefly_pretrained), ("random", random_init)):
-        proc = fh.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=8))
+        proc = helpers.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=8))
         accuracy[name] = _complete_outputs(tmp_path / name)["dev"]["accuracy"]
         stdout[name] = proc.stdout + proc.stderr
     assert accuracy["pretrained"] >= 0.9, (accuracy, stdout["pretrained"])
@@ -179,13 +178,13 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
 @pytest.mark.slow
 def test_sigkill_after_an_epoch_then_resume_equals_uninterrupted(tmp_path, random_init):
     data = fh.write_sst2(str(tmp_path / "sst2"), 96, 32)
-    fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "whole"))
+    helpers.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "whole"))
     # killed from the outside once epoch 1's checkpoint is recorded
-    killed = fh.run_cli_killed_when("finetune", _finetune_args(data, random_init, tmp_path / "killed"),
-                                    tmp_path / "killed" / "checkpoints" / "checkpoint")
+    killed = helpers.run_cli_killed_when("finetune", _finetune_args(data, random_init, tmp_path / "killed"),
+                                         tmp_path / "killed" / "checkpoints" / "checkpoint")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "killed" / "eval_results.json").exists()
-    resumed = fh.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed"))
+    resumed = helpers.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed"))
     assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
     results = [json.loads((tmp_path / name / "eval_results.json").read_text()) for name in ("whole", "killed")]
     assert results[0] == results[1]
@@ -224,7 +223,7 @@ def _answers(path):
 @pytest.mark.slow
 def test_squad1_through_the_cli_finds_the_generated_answers(tmp_path, random_init):
     data = fh.write_squad_answer_words(str(tmp_path / "squad"), "1.1", num_train=512, num_dev=96)
-    fh.run_cli("finetune", _qa_args("squad1", data, random_init, tmp_path / "out", epochs=3))
+    helpers.run_cli("finetune", _qa_args("squad1", data, random_init, tmp_path / "out", epochs=3))
     results = _complete_outputs(tmp_path / "out")
     dev = results["dev"]
     assert set(dev) == {"exact", "f1", "total"} and dev["total"] == 96
@@ -240,7 +239,7 @@ def test_squad1_through_the_cli_finds_the_generated_answers(tmp_path, random_ini
 @pytest.mark.slow
 def test_squad2_through_the_cli_reports_has_and_no_answer_splits(tmp_path, random_init):
     data = fh.write_squad_answer_words(str(tmp_path / "squad"), "2.0", num_train=96, num_dev=48)
-    fh.run_cli("finetune", _qa_args("squad2", data, random_init, tmp_path / "out", epochs=1))
+    helpers.run_cli("finetune", _qa_args("squad2", data, random_init, tmp_path / "out", epochs=1))
     dev = _complete_outputs(tmp_path / "out")["dev"]
     assert set(dev) == {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
                         "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}
@@ -259,7 +258,7 @@ def test_squad2_through_the_cli_reports_has_and_no_answer_splits(tmp_path, rando
 @pytest.mark.slow
 def test_race_through_the_cli_reports_accuracy_per_level(tmp_path, random_init):
     data = fh.write_race_answer_words(str(tmp_path / "RACE"), num_files=32, num_dev_files=12)
-    fh.run_cli("finetune", _qa_args("race", data, random_init, tmp_path / "out", epochs=1))
+    helpers.run_cli("finetune", _qa_args("race", data, random_init, tmp_path / "out", epochs=1))
     dev = _complete_outputs(tmp_path / "out")["dev"]
     assert set(dev) == {"accuracy", "accuracy_middle", "accuracy_high"}
     # 12 dev files alternate middle / high, 2 questions each: 12 questions per level.

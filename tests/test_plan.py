@@ -2,17 +2,14 @@
 times, the learning-rate rule, input errors, and no TensorFlow import."""
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
+import helpers
 from albert_tf.cli import main
 from albert_tf.config import AlbertConfig
 from albert_tf.training import flops, plan
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = AlbertConfig.from_preset("albert_tiny")  # V 1000, E 16, H 32, 4 layers in 2 groups, 4 heads, FFN 64
 # The README's counts (tests/test_modeling.py::test_paper_parameter_counts checks them against the built models).
 PAPER_TOTALS = {"albert_base": 11_813_810, "albert_large": 17_847_474, "albert_xlarge": 59_021_490,
@@ -214,9 +211,8 @@ def test_json_and_no_tensorflow_import():
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'numpy'))\n"
         "print(json.dumps({'rc': rc, 'heavy': heavy, 'plan': json.loads(out.getvalue())}))\n"
     )
-    env = dict(os.environ, PYTHONPATH=REPO)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO,
-                            timeout=120, check=True)
+    result = helpers.run_python(code, timeout=120)
+    assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     assert got["rc"] == 0 and got["heavy"] == []
     p = got["plan"]

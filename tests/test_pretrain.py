@@ -60,14 +60,14 @@ def assert_same_checkpoint(dir_a, dir_b, step, rtol=1e-5, atol=1e-6):
 def uninterrupted(data_dir, tmp_path_factory):
     """6 steps on one device (the default strategy), checkpoints at 2, 4 and 6."""
     model_dir = tmp_path_factory.mktemp("uninterrupted") / "model"
-    ph.run_cli(base_args(data_dir, model_dir))
+    ph.run_cli("pretrain", base_args(data_dir, model_dir))
     return model_dir
 
 
 @pytest.mark.slow  # three fresh TensorFlow processes: about a minute idle, several on this shared machine
 def test_one_replica_equals_four_cpu_replicas(data_dir, uninterrupted, tmp_path):
     model_dir = tmp_path / "four"
-    proc = ph.run_cli(base_args(data_dir, model_dir, cpu_replicas=4))
+    proc = ph.run_cli("pretrain", base_args(data_dir, model_dir, cpu_replicas=4))
     assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
     one, four = train_metrics(uninterrupted), train_metrics(model_dir)
     assert sorted(one) == sorted(four) == [2, 4, 6]
@@ -82,10 +82,10 @@ def test_one_replica_equals_four_cpu_replicas(data_dir, uninterrupted, tmp_path)
 def test_sigkill_after_a_checkpoint_then_resume_equals_uninterrupted(data_dir, uninterrupted, tmp_path):
     model_dir = tmp_path / "killed"
     args = base_args(data_dir, model_dir)
-    killed = ph.run_cli(args + ["--debug-kill-after-step", "2"], check=False)
+    killed = ph.run_cli("pretrain", args + ["--debug-kill-after-step", "2"], check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
-    resumed = ph.run_cli(args)
+    resumed = ph.run_cli("pretrain", args)
     assert "resumed from" in resumed.stdout and "at step 2" in resumed.stdout
     # Same learning rate after the restart as in the uninterrupted run.
     np.testing.assert_allclose(train_metrics(model_dir)[4]["learning_rate"],

@@ -335,14 +335,9 @@ def test_v2_threshold_in_evaluate_equals_threshold_in_postprocess(tokenizer):
 
 
 def test_tasks_modules_do_not_import_tensorflow():
-    import os  # pylint: disable=import-outside-toplevel
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import sys  # pylint: disable=import-outside-toplevel
-
     code = ("import sys; from albert_tf.tasks import glue, squad, race, metrics; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    result = helpers.run_python(code)
     assert result.returncode == 0, result.stderr
 
 

@@ -371,8 +371,8 @@ def test_finetune_writes_the_task_export(task, tmp_path, tiny_spm_model):
     data = fh.write_race(str(tmp_path / "data")) if task == "race" else \
         fh.write_squad(str(tmp_path / "data"), version_2=task == "squad2")
     out = tmp_path / "out"
-    fh.run_cli("finetune", ["--task", task, "--data-dir", data, "--init", init, "--output", out, "--epochs", 1,
-                            "--batch-size", 8, "--max-seq-length", SEQ, "--learning-rate", 1e-3, "--seed", 1])
+    helpers.run_cli("finetune", ["--task", task, "--data-dir", data, "--init", init, "--output", out, "--epochs", 1,
+                                 "--batch-size", 8, "--max-seq-length", SEQ, "--learning-rate", 1e-3, "--seed", 1])
     results = json.loads((out / "eval_results.json").read_text())["dev"]
     path = str(out / "export" / "1")
     config = json.loads(open(os.path.join(path, "assets.extra", TASK_CONFIG_ASSET)).read())

@@ -3,10 +3,7 @@
 The digit-comma and packing expectations come from a hand-written SentencePiece model (`_hand_model`), whose
 segmentations are worked out by hand in the comments.
 """
-import os
 import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -338,8 +335,7 @@ def test_python_path_does_not_import_tensorflow(tiny_spm_model):
     code = ("import sys; from albert_tf.text import AlbertTokenizer; "
             f"t = AlbertTokenizer({tiny_spm_model!r}); t.encode('the river'); t.pack('a', 'b', seq_length=8); "
             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False)
+    result = helpers.run_python(code)
     assert result.returncode == 0, result.stderr
 
 

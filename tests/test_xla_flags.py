@@ -2,14 +2,12 @@
 see albert_tf/_xla_flags.py): the flag's bookkeeping, and the compiled kernels of a fresh process."""
 import glob
 import os
-import subprocess
-import sys
 
 import pytest
 
+import helpers
 from albert_tf import _requirements, _xla_flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TF_VERSION = _xla_flags.tensorflow_version()
 NO_YNN = "TensorFlow 2.20 has no YNNPACK fusions to turn off"
 
@@ -62,10 +60,7 @@ print(float(tf.reduce_sum(tape.gradient(total, scores))))
 
 def _compiled_ynn_fusions(tmp_path, xla_flags):
     dump = tmp_path / "dump"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO,
-               XLA_FLAGS=f"--xla_dump_to={dump} {xla_flags}".strip())
-    proc = subprocess.run([sys.executable, "-c", _PROBE], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = helpers.run_python(_PROBE, timeout=300, XLA_FLAGS=f"--xla_dump_to={dump} {xla_flags}".strip())
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules = glob.glob(str(dump / "*after_optimizations.txt"))
     assert modules, f"XLA dumped no compiled modules under {dump}"
