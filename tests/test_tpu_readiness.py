@@ -197,7 +197,7 @@ def test_single_host_stream_executor_needs_a_runtime_to_load():
     ("tpu-vm-tf-2.18.0-pjrt", "pjrt"), ("tpu-vm-tf-2.18.0-pod-pjrt", "pod-pjrt"), ("tpu-vm-tf-2.16.0-se", "se"),
     ("tpu-vm-tf-2.16.0-pod-se", "pod-se"), ("tpu-vm-tf-2.8.0", "se"), ("tpu-vm-tf-2.8.0-pod", "pod-se"),
     ("tpu-vm-tf-2.10.0-pod-v4", "pod-se"), ("tpu-vm-tf-nightly-pod", "pod-se"), ("v2-alpha-tpuv5", None),
-    ("", None), (None, None), ("tpu-vm-tf-2.18.0-pjrt-extra", None)])
+    ("", None), (None, None), ("tpu-vm-tf-2.18.0-pjrt-v5p-and-below", "pjrt"), ("tpu-vm-tf-x-pod", None)])
 def test_image_kind_from_the_runtime_version(name, kind):
     assert distribute.image_kind(name) == kind
 

@@ -266,7 +266,8 @@ def test_resume_loop_dry_run_shows_the_checks_a_relaunch_and_a_recreation():
                      "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm ssh",   # checks
                      "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh",        # relaunch
                      "gcloud compute tpus tpu-vm delete", "gcloud compute tpus tpu-vm create",  # recreation
-                     "gcloud compute tpus tpu-vm ssh", "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh"]
+                     "gcloud compute tpus tpu-vm ssh",                                          # install
+                     "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh"]        # launch
     assert inner(cmds[2]) == ["bash", "albert_tf_run/on_worker.sh", "status", "albert_tf_run"]
     assert "--worker=0" in cmds[2] and "--spot" in cmds[6] and "--accelerator-type=v3-32" in cmds[6]
     assert "--worker=all" in cmds[7] and "--worker=0" in cmds[9]

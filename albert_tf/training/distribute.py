@@ -147,14 +147,14 @@ def libtpu_path(environ=None):
 # with TPU_NAME=<slice> and TPU_LOAD_LIBRARY=0 (the slice's workers run the TPU runtime; the client connects to them).
 IMAGE_ENV = "ALBERT_TF_TPU_IMAGE"  # the slice's runtime version, as tpu/launch_pretrain.sh exports it
 PJRT_VARIABLES = ("NEXT_PLUGGABLE_DEVICE_USE_C_API", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
-_IMAGE_NAME = re.compile(r"^tpu-vm-tf-(?:[0-9]+\.[0-9]+\.[0-9]+|nightly)(-pod)?(-pjrt|-se)?(-v4)?$")
+_IMAGE_NAME = re.compile(r"^tpu-vm-tf-(?:[0-9]+\.[0-9]+\.[0-9]+|nightly)(-pod)?(-pjrt|-se)?(-[a-z0-9-]+)?$")
 
 
 def image_kind(image):
     """The kind of a TensorFlow TPU VM runtime image: 'pjrt' or 'se' (one host), 'pod-pjrt' or 'pod-se' (a pod
-    slice). `tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se]`; older names without a device API are StreamExecutor ('se').
-    None for None, '' or another image (e.g. a base image with a pip-installed TensorFlow): the kind then follows
-    from --tpu."""
+    slice), from `tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se][-...]` (e.g. -v4, -pjrt-v5p-and-below); older names without a
+    device API are StreamExecutor ('se'). None for None, '' or another image (e.g. a base image with a
+    pip-installed TensorFlow): the kind then follows from --tpu."""
     match = _IMAGE_NAME.match(image or "")
     if not match:
         return None
