@@ -38,7 +38,7 @@ def fake_tpu(monkeypatch):
 
 def test_tpu_name_resolves_connects_initializes_then_builds_tpu_strategy(fake_tpu):
     calls, strategy_class = fake_tpu
-    strategy = distribute.create_strategy(tpu="my-pod")
+    strategy = distribute.create_strategy(tpu="my-pod", environ={"TPU_LOAD_LIBRARY": "0"})
     assert isinstance(strategy, strategy_class)
     (resolver,) = FakeResolver.instances
     assert resolver.tpu == "my-pod"
@@ -47,14 +47,15 @@ def test_tpu_name_resolves_connects_initializes_then_builds_tpu_strategy(fake_tp
 
 def test_tpu_local_skips_the_remote_connection(fake_tpu):
     calls, _ = fake_tpu
-    distribute.create_strategy(tpu="local")
+    distribute.create_strategy(tpu="local", environ={})
     assert [c[0] for c in calls] == ["initialize", "strategy"]
     assert FakeResolver.instances[0].tpu == "local"
 
 
 def test_tpu_wins_over_tf_config_and_excludes_cpu_replicas(fake_tpu):
     calls, strategy_class = fake_tpu
-    assert isinstance(distribute.create_strategy(tpu="t", environ={"TF_CONFIG": "{}"}), strategy_class)
+    assert isinstance(distribute.create_strategy(tpu="t", environ={"TF_CONFIG": "{}", "TPU_LOAD_LIBRARY": "0"}),
+                      strategy_class)
     with pytest.raises(ValueError, match="exclusive"):
         distribute.create_strategy(tpu="t", cpu_replicas=2)
 
@@ -96,8 +97,21 @@ def test_tpu_kernels_without_libtpu_is_refused(monkeypatch, tmp_path):
     library = tmp_path / "libtpu.so"
     library.write_bytes(b"")
     distribute.check_tpu_support(environ={"TPU_LIBRARY_PATH": str(library)})  # passes
-    with pytest.raises(ValueError, match="TPU_LOAD_LIBRARY=0 is set"):
+    with pytest.raises(ValueError, match="--tpu local: unset TPU_LOAD_LIBRARY"):
         distribute.check_tpu_support(environ={"TPU_LIBRARY_PATH": str(library), "TPU_LOAD_LIBRARY": "0"})
+    # a pod slice's client loads no runtime: TPU_LOAD_LIBRARY=0 is what it needs, libtpu or not
+    distribute.check_tpu_support(environ={"TPU_LOAD_LIBRARY": "0"}, tpu="my-pod")
+    with pytest.raises(ValueError, match="export TPU_LOAD_LIBRARY=0"):
+        distribute.check_tpu_support(environ={"TPU_LIBRARY_PATH": str(library)}, tpu="my-pod")
+
+
+def test_create_strategy_checks_the_runtime_for_the_tpu_it_names(fake_tpu, monkeypatch):
+    """The --tpu value reaches the runtime check: a pod name without TPU_LOAD_LIBRARY=0 stops before the resolver."""
+    with pytest.raises(ValueError, match="my-pod \\(a pod slice\\): export TPU_LOAD_LIBRARY=0"):
+        distribute.create_strategy(tpu="my-pod", environ={})
+    assert FakeResolver.instances == []
+    distribute.create_strategy(tpu="my-pod", environ={"TPU_LOAD_LIBRARY": "0", "TPU_NAME": "my-pod"})
+    assert [r.tpu for r in FakeResolver.instances] == ["my-pod"]
 
 
 def test_libtpu_is_found_in_the_libtpu_package(monkeypatch, tmp_path):

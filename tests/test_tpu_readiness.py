@@ -1,6 +1,7 @@
-"""What a TPU run needs, checked without a TPU: the multi-step training loop compiles as one XLA program at the
-paper's shapes (seq 512, 20 predictions, bfloat16 compute), per-host input pipelines read disjoint files that cover
-the data, only the chief writes, and `--tpu NAME` / `--tpu local` reach the resolver with gs:// paths."""
+"""What a TPU run needs, checked without a TPU: the runtime configurations Google's TF-on-TPU tests use (the
+decision table of image kind x environment x --tpu), the multi-step training loop compiles as one XLA program at
+the paper's shapes (seq 512, 20 predictions, bfloat16 compute), per-host input pipelines read disjoint files that
+cover the data, only the chief writes, and `--tpu NAME` / `--tpu local` reach the resolver with gs:// paths."""
 import types
 
 import keras
@@ -140,6 +141,76 @@ def test_only_the_chief_writes():
     assert not distribute.is_chief(_strategy("evaluator", 0))
 
 
+# ---------------------------------------------------------------------------------------------- the runtime table
+LIB = "/lib/libtpu.so"
+PJRT = {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": LIB}
+POD = {"TPU_LOAD_LIBRARY": "0"}
+
+
+@pytest.mark.parametrize("image, tpu, env, problem", [
+    # what Google's tests run (ml-auto-solutions dags/solutions_team/configs/tensorflow, docs/tpu_runtime.md)
+    ("pjrt", "local", {"TPU_NAME": "local", **PJRT}, None),
+    (None, "local", {"TPU_NAME": "local", **PJRT}, None),
+    ("pod-pjrt", "pod", {"TPU_NAME": "pod", **POD}, None),
+    (None, "pod", POD, None),
+    ("se", "local", {"TPU_NAME": "local"}, None),
+    (None, "local", {}, None),
+    ("pod-se", "pod", {"TPU_NAME": "pod", **POD}, None),
+    # a pod slice without TPU_LOAD_LIBRARY=0, or with the single-host PJRT variables
+    ("pod-pjrt", "pod", {}, "--tpu pod (a pod slice): export TPU_LOAD_LIBRARY=0"),
+    (None, "pod", {"TPU_LOAD_LIBRARY": "1"}, "--tpu pod (a pod slice): export TPU_LOAD_LIBRARY=0"),
+    ("pod-pjrt", "pod", {**POD, **PJRT},
+     "unset NEXT_PLUGGABLE_DEVICE_USE_C_API and TF_PLUGGABLE_DEVICE_LIBRARY_PATH"),
+    (None, "pod", {**POD, "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": LIB}, "unset TF_PLUGGABLE_DEVICE_LIBRARY_PATH ("),
+    ("pod-pjrt", "local", {**POD, **PJRT}, "--tpu local on a pod slice (image kind pod-pjrt"),
+    # a single-host VM: --tpu local, the PJRT variables on a PJRT image, the runtime loaded
+    ("pjrt", "my-vm", PJRT, "--tpu my-vm on a single-host TPU VM (image kind pjrt, from $ALBERT_TF_TPU_IMAGE): "
+                            "use --tpu local"),
+    ("pjrt", "local", {}, f"export NEXT_PLUGGABLE_DEVICE_USE_C_API=true TF_PLUGGABLE_DEVICE_LIBRARY_PATH={LIB}"),
+    ("pjrt", "local", {"NEXT_PLUGGABLE_DEVICE_USE_C_API": "true"}, "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so"),
+    ("pjrt", "local", {**PJRT, "NEXT_PLUGGABLE_DEVICE_USE_C_API": "false"}, "export NEXT_PLUGGABLE_DEVICE_USE_C_API"),
+    (None, "local", {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": LIB}, "export NEXT_PLUGGABLE_DEVICE_USE_C_API=true"),
+    ("pjrt", "local", {**PJRT, "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/nowhere/libtpu.so"},
+     "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/nowhere/libtpu.so: no such file"),
+    ("pjrt", "local", {**PJRT, **POD}, "--tpu local: unset TPU_LOAD_LIBRARY"),
+    (None, "local", POD, "--tpu local: unset TPU_LOAD_LIBRARY"),
+    ("se", "local", PJRT, "unset NEXT_PLUGGABLE_DEVICE_USE_C_API and TF_PLUGGABLE_DEVICE_LIBRARY_PATH (a "
+                          "StreamExecutor image"),
+    # TPU_NAME (what TPUClusterResolver reads without an argument) naming another TPU
+    (None, "pod", {"TPU_NAME": "other", **POD}, "--tpu pod: TPU_NAME=other names another TPU; export TPU_NAME=pod"),
+    ("pjrt", "local", {"TPU_NAME": "pod", **PJRT}, "export TPU_NAME=local or unset it"),
+])
+def test_the_runtime_decision_table(image, tpu, env, problem):
+    found = distribute.tpu_runtime_problem(tpu, env, image, libtpu=LIB, isfile=lambda p: p == LIB)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found and "\n" not in found, found
+
+
+def test_single_host_stream_executor_needs_a_runtime_to_load():
+    found = distribute.tpu_runtime_problem("local", {}, "se", libtpu=None)
+    assert found.startswith("--tpu local: no TPU runtime to load") and "libtpu" in found
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("tpu-vm-tf-2.18.0-pjrt", "pjrt"), ("tpu-vm-tf-2.18.0-pod-pjrt", "pod-pjrt"), ("tpu-vm-tf-2.16.0-se", "se"),
+    ("tpu-vm-tf-2.16.0-pod-se", "pod-se"), ("tpu-vm-tf-2.8.0", "se"), ("tpu-vm-tf-2.8.0-pod", "pod-se"),
+    ("tpu-vm-tf-2.10.0-pod-v4", "pod-se"), ("tpu-vm-tf-nightly-pod", "pod-se"), ("v2-alpha-tpuv5", None),
+    ("", None), (None, None), ("tpu-vm-tf-2.18.0-pjrt-v5p-and-below", "pjrt"), ("tpu-vm-tf-x-pod", None)])
+def test_image_kind_from_the_runtime_version(name, kind):
+    assert distribute.image_kind(name) == kind
+
+
+def test_the_image_named_in_the_environment_decides(monkeypatch):
+    """$ALBERT_TF_TPU_IMAGE (tpu/launch_pretrain.sh sets it) wins over what --tpu implies."""
+    monkeypatch.setattr(distribute, "has_tpu_kernels", lambda: True)
+    monkeypatch.setattr(distribute, "libtpu_path", lambda environ=None: LIB)
+    with pytest.raises(ValueError, match="--tpu local on a pod slice"):
+        distribute.check_tpu_support({"ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.18.0-pod-pjrt", **PJRT}, tpu="local")
+    distribute.check_tpu_support({"ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.18.0-pod-pjrt", **POD}, tpu="pod")
+
+
 # ---------------------------------------------------------------------------------------------- --tpu up to the resolver
 @pytest.fixture
 def resolver_calls(monkeypatch):
@@ -147,7 +218,8 @@ def resolver_calls(monkeypatch):
     calls = []
     monkeypatch.setattr(distribute, "has_tpu_kernels", lambda: True)
     monkeypatch.setattr(distribute, "libtpu_path", lambda environ=None: "/lib/libtpu.so")
-    monkeypatch.delenv("TPU_LOAD_LIBRARY", raising=False)
+    for name in ("TPU_LOAD_LIBRARY", "TPU_NAME", distribute.IMAGE_ENV) + distribute.PJRT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
     class StopAtResolver(Exception):
         pass
@@ -168,16 +240,19 @@ def _pretrain_args(tpu, **paths):
 
 
 @pytest.mark.parametrize("tpu", ["my-pod", "local"])
-def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_calls, tpu):
+def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_calls, monkeypatch, tpu):
     calls, stop = resolver_calls
+    if tpu != "local":
+        monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")  # a pod slice's client, as Google's tests run it
     with pytest.raises(stop):
         cli.main(_pretrain_args(tpu, **{"--eval-data": "gs://bucket/data/eval-*"}))
     assert calls == [tpu]
 
 
 @pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init-checkpoint"])
-def test_pretrain_with_a_local_path_stops_before_the_resolver(resolver_calls, capsys, flag):
+def test_pretrain_with_a_local_path_stops_before_the_resolver(resolver_calls, monkeypatch, capsys, flag):
     calls, _ = resolver_calls
+    monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")
     assert cli.main(_pretrain_args("my-pod", **{flag: "/data/local"})) == 2
     err = capsys.readouterr().err
     assert f"{flag} /data/local: with --tpu" in err and "gs://" in err

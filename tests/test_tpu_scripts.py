@@ -1,17 +1,23 @@
-"""tpu/*.sh: every script's --dry-run prints the commands it would run (checked word by word), --help, bad input,
-the restart loop against a fake gcloud, and shellcheck on all of them (required when $CI is set)."""
+"""tpu/*.sh: every script's --dry-run prints the commands it would run (checked word by word: the TPU runtime's
+variables per slice size, the worker, the detached start), --help, bad input, the polling restart loop against a
+fake gcloud, tpu/on_worker.sh's detached run on this machine, and shellcheck on all of them (required when $CI is
+set)."""
 import glob
 import os
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TPU = os.path.join(REPO, "tpu")
-SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(TPU, "*.sh")) if not p.endswith("lib.sh"))
+# lib.sh is sourced; on_worker.sh runs on worker 0 (copied there by launch_pretrain.sh) and is tested on its own.
+SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(TPU, "*.sh"))
+                 if os.path.basename(p) not in ("lib.sh", "on_worker.sh"))
 ZONE = "europe-west4-a"
 
 
@@ -155,6 +161,7 @@ def test_prepare_data_locally():
     assert train[:2] == ["albert-tf", "create-data"] and train[train.index("--num-shards") + 1] == "256"
     assert train[train.index("--max-seq-length") + 1] == "512" and train[train.index("--max-predictions") + 1] == "20"
     assert evaluation[evaluation.index("--output") + 1] == "albert_tf_data/records/eval"
+    assert evaluation[evaluation.index("--num-shards") + 1] == "64"  # one per host of a v3-512
     assert cmds[4] == ["gcloud", "storage", "cp", "-r", "albert_tf_data/records", "gs://b/albert/"]
     assert cmds[5] == ["gcloud", "storage", "cp", "albert_tf_data/spm.model", "gs://b/albert/spm.model"]
 
@@ -176,31 +183,71 @@ def test_prepare_data_on_dataflow():
     assert result.returncode == 2 and "--corpus local/*.txt: expected a gs:// path" in result.stderr
 
 
-def test_launch_on_a_single_host_vm():
-    (ssh,) = commands("launch_pretrain.sh", *DRY_RUNS["launch_pretrain.sh"])
-    assert ssh[:8] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "vm", f"--zone={ZONE}", "--worker=0"]
+def launch(*args, env=None):
+    """launch_pretrain.sh's dry run: (scp, ssh, what the ssh runs on worker 0 as
+    {"env": {NAME: VALUE}, "pretrain": [words], "log": LOG_URL, "follow": bool})."""
+    scp, ssh = commands("launch_pretrain.sh", *args, env=env)
     words = inner(ssh)
-    assert words[:3] == ["set", "-o", "pipefail;"]
-    pretrain = words[3:words.index("2>&1")]
+    start = words.index("start")
+    assert words[:start] == ["mkdir", "-p", "albert_tf_run", "&&", "mv", "-f", "albert_tf_on_worker.sh",
+                             "albert_tf_run/on_worker.sh", "&&", "bash", "albert_tf_run/on_worker.sh"]
+    assert words[start + 1] == "albert_tf_run"
+    dashes = words.index("--", start)
+    end = words.index("&&", dashes) if "&&" in words[dashes:] else len(words)
+    env_words = words[start + 3:dashes]
+    remote = {"env": dict(w.split("=", 1) for w in env_words), "env_order": [w.split("=")[0] for w in env_words],
+              "pretrain": words[dashes + 1:end], "log": words[start + 2], "follow": words[end:]}
+    return scp, ssh, remote
+
+
+def test_launch_on_a_single_host_vm_runs_detached_with_the_pjrt_variables():
+    scp, ssh, remote = launch(*DRY_RUNS["launch_pretrain.sh"])
+    assert scp[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "scp", os.path.join(TPU, "on_worker.sh")]
+    assert scp[6:] == ["vm:albert_tf_on_worker.sh", f"--zone={ZONE}", "--worker=0"]
+    assert ssh[:8] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "vm", f"--zone={ZONE}", "--worker=0"]
+    assert remote["env"] == {"TPU_NAME": "local", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
+                             "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so",
+                             "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.18.0-pjrt"}
+    pretrain = remote["pretrain"]
     assert pretrain[:4] == ["python3", "-m", "albert_tf", "pretrain"]
     flags = dict(zip(pretrain[4::2], pretrain[5::2]))
     assert flags == {"--tpu": "local", "--recipe": "paper_v2", "--config": "albert_base",
                      "--train-data": "gs://b/albert/records/train-*", "--model-dir": "gs://b/albert/models/albert_base",
                      "--spm-model": "gs://b/albert/spm.model", "--eval-data": "gs://b/albert/records/eval-*"}
-    assert words[-3:] == ["|", "tee", "-a"] or words[-4:-1] == ["|", "tee", "-a"]
+    assert remote["log"] == "gs://b/albert/logs/albert_base" and remote["follow"] == []
+    _, _, remote = launch(*DRY_RUNS["launch_pretrain.sh"], "--follow", env={"TPU_PJRT_LIBRARY": "/opt/libtpu.so"})
+    assert remote["follow"] == ["&&", "bash", "albert_tf_run/on_worker.sh", "follow", "albert_tf_run"]
+    assert remote["env"]["TF_PLUGGABLE_DEVICE_LIBRARY_PATH"] == "/opt/libtpu.so"
 
 
 @pytest.mark.parametrize("size", [32, 512])
-def test_launch_on_a_pod_runs_on_worker_0_with_the_tpu_name(size):
-    (ssh,) = commands("launch_pretrain.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--root",
-                      "gs://b/albert", "--config", "gs://b/albert_config.json", "--recipe", "paper_v1", "--no-eval",
-                      "--", "--num-train-steps", "1000")
-    assert "--worker=0" in ssh and "--worker=all" not in ssh
-    words = inner(ssh)
-    pretrain = words[words.index("pretrain"):words.index("2>&1")]
-    flags = dict(zip(pretrain[1::2], pretrain[2::2]))
+def test_launch_on_a_pod_runs_on_worker_0_with_the_slice_name_and_no_local_runtime(size):
+    scp, ssh, remote = launch("--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--root", "gs://b/albert",
+                              "--config", "gs://b/albert_config.json", "--recipe", "paper_v1", "--no-eval", "--",
+                              "--num-train-steps", "1000")
+    assert "--worker=0" in ssh and "--worker=0" in scp and not any("--worker=all" in c for c in (scp, ssh))
+    assert remote["env"] == {"TPU_NAME": "pod", "TPU_LOAD_LIBRARY": "0",
+                             "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.18.0-pod-pjrt"}
+    pretrain = remote["pretrain"]
+    flags = dict(zip(pretrain[4::2], pretrain[5::2]))
     assert flags["--tpu"] == "pod" and flags["--recipe"] == "paper_v1" and "--eval-data" not in flags
     assert flags["--model-dir"] == "gs://b/albert/models/albert_config" and flags["--num-train-steps"] == "1000"
+    note = run_script("launch_pretrain.sh", "--dry-run", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}",
+                      "--root", "gs://b/a", "--config", "albert_base").stdout
+    assert f"{size // 8} host(s)" in note and "detached on worker 0 with --tpu pod" in note
+
+
+def test_launch_follows_the_image_and_refuses_a_mismatch():
+    base = ["--name", "vm", "--zone", ZONE, "--root", "gs://b/albert", "--config", "albert_base"]
+    _, _, remote = launch(*base, "--type", "v3-8", "--image", "tpu-vm-tf-2.16.0-se")
+    assert remote["env"] == {"TPU_NAME": "local", "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.16.0-se"}  # StreamExecutor
+    _, _, remote = launch(*base, "--type", "v3-8", "--image", "v2-alpha-tpuv5")  # a pip-installed TensorFlow
+    assert remote["env"]["NEXT_PLUGGABLE_DEVICE_USE_C_API"] == "true"
+    for size, image, message in ((32, "tpu-vm-tf-2.18.0-pjrt", "is a single-host image; v3-32 is a pod slice"),
+                                 (8, "tpu-vm-tf-2.18.0-pod-pjrt", "is a pod image; v3-8 is a single host")):
+        result = run_script("launch_pretrain.sh", *base, "--type", f"v3-{size}", "--image", image, "--dry-run",
+                            check=False)
+        assert result.returncode == 2 and message in result.stderr and not result.stdout
 
 
 def test_launch_refuses_local_paths():
@@ -212,70 +259,141 @@ def test_launch_refuses_local_paths():
         assert result.returncode == 2 and message in result.stderr
 
 
-def test_resume_loop_dry_run_is_one_pass_after_a_preemption():
+def test_resume_loop_dry_run_shows_the_checks_a_relaunch_and_a_recreation():
     cmds = commands("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--steps", "5000")
     heads = [" ".join(c[:5]) for c in cmds]
     assert heads == ["gcloud storage ls gs://b/albert/models/albert_base/ckpt-5000.index",
-                     "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm delete",
-                     "gcloud compute tpus tpu-vm create", "gcloud compute tpus tpu-vm ssh",
-                     "gcloud compute tpus tpu-vm ssh"]
-    assert "--spot" in cmds[3] and "--accelerator-type=v3-32" in cmds[3]
-    assert "--worker=all" in cmds[4] and "--worker=0" in cmds[5]
-    pretrain = inner(cmds[5])
-    assert pretrain[pretrain.index("--num-train-steps") + 1] == "5000" and "pod" == pretrain[
-        pretrain.index("--tpu") + 1]
+                     "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm ssh",   # checks
+                     "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh",        # relaunch
+                     "gcloud compute tpus tpu-vm delete", "gcloud compute tpus tpu-vm create",  # recreation
+                     "gcloud compute tpus tpu-vm ssh",                                          # install
+                     "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh"]        # launch
+    assert inner(cmds[2]) == ["bash", "albert_tf_run/on_worker.sh", "status", "albert_tf_run"]
+    assert "--worker=0" in cmds[2] and "--spot" in cmds[6] and "--accelerator-type=v3-32" in cmds[6]
+    assert "--worker=all" in cmds[7] and "--worker=0" in cmds[9]
+    words = inner(cmds[9])
+    assert words[words.index("--num-train-steps") + 1] == "5000" and words[words.index("--tpu") + 1] == "pod"
+    assert "TPU_LOAD_LIBRARY=0" in words and "TPU_NAME=pod" in words
 
 
 FAKE_GCLOUD = r"""#!/usr/bin/env bash
-# A stand-in for gcloud: logs each call, keeps the TPU's state in $FAKE/state; the first training launch is
-# preempted, the second one finishes.
+# A stand-in for gcloud: logs each call; keeps the TPU's state in $FAKE/state and the run's in $FAKE/run. The first
+# run is preempted (the TPU goes PREEMPTED), the second stops on its own (exit 0, a SIGTERM save), the third
+# finishes. With FAKE_EXIT set, every run stops with that exit code.
 echo "$*" >> "$FAKE/log"
 case "$*" in
   "storage ls"*) [[ -e $FAKE/final ]] ;;
   *"tpu-vm describe"*) [[ $(cat "$FAKE/state") != MISSING ]] && cat "$FAKE/state" ;;
-  *"tpu-vm delete"*) echo MISSING > "$FAKE/state" ;;
+  *"tpu-vm delete"*) echo MISSING > "$FAKE/state"; rm -f "$FAKE/run" ;;
   *"tpu-vm create"*) echo READY > "$FAKE/state" ;;
-  *"--worker=all"*) exit 0 ;;
-  *"--worker=0"*)
-    if [[ -n ${FAKE_NEVER:-} ]]; then exit 1; fi
+  *"tpu-vm scp"*) ;;
+  *"--worker=all"*) ;;
+  *"on_worker.sh status"*)
+    if [[ -e $FAKE/run ]]; then cat "$FAKE/run"; else echo "bash: albert_tf_run/on_worker.sh: No such file"; fi ;;
+  *"on_worker.sh start"*)
     n=$(( $(cat "$FAKE/launches" 2>/dev/null || echo 0) + 1 )); echo $n > "$FAKE/launches"
-    if [[ $n == 1 ]]; then echo PREEMPTED > "$FAKE/state"; exit 255; fi
-    touch "$FAKE/final" ;;
+    if [[ -n ${FAKE_EXIT:-} ]]; then echo "stopped $FAKE_EXIT" > "$FAKE/run"
+    elif [[ $n == 1 ]]; then echo "running 42" > "$FAKE/run"; echo PREEMPTED > "$FAKE/state"
+    elif [[ $n == 2 ]]; then echo "stopped 0" > "$FAKE/run"
+    else touch "$FAKE/final"; echo "stopped 0" > "$FAKE/run"; fi ;;
   *) echo "unexpected: $*" >&2; exit 9 ;;
 esac
 """
 
 
-def test_resume_loop_recreates_a_preempted_slice_and_relaunches(tmp_path):
+def fake_gcloud(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     gcloud = bin_dir / "gcloud"
     gcloud.write_text(FAKE_GCLOUD)
     gcloud.chmod(gcloud.stat().st_mode | stat.S_IEXEC)
     (tmp_path / "state").write_text("READY\n")
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE": str(tmp_path), "ALBERT_TF_SOURCE": "gs://b/w.whl"}
-    result = run_script("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--wait", "0", "--steps", "10", env=env)
-    log = [line.split(" --")[0] for line in (tmp_path / "log").read_text().splitlines()]
-    assert log == [
-        "storage ls gs://b/albert/models/albert_base/ckpt-10.index",
-        "compute tpus tpu-vm describe pod",                             # READY
-        "compute tpus tpu-vm ssh pod",                                  # launch 1: preempted
-        "storage ls gs://b/albert/models/albert_base/ckpt-10.index",
-        "compute tpus tpu-vm describe pod",                             # PREEMPTED
-        "compute tpus tpu-vm delete pod",
-        "compute tpus tpu-vm create pod",
-        "compute tpus tpu-vm ssh pod",                                  # install, --worker=all
-        "compute tpus tpu-vm ssh pod",                                  # launch 2: finishes
-        "storage ls gs://b/albert/models/albert_base/ckpt-10.index",
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE": str(tmp_path), "ALBERT_TF_SOURCE": "gs://b/w.whl"}
+
+
+def fake_log(tmp_path):
+    """The fake gcloud's calls, each cut to its command and the remote action."""
+    calls = []
+    for line in (tmp_path / "log").read_text().splitlines():
+        action = next((w for w in ("status", "start") if f"on_worker.sh {w}" in line), None)
+        head = " ".join(line.split(" --")[0].split()[:5])  # the command and its TPU (scp: the file, not the TPU)
+        calls.append(head + (f" [{action}]" if action else ""))
+    return calls
+
+
+def test_resume_loop_polls_relaunches_a_stopped_run_and_recreates_a_preempted_slice(tmp_path):
+    env = fake_gcloud(tmp_path)
+    result = run_script("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--poll", "0", "--wait", "0", "--steps", "10",
+                        env=env)
+    ls, describe = "storage ls gs://b/albert/models/albert_base/ckpt-10.index", "compute tpus tpu-vm describe pod"
+    scp = "compute tpus tpu-vm scp " + os.path.join(TPU, "on_worker.sh")
+    ssh = "compute tpus tpu-vm ssh pod"
+    assert fake_log(tmp_path) == [
+        ls, describe, f"{ssh} [status]",                        # READY, nothing on worker 0 yet
+        scp, f"{ssh} [start]",                                  # launch 1 (then preempted)
+        ls, describe,                                           # PREEMPTED
+        "compute tpus tpu-vm delete pod", "compute tpus tpu-vm create pod", ssh,  # recreate + install (all workers)
+        scp, f"{ssh} [start]",                                  # launch 2: stops on its own (exit 0)
+        ls, describe, f"{ssh} [status]",                        # READY, "stopped 0"
+        scp, f"{ssh} [start]",                                  # launch 3: finishes
+        ls,
     ], result.stderr
+    assert "run on pod: stopped 0: launching" in result.stderr
     assert "done: gs://b/albert/models/albert_base/ckpt-10.index" in result.stderr
-    # a slice that never finishes: the loop gives up
-    (tmp_path / "final").unlink()
-    (tmp_path / "log").unlink()
-    result = run_script("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--wait", "0", "--max-restarts", "2",
-                        env={**env, "FAKE_NEVER": "1"}, check=False)
-    assert result.returncode == 2 and "gave up after 2 relaunches" in result.stderr
-    assert (tmp_path / "log").read_text().count("--worker=0") == 3
+
+
+@pytest.mark.parametrize("code, message", [("1", "gave up after 2 relaunches"), ("2", "pretrain on pod stopped 2"),
+                                           ("3", "stopped 3 (bad flags or data, or a non-finite loss)")])
+def test_resume_loop_gives_up(tmp_path, code, message):
+    env = fake_gcloud(tmp_path)
+    result = run_script("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--poll", "0", "--max-restarts", "2",
+                        env={**env, "FAKE_EXIT": code}, check=False)
+    assert result.returncode == 2 and message in result.stderr
+    starts = [c for c in fake_log(tmp_path) if c.endswith("[start]")]
+    assert len(starts) == (3 if code == "1" else 1)  # exit 2 or 3: no relaunch
+
+
+# ---------------------------------------------------------------------------------------------- on_worker.sh
+def worker(*args, check=True):
+    result = subprocess.run(["bash", os.path.join(TPU, "on_worker.sh"), *args], capture_output=True, text=True,
+                            timeout=30, check=False)
+    assert not check or result.returncode == 0, result.stderr
+    return result
+
+
+def wait_until(predicate, timeout=20.0):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_path):
+    """`start` from a shell standing in for the ssh session; that session's process group gets SIGHUP (a dropped
+    ssh) and dies; the run lives on, a second start is a no-op, `stop` is a SIGTERM the run handles, and the exit
+    code is recorded."""
+    run_dir = str(tmp_path / "run")
+    assert worker("status", run_dir, check=False).stdout.strip() == "never started"
+    program = ('echo "A=$A"; trap "echo saved; exit 0" TERM; '
+               'while true; do sleep 0.1; done')
+    session = subprocess.Popen(["bash", "-c", f'bash {os.path.join(TPU, "on_worker.sh")} start {run_dir} - A=1 -- '
+                                              f'bash -c \'{program}\' && sleep 60'],
+                               start_new_session=True, stdout=subprocess.PIPE, text=True)
+    wait_until(lambda: worker("status", run_dir, check=False).returncode == 0)
+    os.killpg(session.pid, signal.SIGHUP)
+    session.wait(timeout=10)
+    time.sleep(0.5)
+    status = worker("status", run_dir)
+    assert status.stdout.startswith("running ")
+    assert "already running" in worker("start", run_dir, "-", "--", "true").stdout
+    assert worker("stop", run_dir).stdout.strip() == "sent SIGTERM"
+    wait_until(lambda: worker("status", run_dir, check=False).returncode == 1)
+    assert worker("status", run_dir, check=False).stdout.strip() == "stopped 0"
+    log = open(os.path.join(run_dir, "pretrain.log"), encoding="utf-8").read()
+    assert "A=1\nsaved\n" in log and log.rstrip().endswith("exit 0")
+    # a failing command: its exit code is kept
+    worker("start", run_dir, "-", "--", "bash", "-c", "exit 7")
+    wait_until(lambda: worker("status", run_dir, check=False).stdout.strip() == "stopped 7")
 
 
 def test_tensorboard_export_delete():

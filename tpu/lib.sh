@@ -30,6 +30,13 @@ INSTALL_CMD=${INSTALL_CMD:-$DEFAULT_INSTALL_CMD}
 # `albert-tf` in ~/.local/bin, which a non-interactive ssh shell may not have).
 ALBERT_TF=${ALBERT_TF:-python3 -m albert_tf}
 V3_TYPES="v3-8 v3-32 v3-64 v3-128 v3-256 v3-512"
+# Where a run lives on worker 0 (relative to the ssh user's home): tpu/on_worker.sh, the log, the run's lock.
+# shellcheck disable=SC2034  # read by the scripts that source this file
+RUN_DIR=albert_tf_run
+# shellcheck disable=SC2034
+WORKER_SCRIPT=$RUN_DIR/on_worker.sh
+# shellcheck disable=SC2034
+WORKER_SCRIPT_COPY=albert_tf_on_worker.sh  # where `tpu-vm scp` puts it first
 
 die() {
   echo "$PROG: error: $*" >&2

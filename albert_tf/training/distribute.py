@@ -4,13 +4,16 @@
                         (`--tpu local` on a TPU VM: no remote connection)
     TF_CONFIG set       MultiWorkerMirroredStrategy (GPU/CPU clusters)
     --cpu-replicas N    the CPU split into N logical devices + MirroredStrategy: the distributed path without
-                        accelerators (must run before TensorFlow initializes its devices)
+                        accelerators (must run before TensorFlow initializes its devices); one input pipeline for
+                        all replicas, or one per replica with ALBERT_TF_INPUT_PIPELINES=per-replica (as N
+                        single-replica hosts read: the pod rehearsal's reference, albert_tf.training.rehearsal)
     local GPUs          MirroredStrategy over all of them
     otherwise           the default (one-device) strategy
 """
 import importlib.util
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -30,7 +33,7 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None):
     if tpu and cpu_replicas:
         raise ValueError("--tpu and --cpu-replicas are exclusive")
     if tpu:
-        check_tpu_support(environ)
+        check_tpu_support(environ, tpu)
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
         if tpu != "local":  # a TPU VM's own chips need no remote connection
             tf.config.experimental_connect_to_cluster(resolver)
@@ -56,10 +59,41 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None):
                     f"--cpu-replicas {cpu_replicas}: TensorFlow already initialized its devices in this process; "
                     f"run in a fresh process") from None
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-        return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+        pipelines = environ.get(PIPELINES_ENV, "per-worker")
+        if pipelines not in ("per-worker", "per-replica"):
+            raise ValueError(f"{PIPELINES_ENV}={pipelines}: expected per-worker (the default) or per-replica")
+        mirrored = PerReplicaInputStrategy if pipelines == "per-replica" else tf.distribute.MirroredStrategy
+        return mirrored(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
     if tf.config.list_physical_devices("GPU"):
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()
+
+
+PIPELINES_ENV = "ALBERT_TF_INPUT_PIPELINES"
+
+
+class PerReplicaInputStrategy(tf.distribute.MirroredStrategy):
+    """A MirroredStrategy whose distribute_datasets_from_function gives replica i its own input pipeline
+    (InputContext(num_input_pipelines=N, input_pipeline_id=i)): one process feeding its N replicas as N
+    single-replica workers (or hosts) feed theirs, so that it computes what they compute."""
+
+    def distribute_datasets_from_function(self, dataset_fn, options=None):
+        if options is None:
+            options = tf.distribute.InputOptions(
+                experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+                experimental_place_dataset_on_device=False, experimental_fetch_to_device=True)
+        return super().distribute_datasets_from_function(dataset_fn, options)
+
+
+def any_worker(strategy, flag):
+    """True on every worker when `flag` is true on any of them (e.g. the SIGTERM one host got). The workers of a
+    MultiWorkerMirroredStrategy run the loop in lockstep: a worker that stops alone leaves the others waiting in
+    their next collective forever, so a stop is agreed by one all-reduce, at the same point of the loop on every
+    worker. Other strategies have one client: `flag` as it is, no collective."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return bool(flag)
+    local = strategy.experimental_distribute_values_from_function(lambda _: tf.constant(1.0 if flag else 0.0))
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, local, axis=None)) > 0
 
 
 def is_tpu_strategy(strategy):
@@ -107,20 +141,96 @@ def libtpu_path(environ=None):
     return next((p for p in candidates + list(LIBTPU_PATHS) if p and os.path.isfile(p)), None)
 
 
-def check_tpu_support(environ=None):
-    """Refuses (ValueError, one line saying what to install) a TensorFlow that cannot drive a TPU: a build without
-    TPU kernels, no libtpu to load, or TPU_LOAD_LIBRARY=0 (which CPU machines running the TPU wheel need)."""
+# ---------------------------------------------------------------------------------------------- the TPU runtime
+# What Google's own TF-on-TPU tests set (docs/tpu_runtime.md has the sources): a single-host VM runs the client with
+# `--tpu local` (TPU_NAME=local), on PJRT images with the two PJRT variables; a pod slice runs it on worker 0 only
+# with TPU_NAME=<slice> and TPU_LOAD_LIBRARY=0 (the slice's workers run the TPU runtime; the client connects to them).
+IMAGE_ENV = "ALBERT_TF_TPU_IMAGE"  # the slice's runtime version, as tpu/launch_pretrain.sh exports it
+PJRT_VARIABLES = ("NEXT_PLUGGABLE_DEVICE_USE_C_API", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
+_IMAGE_NAME = re.compile(r"^tpu-vm-tf-(?:[0-9]+\.[0-9]+\.[0-9]+|nightly)(-pod)?(-pjrt|-se)?(-[a-z0-9-]+)?$")
+
+
+def image_kind(image):
+    """The kind of a TensorFlow TPU VM runtime image: 'pjrt' or 'se' (one host), 'pod-pjrt' or 'pod-se' (a pod
+    slice), from `tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se][-...]` (e.g. -v4, -pjrt-v5p-and-below); older names without a
+    device API are StreamExecutor ('se'). None for None, '' or another image (e.g. a base image with a
+    pip-installed TensorFlow): the kind then follows from --tpu."""
+    match = _IMAGE_NAME.match(image or "")
+    if not match:
+        return None
+    return ("pod-" if match.group(1) else "") + ("pjrt" if match.group(2) == "-pjrt" else "se")
+
+
+def _truthy(value):
+    return (value or "").strip().lower() in ("true", "1")
+
+
+def tpu_runtime_problem(tpu, environ, image=None, libtpu=None, isfile=os.path.isfile):
+    """Whether this process may drive the TPU as Google's TF-on-TPU tests do. Pure: no TensorFlow, no device.
+
+    Args:
+      tpu: --tpu's value: "local" (a single-host VM) or the slice's name (a pod slice, from worker 0).
+      environ: the environment (a mapping).
+      image: image_kind() of the slice's runtime image, or None (unknown: a name means a pod slice, `local` a
+        single-host VM, PJRT when the PJRT variables are set).
+      libtpu: the TPU runtime a single-host StreamExecutor client would load (libtpu_path()), or None.
+      isfile: checks that TF_PLUGGABLE_DEVICE_LIBRARY_PATH exists.
+    Returns:
+      None when the configuration is one Google's tests run, else one line saying what to set.
+    """
+    name = environ.get("TPU_NAME", "").strip()
+    pod = image.startswith("pod") if image else tpu != "local"
+    on_image = f" (image kind {image}, from ${IMAGE_ENV})" if image else ""
+    if name and name != tpu:
+        return f"--tpu {tpu}: TPU_NAME={name} names another TPU; export TPU_NAME={tpu} or unset it"
+    if pod and tpu == "local":
+        return (f"--tpu local on a pod slice{on_image}: run on worker 0 with --tpu <the slice's name> and "
+                f"TPU_LOAD_LIBRARY=0")
+    if not pod and tpu != "local":
+        return f"--tpu {tpu} on a single-host TPU VM{on_image}: use --tpu local"
+    pjrt_set = [v for v in PJRT_VARIABLES if environ.get(v, "").strip()]
+    if pod:
+        if environ.get("TPU_LOAD_LIBRARY", "").strip() != "0":
+            return (f"--tpu {tpu} (a pod slice): export TPU_LOAD_LIBRARY=0 (the client on worker 0 must not load "
+                    f"the local TPU runtime: it connects to the slice's workers, which run it)")
+        if pjrt_set:
+            return (f"--tpu {tpu} (a pod slice): unset {' and '.join(pjrt_set)} (the client on worker 0 loads no "
+                    f"TPU runtime; Google's pod tests set only TPU_NAME and TPU_LOAD_LIBRARY=0)")
+        return None
+    if environ.get("TPU_LOAD_LIBRARY", "").strip() == "0":
+        return ("--tpu local: unset TPU_LOAD_LIBRARY (=0 keeps TensorFlow from loading the TPU runtime this "
+                "single-host client needs; on a pod slice use --tpu <the slice's name> from worker 0)")
+    if image == "se" or (image is None and not pjrt_set):
+        if pjrt_set:
+            return f"--tpu local{on_image}: unset {' and '.join(pjrt_set)} (a StreamExecutor image, not PJRT)"
+        if libtpu is None:
+            return (f"--tpu local: no TPU runtime to load (libtpu.so: none in $TPU_LIBRARY_PATH, the libtpu "
+                    f"package or {', '.join(LIBTPU_PATHS)}); pip install \"libtpu>=0.0.14,<0.0.32\" or set "
+                    f"TPU_LIBRARY_PATH")
+        return None
+    library = environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "").strip()
+    path = library or libtpu or LIBTPU_PATHS[0]
+    want = f"export NEXT_PLUGGABLE_DEVICE_USE_C_API=true TF_PLUGGABLE_DEVICE_LIBRARY_PATH={path}"
+    if not _truthy(environ.get("NEXT_PLUGGABLE_DEVICE_USE_C_API")) or not library:
+        return f"--tpu local on a PJRT image{on_image}: {want}"
+    if not isfile(library):
+        return (f"--tpu local: TF_PLUGGABLE_DEVICE_LIBRARY_PATH={library}: no such file; point it at the TPU "
+                f"runtime (the image's {LIBTPU_PATHS[0]}, or the libtpu package's libtpu.so)")
+    return None
+
+
+def check_tpu_support(environ=None, tpu="local"):
+    """Refuses (ValueError, one line saying what to install or set) what cannot drive the TPU `--tpu` names: a
+    TensorFlow build without TPU kernels, or a runtime configuration Google's tests do not run
+    (tpu_runtime_problem: the image kind comes from $ALBERT_TF_TPU_IMAGE when set)."""
     environ = os.environ if environ is None else environ
     found = _requirements.installed_tensorflow()
     this = f"{found[0]} {found[1]}" if found else f"TensorFlow {tf.__version__}"
     if not has_tpu_kernels():
         raise ValueError(f"--tpu: this TensorFlow ({this}) is not a TPU build (no TPU kernels); {INSTALL_FOR_TPU}")
-    if libtpu_path(environ) is None:
-        raise ValueError(f"--tpu: {this} has TPU kernels but no TPU runtime to load (libtpu.so: none in "
-                         f"$TPU_LIBRARY_PATH, the libtpu package or {', '.join(LIBTPU_PATHS)}); "
-                         f"pip install \"libtpu>=0.0.14,<0.0.32\" or set TPU_LIBRARY_PATH")
-    if environ.get("TPU_LOAD_LIBRARY", "").strip() == "0":
-        raise ValueError("--tpu: TPU_LOAD_LIBRARY=0 is set, so TensorFlow does not load the TPU runtime; unset it")
+    problem = tpu_runtime_problem(tpu, environ, image_kind(environ.get(IMAGE_ENV)), libtpu_path(environ))
+    if problem:
+        raise ValueError(problem)
 
 
 def use_xla(flag, on_tpu, use_gpu):

@@ -187,6 +187,10 @@ def make_dataset_fn(args, config, file_pattern, global_batch_size, is_training, 
             dynamic_masking=args.dynamic_masking, seed=args.seed,
             vocab_size=config.vocab_size if args.dynamic_masking else None)
         replicas_per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+        if is_training:  # which share of the files this pipeline reads (pretraining_dataset: files i, i + n, ...)
+            print(f"input pipeline {input_context.input_pipeline_id + 1}/{input_context.num_input_pipelines}: "
+                  f"train files {input_context.input_pipeline_id}::{input_context.num_input_pipelines} of the sorted "
+                  f"list", flush=True)
         if skip_global_batches:
             dataset = dataset.skip(skip_global_batches * replicas_per_pipeline)
         return dataset
@@ -292,10 +296,12 @@ def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup
 
 
 def restore(manager, model, args):
-    """The latest checkpoint of this run, else --init-checkpoint's weights. Returns a line saying which."""
-    if manager.latest_checkpoint:
-        manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        return f"resumed from {manager.latest_checkpoint}"
+    """The latest checkpoint of this run, else --init-checkpoint's weights. Returns a line saying which.
+    Every worker restores the chief's checkpoint (the model dir's), not its own temporary save directory."""
+    latest = tf.train.latest_checkpoint(args.model_dir)
+    if latest:
+        manager.checkpoint.restore(latest).assert_existing_objects_matched()
+        return f"resumed from {latest}"
     if args.init_checkpoint:
         try:
             path = pretrained.restore(model, args.init_checkpoint)
@@ -439,7 +445,9 @@ def run(args):
                 log.write("train", step, metrics)
 
                 done = step >= args.num_train_steps
-                if step % args.save_checkpoints_steps == 0 or done or stop.requested:
+                # A stop is agreed by all workers (multi-worker: one all-reduce; else stop.requested itself).
+                stopping = distribute.any_worker(strategy, stop.requested)
+                if step % args.save_checkpoints_steps == 0 or done or stopping:
                     save(step)
                     last_saved = step
                 if args.eval_data and (step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
@@ -448,8 +456,9 @@ def run(args):
                     sums = evaluate(strategy, eval_step, eval_data, args.max_eval_steps,
                                     what=f"--eval-data {args.eval_data} (batch {eval_batch_size})")
                     log.write("eval", step, metrics_from_sums(sums))
-                if stop.requested:
-                    print(f"stop signal {stop.requested}: saved step {step}, exiting", flush=True)
+                if stopping:
+                    print(f"stop signal {stop.requested or 'on another worker'}: saved step {step}, exiting",
+                          flush=True)
                     return 0
                 if args.debug_kill_after_step is not None and last_saved == step >= args.debug_kill_after_step:
                     os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,75 @@
+"""The pod rehearsal on CPU (albert_tf.training.rehearsal): 2 local workers under MultiWorkerMirroredStrategy run
+the same `albert-tf pretrain`, a SIGTERM to one stops both at one saved step, the rerun resumes, and the final
+weights equal a one-process run with as many CPU replicas, each fed as its worker is. Plus its small parts."""
+import json
+
+import pytest
+import tensorflow as tf
+
+import helpers as ph
+from albert_tf.training import distribute, rehearsal
+
+SEQ, PRED, FILES, WORKERS = 32, 5, 4, 2
+
+
+@pytest.mark.slow  # five TensorFlow processes (a reference, 2 workers twice): ~5 minutes on this shared machine
+def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path):
+    for f in range(FILES):
+        ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
+    args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
+            "--max-predictions", PRED, "--train-batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
+            "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
+    report = rehearsal.rehearse(args, WORKERS, str(tmp_path / "runs"))
+    assert report["failures"] == [], report
+    print(f"rehearsal: {json.dumps(report)}")
+    stopped = report["stopped_at"][0]
+    assert report["stopped_at"] == [stopped] * WORKERS and 0 < stopped < 40  # stopped together, mid-run
+    assert sorted(report["pipelines"]) == ["1/2", "2/2"] and report["leftovers"] == []
+    assert report["final_checkpoint"] == "ckpt-40" and report["max_abs_diff"] <= 1e-5
+    pod = tmp_path / "runs" / "pod"
+    rows = [json.loads(line) for line in (pod / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == sorted({r["step"] for r in rows})  # one row per step: the chief's only
+    assert {r["step"] for r in rows} >= {stopped, 40}
+
+
+# ---------------------------------------------------------------------------------------------- the parts
+def test_free_ports_are_distinct_loopback_ports():
+    ports = rehearsal.free_ports(4)
+    assert len(set(ports)) == 4 and all(1024 <= p < 65536 for p in ports)
+    config = json.loads(rehearsal.tf_config(ports, 1))
+    assert config == {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": 1}}
+
+
+def test_log_parsing_and_leftovers(tmp_path):
+    logs = ["input pipeline 1/2: train files 0::2\nstop signal on another worker: saved step 6, exiting\n",
+            "input pipeline 2/2: train files 1::2\nstop signal 15: saved step 6, exiting\n", "nothing\n"]
+    assert rehearsal.stop_steps(logs) == [6, 6, None]
+    assert rehearsal.input_pipelines(logs) == ["1/2", "2/2", None]
+    for name in ("checkpoint", "ckpt-4.index", "metrics.jsonl", "albert_config.json", "train", ".worker_1"):
+        (tmp_path / name).write_text("")
+    assert rehearsal.leftovers(str(tmp_path)) == [".worker_1"]
+
+
+def test_any_worker_without_workers_is_the_flag_itself():
+    """One client (default, Mirrored, TPU): no collective, the local flag decides."""
+    strategy = tf.distribute.get_strategy()
+    assert distribute.any_worker(strategy, 15) is True and distribute.any_worker(strategy, None) is False
+
+
+def test_input_pipelines_setting_is_checked():
+    with pytest.raises(ValueError, match="ALBERT_TF_INPUT_PIPELINES=per-host: expected per-worker"):
+        distribute.create_strategy(cpu_replicas=1, environ={"ALBERT_TF_INPUT_PIPELINES": "per-host"})
+
+
+def test_the_reference_feeds_each_replica_its_own_pipeline():
+    """PerReplicaInputStrategy calls dataset_fn once per replica with that replica's InputContext."""
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")][:1]
+    strategy = distribute.PerReplicaInputStrategy(devices)
+    contexts = []
+
+    def dataset_fn(context):
+        contexts.append((context.input_pipeline_id, context.num_input_pipelines))
+        return tf.data.Dataset.range(4).batch(context.get_per_replica_batch_size(2))
+
+    batch = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
+    assert contexts == [(0, 1)] and strategy.experimental_local_results(batch)[0].numpy().tolist() == [0, 1]
