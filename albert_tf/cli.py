@@ -2,7 +2,9 @@
 
 Each subcommand lives in the module that does the work; that module exposes
 `add_arguments(parser)` and `run(args) -> int`. Modules are imported only when
-their subcommand runs, so `albert-tf --help` is fast.
+their subcommand runs, so `albert-tf --help` is fast; where the job module
+imports TensorFlow at its top, the flags live in a light module of their own
+(FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
 """
 import argparse
 import importlib
@@ -20,6 +22,30 @@ SUBCOMMANDS = {
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
 
+# Commands whose job module imports TensorFlow at its top: their flags come from a module that does not.
+FLAGS_MODULES = {
+    "pretrain": "albert_tf.training.pretrain_flags",
+    "convert": "albert_tf.checkpoints.convert_flags",
+}
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default once: appended as "(default: X)" unless the help text already says what the
+    default is, and not for required options (they have none)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.required or "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
+
+def _run_job(module_name):
+    """The `run(args)` of a job module, imported when the command runs (not for `--help`)."""
+    def run(args):
+        return importlib.import_module(module_name).run(args)
+    return run
+
 
 def build_parser(argv=None):
     from albert_tf import __version__  # pylint: disable=import-outside-toplevel
@@ -33,11 +59,10 @@ def build_parser(argv=None):
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         # every option's default shows in --help
         p = sub.add_parser(name, help=help_text, description=help_text,
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=HelpFormatter)
         if name == chosen:
-            module = importlib.import_module(module_name)
-            module.add_arguments(p)
-            p.set_defaults(_run=module.run)
+            importlib.import_module(FLAGS_MODULES.get(name, module_name)).add_arguments(p)
+            p.set_defaults(_run=_run_job(module_name))
     return parser
 
 

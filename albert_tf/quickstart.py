@@ -132,7 +132,7 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=int, default=300, help="pretraining steps")
     parser.add_argument("--finetune-epochs", type=int, default=4, help="fine-tuning passes over the task (at batch "
                         "16: a tiny model sits at chance for its first 60-100 steps)")
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--seed", type=int, default=12345, help="seeds every step")
 
 
 def run(args):

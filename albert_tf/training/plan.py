@@ -444,14 +444,16 @@ def add_arguments(parser):
     a = parser.add_argument
     a("--config", required=True, help="albert_config.json, a directory holding one, or a preset name")
     a("--topology", required=True, help=f"Cloud TPU v3 slice: {', '.join(TOPOLOGIES)}")
-    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096)")
-    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512)")
-    a("--max-predictions", type=int, default=None, help="masked positions per example (default 20)")
-    a("--steps", type=int, default=None, help="training steps, for the total time (the paper: 125000)")
+    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096; default: the --recipe's)")
+    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512; default: the --recipe's)")
+    a("--max-predictions", type=int, default=None, 
+      help="masked positions per example (default: the --recipe's, else 20)")
+    a("--steps", type=int, default=None, 
+      help="training steps, for the total time (the paper: 125000; default: the --recipe's, else no total)")
     a("--recipe", default=None, help="take batch, seq length, predictions and steps from a pretraining recipe "
                                      "(paper_v2, paper_v1 or a .json file); explicit flags win")
-    a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype (default bfloat16)")
-    a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained (default 0.5)")
+    a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype")
+    a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained")
     a("--remat", action="store_true", help="rematerialize each block's activations in the backward pass")
     a("--json", action="store_true", help="print one JSON object instead of text")
 
