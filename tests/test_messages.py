@@ -74,3 +74,23 @@ def test_quickstart_next_steps_are_commands_the_cli_accepts():
     for argv in commands[1:]:  # each parses with the real parser (no TensorFlow needed)
         args = cli.build_parser(argv[1:]).parse_args(argv[1:])
         assert args.command == argv[1]
+
+
+# ---------------------------------------------------------------------------------------------- plan's counts
+def test_summary_line_counts_in_sensible_units():
+    """albert_tiny's 36,800-parameter encoder read "0.0M" before; the units here are worked out by hand."""
+    from albert_tf.training.plan import count_text  # pylint: disable=import-outside-toplevel
+
+    assert [count_text(v) for v in (800, 36_800, 11_683_584, 223_000_000, 999_600, 1_200_000_000)] == [
+        "800", "36.8K", "11.7M", "223M", "1M", "1.2B"]
+
+
+def test_summary_line_of_albert_tiny():
+    """pretrain's start line for albert_tiny: its parameter count (from plan's own counts) in thousands."""
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import plan  # pylint: disable=import-outside-toplevel
+
+    estimate = plan.estimate(load_config("albert_tiny"), global_batch=8, seq_length=128, cores=1)
+    line = plan.summary_line(estimate)
+    assert 1_000 <= estimate["parameters"] < 1_000_000
+    assert line.startswith(f"plan: {estimate['parameters'] / 1e3:.3g}K parameters, "), line

@@ -345,6 +345,14 @@ def _flops_text(value):
     return f"{value:.3g} FLOP"
 
 
+def count_text(value):
+    """A count in 3 significant digits with a unit: 800, 36.8K, 11.7M, 223M, 1.2B."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= scale * 0.9995:  # 999,600 reads 1M, not 1e+03K
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
 def _duration_text(seconds):
     if seconds < 120:
         return f"{seconds:.3g} s"
@@ -357,7 +365,7 @@ def _duration_text(seconds):
 
 def summary_line(plan):
     """One line for a log: parameters, per-core batch and memory, FLOPs per step, step and total time."""
-    parts = [f"plan: {plan['parameters'] / 1e6:.1f}M parameters",
+    parts = [f"plan: {count_text(plan['parameters'])} parameters",
              f"{plan['cores']} replica(s) x {plan['per_core_batch']} examples"]
     if plan["hbm_capacity_bytes"] is not None:
         verdict = "fits" if plan["fits"] else "DOES NOT FIT"
