@@ -2,11 +2,16 @@
 
 Each subcommand lives in the module that does the work; that module exposes
 `add_arguments(parser)` and `run(args) -> int`. Modules are imported only when
-their subcommand runs, so `albert-tf --help` is fast.
+their subcommand runs, so `albert-tf --help` is fast; where the job module
+imports TensorFlow at its top, the flags live in a light module of their own
+(FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
 """
 import argparse
 import importlib
+import os
+import re
 import sys
+import tempfile
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
@@ -19,6 +24,38 @@ SUBCOMMANDS = {
     "export": ("albert_tf.serving.encoder", "write a SavedModel for TF Serving that takes raw text"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
+
+# Commands whose job module imports TensorFlow at its top: their flags come from a module that does not.
+FLAGS_MODULES = {
+    "pretrain": "albert_tf.training.pretrain_flags",
+    "convert": "albert_tf.checkpoints.convert_flags",
+}
+
+# Commands that never use TensorFlow: no quiet pre-import for them (it costs seconds).
+NO_TENSORFLOW = frozenset({"plan"})
+
+# TensorFlow's start-up notices on stderr: absl's pre-InitializeLog lines (TF_CPP_MIN_LOG_LEVEL does not reach them)
+# and the CUDA probe on a machine without a GPU. Shown with --verbose.
+_STARTUP_NOISE = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IW]\d{4} |E\d{4} .*cuInit|"
+                            r"To enable the following instructions)")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default once: appended as "(default: X)" unless the help text already says what the
+    default is, and not for required options (they have none)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.required or "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
+
+def _run_job(module_name):
+    """The `run(args)` of a job module, imported when the command runs (not for `--help`)."""
+    def run(args):
+        return importlib.import_module(module_name).run(args)
+    return run
 
 
 def build_parser(argv=None):
@@ -33,18 +70,51 @@ def build_parser(argv=None):
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         # every option's default shows in --help
         p = sub.add_parser(name, help=help_text, description=help_text,
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=HelpFormatter)
         if name == chosen:
-            module = importlib.import_module(module_name)
-            module.add_arguments(p)
-            p.set_defaults(_run=module.run)
+            importlib.import_module(FLAGS_MODULES.get(name, module_name)).add_arguments(p)
+            p.set_defaults(_run=_run_job(module_name))
+            p.add_argument("--verbose", action="store_true", help="show TensorFlow's own start-up and log lines")
     return parser
+
+
+def _import_tensorflow_quietly():
+    """Imports TensorFlow with file descriptor 2 sent to a temporary file, then writes back to stderr every line of
+    it except TensorFlow's start-up notices (_STARTUP_NOISE): C++ code logs there, past Python's sys.stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # pylint: disable=import-outside-toplevel,unused-import
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            lines = captured.read().decode("utf-8", errors="replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not _STARTUP_NOISE.match(line)))
+
+
+def quiet_tensorflow(command, verbose):
+    """Unless `verbose`: TensorFlow's C++ log level 3 (errors reach the user as Python exceptions; a level of the
+    user's own in TF_CPP_MIN_LOG_LEVEL is kept) and, for a command that uses TensorFlow, its first import with the
+    start-up notices dropped. The CLI's own setting: `import albert_tf` changes no log level."""
+    if verbose:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if command not in NO_TENSORFLOW and "tensorflow" not in sys.modules:
+        try:
+            _import_tensorflow_quietly()
+        except ImportError:
+            pass  # the job's own `import tensorflow` says what to install (albert_tf/_requirements.py)
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    quiet_tensorflow(args.command, args.verbose)
     try:
         return args._run(args) or 0
     except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback

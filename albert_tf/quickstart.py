@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import shlex
 import sys
 import time
 
@@ -132,7 +133,7 @@ def add_arguments(parser):
     parser.add_argument("--steps", type=int, default=300, help="pretraining steps")
     parser.add_argument("--finetune-epochs", type=int, default=4, help="fine-tuning passes over the task (at batch "
                         "16: a tiny model sits at chance for its first 60-100 steps)")
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--seed", type=int, default=12345, help="seeds every step")
 
 
 def run(args):
@@ -177,6 +178,8 @@ def run(args):
     print(f"[quickstart] fine-tuning task: which modules' docstrings a sentence comes from (0 = {names[0]}, "
           f"1 = {names[1]}), balanced: {sizes['train']} train / {sizes['dev']} dev sentences in SST-2's layout "
           f"→ {task_dir}", flush=True)
+    print("[quickstart] note: a model pretrained for a few hundred steps maps most inputs to nearly the same output; "
+          "fine-tune notices it and resets the encoder's biases, as expected here", flush=True)
     code = _step(["finetune", "--task", "sst2", "--data-dir", task_dir, "--init", os.path.join(out, "model"),
                   "--output", finetune_dir, "--epochs", str(args.finetune_epochs), "--batch-size", "16",
                   "--max-seq-length", "64", "--learning-rate", "0.001", "--warmup-proportion", "0.1",
@@ -194,14 +197,37 @@ def run(args):
           f"({names[label]}), probabilities [{', '.join(f'{p:.4f}' for p in probabilities)}]", flush=True)
     print(f"[quickstart] done: pretrained model {os.path.join(out, 'model')}, fine-tuned classifier "
           f"{os.path.join(finetune_dir, 'best')}, its raw-text export {export_dir}", flush=True)
+    for line in next_steps(export_base):
+        print(f"[quickstart] {line}", flush=True)
     return 0
+
+
+def next_steps(export_base):
+    """The closing lines: serve the export, run on your own corpus, fine-tune a GLUE task (commands pasteable)."""
+    mount = shlex.quote(f"{export_base}:/models/albert")
+    return [
+        "next: serve the export with TF Serving (REST on 8501, gRPC on 8500):",
+        f"  docker run -p 8500:8500 -p 8501:8501 -v {mount} -e MODEL_NAME=albert tensorflow/serving:2.20.0 "
+        "--enable_model_warmup=true",
+        "next: your own corpus (text files, one sentence per line, a blank line between documents):",
+        "  " + shlex.join(["albert-tf", "vocab", "--input", "corpus/*.txt", "--output-prefix", "work/spm"]),
+        "  " + shlex.join(["albert-tf", "create-data", "--input", "corpus/*.txt", "--spm-model", "work/spm.model",
+                           "--output", "work/data/train", "--max-seq-length", "128"]),
+        "  " + shlex.join(["albert-tf", "pretrain", "--config", "albert_base", "--train-data", "work/data/train-*",
+                           "--model-dir", "work/model", "--spm-model", "work/spm.model", "--max-seq-length", "128",
+                           "--train-batch-size", "256"]),
+        "  " + shlex.join(["albert-tf", "export", "--model", "work/model", "--output", "work/export"]),
+        "next: fine-tune a GLUE task (the task folder as downloaded, e.g. SST-2):",
+        "  " + shlex.join(["albert-tf", "finetune", "--task", "sst2", "--data-dir", "glue/SST-2", "--init",
+                           "work/model", "--output", "work/sst2"]),
+    ]
 
 
 def _step(argv):
     """Runs one `albert-tf` command in this process, printed first; returns its exit code."""
     from albert_tf.cli import main as cli_main  # pylint: disable=import-outside-toplevel
 
-    print(f"[quickstart] $ albert-tf {' '.join(argv)}", flush=True)
+    print(f"[quickstart] $ {shlex.join(['albert-tf', *argv])}", flush=True)
     start = time.time()
     code = cli_main(argv)
     if code:

@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.checkpoints import convert_flags
 from albert_tf.config import AlbertConfig
 
 _SKIPPED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Momentum$|/lamb_[mv]$)")
@@ -279,13 +280,8 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
 
 
 def add_arguments(parser):
-    parser.add_argument("--from", dest="source", required=True, choices=("tf1", "hf"),
-                        help="tf1: google-research/albert or TF-Hub checkpoint; hf: Hugging Face directory")
-    parser.add_argument("--checkpoint", required=True,
-                        help="tf1: the checkpoint prefix (e.g. PATH/model.ckpt-best); hf: the directory")
-    parser.add_argument("--config", help="albert_config.json (tf1: default beside the checkpoint; hf: config.json)")
-    parser.add_argument("--spm-model", help="the SentencePiece model to copy into the output as spm.model")
-    parser.add_argument("--output", required=True, help="the pretrained-model directory to write")
+    """The flags (albert_tf/checkpoints/convert_flags.py: `--help` needs no TensorFlow)."""
+    convert_flags.add_arguments(parser)
 
 
 def run(args):

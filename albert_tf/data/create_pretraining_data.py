@@ -248,15 +248,17 @@ def add_arguments(parser):
                         "line, a blank line between documents)")
     parser.add_argument("--spm-model", required=True, help="SentencePiece model from `albert-tf vocab`")
     parser.add_argument("--output", required=True, help="output prefix: PREFIX-00000-of-0000N.tfrecord ...")
-    parser.add_argument("--num-shards", type=int, default=1)
-    parser.add_argument("--max-seq-length", type=int, default=512)
+    parser.add_argument("--num-shards", type=int, default=1, help="output files")
+    parser.add_argument("--max-seq-length", type=int, default=512, help="tokens per sequence")
     parser.add_argument("--max-predictions", type=int, default=20, help="masked LM predictions per sequence")
-    parser.add_argument("--masked-lm-prob", type=float, default=0.15)
+    parser.add_argument("--masked-lm-prob", type=float, default=0.15,
+                        help="fraction of the tokens masked")
     parser.add_argument("--ngram", type=int, default=3, help="longest masked n-gram (in whole words)")
     parser.add_argument("--dupe-factor", type=int, default=1, help="passes over the corpus, each with new "
                         "chunking and masks")
-    parser.add_argument("--short-seq-prob", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--short-seq-prob", type=float, default=0.1,
+                        help="probability of a shorter target length for a sequence")
+    parser.add_argument("--seed", type=int, default=12345, help="seeds chunking, pairing and masking")
     parser.add_argument("--workers", type=int, default=1, help="processes (the output does not depend on it)")
     parser.add_argument("--no-mask", action="store_true", help="write unmasked records (for dynamic masking)")
     parser.add_argument("--cased", action="store_true", help="keep case (for a vocabulary made with `vocab --cased`)")

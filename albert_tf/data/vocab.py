@@ -161,7 +161,7 @@ def add_arguments(parser):
                              "lines are ignored")
     parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
                         help="writes PREFIX.model and PREFIX.vocab")
-    parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included (30000)")
+    parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included")
     parser.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased ALBERT)")
     parser.add_argument("--max-sentences", type=int, default=DEFAULT_MAX_SENTENCES,
                         help="train on a seeded uniform sample of at most this many lines (bounds memory)")

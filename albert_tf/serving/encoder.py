@@ -87,8 +87,9 @@ def add_arguments(parser):
     parser.add_argument("--model", required=True, metavar="DIR", help="a pretrained-model directory")
     parser.add_argument("--output", required=True, metavar="BASE", help="writes BASE/N (TF Serving's layout)")
     parser.add_argument("--version", type=int, default=None, help="N (default: the next free integer)")
-    parser.add_argument("--max-seq-length", type=int, default=128, help="L, the packed length (128)")
-    parser.add_argument("--spm-model", default=None, metavar="PATH", help="default: DIR/spm.model")
+    parser.add_argument("--max-seq-length", type=int, default=128, help="L, the packed length")
+    parser.add_argument("--spm-model", default=None, metavar="PATH", 
+                        help="the SentencePiece model (default: DIR/spm.model)")
     parser.add_argument("--cased", action="store_true", help="the model was trained on cased text")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing BASE/N")
     parser.add_argument("--no-warmup", action="store_true",

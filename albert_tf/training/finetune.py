@@ -65,16 +65,17 @@ NO_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 def add_arguments(parser):
     a = parser.add_argument
-    a("--task", required=True, choices=TASKS)
+    a("--task", required=True, choices=TASKS, help="the task (its data layout, head and metric)")
     a("--data-dir", required=True, help="the task's files as downloaded (GLUE task folder, SQuAD json dir, RACE)")
     a("--init", required=True, help="pretrained-model directory (albert_config.json, checkpoint, spm.model)")
     a("--output", required=True, help="output directory: checkpoints, TensorBoard logs, best model, results")
-    a("--spm-model", default=None, help="SentencePiece model when --init has no spm.model")
+    a("--spm-model", default=None, help="SentencePiece model (default: --init's spm.model)")
     a("--epochs", type=float, default=None,
       help="passes over the training data (default: the paper's step count for the task, rounded up to passes)")
     a("--learning-rate", type=float, default=None, help="peak learning rate (default: the paper's, per task)")
     a("--batch-size", type=int, default=None, help="global batch (default: the paper's, per task)")
-    a("--max-seq-length", type=int, default=None, help="default: the paper's, per task (capped by the config)")
+    a("--max-seq-length", type=int, default=None, 
+      help="tokens per example (default: the paper's, per task, capped by the config)")
     a("--warmup-proportion", type=float, default=None,
       help="fraction of the steps spent warming up (default: the paper's warm-up/steps ratio for the task)")
     a("--albert-dropout", type=float, default=None, help="dropout inside the encoder (default: the paper's)")

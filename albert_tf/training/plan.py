@@ -345,6 +345,14 @@ def _flops_text(value):
     return f"{value:.3g} FLOP"
 
 
+def count_text(value):
+    """A count in 3 significant digits with a unit: 800, 36.8K, 11.7M, 223M, 1.2B."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if value >= scale * 0.9995:  # 999,600 reads 1M, not 1e+03K
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
 def _duration_text(seconds):
     if seconds < 120:
         return f"{seconds:.3g} s"
@@ -357,7 +365,7 @@ def _duration_text(seconds):
 
 def summary_line(plan):
     """One line for a log: parameters, per-core batch and memory, FLOPs per step, step and total time."""
-    parts = [f"plan: {plan['parameters'] / 1e6:.1f}M parameters",
+    parts = [f"plan: {count_text(plan['parameters'])} parameters",
              f"{plan['cores']} replica(s) x {plan['per_core_batch']} examples"]
     if plan["hbm_capacity_bytes"] is not None:
         verdict = "fits" if plan["fits"] else "DOES NOT FIT"
@@ -444,14 +452,16 @@ def add_arguments(parser):
     a = parser.add_argument
     a("--config", required=True, help="albert_config.json, a directory holding one, or a preset name")
     a("--topology", required=True, help=f"Cloud TPU v3 slice: {', '.join(TOPOLOGIES)}")
-    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096)")
-    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512)")
-    a("--max-predictions", type=int, default=None, help="masked positions per example (default 20)")
-    a("--steps", type=int, default=None, help="training steps, for the total time (the paper: 125000)")
+    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096; default: the --recipe's)")
+    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512; default: the --recipe's)")
+    a("--max-predictions", type=int, default=None, 
+      help="masked positions per example (default: the --recipe's, else 20)")
+    a("--steps", type=int, default=None, 
+      help="training steps, for the total time (the paper: 125000; default: the --recipe's, else no total)")
     a("--recipe", default=None, help="take batch, seq length, predictions and steps from a pretraining recipe "
                                      "(paper_v2, paper_v1 or a .json file); explicit flags win")
-    a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype (default bfloat16)")
-    a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained (default 0.5)")
+    a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype")
+    a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained")
     a("--remat", action="store_true", help="rematerialize each block's activations in the backward pass")
     a("--json", action="store_true", help="print one JSON object instead of text")
 

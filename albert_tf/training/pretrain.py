@@ -17,7 +17,6 @@ exactly) and nothing else; the data order is a function of (seed, step): the inp
 seed and skips the batches already consumed. SIGTERM saves and exits 0 (`loop.StopSignal`). A non-finite loss stops
 before any save.
 """
-import argparse
 import os
 import signal
 import sys
@@ -26,7 +25,7 @@ import time
 import tensorflow as tf
 
 from albert_tf.checkpoints import pretrained
-from albert_tf.training import distribute, flops, recipes
+from albert_tf.training import distribute, flops, pretrain_flags, recipes
 from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
 
@@ -35,42 +34,8 @@ SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "s
 
 
 def add_arguments(parser):
-    a = parser.add_argument
-    a("--config", required=True, help="albert_config.json, a directory holding one, or a preset name")
-    a("--train-data", required=True, help="glob of pretraining TFRecords (create-data's output)")
-    a("--model-dir", required=True, help="the pretrained-model directory to write (local or gs://)")
-    a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); data and model dir must be gs://")
-    a("--eval-data", default=None, help="glob of held-out pretraining TFRecords")
-    a("--max-seq-length", type=int, default=512)
-    a("--max-predictions", type=int, default=20, help="masked positions per sequence (max_predictions_per_seq)")
-    a("--train-batch-size", type=int, default=4096, help="the global batch, split across replicas")
-    a("--eval-batch-size", type=int, default=None, help="global eval batch (default: the train batch)")
-    a("--max-eval-steps", type=int, default=100, help="batches per evaluation")
-    a("--eval-every-steps", type=int, default=None, help="evaluate every N steps (default: at each checkpoint)")
-    a("--learning-rate", type=float, default=0.00176, help="the peak learning rate")
-    a("--num-train-steps", type=int, default=125000)
-    a("--num-warmup-steps", type=int, default=3125)
-    a("--poly-power", type=float, default=1.0, help="power of the polynomial decay")
-    a("--steps-per-loop", type=int, default=100, help="steps per compiled host call (iterations_per_loop)")
-    a("--save-checkpoints-steps", type=int, default=5000)
-    a("--keep-checkpoint-max", type=int, default=5)
-    a("--dtype", choices=("float32", "bfloat16"), default=None,
-      help="compute dtype; variables stay float32 (default: bfloat16 on TPU, float32 elsewhere)")
-    a("--xla", choices=("auto", "on", "off"), default="auto",
-      help="jit-compile the forward/backward on GPU/CPU (TPU always compiles); auto: on for GPU, off for CPU")
-    a("--no-dropout", action="store_true", help="train without dropout from the start")
-    a("--no-dropout-after-step", type=int, default=None, help="remove dropout from this step on (paper §4.7)")
-    a("--dynamic-masking", action="store_true", help="mask in the input pipeline (records made with --no-mask)")
-    a("--init-checkpoint", default=None, help="a pretrained-model directory to start from (weights only)")
-    a("--spm-model", default=None, help="SentencePiece model copied into the model dir as spm.model")
-    a("--seed", type=int, default=12345, help="seeds the data order and masking (the model init too)")
-    a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
-    a("--streams", type=int, default=None,
-      help="split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
-           "overlaps elementwise kernels with matmuls; default: 2 on CPU, 1 on GPU/TPU)")
-    # Testing only: SIGKILL this process right after saving the checkpoint of step N (a crash at a known point).
-    a("--debug-kill-after-step", type=int, default=None, help=argparse.SUPPRESS)
-    recipes.add_arguments(parser)  # --recipe paper_v2 etc.: last, it marks the defaults above (typed flags win)
+    """The flags (albert_tf/training/pretrain_flags.py: `--help` needs no TensorFlow)."""
+    pretrain_flags.add_arguments(parser)
 
 
 # ---------------------------------------------------------------------------------------------- the loss

@@ -1,0 +1,59 @@
+"""`albert-tf COMMAND --help`: fast (no TensorFlow imported) and every option's default shown exactly once."""
+import re
+
+import pytest
+
+from albert_tf.cli import SUBCOMMANDS
+from tests.helpers import run_python
+
+_HELP = """
+import sys
+from albert_tf import cli
+try:
+    cli.main([{command!r}, "--help"])
+except SystemExit:
+    pass
+print("TENSORFLOW_IMPORTED", "tensorflow" in sys.modules)
+"""
+
+
+def _option_blocks(text):
+    """{first flag: its help entry, continuation lines joined} for the entries of the options section."""
+    blocks, current = {}, None
+    section = text.split("options:", 1)[1]
+    for line in section.splitlines():
+        match = re.match(r"^  (-[\w-]+)", line)
+        if match:
+            current = match.group(1)
+            blocks[current] = line
+        elif current and line.startswith("    "):
+            blocks[current] += " " + line.strip()
+    return blocks
+
+
+def _optional_flags(text):
+    """The flags the usage line shows in brackets (optional); the others are required."""
+    usage = text.split("options:", 1)[0]
+    return set(re.findall(r"\[(--[\w-]+)", usage))
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_help_imports_no_tensorflow_and_shows_each_default_once(command):
+    proc = run_python(_HELP.format(command=command), COLUMNS="250")
+    assert proc.returncode == 0, proc.stderr
+    assert "TENSORFLOW_IMPORTED False" in proc.stdout, f"{command} --help imported TensorFlow"
+    blocks, optional = _option_blocks(proc.stdout), _optional_flags(proc.stdout)
+    assert len(blocks) > 3
+    for flag, entry in blocks.items():
+        if flag == "-h":
+            continue
+        mentions = len(re.findall(r"default", entry, flags=re.IGNORECASE))
+        expected = 1 if flag in optional else 0
+        assert mentions == expected, f"{command} {flag}: {mentions} 'default' mentions in {entry!r}"
+
+
+def test_help_shows_the_parsed_default():
+    """The appended default is the value the parser really uses (vocab --vocab-size: 30000, once)."""
+    proc = run_python(_HELP.format(command="vocab"), COLUMNS="250")
+    entry = _option_blocks(proc.stdout)["--vocab-size"]
+    assert entry.endswith("pieces, special ones included (default: 30000)"), entry

@@ -1,0 +1,96 @@
+"""What a user reads: no TensorFlow start-up noise from the CLI, and one clear line (rc 2) for each bad input."""
+import os
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+_NOISE_MARKERS = ("cuInit", "E0000", "I0000", "W0000", "absl::InitializeLog")
+
+
+def _python(code, *args):
+    """`python -c CODE ARGS` in a fresh process as a user runs it: this checkout's albert_tf, no
+    TF_CPP_MIN_LOG_LEVEL of the test run's. Returns the CompletedProcess (text stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = REPO
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def _noise(stderr):
+    return [line for line in stderr.splitlines() if any(marker in line for marker in _NOISE_MARKERS)]
+
+
+def test_cli_stderr_has_no_tensorflow_startup_lines():
+    """The CLI's quiet import, then a TensorFlow op (device initialization, the CUDA probe on a GPU-less machine)."""
+    proc = _python("import sys; from albert_tf import cli; cli.quiet_tensorflow('pretrain', verbose=False); "
+                   "import tensorflow as tf; print(int(tf.reduce_sum(tf.ones(3))))")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "3"
+    assert _noise(proc.stderr) == [], proc.stderr
+
+
+def test_cli_command_stderr_is_one_line(tmp_path):
+    """A whole command (export, which imports TensorFlow) on a user mistake: its error line and nothing else."""
+    proc = _python("import sys; from albert_tf.cli import main; sys.exit(main(sys.argv[1:]))",
+                   "export", "--model", str(tmp_path / "missing"), "--output", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert _noise(proc.stderr) == []
+
+
+def test_import_albert_tf_leaves_the_log_level_alone():
+    proc = _python("import os, albert_tf; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))")
+    assert proc.stdout.strip() == "None", proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------- quickstart's echo
+def test_quickstart_echoes_pasteable_commands(monkeypatch, capsys):
+    """The echoed line, split as a shell would (shlex.split: no glob expansion inside quotes), gives back argv."""
+    import shlex  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import cli, quickstart  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setattr(cli, "main", lambda argv: 0)
+    argv = ["pretrain", "--train-data", "/tmp/albert quickstart/data/train-*", "--seed", "1"]
+    assert quickstart._step(argv) == 0  # pylint: disable=protected-access
+    echoed = capsys.readouterr().out.splitlines()[0]
+    assert echoed.startswith("[quickstart] $ ")
+    command = echoed[len("[quickstart] $ "):]
+    assert "'/tmp/albert quickstart/data/train-*'" in command
+    assert shlex.split(command) == ["albert-tf", *argv]
+
+
+def test_quickstart_next_steps_are_commands_the_cli_accepts():
+    import shlex  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import cli, quickstart  # pylint: disable=import-outside-toplevel
+
+    lines = quickstart.next_steps("/tmp/q s/finetune/export")
+    commands = [shlex.split(line) for line in lines if line.startswith("  ")]
+    assert [c[1] for c in commands] == ["run", "vocab", "create-data", "pretrain", "export", "finetune"]
+    assert commands[0][commands[0].index("-v") + 1] == "/tmp/q s/finetune/export:/models/albert"
+    assert "corpus/*.txt" in commands[1] and "work/data/train-*" in commands[3]
+    for argv in commands[1:]:  # each parses with the real parser (no TensorFlow needed)
+        args = cli.build_parser(argv[1:]).parse_args(argv[1:])
+        assert args.command == argv[1]
+
+
+# ---------------------------------------------------------------------------------------------- plan's counts
+def test_summary_line_counts_in_sensible_units():
+    """albert_tiny's 36,800-parameter encoder read "0.0M" before; the units here are worked out by hand."""
+    from albert_tf.training.plan import count_text  # pylint: disable=import-outside-toplevel
+
+    assert [count_text(v) for v in (800, 36_800, 11_683_584, 223_000_000, 999_600, 1_200_000_000)] == [
+        "800", "36.8K", "11.7M", "223M", "1M", "1.2B"]
+
+
+def test_summary_line_of_albert_tiny():
+    """pretrain's start line for albert_tiny: its parameter count (from plan's own counts) in thousands."""
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import plan  # pylint: disable=import-outside-toplevel
+
+    estimate = plan.estimate(load_config("albert_tiny"), global_batch=8, seq_length=128, cores=1)
+    line = plan.summary_line(estimate)
+    assert 1_000 <= estimate["parameters"] < 1_000_000
+    assert line.startswith(f"plan: {estimate['parameters'] / 1e3:.3g}K parameters, "), line
