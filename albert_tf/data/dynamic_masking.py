@@ -46,6 +46,46 @@ def _harmonic(ngram):
     return tf.constant(np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, ngram + 1))]), tf.float32)
 
 
+def _word_units(input_ids, input_mask, token_boundary):
+    """The maskable whole-word units of each sequence (a unit starts at a token_boundary token or after a special
+    token; [CLS], [SEP], padding belong to none).
+
+    Args:
+      input_ids, input_mask, token_boundary: int tensors [B, S].
+    Returns:
+      candidate: bool [B, S], the tokens that may be masked;
+      unit_of_token: int32 [B, S], the unit holding each token (valid where candidate);
+      num_units: int32 [B];
+      cum_len: int32 [B, S+1], candidate tokens before unit k (all of them for k >= num_units), so an n-gram
+        starting at unit u spans cum_len[u + n] - cum_len[u] tokens;
+      min_unit_len: int32 [B], the shortest unit's length (a large number when there is none).
+    """
+    input_ids = tf.cast(input_ids, tf.int32)
+    input_mask = tf.cast(input_mask, tf.int32)
+    token_boundary = tf.cast(token_boundary, tf.int32)
+    batch = tf.shape(input_ids)[0]
+    seq = tf.shape(input_ids)[1]
+    special = (tf.equal(input_ids, CLS_ID) | tf.equal(input_ids, SEP_ID) | tf.equal(input_ids, PAD_ID)
+               | tf.equal(input_mask, 0))
+    candidate = tf.logical_not(special)
+    prev_special = tf.concat([tf.ones([batch, 1], tf.bool), special[:, :-1]], axis=1)
+    unit_start = candidate & (tf.equal(token_boundary, 1) | prev_special)
+    units_so_far = tf.cumsum(tf.cast(unit_start, tf.int32), axis=1)  # [B, S]
+    num_units = units_so_far[:, -1]  # [B]
+    # Unit k starts at the first s with units_so_far[s] = k + 1.
+    unit_index = tf.range(seq)[None, :]
+    start_of_unit = tf.searchsorted(units_so_far, tf.broadcast_to(unit_index + 1, [batch, seq]), side="left",
+                                    out_type=tf.int32)  # [B, S], seq where k >= num_units
+    candidates_before = tf.concat([tf.zeros([batch, 1], tf.int32), tf.cumsum(tf.cast(candidate, tf.int32), axis=1)],
+                                  axis=1)  # [B, S+1]
+    cum_len = tf.gather(candidates_before, tf.concat([start_of_unit, tf.fill([batch, 1], seq)], axis=1),
+                        batch_dims=1)  # [B, S+1]
+    valid_unit = unit_index < num_units[:, None]
+    big = tf.int32.max // 4
+    min_unit_len = tf.reduce_min(tf.where(valid_unit, cum_len[:, 1:] - cum_len[:, :-1], big), axis=1)
+    return candidate, units_so_far - 1, num_units, cum_len, min_unit_len
+
+
 def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predictions, masked_lm_prob=0.15,
                        ngram=3):
     """Chooses the whole-word n-grams to mask (no 80/10/10 yet).
@@ -63,33 +103,13 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
         raise ValueError(f"ngram must be >= 1, got {ngram}")
     if not 0 < masked_lm_prob <= 1:
         raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
-    input_ids = tf.cast(input_ids, tf.int32)
     input_mask = tf.cast(input_mask, tf.int32)
-    token_boundary = tf.cast(token_boundary, tf.int32)
     batch = tf.shape(input_ids)[0]
     seq = tf.shape(input_ids)[1]
     order_seed, ngram_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
-
-    special = (tf.equal(input_ids, CLS_ID) | tf.equal(input_ids, SEP_ID) | tf.equal(input_ids, PAD_ID)
-               | tf.equal(input_mask, 0))
-    candidate = tf.logical_not(special)
-    prev_special = tf.concat([tf.ones([batch, 1], tf.bool), special[:, :-1]], axis=1)
-    unit_start = candidate & (tf.equal(token_boundary, 1) | prev_special)
-    units_so_far = tf.cumsum(tf.cast(unit_start, tf.int32), axis=1)  # [B, S]
-    unit_of_token = units_so_far - 1  # index of the unit holding token s (valid where candidate)
-    num_units = units_so_far[:, -1]  # [B]
-    # cum_len[b, k] = candidate tokens before unit k (all of them for k >= num_units), so an n-gram starting at
-    # unit u spans cum_len[u + n] - cum_len[u] tokens. Unit k starts at the first s with units_so_far[s] = k + 1.
+    candidate, unit_of_token, num_units, cum_len, min_unit_len = _word_units(input_ids, input_mask, token_boundary)
     unit_index = tf.range(seq)[None, :]
-    start_of_unit = tf.searchsorted(units_so_far, tf.broadcast_to(unit_index + 1, [batch, seq]), side="left",
-                                    out_type=tf.int32)  # [B, S], seq where k >= num_units
-    candidates_before = tf.concat([tf.zeros([batch, 1], tf.int32), tf.cumsum(tf.cast(candidate, tf.int32), axis=1)],
-                                  axis=1)  # [B, S+1]
-    cum_len = tf.gather(candidates_before, tf.concat([start_of_unit, tf.fill([batch, 1], seq)], axis=1),
-                        batch_dims=1)  # [B, S+1]
     valid_unit = unit_index < num_units[:, None]
-    big = tf.int32.max // 4
-    min_unit_len = tf.reduce_min(tf.where(valid_unit, cum_len[:, 1:] - cum_len[:, :-1], big), axis=1)
 
     # Units are visited in ascending order of iid uniform keys (a uniformly random order); each step takes the
     # smallest remaining key with an argmin, so the cost grows with the steps taken, not with a full sort.
