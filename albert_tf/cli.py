@@ -5,6 +5,7 @@ Each subcommand lives in the module that does the work; that module exposes
 their subcommand runs, so `albert-tf --help` is fast.
 """
 import argparse
+import contextlib
 import importlib
 import sys
 
@@ -37,8 +38,22 @@ def build_parser(argv=None):
         if name == chosen:
             module = importlib.import_module(module_name)
             module.add_arguments(p)
-            p.set_defaults(_run=module.run)
+            p.set_defaults(_run=module.run, _lock=getattr(module, "OUTPUT_LOCK", None))
     return parser
+
+
+def output_lock(args):
+    """The lock of the command's output directory (albert_tf.lock) when its module names one in OUTPUT_LOCK
+    (attribute, flag), e.g. ("model_dir", "--model-dir"); a no-op context otherwise."""
+    if not getattr(args, "_lock", None):
+        return contextlib.nullcontext()
+    attribute, flag = args._lock
+    directory = getattr(args, attribute, None)
+    from albert_tf import lock  # pylint: disable=import-outside-toplevel
+
+    if not directory or not lock.is_chief_from_env():
+        return contextlib.nullcontext()
+    return lock.DirectoryLock(directory, flag)
 
 
 def main(argv=None):
@@ -46,7 +61,8 @@ def main(argv=None):
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
-        return args._run(args) or 0
+        with output_lock(args):
+            return args._run(args) or 0
     except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr)
         return 2

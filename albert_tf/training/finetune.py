@@ -58,6 +58,9 @@ PAPER_DEFAULTS = {
     "race": Hyperparameters(2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
 }
 
+#: The CLI holds the --output's lock for the whole run (albert_tf.lock: one run per output directory).
+OUTPUT_LOCK = ("output", "--output")
+
 #: AdamW as the original fine-tuning optimizer: weight decay 0.01 except LayerNorm and bias, epsilon 1e-6.
 WEIGHT_DECAY = 0.01
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")

@@ -31,6 +31,8 @@ from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
 
 # What one step returns per replica, summed over replicas and over the steps of a loop.
+# The CLI holds the --model-dir's lock for the whole run (albert_tf.lock: one run per model dir).
+OUTPUT_LOCK = ("model_dir", "--model-dir")
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
 
 
