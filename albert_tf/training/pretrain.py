@@ -249,6 +249,7 @@ def check_inputs(args, config):
     if args.eval_data:
         check_records(args.eval_data, "--eval-data", args, config.vocab_size)
     pretrained.check_config(args.model_dir, config)
+    pretrained.check_same_vocabulary(args.model_dir, args.spm_model)  # the vocabulary is part of the model
 
 
 def data_error(e):
