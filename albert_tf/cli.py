@@ -7,6 +7,7 @@ imports TensorFlow at its top, the flags live in a light module of their own
 (FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
 """
 import argparse
+import contextlib
 import importlib
 import os
 import re
@@ -52,9 +53,12 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _run_job(module_name):
-    """The `run(args)` of a job module, imported when the command runs (not for `--help`)."""
+    """The `run(args)` of a job module, imported when the command runs (not for `--help`), holding the lock of its
+    output directory (`output_lock`) while it runs."""
     def run(args):
-        return importlib.import_module(module_name).run(args)
+        module = importlib.import_module(module_name)
+        with output_lock(module, args):
+            return module.run(args)
     return run
 
 
@@ -108,6 +112,20 @@ def quiet_tensorflow(command, verbose):
             _import_tensorflow_quietly()
         except ImportError:
             pass  # the job's own `import tensorflow` says what to install (albert_tf/_requirements.py)
+
+
+def output_lock(module, args):
+    """The lock of the command's output directory (albert_tf.lock) when its module names one in OUTPUT_LOCK
+    (attribute, flag), e.g. ("model_dir", "--model-dir"); a no-op context otherwise."""
+    if not getattr(module, "OUTPUT_LOCK", None):
+        return contextlib.nullcontext()
+    attribute, flag = module.OUTPUT_LOCK
+    directory = getattr(args, attribute, None)
+    from albert_tf import lock  # pylint: disable=import-outside-toplevel
+
+    if not directory or not lock.is_chief_from_env():
+        return contextlib.nullcontext()
+    return lock.DirectoryLock(directory, flag)
 
 
 def main(argv=None):

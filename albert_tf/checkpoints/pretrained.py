@@ -192,6 +192,27 @@ def check_config(directory, config):
                          "new --model-dir or the same --config")
 
 
+def _sha256(path):
+    import hashlib  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_same_vocabulary(directory, spm_model, what="--spm-model"):
+    """`check_config`'s twin for the vocabulary: refuses a SentencePiece model whose bytes differ (SHA-256) from
+    the directory's spm.model. The vocabulary is part of the model: the embedding rows belong to its pieces."""
+    existing = spm_model_path(directory) if spm_model else None
+    if existing is None:
+        return
+    if _sha256(existing) != _sha256(spm_model):
+        raise ValueError(f"{what} {spm_model}: the model dir's {existing} is a different vocabulary (SHA-256 "
+                         "differs); use a new --model-dir, the same --spm-model, or leave --spm-model out to keep "
+                         "the model dir's")
+
+
 def check_vocabulary(config, spm_model, what="--spm-model"):
     """Refuses a SentencePiece model whose size differs from the config's vocab_size (token ids would run past the
     embedding table, or leave rows no token reaches)."""

@@ -131,6 +131,62 @@ def _read_model(spm_model):
         return f.read(), path
 
 
+def _varint(data, pos):
+    """(value, next position) of the protobuf varint at data[pos:]; ValueError when it runs past the end."""
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("a varint runs past the end")
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def top_level_fields(data):
+    """The field numbers of a serialized protobuf message's top-level fields, in order (walked at the wire level:
+    varint 0, 64-bit 1, length-delimited 2, 32-bit 5). ValueError when a field runs past the end of `data`."""
+    fields, pos = [], 0
+    sizes = {1: 8, 5: 4}
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            pos += length
+        elif wire in sizes:
+            pos += sizes[wire]
+        else:
+            raise ValueError(f"wire type {wire} is not used by SentencePiece models")
+        if pos > len(data) or number == 0:
+            raise ValueError("a field runs past the end")
+        fields.append(number)
+    return fields
+
+
+# ModelProto's fields: 1 the pieces (repeated), 2 trainer_spec, 3 normalizer_spec (sentencepiece_model.proto).
+# A trained model always holds all three, the specs after the pieces; a file cut short at a piece's boundary still
+# parses (as a model of the pieces before the cut) but has neither spec.
+_PIECES, _TRAINER_SPEC, _NORMALIZER_SPEC = 1, 2, 3
+
+
+def check_model_layout(data, name):
+    """Refuses bytes that are not a whole trained SentencePiece model: a field cut short, or no trainer_spec /
+    normalizer_spec (a file truncated between pieces, which SentencePiece itself loads as a smaller model)."""
+    try:
+        fields = set(top_level_fields(data))
+    except ValueError as e:
+        raise ValueError(f"SentencePiece model {name} is truncated or corrupt ({e})") from None
+    missing = [what for number, what in ((_PIECES, "pieces"), (_TRAINER_SPEC, "trainer_spec"),
+                                         (_NORMALIZER_SPEC, "normalizer_spec")) if number not in fields]
+    if missing:
+        raise ValueError(f"SentencePiece model {name} is truncated or not a trained model: it has no "
+                         f"{' and no '.join(missing)} ({len(data):,} bytes; a file cut short loses them)")
+
+
 class AlbertTokenizer:
     """ALBERT's tokenizer: `normalize` + SentencePiece + the digit-comma rule, in Python and in-graph.
 
@@ -160,6 +216,7 @@ class AlbertTokenizer:
             self._sp.LoadFromSerializedProto(self.model_proto)
         except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
             raise ValueError(f"{self.model_name} is not a SentencePiece model ({e})") from e
+        check_model_layout(self.model_proto, self.model_name)
         self._check_special_ids()
         special = {i for i in range(self.vocab_size) if self._sp.is_control(i) or self._sp.is_unknown(i)}
         self.run_root, self.run_power = run_tables(
@@ -189,8 +246,10 @@ class AlbertTokenizer:
                     "(train the vocabulary with `albert-tf vocab`, or pad_id=0 unk_id=1)")
         for piece, want in SPECIAL_PIECES.items():
             got = self._sp.piece_to_id(piece)
-            if got != want or want >= self.vocab_size or self._sp.id_to_piece(want) != piece:
-                where = "missing" if got == self._sp.unk_id() else f"at id {got}"
+            if (got != want or want >= self.vocab_size or self._sp.id_to_piece(want) != piece
+                    or not self._sp.is_control(want)):
+                where = ("missing" if got == self._sp.unk_id() else
+                         "not a control symbol" if got == want else f"at id {got}")
                 raise ValueError(
                     f"SentencePiece model {self.model_name}: {piece} is {where}, expected at id {want} "
                     "([CLS] [SEP] [MASK] must be control symbols 2, 3, 4; train with `albert-tf vocab`)")

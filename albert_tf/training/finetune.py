@@ -58,6 +58,9 @@ PAPER_DEFAULTS = {
     "race": Hyperparameters(2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
 }
 
+#: The CLI holds the --output's lock for the whole run (albert_tf.lock: one run per output directory).
+OUTPUT_LOCK = ("output", "--output")
+
 #: AdamW as the original fine-tuning optimizer: weight decay 0.01 except LayerNorm and bias, epsilon 1e-6.
 WEIGHT_DECAY = 0.01
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -347,8 +350,26 @@ def record_run_config(args, plan):
             diff = sorted(k for k in run_config if existing.get(k) != run_config[k])
             raise ValueError(f"{run_config_path}: the output directory holds a different run (differs in "
                              f"{', '.join(diff)}); use a new --output or the same flags")
+        return  # the same run: nothing to write
     tf.io.gfile.makedirs(args.output)
     atomic_write_text(run_config_path, json.dumps(run_config, indent=2) + "\n")
+
+
+def completed_run(output, plan):
+    """The export version a finished run wrote (OUTPUT/export/N), or None while the run has work left: a run is
+    finished when its checkpoint is past the last epoch and `finish` wrote eval_results.json and an export (the
+    export is its last write)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    checkpoint = tf.train.latest_checkpoint(os.path.join(output, "checkpoints"))
+    export_base = os.path.join(output, "export")
+    if checkpoint is None or not tf.io.gfile.exists(os.path.join(output, "eval_results.json")):
+        return None
+    if tf.train.load_checkpoint(checkpoint).get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE") < plan.epochs:
+        return None
+    versions = [int(v.rstrip("/")) for v in tf.io.gfile.listdir(export_base) if v.rstrip("/").isdigit()] \
+        if tf.io.gfile.isdir(export_base) else []
+    return os.path.join(export_base, str(max(versions))) if versions else None
 
 
 def build(args, config, task, strategy, plan, jit):
@@ -407,6 +428,11 @@ def run(args):
 
     config, task, tokenizer, strategy, plan, jit = prepare(args)
     record_run_config(args, plan)
+    exported = completed_run(args.output, plan)
+    if exported:
+        print(f"the run in {args.output} is already complete ({plan.epochs} epoch(s), exported to {exported}): "
+              "nothing to do (a new --output trains again)", flush=True)
+        return 0
     keras.utils.set_random_seed(args.seed)
     config = config.replace(hidden_dropout_prob=plan.albert_dropout,
                             attention_probs_dropout_prob=plan.albert_dropout)

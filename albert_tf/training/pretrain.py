@@ -30,6 +30,8 @@ from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
 
 # What one step returns per replica, summed over replicas and over the steps of a loop.
+# The CLI holds the --model-dir's lock for the whole run (albert_tf.lock: one run per model dir).
+OUTPUT_LOCK = ("model_dir", "--model-dir")
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
 
 
@@ -216,6 +218,7 @@ def check_inputs(args, config):
     if args.eval_data:
         check_records(args.eval_data, "--eval-data", args, config.vocab_size)
     pretrained.check_config(args.model_dir, config)
+    pretrained.check_same_vocabulary(args.model_dir, args.spm_model)  # the vocabulary is part of the model
 
 
 def data_error(e):

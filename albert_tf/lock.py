@@ -1,0 +1,264 @@
+"""One run per output directory: a lock file, `.albert_tf.lock`, in the directory a run writes.
+
+`pretrain --model-dir` and `finetune --output` hold it for the whole run (taken by `albert_tf.cli` before the
+command starts, released when it ends, errors included). A second run on the same directory is refused with one
+line naming the holder. The file is JSON: {"host", "pid", "started", "heartbeat", "token"} (times in Unix seconds).
+
+Staleness: a killed run cannot remove its lock, so a lock is taken over (with a line saying so) when
+  - its holder ran on this host and its pid is no longer alive, or
+  - its heartbeat is older than STALE_AFTER_S (a holder refreshes it every HEARTBEAT_S from a daemon thread), which
+    covers a holder on another host (a preempted TPU VM, a killed container).
+
+Creation is atomic on a local filesystem (O_CREAT | O_EXCL). On gs:// (tf.io.gfile has no exclusive create) the
+lock is written to a temp object, renamed onto the lock name with overwrite=False, then read back: the run holds
+it only if the object carries its own random token. Two runs starting within the same second on one gs:// directory
+can still both pass the existence check inside that rename; the read-back makes the loser of the last write refuse,
+but a small window remains where both proceed. That race needs two launches of one command at the same moment;
+the lock is meant to catch a second run started by mistake while the first one works.
+
+Multi-worker pretraining: only the chief (TF_CONFIG task "chief", or worker 0 without one) takes the lock; the
+other workers write only under .worker_N and run alongside it.
+"""
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+
+LOCK_FILE = ".albert_tf.lock"
+HEARTBEAT_S = 60       # how often a holder refreshes its heartbeat
+STALE_AFTER_S = 600    # a lock whose heartbeat is older than this is taken over (10 heartbeats missed)
+
+
+def _gfile():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile
+
+
+def _is_url(path):
+    return "://" in path
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def is_chief_from_env(environ=None):
+    """False on a multi-worker pretraining worker that is not the chief (TF_CONFIG), else True."""
+    raw = (environ if environ is not None else os.environ).get("TF_CONFIG")
+    if not raw:
+        return True
+    try:
+        cfg = json.loads(raw)
+    except ValueError:
+        return True
+    task = cfg.get("task") or {}
+    kind, index = task.get("type"), int(task.get("index", 0))
+    if not kind:
+        return True
+    if kind == "chief":
+        return True
+    return kind == "worker" and index == 0 and "chief" not in (cfg.get("cluster") or {})
+
+
+def describe(holder, now=None):
+    """One phrase naming a lock's holder: 'host H pid P since 2024-05-01 12:00:00 (heartbeat 12 s ago)'."""
+    now = time.time() if now is None else now
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder.get("started", 0)))
+    beat = max(0, int(now - holder.get("heartbeat", 0)))
+    return f"host {holder.get('host')} pid {holder.get('pid')} since {started} (heartbeat {beat} s ago)"
+
+
+def stale_reason(holder, now=None, host=None):
+    """Why a lock's holder is gone ('its pid is not running on this host', 'no heartbeat for N s'), or None when
+    it may still be running."""
+    now = time.time() if now is None else now
+    host = socket.gethostname() if host is None else host
+    if holder.get("host") == host and isinstance(holder.get("pid"), int) and not _pid_alive(holder["pid"]):
+        return "its pid is not running on this host"
+    age = now - float(holder.get("heartbeat", 0))
+    if age > STALE_AFTER_S:
+        return f"no heartbeat for {int(age)} s (stale after {STALE_AFTER_S} s)"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- file access
+def _read(path):
+    """The lock's JSON dict, {} for an unreadable or half-written one, None when there is no lock."""
+    try:
+        if _is_url(path):
+            gfile = _gfile()
+            if not gfile.exists(path):
+                return None
+            with gfile.GFile(path, "r") as f:
+                text = f.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return {}
+    try:
+        holder = json.loads(text)
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _create_exclusive(path, text):
+    """Writes `text` to `path` if no file is there; True when this call created it."""
+    if _is_url(path):
+        from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+
+        gfile, tmp = _gfile(), temp_path_for(path)
+        with gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        try:
+            if gfile.exists(path):
+                return False
+            gfile.rename(tmp, path, overwrite=False)
+            return True
+        except Exception:  # pylint: disable=broad-except  # the target appeared in between
+            return False
+        finally:
+            if gfile.exists(tmp):
+                gfile.remove(tmp)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return True
+
+
+def _remove(path):
+    try:
+        if _is_url(path):
+            _gfile().remove(path)
+        else:
+            os.remove(path)
+    except Exception:  # pylint: disable=broad-except  # already gone
+        pass
+
+
+def _overwrite(path, text):
+    """Replaces the lock's content in one step (a reader never sees half of it)."""
+    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+
+    if _is_url(path):
+        with _gfile().GFile(path, "w") as f:  # a GCS object is replaced whole on close
+            f.write(text)
+        return
+    tmp = temp_path_for(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _make_directory(directory, flag):
+    """Creates `directory` when missing; True if this call created it. A file in its place is refused."""
+    if _is_url(directory):
+        gfile = _gfile()
+        if gfile.exists(directory) and not gfile.isdir(directory):
+            raise ValueError(f"{flag} {directory}: is a file, expected a directory")
+        created = not gfile.exists(directory)
+        gfile.makedirs(directory)
+        return created
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"{flag} {directory}: is a file, expected a directory")
+    created = not os.path.exists(directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except (NotADirectoryError, FileExistsError) as e:
+        raise ValueError(f"{flag} {directory}: a part of the path is a file, expected directories") from e
+    return created
+
+
+# ---------------------------------------------------------------------------------------------- the lock
+class DirectoryLock:
+    """The lock of one output directory, held from `acquire()` to `release()` (or as a context manager).
+
+    Args:
+      directory: the output directory (local or gs://); created when missing (removed again on release if the
+        run left it empty).
+      flag: the option that named it, for messages (e.g. "--model-dir").
+    Raises (acquire):
+      ValueError naming the holder when another live run holds it.
+    """
+
+    def __init__(self, directory, flag):
+        self.directory = os.fspath(directory).rstrip("/") or "/"
+        self.flag = flag
+        self.path = os.path.join(self.directory, LOCK_FILE)
+        self.token = uuid.uuid4().hex
+        self.record = None
+        self._created_directory = False
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _content(self, now):
+        self.record = dict(self.record or {"host": socket.gethostname(), "pid": os.getpid(), "started": now,
+                                           "token": self.token}, heartbeat=now)
+        return json.dumps(self.record) + "\n"
+
+    def acquire(self):
+        self._created_directory = _make_directory(self.directory, self.flag)
+        for _ in range(3):  # a takeover that loses a race with another taker tries again
+            if _create_exclusive(self.path, self._content(time.time())):
+                if (_read(self.path) or {}).get("token") == self.token:
+                    break
+                raise ValueError(f"{self.flag} {self.directory}: another run took the lock at the same moment")
+            holder = _read(self.path)
+            if holder is None:
+                continue
+            reason = stale_reason(holder) if holder else "its lock file is unreadable"
+            if reason is None:
+                raise ValueError(f"{self.flag} {self.directory} is in use by another run: {describe(holder)}; "
+                                 f"wait for it to end (its lock: {self.path})")
+            print(f"taking over the stale lock {self.path} of {describe(holder) if holder else 'an unknown run'}: "
+                  f"{reason}", flush=True)
+            _remove(self.path)
+        else:
+            raise ValueError(f"{self.flag} {self.directory}: could not take the lock {self.path}")
+        self._thread = threading.Thread(target=self._beat, name="albert_tf-lock-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self):
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                if (_read(self.path) or {}).get("token") != self.token:
+                    return  # taken over (we were thought dead): leave the new holder's file alone
+                _overwrite(self.path, self._content(time.time()))
+            except Exception:  # pylint: disable=broad-except  # a missed heartbeat is retried at the next one
+                pass
+
+    def release(self):
+        """Removes the lock if it is still ours (and the directory if this run created it and left it empty)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if (_read(self.path) or {}).get("token") == self.token:
+            _remove(self.path)
+        if self._created_directory and not _is_url(self.directory):
+            try:
+                os.rmdir(self.directory)
+            except OSError:  # not empty: the run wrote something
+                pass
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
