@@ -80,9 +80,10 @@ def add_arguments(parser):
     a("--albert-dropout", type=float, default=None, help="dropout inside the encoder (default: the paper's)")
     a("--classifier-dropout", type=float, default=None, help="dropout before the head (default: the paper's)")
     a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
-    a("--collapsed-init", choices=("reset-biases", "keep"), default="reset-biases",
+    a("--collapsed-init", choices=("keep", "reset-biases"), default="keep",
       help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
-           "see notes): zero its biases and LayerNorm betas before fine-tuning (default), or keep them")
+           "README 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
+           "before fine-tuning (reset-biases). Weights change only when asked")
     a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); paths must be gs://")
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
     a("--steps-per-execution", type=int, default=1, help="training steps per compiled call (Keras)")
@@ -272,8 +273,9 @@ def check_collapse(encoder, inputs, seed):
 
 
 def handle_collapse(encoder, task, tokenizer, plan, args):
-    """Measures the --init encoder's input spread on a training batch against a random encoder's; when it is
-    collapsed, says so on stderr and (unless --collapsed-init keep) zeroes its biases and LayerNorm betas."""
+    """Measures the --init encoder's input spread on a training batch against a random encoder's and prints both.
+    When it is collapsed: one warning line with the advice, and only with --collapsed-init reset-biases are its
+    biases and LayerNorm betas zeroed (a user's weights never change unasked). Returns True when collapsed."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     features = task.sample_inputs(tokenizer, plan, min(plan.batch_size, 64))
@@ -281,15 +283,17 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
     spread, reference = check_collapse(encoder, features, args.seed)
     print(f"--init input spread {spread:.4f} (a randomly initialized encoder: {reference:.4f})", flush=True)
     if not spread < COLLAPSE_RATIO * reference:
-        return
-    action = {"reset-biases": "zeroing its biases and LayerNorm betas (--collapsed-init keep to leave them)",
-              "keep": "keeping it as it is (--collapsed-init keep): fine-tuning will start slowly"}[args.collapsed_init]
-    print(f"albert-tf finetune: warning: the --init encoder {args.init} maps every input to nearly the same output "
-          f"(its token vectors vary across inputs {spread / reference:.2f}x as much as a random encoder's): it was "
-          f"pretrained too briefly (its biases dominate its outputs) and would fine-tune slower than a random "
-          f"initialization; {action}. Pretrain longer for a useful --init.", file=sys.stderr, flush=True)
+        return False
     if args.collapsed_init == "reset-biases":
-        reset_biases(encoder)
+        count = reset_biases(encoder)
+        action = f"zeroed its {count} bias and LayerNorm beta tensors (--collapsed-init reset-biases)"
+    else:
+        action = ("kept as it is; if fine-tuning starts slowly, pretrain longer or pass --collapsed-init "
+                  "reset-biases")
+    print(f"albert-tf finetune: note: the --init encoder's token vectors vary across inputs "
+          f"{spread / reference:.2f}x as much as a random encoder's (under {COLLAPSE_RATIO}x: it maps every input "
+          f"to nearly the same output, as a briefly pretrained model does); {action}.", file=sys.stderr, flush=True)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
