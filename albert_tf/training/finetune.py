@@ -24,6 +24,7 @@ import os
 import re
 import sys
 
+from albert_tf.data import vocab
 from albert_tf.tasks import TASKS, make_task
 
 
@@ -67,9 +68,11 @@ def add_arguments(parser):
     a = parser.add_argument
     a("--task", required=True, choices=TASKS)
     a("--data-dir", required=True, help="the task's files as downloaded (GLUE task folder, SQuAD json dir, RACE)")
-    a("--init", required=True, help="pretrained-model directory (albert_config.json, checkpoint, spm.model)")
+    a("--init", required=True, help="the pretrained encoder: a pretrained-model directory (`pretrain`'s, "
+      "`convert`'s: albert_config.json, checkpoint, spm.model) or an `albert-tf export` BASE/N or BASE (newest)")
     a("--output", required=True, help="output directory: checkpoints, TensorBoard logs, best model, results")
     a("--spm-model", default=None, help="SentencePiece model when --init has no spm.model")
+    vocab.add_casing_arguments(parser)
     a("--epochs", type=float, default=None,
       help="passes over the training data (default: the paper's step count for the task, rounded up to passes)")
     a("--learning-rate", type=float, default=None, help="peak learning rate (default: the paper's, per task)")
@@ -192,25 +195,33 @@ def create_optimizer(plan, model):
 
 
 # ---------------------------------------------------------------------------------------------- --init
-def read_init(init, spm_flag):
-    """(config, spm model path) of the --init directory; refuses a vocabulary that disagrees with the config."""
+def read_init(init, spm_flag, cased_flag=None):
+    """What --init is (albert_tf.serving.encoder.resolve_init: a pretrained-model directory or an export BASE/N or
+    BASE), its vocabulary and casing: (InitSource, spm model path, lower_case). Refuses a vocabulary that disagrees
+    with the config, and a --cased/--uncased that contradicts the recorded casing."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder import resolve_init  # pylint: disable=import-outside-toplevel
 
-    if not tf.io.gfile.isdir(init):
-        raise FileNotFoundError(f"--init {init}: no such directory (expected a pretrained-model directory)")
-    config = pretrained.read_config(init)
-    spm_model = spm_flag or pretrained.spm_model_path(init)
+    try:
+        source = resolve_init(init, flag="--init")
+    except FileNotFoundError as e:
+        message = str(e)
+        raise FileNotFoundError(message if message.startswith("--init") else f"--init {message}") from None
+    spm_model = spm_flag or source.spm_model
     if spm_model is None:
-        raise FileNotFoundError(f"--init {init}: no spm.model in it; give the vocabulary with --spm-model")
+        raise FileNotFoundError(f"--init {init}: no vocabulary in it (no spm.model); give it with --spm-model")
     if not tf.io.gfile.exists(spm_model):
         raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
     try:
-        pretrained.check_vocabulary(config, spm_model)
+        pretrained.check_vocabulary(source.config, spm_model)
     except ValueError as e:
         raise ValueError(f"--init {init}: {e}") from None
-    return config, spm_model
+    recorded, where = source.lower_case, f"--init {source.path}"
+    if spm_flag:
+        recorded, where = vocab.read_casing(spm_flag), vocab.casing_path(spm_flag)
+    return source, spm_model, vocab.resolve_lower_case(recorded, cased_flag, where)
 
 
 # ---------------------------------------------------------------------------------------------- the data
@@ -306,7 +317,8 @@ def make_callbacks(task, tokenizer, plan, state, managers, output):
 
 # ---------------------------------------------------------------------------------------------- run
 def prepare(args):
-    """Everything checked and read before any output is written: (config, task, tokenizer, strategy, plan, jit)."""
+    """Everything checked and read before any output is written: (source, config, task, tokenizer, strategy, plan,
+    jit); source: what --init is (albert_tf.serving.encoder.InitSource)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
@@ -316,9 +328,10 @@ def prepare(args):
         distribute.check_cloud_paths({"--data-dir": args.data_dir, "--init": args.init, "--output": args.output})
     if args.steps_per_execution <= 0:
         raise ValueError(f"--steps-per-execution must be positive, got {args.steps_per_execution}")
-    config, spm_model = read_init(args.init, args.spm_model)
+    source, spm_model, lower_case = read_init(args.init, args.spm_model, args.cased)
+    config = source.config
     task = make_task(args)
-    tokenizer = AlbertTokenizer(spm_model)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
     # work, such as SQuAD's in-graph featurization below.
     strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
@@ -331,7 +344,7 @@ def prepare(args):
     on_tpu = distribute.is_tpu_strategy(strategy)
     plan = dataclasses.replace(plan, length_bucket=resolve_length_bucket(args.length_bucket, on_tpu))
     jit = distribute.use_xla(args.xla, on_tpu, bool(tf.config.list_physical_devices("GPU")))
-    return config, task, tokenizer, strategy, plan, jit
+    return source, config, task, tokenizer, strategy, plan, jit
 
 
 def record_run_config(args, plan):
@@ -354,17 +367,17 @@ def record_run_config(args, plan):
     atomic_write_text(run_config_path, json.dumps(run_config, indent=2) + "\n")
 
 
-def build(args, config, task, strategy, plan, jit):
-    """The compiled task model with its encoder from --init, and the run's state and checkpoint managers:
-    (model, state, managers, init_path)."""
+def build(args, source, config, task, strategy, plan, jit):
+    """The compiled task model with its encoder from --init (`source`), and the run's state and checkpoint
+    managers: (model, state, managers, init_path)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder import restore_encoder  # pylint: disable=import-outside-toplevel
 
     with strategy.scope():
         model = task.build_model(AlbertEncoder(config), plan)
-        init_path = pretrained.restore(model, args.init, part="encoder")
+        init_path = restore_encoder(model, source)
         optimizer = create_optimizer(plan, model)
         loss, metrics = task.loss_and_metrics()
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit,
@@ -408,12 +421,12 @@ def finish(args, config, task, tokenizer, plan, model, state, managers):
 def run(args):
     import keras  # pylint: disable=import-outside-toplevel
 
-    config, task, tokenizer, strategy, plan, jit = prepare(args)
+    source, config, task, tokenizer, strategy, plan, jit = prepare(args)
     record_run_config(args, plan)
     keras.utils.set_random_seed(args.seed)
     config = config.replace(hidden_dropout_prob=plan.albert_dropout,
                             attention_probs_dropout_prob=plan.albert_dropout)
-    model, state, managers, init_path = build(args, config, task, strategy, plan, jit)
+    model, state, managers, init_path = build(args, source, config, task, strategy, plan, jit)
     if managers["resume"].latest_checkpoint:
         managers["resume"].checkpoint.restore(managers["resume"].latest_checkpoint).assert_existing_objects_matched()
         print(f"resumed from {managers['resume'].latest_checkpoint} after epoch {int(state['epoch'].numpy())}",
