@@ -221,6 +221,21 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
 
 
 @pytest.mark.slow
+def test_finetune_from_an_export_equals_finetune_from_its_model_dir(tmp_path, random_init):
+    """Issue 19 item 5: `finetune --init BASE` (an `albert-tf export` of the model dir, no --spm-model: the export
+    carries its vocabulary) gives the same dev result as `--init DIR`."""
+    helpers.run_cli("export", ["--model", random_init, "--output", tmp_path / "base", "--max-seq-length", 24,
+                               "--no-warmup"])
+    data = fh.write_sst2(str(tmp_path / "sst2"), 64, 32)
+    results = {}
+    for name, init in (("dir", random_init), ("export", tmp_path / "base")):
+        helpers.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=2))
+        with open(tmp_path / name / "eval_results.json", encoding="utf-8") as f:
+            results[name] = json.load(f)
+    assert results["export"] == results["dir"], results
+
+
+@pytest.mark.slow
 def test_sigkill_after_an_epoch_then_resume_equals_uninterrupted(tmp_path, random_init):
     data = fh.write_sst2(str(tmp_path / "sst2"), 96, 32)
     helpers.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "whole"))
