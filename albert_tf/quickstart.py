@@ -183,7 +183,7 @@ def run(args):
     code = _step(["finetune", "--task", "sst2", "--data-dir", task_dir, "--init", os.path.join(out, "model"),
                   "--output", finetune_dir, "--epochs", str(args.finetune_epochs), "--batch-size", "16",
                   "--max-seq-length", "64", "--learning-rate", "0.001", "--warmup-proportion", "0.1",
-                  "--classifier-dropout", "0.0", "--seed", str(args.seed)])
+                  "--classifier-dropout", "0.0", "--seed", str(args.seed), "--collapsed-init", "reset-biases"])
     if code:
         return code
     with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:

@@ -265,6 +265,37 @@ def test_load_encoder_from_export_and_directory(model_dirs, exported):
         np.testing.assert_allclose(np.asarray(got), expected["pooled_output"], atol=1e-6, rtol=0)
 
 
+def test_resolve_init_reads_model_dirs_export_versions_and_bases(model_dirs, exported, tiny_spm_model, tmp_path):
+    """Issue 19 items 5-6: an export is self-contained (config, casing, vocabulary) and every --init form resolves."""
+    from albert_tf.data import vocab  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder import resolve_init  # pylint: disable=import-outside-toplevel
+
+    with open(tiny_spm_model, "rb") as f:
+        spm_bytes = f.read()
+    model_config = AlbertConfig.from_json_file(os.path.join(model_dirs["cased"], "albert_config.json"))
+    for name, version in exported.items():
+        for path in (version, os.path.dirname(version), version + "/"):
+            source = resolve_init(path)
+            assert (source.kind, source.path, source.lower_case) == ("export", version, name == "uncased")
+            assert source.config.to_dict() == model_config.to_dict()
+            with open(source.spm_model, "rb") as f:
+                assert f.read() == spm_bytes
+    source = resolve_init(model_dirs["cased"])
+    assert (source.kind, source.lower_case) == ("model_dir", None)
+    assert source.spm_model == os.path.join(model_dirs["cased"], "spm.model")
+    with pytest.raises(FileNotFoundError, match=r"--init .*nothing: no such directory"):
+        resolve_init(str(tmp_path / "nothing"))
+    # A vocabulary recorded as cased: export follows it, and --uncased contradicting it is refused.
+    cased_dir = str(tmp_path / "cased_model")
+    AlbertPretrainer(model_config).save_pretrained(cased_dir, spm_model=tiny_spm_model)
+    vocab.write_casing(os.path.join(cased_dir, "spm.model"), False)
+    assert resolve_init(cased_dir).lower_case is False
+    path = export_encoder(cased_dir, str(tmp_path / "base"), seq_length=16, warmup=False)
+    assert resolve_init(path).lower_case is False
+    code = cli_main(["export", "--model", cased_dir, "--output", str(tmp_path / "b2"), "--uncased", "--no-warmup"])
+    assert code == 2 and not (tmp_path / "b2").exists()
+
+
 def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path):
     prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

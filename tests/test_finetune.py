@@ -84,6 +84,49 @@ def test_collapse_check_flags_a_bias_dominated_encoder_and_reset_restores_it():
     assert restored > finetune.COLLAPSE_RATIO * reference
 
 
+def _collapsed_tiny_encoder(rng):
+    keras.utils.set_random_seed(1)
+    encoder = AlbertEncoder("albert_tiny")
+    for v in encoder.trainable_variables:
+        if v.path.endswith(("bias", "beta")):
+            v.assign(np.asarray(rng.normal(0, 0.3, v.shape), "float32"))
+    return encoder
+
+
+class _SampleTask:  # the one method handle_collapse asks of a task
+    def __init__(self, inputs):
+        self.inputs = inputs
+
+    def sample_inputs(self, tokenizer, plan, count):  # pylint: disable=unused-argument
+        return self.inputs
+
+
+def test_collapsed_init_is_only_measured_by_default_and_reset_only_when_asked(capsys):
+    """Issue 19 item 7: the default measures and warns; weights change only with --collapsed-init reset-biases."""
+    parser = argparse.ArgumentParser()
+    finetune.add_arguments(parser)
+    required = ["--task", "sst2", "--data-dir", "d", "--init", "i", "--output", "o"]
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, 1000, (8, 12)).astype("int32")
+    task = _SampleTask({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)})
+    plan = finetune.Plan(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0)
+    for argv, changed in ((required, False), (required + ["--collapsed-init", "reset-biases"], True)):
+        args = parser.parse_args(argv)
+        encoder = _collapsed_tiny_encoder(np.random.default_rng(2))
+        before = {v.path: np.array(v) for v in encoder.weights}
+        assert finetune.handle_collapse(encoder, task, None, plan, args) is True
+        out = capsys.readouterr()
+        assert "input spread" in out.out and len(out.err.strip().splitlines()) == 1, out
+        biases = [p for p in before if p.endswith(("bias", "beta"))]
+        after = {v.path: np.array(v) for v in encoder.weights}
+        assert all(np.array_equal(after[p], before[p]) for p in before if p not in biases)
+        if changed:
+            assert all(not after[p].any() for p in biases) and "reset-biases" in out.err
+        else:
+            assert all(np.array_equal(after[p], before[p]) for p in biases)
+            assert "--collapsed-init reset-biases" in out.err and "kept" in out.err
+
+
 @pytest.fixture(scope="module")
 def random_init(tmp_path_factory, tiny_spm_model):
     return fh.save_random_init(str(tmp_path_factory.mktemp("init")), tiny_spm_model)
@@ -164,15 +207,32 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
     data = fh.write_sst2(str(tmp_path / "sst2"), num_train=640, num_dev=96)
     accuracy, stdout = {}, {}
     for name, init in (("pretrained", briefly_pretrained), ("random", random_init)):
-        proc = helpers.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=8))
+        proc = helpers.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=8)
+                               + ["--collapsed-init", "reset-biases"])
         accuracy[name] = _complete_outputs(tmp_path / name)["dev"]["accuracy"]
         stdout[name] = proc.stdout + proc.stderr
     assert accuracy["pretrained"] >= 0.9, (accuracy, stdout["pretrained"])
     # "At least as well": within one of the 96 dev sentences of the random initialization's accuracy.
     assert accuracy["pretrained"] >= accuracy["random"] - 1 / 96 - 1e-9, accuracy
-    # The 100-step model is detected as collapsed (the issue's case) and its biases reset; the random one is not.
+    # The 100-step model is detected as collapsed (the issue's case) and its biases reset (as asked); the random
+    # one is not.
     assert "maps every input to nearly the same output" in stdout["pretrained"]
     assert "maps every input" not in stdout["random"] and "input spread" in stdout["random"]
+
+
+@pytest.mark.slow
+def test_finetune_from_an_export_equals_finetune_from_its_model_dir(tmp_path, random_init):
+    """Issue 19 item 5: `finetune --init BASE` (an `albert-tf export` of the model dir, no --spm-model: the export
+    carries its vocabulary) gives the same dev result as `--init DIR`."""
+    helpers.run_cli("export", ["--model", random_init, "--output", tmp_path / "base", "--max-seq-length", 24,
+                               "--no-warmup"])
+    data = fh.write_sst2(str(tmp_path / "sst2"), 64, 32)
+    results = {}
+    for name, init in (("dir", random_init), ("export", tmp_path / "base")):
+        helpers.run_cli("finetune", _finetune_args(data, init, tmp_path / name, epochs=2))
+        with open(tmp_path / name / "eval_results.json", encoding="utf-8") as f:
+            results[name] = json.load(f)
+    assert results["export"] == results["dir"], results
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """`albert-tf vocab` / train_vocab: end to end on a generated corpus, sampling, and each bad-input message."""
 import glob
+import json
 import os
 import pathlib
 
@@ -7,7 +8,8 @@ import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
+from albert_tf.data.vocab import (USER_DEFINED_SYMBOLS, read_casing, resolve_lower_case, sample_sentences, train_vocab,
+                                  vocab_lines)
 from albert_tf.text import AlbertTokenizer, normalize
 from helpers import EQUALITY_TEXTS
 
@@ -64,10 +66,12 @@ def test_vocab_cli_end_to_end(cli_model, corpus_dir):
     # the summary reports what an independent count of the corpus says
     lines, sentences = _count_lines(corpus_dir)
     assert f"2 file(s), {lines} lines, {sentences} sentences, {sentences} sampled" in stdout
-    assert f"wrote {prefix}.model and {prefix}.vocab" in stdout
+    assert f"wrote {prefix}.model, {prefix}.vocab and {prefix}.casing.json (uncased)" in stdout
     assert "replaced" not in stdout
-    # atomic writes leave nothing but the two outputs
-    assert sorted(os.listdir(os.path.dirname(prefix))) == ["spm.model", "spm.vocab"]
+    # atomic writes leave nothing but the outputs; the casing is recorded beside the model
+    assert sorted(os.listdir(os.path.dirname(prefix))) == ["spm.casing.json", "spm.model", "spm.vocab"]
+    with open(prefix + ".casing.json", encoding="utf-8") as f:
+        assert json.load(f) == {"lower_case": True}
 
 
 def test_trained_model_python_equals_in_graph(cli_model):
@@ -176,7 +180,7 @@ def test_tf_io_gfile_paths_in_and_out(corpus_dir):
     tf.io.gfile.copy(str(corpus_dir / "part-0.txt"), "ram://vocab_in/part-0.txt", overwrite=True)
     stats = train_vocab("ram://vocab_in/*.txt", "ram://vocab_out/spm", vocab_size=120)
     assert stats["files"] == ["ram://vocab_in/part-0.txt"]
-    assert sorted(tf.io.gfile.listdir("ram://vocab_out")) == ["spm.model", "spm.vocab"]
+    assert sorted(tf.io.gfile.listdir("ram://vocab_out")) == ["spm.casing.json", "spm.model", "spm.vocab"]
     local = train_vocab(str(corpus_dir / "part-0.txt"), str(corpus_dir.parent / "local_spm"), vocab_size=120)
     with tf.io.gfile.GFile("ram://vocab_out/spm.model", "rb") as f, open(local["model"], "rb") as g:
         assert f.read() == g.read()
@@ -204,3 +208,20 @@ def test_sampling_memory_does_not_grow_with_the_corpus(tmp_path):
     file_bytes = (tmp_path / "lines-80000.txt").stat().st_size
     assert peaks[1] < 1.5 * peaks[0], peaks  # keeping every line would make this 4x
     assert peaks[1] < file_bytes / 10, (peaks, file_bytes)
+
+
+def test_cased_vocab_is_recorded_and_contradicting_flags_are_refused(corpus_dir, tmp_path):
+    """Issue 19 item 6: `vocab --cased` records lower_case false; a flag agreeing with the record, or none, gives
+    the record; a contradicting flag names both."""
+    stats = train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "cased"), vocab_size=120, lower_case=False)
+    assert stats["casing"] == str(tmp_path / "cased.casing.json") and read_casing(stats["model"]) is False
+    assert read_casing(str(tmp_path / "absent.model")) is None
+    assert [resolve_lower_case(False, flag, "X") for flag in (None, True)] == [False, False]
+    assert [resolve_lower_case(None, flag, "X") for flag in (None, True, False)] == [True, False, True]
+    with pytest.raises(ValueError, match=r"--uncased contradicts X: its vocabulary is recorded as cased"):
+        resolve_lower_case(False, False, "X")
+    with pytest.raises(ValueError, match=r"--cased contradicts X: its vocabulary is recorded as uncased"):
+        resolve_lower_case(True, True, "X")
+    (tmp_path / "bad.casing.json").write_text('{"lower_case": "yes"}')
+    with pytest.raises(ValueError, match="bad.casing.json: expected"):
+        read_casing(str(tmp_path / "bad.model"))

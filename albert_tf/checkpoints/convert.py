@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import convert_flags
 from albert_tf.config import AlbertConfig
+from albert_tf.data import vocab
 
 _SKIPPED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Momentum$|/lamb_[mv]$)")
 
@@ -243,9 +244,24 @@ def load_hf_checkpoint(pretrainer, directory):
 
 
 # ---------------------------------------------------------------------------------------------------- convert
-def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
+def _release_casing(source, checkpoint, cased_flag, spm_model):
+    """The lowercasing to record with the converted vocabulary: the --cased/--uncased flag, else a Hugging Face
+    tokenizer_config.json's do_lower_case, else the SentencePiece model's own record, else uncased (every
+    google-research/albert release is uncased); None without a vocabulary. A flag contradicting a record: ValueError."""
+    if spm_model is None:
+        return None
+    recorded, where = vocab.read_casing(spm_model), vocab.casing_path(spm_model)
+    tokenizer_config = os.path.join(checkpoint, "tokenizer_config.json")
+    if source == "hf" and recorded is None and tf.io.gfile.exists(tokenizer_config):
+        with tf.io.gfile.GFile(tokenizer_config) as f:
+            recorded, where = json.load(f).get("do_lower_case"), tokenizer_config
+    return vocab.resolve_lower_case(recorded if isinstance(recorded, bool) else None, cased_flag, where)
+
+
+def convert(source, checkpoint, output, config=None, spm_model=None, log=print, cased=None):
     """Converts a released checkpoint into a new pretrained-model directory `output` (written atomically by
-    albert_tf.checkpoints.pretrained.save). Returns the loaded AlbertPretrainer."""
+    albert_tf.checkpoints.pretrained.save), recording its vocabulary's casing (`cased`: the --cased/--uncased
+    flag, None: see `_release_casing`). Returns the loaded AlbertPretrainer."""
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
 
@@ -271,11 +287,12 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print):
             spm_model = os.path.join(checkpoint, "spiece.model")
     else:
         raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
+    lower_case = _release_casing(source, checkpoint, cased, spm_model)
     model = AlbertPretrainer(cfg)
     warnings = (load_tf1_checkpoint if source == "tf1" else load_hf_checkpoint)(model, checkpoint)
     for w in warnings:
         log(f"warning: {w}")
-    pretrained.save(model, output, spm_model=spm_model)
+    pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case)
     return model
 
 
@@ -288,7 +305,7 @@ def run(args):
     from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
 
     model = convert(args.source, args.checkpoint, args.output, config=args.config, spm_model=args.spm_model,
-                    log=lambda m: print(m, file=sys.stderr))
+                    log=lambda m: print(m, file=sys.stderr), cased=args.cased)
     print(f"wrote {args.output}: {count_params(model):,} parameters "
           f"({count_params(model.encoder):,} in the encoder)")
     return 0

@@ -5,6 +5,8 @@ as its `--model-dir`, and what `from_pretrained`, `--init-checkpoint`, `albert-t
 
     albert_config.json      the model config (the original albert_config.json keys)
     spm.model               the SentencePiece model, when known
+    spm.casing.json         {"lower_case": true|false}: whether text is lowercased for it, when known
+                            (albert_tf.data.vocab.casing_path; carried along with the SentencePiece model)
     checkpoint, ckpt-N.*    TF checkpoints (tf.train.CheckpointManager); the object graph's root holds the Keras
                             model under `model` (and, in a pretraining run, the optimizer under `optimizer`)
 
@@ -145,9 +147,9 @@ def restore(model, path_or_directory, part=None):
     return path
 
 
-def save(model, directory, spm_model=None, step=0):
+def save(model, directory, spm_model=None, step=0, lower_case=None):
     """Writes `model` as a new pretrained-model directory: albert_config.json, a TF checkpoint (ckpt-`step`) and
-    spm.model when given. Atomic: built under a temporary name, then renamed; an existing non-empty `directory`
+    spm.model (with its casing record, see `write_files`) when given. Atomic: built under a temporary name, then renamed; an existing non-empty `directory`
     is refused. Returns `directory`."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -159,23 +161,31 @@ def save(model, directory, spm_model=None, step=0):
     from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
 
     with atomic_directory(directory) as tmp:  # replaces an empty `directory` (checked above)
-        write_files(tmp, model.config, spm_model)
+        write_files(tmp, model.config, spm_model, lower_case)
         tf.train.CheckpointManager(checkpoint_for(model), tmp, max_to_keep=1).save(checkpoint_number=step)
     return directory
 
 
-def write_files(directory, config, spm_model=None):
-    """Writes albert_config.json and (when given) a copy of the SentencePiece model as spm.model, each atomically.
-    A config already in the directory is left as it is (`check_config` refuses a different one)."""
+def write_files(directory, config, spm_model=None, lower_case=None):
+    """Writes albert_config.json and (when given) a copy of the SentencePiece model as spm.model, each atomically,
+    with its casing record spm.casing.json: `lower_case` when given, else the source model's own record (none when
+    it has none). A config already in the directory is left as it is (`check_config` refuses a different one)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.data import vocab  # pylint: disable=import-outside-toplevel
     from albert_tf.io import atomic_copy  # pylint: disable=import-outside-toplevel
 
     tf.io.gfile.makedirs(directory)
     if not tf.io.gfile.exists(config_path(directory)):
         config.to_json_file(config_path(directory))
     if spm_model:
-        atomic_copy(spm_model, os.path.join(directory, SPM_FILE))
+        target = os.path.join(directory, SPM_FILE)
+        recorded = vocab.read_casing(spm_model)
+        if lower_case is not None:  # a contradiction with the source's record is refused
+            recorded = vocab.resolve_lower_case(recorded, not lower_case, spm_model)
+        if recorded is not None:
+            vocab.write_casing(target, recorded)
+        atomic_copy(spm_model, target)
 
 
 def check_config(directory, config):

@@ -8,7 +8,13 @@ user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-
 through `albert_tf.text.normalize` (the tokenizer's own preprocessing) before training. Input is streamed
 and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
 corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
+
+Casing: beside each SentencePiece model `X.model` a small `X.casing.json` ({"lower_case": true|false}) records
+whether text is lowercased for it (`casing_path`). `vocab` writes it; `pretrain --spm-model`, `convert` and
+`export` carry it along with the model; `finetune` and `export` read it (`resolve_lower_case`), and their
+`--cased`/`--uncased` flags must agree with it.
 """
+import json
 import os
 import random
 
@@ -83,6 +89,65 @@ def _drain(items):
         yield item
 
 
+# ---------------------------------------------------------------------------------------------- casing record
+CASING_SUFFIX = ".casing.json"
+
+
+def casing_path(spm_model):
+    """The casing record of a SentencePiece model: X.model → X.casing.json (spm.model → spm.casing.json)."""
+    spm_model = os.fspath(spm_model)
+    stem = spm_model[: -len(".model")] if spm_model.endswith(".model") else spm_model
+    return stem + CASING_SUFFIX
+
+
+def write_casing(spm_model, lower_case):
+    """Records beside `spm_model` whether its text is lowercased (atomically); returns the record's path."""
+    from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
+
+    path = casing_path(spm_model)
+    atomic_write_text(path, json.dumps({"lower_case": bool(lower_case)}) + "\n")
+    return path
+
+
+def read_casing(spm_model):
+    """True (uncased: lowercase), False (cased) or None (no record) for the SentencePiece model `spm_model`."""
+    from albert_tf import io  # pylint: disable=import-outside-toplevel
+
+    path = casing_path(spm_model)
+    if not io.exists(path):
+        return None
+    try:
+        value = json.loads(io.read_text(path)).get("lower_case")
+    except (ValueError, AttributeError):
+        value = None
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: expected {{\"lower_case\": true or false}}")
+    return value
+
+
+def resolve_lower_case(recorded, cased_flag, source):
+    """The lowercasing to tokenize with: the `--cased`/`--uncased` flag (cased_flag True / False / None), else the
+    recorded casing (`read_casing`, or an export's config), else uncased (ALBERT's releases). A flag that
+    contradicts the record is a ValueError naming both (`source`: where the record was read)."""
+    if cased_flag is None:
+        return True if recorded is None else recorded
+    wanted = not cased_flag
+    if recorded is not None and recorded != wanted:
+        said, was = ("--cased", "uncased (lowercased)") if cased_flag else ("--uncased", "cased")
+        raise ValueError(f"{said} contradicts {source}: its vocabulary is recorded as {was}; drop the flag or "
+                         "use the vocabulary the model was trained with")
+    return wanted
+
+
+def add_casing_arguments(parser):
+    """--cased / --uncased (dest cased: True / False / None when neither)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--cased", dest="cased", action="store_true", default=None,
+                       help="the vocabulary keeps case (default: as recorded beside spm.model, else uncased)")
+    group.add_argument("--uncased", dest="cased", action="store_false",
+                       help="the vocabulary is lowercased (default: as recorded beside spm.model, else uncased)")
+
+
 def vocab_lines(model_proto):
     """The PREFIX.vocab text SentencePiece writes: "piece<TAB>score" per id (score as C++ streams print it)."""
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
@@ -149,7 +214,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     outputs = {"vocab": output_prefix + ".vocab", "model": output_prefix + ".model"}
     with atomic_output(outputs["vocab"], "w") as f:
         f.write(vocab_lines(model.getvalue()))
-    with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the pair is complete
+    outputs["casing"] = write_casing(outputs["model"], lower_case)
+    with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the set is complete
         f.write(model.getvalue())
     stats.update(files=files, **outputs)
     return stats
@@ -160,7 +226,7 @@ def add_arguments(parser):
                         help="comma-separated globs of text files (local or gs://), one sentence per line; blank "
                              "lines are ignored")
     parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
-                        help="writes PREFIX.model and PREFIX.vocab")
+                        help="writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json")
     parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included")
     parser.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased ALBERT)")
     parser.add_argument("--max-sentences", type=int, default=DEFAULT_MAX_SENTENCES,
@@ -177,5 +243,6 @@ def run(args):
         per_file = ", ".join(f"{path}: {n}" for path, n in stats["replaced_bytes_per_file"].items())
         print(f"albert-tf vocab: warning: replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with U+FFFD "
               f"({per_file})")
-    print(f"albert-tf vocab: wrote {stats['model']} and {stats['vocab']}")
+    print(f"albert-tf vocab: wrote {stats['model']}, {stats['vocab']} and {stats['casing']} "
+          f"({'cased' if args.cased else 'uncased'})")
     return 0

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 
+from albert_tf.data import vocab
 from albert_tf.tasks import TASKS, make_task
 
 
@@ -70,9 +71,11 @@ def add_arguments(parser):
     a = parser.add_argument
     a("--task", required=True, choices=TASKS, help="the task (its data layout, head and metric)")
     a("--data-dir", required=True, help="the task's files as downloaded (GLUE task folder, SQuAD json dir, RACE)")
-    a("--init", required=True, help="pretrained-model directory (albert_config.json, checkpoint, spm.model)")
+    a("--init", required=True, help="the pretrained encoder: a pretrained-model directory (`pretrain`'s, "
+      "`convert`'s: albert_config.json, checkpoint, spm.model) or an `albert-tf export` BASE/N or BASE (newest)")
     a("--output", required=True, help="output directory: checkpoints, TensorBoard logs, best model, results")
     a("--spm-model", default=None, help="SentencePiece model (default: --init's spm.model)")
+    vocab.add_casing_arguments(parser)
     a("--epochs", type=float, default=None,
       help="passes over the training data (default: the paper's step count for the task, rounded up to passes)")
     a("--learning-rate", type=float, default=None, help="peak learning rate (default: the paper's, per task)")
@@ -84,9 +87,10 @@ def add_arguments(parser):
     a("--albert-dropout", type=float, default=None, help="dropout inside the encoder (default: the paper's)")
     a("--classifier-dropout", type=float, default=None, help="dropout before the head (default: the paper's)")
     a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
-    a("--collapsed-init", choices=("reset-biases", "keep"), default="reset-biases",
+    a("--collapsed-init", choices=("keep", "reset-biases"), default="keep",
       help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
-           "see notes): zero its biases and LayerNorm betas before fine-tuning (default), or keep them")
+           "README 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
+           "before fine-tuning (reset-biases). Weights change only when asked")
     a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); paths must be gs://")
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
     a("--steps-per-execution", type=int, default=1, help="training steps per compiled call (Keras)")
@@ -195,25 +199,33 @@ def create_optimizer(plan, model):
 
 
 # ---------------------------------------------------------------------------------------------- --init
-def read_init(init, spm_flag):
-    """(config, spm model path) of the --init directory; refuses a vocabulary that disagrees with the config."""
+def read_init(init, spm_flag, cased_flag=None):
+    """What --init is (albert_tf.serving.encoder.resolve_init: a pretrained-model directory or an export BASE/N or
+    BASE), its vocabulary and casing: (InitSource, spm model path, lower_case). Refuses a vocabulary that disagrees
+    with the config, and a --cased/--uncased that contradicts the recorded casing."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder import resolve_init  # pylint: disable=import-outside-toplevel
 
-    if not tf.io.gfile.isdir(init):
-        raise FileNotFoundError(f"--init {init}: no such directory (expected a pretrained-model directory)")
-    config = pretrained.read_config(init)
-    spm_model = spm_flag or pretrained.spm_model_path(init)
+    try:
+        source = resolve_init(init, flag="--init")
+    except FileNotFoundError as e:
+        message = str(e)
+        raise FileNotFoundError(message if message.startswith("--init") else f"--init {message}") from None
+    spm_model = spm_flag or source.spm_model
     if spm_model is None:
-        raise FileNotFoundError(f"--init {init}: no spm.model in it; give the vocabulary with --spm-model")
+        raise FileNotFoundError(f"--init {init}: no vocabulary in it (no spm.model); give it with --spm-model")
     if not tf.io.gfile.exists(spm_model):
         raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
     try:
-        pretrained.check_vocabulary(config, spm_model)
+        pretrained.check_vocabulary(source.config, spm_model)
     except ValueError as e:
         raise ValueError(f"--init {init}: {e}") from None
-    return config, spm_model
+    recorded, where = source.lower_case, f"--init {source.path}"
+    if spm_flag:
+        recorded, where = vocab.read_casing(spm_flag), vocab.casing_path(spm_flag)
+    return source, spm_model, vocab.resolve_lower_case(recorded, cased_flag, where)
 
 
 # ---------------------------------------------------------------------------------------------- the data
@@ -276,8 +288,9 @@ def check_collapse(encoder, inputs, seed):
 
 
 def handle_collapse(encoder, task, tokenizer, plan, args):
-    """Measures the --init encoder's input spread on a training batch against a random encoder's; when it is
-    collapsed, says so on stderr and (unless --collapsed-init keep) zeroes its biases and LayerNorm betas."""
+    """Measures the --init encoder's input spread on a training batch against a random encoder's and prints both.
+    When it is collapsed: one warning line with the advice, and only with --collapsed-init reset-biases are its
+    biases and LayerNorm betas zeroed (a user's weights never change unasked). Returns True when collapsed."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     features = task.sample_inputs(tokenizer, plan, min(plan.batch_size, 64))
@@ -285,15 +298,17 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
     spread, reference = check_collapse(encoder, features, args.seed)
     print(f"--init input spread {spread:.4f} (a randomly initialized encoder: {reference:.4f})", flush=True)
     if not spread < COLLAPSE_RATIO * reference:
-        return
-    action = {"reset-biases": "zeroing its biases and LayerNorm betas (--collapsed-init keep to leave them)",
-              "keep": "keeping it as it is (--collapsed-init keep): fine-tuning will start slowly"}[args.collapsed_init]
-    print(f"albert-tf finetune: warning: the --init encoder {args.init} maps every input to nearly the same output "
-          f"(its token vectors vary across inputs {spread / reference:.2f}x as much as a random encoder's): it was "
-          f"pretrained too briefly (its biases dominate its outputs) and would fine-tune slower than a random "
-          f"initialization; {action}. Pretrain longer for a useful --init.", file=sys.stderr, flush=True)
+        return False
     if args.collapsed_init == "reset-biases":
-        reset_biases(encoder)
+        count = reset_biases(encoder)
+        action = f"zeroed its {count} bias and LayerNorm beta tensors (--collapsed-init reset-biases)"
+    else:
+        action = ("kept as it is; if fine-tuning starts slowly, pretrain longer or pass --collapsed-init "
+                  "reset-biases")
+    print(f"albert-tf finetune: note: the --init encoder's token vectors vary across inputs "
+          f"{spread / reference:.2f}x as much as a random encoder's (under {COLLAPSE_RATIO}x: it maps every input "
+          f"to nearly the same output, as a briefly pretrained model does); {action}.", file=sys.stderr, flush=True)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
@@ -306,7 +321,8 @@ def make_callbacks(task, tokenizer, plan, state, managers, output):
 
 # ---------------------------------------------------------------------------------------------- run
 def prepare(args):
-    """Everything checked and read before any output is written: (config, task, tokenizer, strategy, plan, jit)."""
+    """Everything checked and read before any output is written: (source, config, task, tokenizer, strategy, plan,
+    jit); source: what --init is (albert_tf.serving.encoder.InitSource)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
@@ -316,9 +332,10 @@ def prepare(args):
         distribute.check_cloud_paths({"--data-dir": args.data_dir, "--init": args.init, "--output": args.output})
     if args.steps_per_execution <= 0:
         raise ValueError(f"--steps-per-execution must be positive, got {args.steps_per_execution}")
-    config, spm_model = read_init(args.init, args.spm_model)
+    source, spm_model, lower_case = read_init(args.init, args.spm_model, args.cased)
+    config = source.config
     task = make_task(args)
-    tokenizer = AlbertTokenizer(spm_model)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
     # work, such as SQuAD's in-graph featurization below.
     strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
@@ -331,7 +348,7 @@ def prepare(args):
     on_tpu = distribute.is_tpu_strategy(strategy)
     plan = dataclasses.replace(plan, length_bucket=resolve_length_bucket(args.length_bucket, on_tpu))
     jit = distribute.use_xla(args.xla, on_tpu, bool(tf.config.list_physical_devices("GPU")))
-    return config, task, tokenizer, strategy, plan, jit
+    return source, config, task, tokenizer, strategy, plan, jit
 
 
 def record_run_config(args, plan):
@@ -372,17 +389,17 @@ def completed_run(output, plan):
     return os.path.join(export_base, str(max(versions))) if versions else None
 
 
-def build(args, config, task, strategy, plan, jit):
-    """The compiled task model with its encoder from --init, and the run's state and checkpoint managers:
-    (model, state, managers, init_path)."""
+def build(args, source, config, task, strategy, plan, jit):
+    """The compiled task model with its encoder from --init (`source`), and the run's state and checkpoint
+    managers: (model, state, managers, init_path)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder import restore_encoder  # pylint: disable=import-outside-toplevel
 
     with strategy.scope():
         model = task.build_model(AlbertEncoder(config), plan)
-        init_path = pretrained.restore(model, args.init, part="encoder")
+        init_path = restore_encoder(model, source)
         optimizer = create_optimizer(plan, model)
         loss, metrics = task.loss_and_metrics()
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit,
@@ -426,7 +443,7 @@ def finish(args, config, task, tokenizer, plan, model, state, managers):
 def run(args):
     import keras  # pylint: disable=import-outside-toplevel
 
-    config, task, tokenizer, strategy, plan, jit = prepare(args)
+    source, config, task, tokenizer, strategy, plan, jit = prepare(args)
     record_run_config(args, plan)
     exported = completed_run(args.output, plan)
     if exported:
@@ -436,7 +453,7 @@ def run(args):
     keras.utils.set_random_seed(args.seed)
     config = config.replace(hidden_dropout_prob=plan.albert_dropout,
                             attention_probs_dropout_prob=plan.albert_dropout)
-    model, state, managers, init_path = build(args, config, task, strategy, plan, jit)
+    model, state, managers, init_path = build(args, source, config, task, strategy, plan, jit)
     if managers["resume"].latest_checkpoint:
         managers["resume"].checkpoint.restore(managers["resume"].latest_checkpoint).assert_existing_objects_matched()
         print(f"resumed from {managers['resume'].latest_checkpoint} after epoch {int(state['epoch'].numpy())}",
