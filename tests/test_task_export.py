@@ -160,6 +160,40 @@ def test_featurize_squad_in_tf_data_equals_python(tokenizer, is_training):
         featurize_squad([squad.SquadExample("q", "What?", CAFE, ())], tokenizer, is_training=True)
 
 
+# Powers of "=" whose equal-score ties pip sentencepiece breaks against the canonical order ("===" "==" for
+# "x =====", float32 path sums): the Python featurizer must still equal the in-graph one.
+TIE_PIECES = [("==", -4.5), ("===", -4.9)]
+
+
+@pytest.mark.parametrize("is_training", [False, True])
+def test_featurize_squad_equals_python_on_tie_text(tiny_spm_model, tmp_path, is_training):
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    tie_model = helpers.add_spm_pieces(tiny_spm_model, TIE_PIECES, str(tmp_path / "ties.model"))
+    tokenizer = AlbertTokenizer(tie_model)
+    rng = random.Random(4)
+    examples = []
+    for n in range(6):
+        words = [rng.choice(["x =====", "==========", "=" * rng.randint(4, 19), helpers.make_sentence(rng)])
+                 for _ in range(rng.randint(4, 9))]
+        context = " ".join(words) + " the end"
+        answer = "the end" if n % 2 else words[1]
+        examples.append(squad.SquadExample(f"t{n}", "Where is the ===== border?", context,
+                                           ((answer, context.rindex(answer) if n % 2 else context.index(answer)),)))
+    raw = spm.SentencePieceProcessor(model_proto=tokenizer.model_proto).encode([e.context for e in examples])
+    assert raw != tokenizer.encode([e.context for e in examples])  # the ties are there
+    want = squad.featurize(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                           is_training=is_training)
+    got = featurize_squad(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                          is_training=is_training, examples_per_batch=4)
+    assert len(got) == len(want) > len(examples)
+    for g, w in zip(got, want):
+        for name in ("example_index", "doc_span_index", "start_position", "end_position", "is_impossible"):
+            assert getattr(g, name) == getattr(w, name), name
+        for name in ("input_word_ids", "input_type_ids", "token_spans", "token_is_max_context"):
+            np.testing.assert_array_equal(getattr(g, name), getattr(w, name), err_msg=name)
+
+
 def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_features):
     """Featurization and post-processing alone (no model): random logits with ties and a peaked span."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
