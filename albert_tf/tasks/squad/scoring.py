@@ -38,7 +38,8 @@ def postprocess(examples, features, start_logits, end_logits, n_best=20, max_ans
 
     Candidate spans: the n_best highest start and end logits of every window, with start and end inside the
     window's context, start <= end, at most max_answer_length tokens, and start where the window gives the token
-    its most context; scored start + end logit. v2 also scores "no answer" as the lowest [CLS] start + end logit
+    its most context; scored start + end logit. A span's text is the context's characters from its first token's
+    start to its last token's end, edge whitespace stripped (str.strip(), as the original's final text). v2 also scores "no answer" as the lowest [CLS] start + end logit
     over the windows, and answers "" when that exceeds the best span's score by more than the threshold.
 
     Args:
@@ -76,7 +77,7 @@ def postprocess(examples, features, start_logits, end_logits, n_best=20, max_ans
                     if feature.token_spans[e, 0] < 0 or e < s or e - s + 1 > max_answer_length:
                         continue
                     char_start, char_end = feature.token_spans[s, 0], feature.token_spans[e, 1]
-                    text = example.context[char_start:char_end]
+                    text = example.context[char_start:char_end].strip()  # the original's final text
                     if text:
                         candidates.append((starts[s] + ends[e], starts[s], ends[e], text))
         candidates.sort(key=lambda c: -c[0])
