@@ -2,71 +2,39 @@
 
 Keras computes `global_clipnorm`'s norm over an IndexedSlices gradient (the word and token-type embeddings') slice by
 slice: a row that occurs k times in a batch adds the squares of its k slices instead of the square of their sum.
-The original's `tf.clip_by_global_norm` (optimization.py) sees the dense gradient. `AdamWDenseNorm` sums the slices
-per row first (the gradients stay IndexedSlices, one slice per row), then clips on the dense norm, so the clip and
-the AdamW step are the dense gradient's.
+The original's `tf.clip_by_global_norm` (optimization.py) sees the dense gradient. `AdamWDenseNorm` densifies such a
+gradient (slices summed per row) and clips on the dense norm. The update is unchanged: Keras' clip already gave
+AdamW dense gradients (its `slices * scale` densifies), and Keras' Adam squares an IndexedSlices slice by slice, so
+a sparse gradient with repeated rows would give it another second moment. Densifying (tf.convert_to_tensor, a
+segment sum into the variable's shape) also compiles under XLA, where tf.unique's dynamic shape would not.
 """
 import keras
 
 
-def summed_rows(grad):
-    """An IndexedSlices gradient with its slices summed per row: tf.IndexedSlices with unique indices (in first-seen
-    order) and values [distinct rows, ...], the same dense gradient. Anything else is returned as it is."""
+def dense_gradients(grads):
+    """Each tf.IndexedSlices as its dense tensor (slices summed per row); tensors and None as they are."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    if not isinstance(grad, tf.IndexedSlices):
-        return grad
-    rows, position = tf.unique(grad.indices)
-    return tf.IndexedSlices(tf.math.unsorted_segment_sum(grad.values, position, tf.size(rows)), rows,
-                            grad.dense_shape)
-
-
-def global_norm(grads):
-    """The global norm of the dense gradients: sqrt of the sum of squares (an IndexedSlices' slices summed per row
-    first, `summed_rows`), in float32.
-
-    Args:
-      grads: list of tensors, tf.IndexedSlices or None (skipped).
-    Returns:
-      a float32 scalar tensor.
-    """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    squares = [tf.zeros([], tf.float32)]
-    for grad in grads:
-        if grad is not None:
-            grad = summed_rows(grad)
-            values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
-            squares.append(tf.reduce_sum(tf.square(tf.cast(values, tf.float32))))
-    return tf.sqrt(tf.add_n(squares))
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
 def clip_by_global_norm(grads, clip_norm):
-    """`tf.clip_by_global_norm(grads, clip_norm)[0]` with `global_norm` (dense) as the norm. IndexedSlices stay
-    IndexedSlices, their slices summed per row (`summed_rows`): Keras' Adam squares a sparse gradient slice by
-    slice too, so its second moment sees the dense gradient only with one slice per row. A non-finite norm gives
-    NaN gradients, as TensorFlow's and Keras' do.
+    """`tf.clip_by_global_norm(grads, clip_norm)[0]` on the dense gradients (IndexedSlices densified first). A
+    non-finite norm gives NaN gradients, as TensorFlow's and Keras' do.
 
     Args:
       grads: list of tensors, tf.IndexedSlices or None; clip_norm: a positive float.
     Returns:
-      a list like grads: each times clip_norm / max(norm, clip_norm).
+      a list like grads of dense tensors (None kept): each times clip_norm / max(norm, clip_norm), norm the square
+      root of the sum of all squares (in float32).
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    grads = [None if g is None else summed_rows(g) for g in grads]
-    norm = global_norm(grads)
+    grads = dense_gradients(grads)
+    squares = [tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads if g is not None]
+    norm = tf.sqrt(tf.add_n(squares)) if squares else tf.zeros([], tf.float32)
     scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)  # NaN when norm is not finite
-    clipped = []
-    for grad in grads:
-        if grad is None:
-            clipped.append(None)
-        elif isinstance(grad, tf.IndexedSlices):
-            clipped.append(tf.IndexedSlices(grad.values * tf.cast(scale, grad.values.dtype), grad.indices,
-                                            grad.dense_shape))
-        else:
-            clipped.append(grad * tf.cast(scale, grad.dtype))
-    return clipped
+    return [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
