@@ -15,6 +15,7 @@ from albert_tf import cli
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
 from albert_tf.training import finetune
+from albert_tf.training.optimizers import AdamWDenseNorm
 
 
 def _args(**overrides):
@@ -54,6 +55,7 @@ def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
     plan = finetune.Plan(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
                          warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0)
     optimizer = finetune.create_optimizer(plan, model)
+    assert isinstance(optimizer, AdamWDenseNorm) and optimizer.global_clipnorm == 1.0  # the dense-norm clip
     before = {v.path: np.asarray(v).copy() for v in model.trainable_variables}
     optimizer.apply([keras.ops.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
     for v in model.trainable_variables:

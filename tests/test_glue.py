@@ -276,3 +276,52 @@ def test_readers_take_tf_filesystem_urls():
     put("RACE/dev/high/2.txt", json.dumps(race_json))
     assert [(e.example_id, e.label) for e in race.read_examples(root, "dev")] == [
         ("dev/middle/1.txt#0", 2), ("dev/high/2.txt#0", 2)]
+
+
+# ------------------------------------------------------------------- an empty second sentence is none
+EMPTY_B_QQP = [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
+               ["1", "2", "3", "How do I learn?", "", "0"],
+               ["4", "5", "6", "Why is the sky blue?", "What makes the sky blue?", "1"],
+               ["7", "8", "9", "Is it?", " ", "0"]]
+
+
+def test_empty_text_b_is_none(tmp_path):
+    """The original's convert_single_example packs `if example.text_b:`: "" gives [CLS] a [SEP]; " " is a text."""
+    _write(str(tmp_path / "QQP" / "train.tsv"), EMPTY_B_QQP)
+    _write(str(tmp_path / "MNLI" / "train.tsv"), [MNLI_HEAD + ["label1", "gold_label"],
+                                                  _mnli_row(0, "A sentence.", "", ["neutral", "neutral"])])
+    assert _triples(glue.read_examples(str(tmp_path), "qqp", "train")) == [
+        ("How do I learn?", None, 0), ("Why is the sky blue?", "What makes the sky blue?", 1), ("Is it?", " ", 0)]
+    assert _triples(glue.read_examples(str(tmp_path), "mnli", "train")) == [("A sentence.", None, 2)]
+
+
+def test_finetune_packs_an_empty_text_b_as_a_single_sentence(tmp_path, tiny_spm_model):
+    """`finetune`'s GLUE pipeline (tf.data, in-graph) and its sample inputs: [CLS] a [SEP] for the empty text_b,
+    [CLS] a [SEP] b [SEP] (types 1 on b) for the others, from the Python ids of each text."""
+    import types  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tasks.glue.finetune import GlueFinetune  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    _write(str(tmp_path / "QQP" / "train.tsv"), EMPTY_B_QQP)
+    _write(str(tmp_path / "QQP" / "dev.tsv"), EMPTY_B_QQP)
+    tokenizer = AlbertTokenizer(tiny_spm_model)
+    task = GlueFinetune(types.SimpleNamespace(task="qqp", data_dir=str(tmp_path)))
+    seq = 40
+    expected = np.zeros([3, 3, seq], np.int32)  # [row, (words, mask, types), L]
+    for row, example in enumerate(task.train):
+        a = [tokenizer.cls_id] + tokenizer.encode(example.text_a) + [tokenizer.sep_id]
+        b = [] if example.text_b is None else tokenizer.encode(example.text_b) + [tokenizer.sep_id]
+        expected[row, 0, :len(a) + len(b)] = a + b
+        expected[row, 1, :len(a) + len(b)] = 1
+        expected[row, 2, len(a):len(a) + len(b)] = 1
+    assert expected[0, 1].sum() == len(tokenizer.encode("How do I learn?")) + 2  # no second [SEP]
+    assert expected[2, 1].sum() == len(tokenizer.encode("Is it?")) + 3  # " ": an empty segment and its [SEP]
+    plan = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
+    features, labels = next(iter(task.train_dataset(tokenizer, plan, np.arange(3, dtype=np.int64))))
+    names = ("input_word_ids", "input_mask", "input_type_ids")
+    got = np.stack([features[k].numpy() for k in names], axis=1)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(labels.numpy(), [0, 1, 0])
+    sample = task.sample_inputs(tokenizer, plan, 3)
+    np.testing.assert_array_equal(np.stack([sample[k] for k in names], axis=1), expected)

@@ -1,7 +1,10 @@
 """albert_tf.tasks.squad: the official JSON (v1.1 / v2.0, written here, tiny), windows and offsets, answer
 extraction, and the official metrics against hand-computed values."""
+import collections
 import json
 import random
+import re
+import string
 
 import numpy as np
 import pytest
@@ -287,8 +290,84 @@ def test_evaluate_v1_takes_the_best_gold_answer():
     result = squad.evaluate(examples, {"a": "the denver broncos!", "b": "dog", "c": "in 2000", "zzz": "extra"})
     # exact 1, 0, 0; f1 1, 2/3 (p 1, r 1/2), 0
     assert result == {"exact": pytest.approx(100 / 3), "f1": pytest.approx(100 * (1 + 2 / 3) / 3), "total": 3.0}
-    with pytest.raises(ValueError, match=r"1 of 3 questions have no prediction \(first: c\)"):
-        squad.evaluate(examples, {"a": "x", "b": "y"})
+
+
+# The official evaluation scripts' rules, written out here as the reference (evaluate-v1.1.py, evaluate-v2.0.py).
+def _official_normalize(text):
+    text = "".join(c for c in text.lower() if c not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def _official_f1(gold, prediction, v2):
+    if v2:  # v2.0's get_tokens: "" -> no tokens; one side empty -> 1 only if both are
+        gold_tokens = _official_normalize(gold).split() if gold else []
+        prediction_tokens = _official_normalize(prediction).split() if prediction else []
+        if not gold_tokens or not prediction_tokens:
+            return float(gold_tokens == prediction_tokens)
+    else:  # v1.1: no special case
+        gold_tokens, prediction_tokens = _official_normalize(gold).split(), _official_normalize(prediction).split()
+    same = sum((collections.Counter(gold_tokens) & collections.Counter(prediction_tokens)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(prediction_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _official_scores(examples, predictions, v2):
+    """(exact %, f1 %): v1.1 keeps every gold answer; v2.0 drops those normalizing to '' (none left -> ['']);
+    a missing prediction scores 0 and counts in the total."""
+    exact = f1 = 0.0
+    for ex in examples:
+        if ex.qas_id not in predictions:
+            continue
+        golds = [a for a, _ in ex.answers]
+        if v2:
+            golds = [a for a in golds if _official_normalize(a)] or [""]
+        prediction = predictions[ex.qas_id]
+        exact += max(float(_official_normalize(g) == _official_normalize(prediction)) for g in golds)
+        f1 += max(_official_f1(g, prediction, v2) for g in golds)
+    return 100 * exact / len(examples), 100 * f1 / len(examples)
+
+
+EMPTY_GOLD_EXAMPLES = [_example("the", ["the"]), _example("a", ["A", "an"]), _example("dots", ["..."]),
+                       _example("beatles", ["The Beatles", "the"]), _example("mixed", ["the", "red dog"]),
+                       _example("plain", ["Paris"]), _example("gone", ["Rome"])]
+EMPTY_GOLD_PREDICTIONS = {"the": "the", "a": "", "dots": "dots", "beatles": "The", "mixed": "a red dog",
+                          "plain": "paris!"}  # "gone" has none
+
+
+def test_evaluate_v1_and_v2_rules_on_golds_that_normalize_to_nothing(capsys):
+    # by hand, question by question (exact, f1):
+    #   v1.1: the (1, 0): '' == '' but no common token; a (1, 0); dots (0, 0); beatles (1 against "the", f1 0:
+    #         "The" normalizes to '' too); mixed (1 "red dog", 1); plain (1, 1); gone (0, 0: no prediction)
+    #   v2.0: the: gold '' vs '' -> (1, 1); a (1, 1); dots (0, 0); beatles ("the beatles" -> "beatles" vs '' ->
+    #         (0, 0)); mixed (1, 1); plain (1, 1); gone (0, 0)
+    hand = {False: (100 * 5 / 7, 100 * 2 / 7), True: (100 * 4 / 7, 100 * 4 / 7)}
+    for v2 in (False, True):
+        result = squad.evaluate(EMPTY_GOLD_EXAMPLES, EMPTY_GOLD_PREDICTIONS, version_2_with_negative=v2)
+        assert (result["exact"], result["f1"]) == pytest.approx(hand[v2])
+        assert hand[v2] == pytest.approx(_official_scores(EMPTY_GOLD_EXAMPLES, EMPTY_GOLD_PREDICTIONS, v2))
+        assert result["total"] == 7.0
+        assert "1 of 7 SQuAD questions have no prediction and score 0 (first: gone)" in capsys.readouterr().err
+    assert squad.f1_score("the", "the", version_2_with_negative=False) == 0.0 and squad.f1_score("the", "the") == 1
+
+
+def test_evaluate_matches_the_official_rules_on_random_golds():
+    rng = random.Random(2)
+    words = ["the", "a", "An", "dog", "Dog.", "red", "...", "", " ", "cat's", "the dog", "red-dog"]
+    examples = [_example(f"q{i}", [" ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
+                                   for _ in range(rng.randint(1, 3))]) for i in range(300)]
+    predictions = {ex.qas_id: " ".join(rng.choice(words) for _ in range(rng.randint(0, 3))) for ex in examples}
+    for v2 in (False, True):
+        result = squad.evaluate(examples, predictions, version_2_with_negative=v2)
+        assert (result["exact"], result["f1"]) == pytest.approx(_official_scores(examples, predictions, v2))
+
+
+def test_evaluate_v1_refuses_questions_without_gold():
+    with pytest.raises(ValueError, match="v1.1 question q3 has no gold answer"):
+        squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS)
+    with pytest.raises(ValueError, match="na_probs is a SQuAD v2.0"):
+        squad.evaluate(EMPTY_GOLD_EXAMPLES, EMPTY_GOLD_PREDICTIONS, na_probs={})
 
 
 V2_EXAMPLES = [_example("q1", ["Paris"]), _example("q2", ["red dog"]), _example("q3", [], True),
@@ -299,21 +378,23 @@ V2_NA = {"q1": 0.1, "q2": 0.5, "q3": 0.8, "q4": 0.2}
 
 def test_evaluate_v2_splits_and_best_thresholds_hand_computed():
     # raw exact 1, 0, 0, 1; raw f1 1, 2/3, 0, 1
-    result = squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS)
+    result = squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, version_2_with_negative=True)
     assert result == pytest.approx({
         "exact": 50.0, "f1": 100 * (1 + 2 / 3 + 1) / 4, "total": 4.0,
         "HasAns_exact": 50.0, "HasAns_f1": 100 * (1 + 2 / 3) / 2, "HasAns_total": 2.0,
         "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2.0})
-    result = squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, na_probs=V2_NA)
+    result = squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, na_probs=V2_NA, version_2_with_negative=True)
     # by na_prob: q1 (+1), q4 (0: predicted ""), q2 (+0 exact, +2/3 f1), q3 (-1: predicted an answer), from 2
     assert result["exact"] == 50.0  # nothing above the default threshold 1.0
     assert result["best_exact"] == pytest.approx(75.0) and result["best_exact_thresh"] == 0.1
     assert result["best_f1"] == pytest.approx(100 * (3 + 2 / 3) / 4) and result["best_f1_thresh"] == 0.5
     # threshold 0.3: q2 and q3 count as "no answer" -> q2 0, q3 1
-    result = squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, na_probs=V2_NA, na_prob_thresh=0.3)
+    result = squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, na_probs=V2_NA, na_prob_thresh=0.3,
+                            version_2_with_negative=True)
     assert result["exact"] == 75.0 and result["f1"] == 75.0 and result["NoAns_exact"] == 100.0
     with pytest.raises(ValueError, match=r"na_probs lacks 1 of 4 questions \(first: q4\)"):
-        squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, na_probs={"q1": 0, "q2": 0, "q3": 0})
+        squad.evaluate(V2_EXAMPLES, V2_PREDICTIONS, na_probs={"q1": 0, "q2": 0, "q3": 0},
+                       version_2_with_negative=True)
 
 
 def test_v2_threshold_in_evaluate_equals_threshold_in_postprocess(tokenizer):
@@ -328,8 +409,8 @@ def test_v2_threshold_in_evaluate_equals_threshold_in_postprocess(tokenizer):
         result = squad.postprocess(examples, features, starts, ends, version_2_with_negative=True,
                                    null_score_diff_threshold=threshold)
         thresholded = squad.evaluate(examples, result.best_span_answers, na_probs=result.null_score_diff,
-                                     na_prob_thresh=threshold)
-        plain = squad.evaluate(examples, result.answers)
+                                     na_prob_thresh=threshold, version_2_with_negative=True)
+        plain = squad.evaluate(examples, result.answers, version_2_with_negative=True)
         assert plain == {k: thresholded[k] for k in plain}
         assert 0 < sum(not a for a in result.answers.values()) < len(examples)  # the threshold splits them
 
@@ -368,5 +449,5 @@ def test_round_trip_file_to_metrics_with_oracle_logits(tmp_path, tokenizer):
     result = squad.postprocess(examples, features, starts, ends, version_2_with_negative=True)
     for example in examples:
         assert result.answers[example.qas_id] == (example.answers[0][0] if example.answers else "")
-    scores = squad.evaluate(examples, result.answers)
+    scores = squad.evaluate(examples, result.answers, version_2_with_negative=True)
     assert scores["exact"] == scores["f1"] == 100.0 and scores["NoAns_total"] == 4.0

@@ -160,6 +160,84 @@ def test_featurize_squad_in_tf_data_equals_python(tokenizer, is_training):
         featurize_squad([squad.SquadExample("q", "What?", CAFE, ())], tokenizer, is_training=True)
 
 
+# Powers of "=" whose equal-score ties pip sentencepiece breaks against the canonical order ("===" "==" for
+# "x =====", float32 path sums): the Python featurizer must still equal the in-graph one.
+TIE_PIECES = [("==", -4.5), ("===", -4.9)]
+
+
+@pytest.mark.parametrize("is_training", [False, True])
+def test_featurize_squad_equals_python_on_tie_text(tiny_spm_model, tmp_path, is_training):
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    tie_model = helpers.add_spm_pieces(tiny_spm_model, TIE_PIECES, str(tmp_path / "ties.model"))
+    tokenizer = AlbertTokenizer(tie_model)
+    rng = random.Random(4)
+    examples = []
+    for n in range(6):
+        words = [rng.choice(["x =====", "==========", "=" * rng.randint(4, 19), helpers.make_sentence(rng)])
+                 for _ in range(rng.randint(4, 9))]
+        context = " ".join(words) + " the end"
+        answer = "the end" if n % 2 else words[1]
+        examples.append(squad.SquadExample(f"t{n}", "Where is the ===== border?", context,
+                                           ((answer, context.rindex(answer) if n % 2 else context.index(answer)),)))
+    raw = spm.SentencePieceProcessor(model_proto=tokenizer.model_proto).encode([e.context for e in examples])
+    assert raw != tokenizer.encode([e.context for e in examples])  # the ties are there
+    want = squad.featurize(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                           is_training=is_training)
+    got = featurize_squad(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                          is_training=is_training, examples_per_batch=4)
+    assert len(got) == len(want) > len(examples)
+    for g, w in zip(got, want):
+        for name in ("example_index", "doc_span_index", "start_position", "end_position", "is_impossible"):
+            assert getattr(g, name) == getattr(w, name), name
+        for name in ("input_word_ids", "input_type_ids", "token_spans", "token_is_max_context"):
+            np.testing.assert_array_equal(getattr(g, name), getattr(w, name), err_msg=name)
+
+
+def test_answers_strip_edge_whitespace_python_and_in_graph(tiny_spm_model, tmp_path):
+    """A lone "▁" piece's span is empty and sits after (or inside) a whitespace run: a span ending (starting) on
+    it takes whitespace along, which the answer text drops (str.strip(), no-break space included), offsets moved."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tokenizer = AlbertTokenizer(helpers.add_spm_pieces(tiny_spm_model, [("\u2581laptops,", 0.0)],
+                                                       str(tmp_path / "laptops.model")))
+    contexts = ["Laptops,\u00a0qz", "Laptops,  ,q"]
+    pieces = [[tokenizer.id_to_piece(i) for i in tokenizer.encode(c)] for c in contexts]
+    assert [p[:3] for p in pieces] == [["\u2581laptops,", "\u2581", "<unk>"], ["\u2581laptops,", "\u2581", ","]]
+    examples = [squad.SquadExample(f"s{i}", "What?", c, ()) for i, c in enumerate(contexts)]
+    features = squad.featurize(examples, tokenizer, max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY)
+    first = int(np.argmax(features[0].token_spans[:, 0] >= 0))  # "▁laptops," in both windows
+    spans = [f.token_spans[first:first + 3].tolist() for f in features]
+    assert spans == [[[0, 8], [9, 9], [9, 11]], [[0, 8], [9, 9], [10, 11]]]  # "▁" empty at 9 (a space in the 2nd)
+    # peaked logits: "▁laptops," .. "▁" (context[0:9] == "Laptops, " / "Laptops,\xa0"), then "▁" .. "," (" ,")
+    cases = [((first, first + 1), ["Laptops,", "Laptops,"], [0, 0], [8, 8]),
+             ((first + 1, first + 2), ["qz", ","], [9, 10], [11, 11])]
+    encoder = in_graph.make_offset_encoder(tokenizer)
+    windows = squad_windows(encoder, tokenizer, tf.constant(["What?"] * 2), tf.constant(contexts), SEQ, STRIDE,
+                            QUERY)
+    for (start, end), texts, starts, ends in cases:
+        start_logits, end_logits = np.zeros([2, SEQ], np.float32), np.zeros([2, SEQ], np.float32)
+        start_logits[:, start], end_logits[:, end] = 9.0, 9.0
+        python = squad.postprocess(examples, features, start_logits, end_logits)
+        assert [python.answers[e.qas_id] for e in examples] == texts
+        got = squad_answers(windows, tf.constant(start_logits), tf.constant(end_logits), tf.constant(contexts), 2)
+        assert [a.decode() for a in got["answer"].numpy()] == texts
+        assert got["start"].numpy().tolist() == starts and got["end"].numpy().tolist() == ends
+        assert [c[s:e] for c, s, e in zip(contexts, starts, ends)] == texts
+
+
+def test_strip_answer_hand_computed():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tasks.squad.in_graph import strip_answer  # pylint: disable=import-outside-toplevel
+
+    answers = ["Laptops, ", "\u00a0\u3000é x\t\n", "", "ok", "\u2029 "]
+    start, end = tf.constant([4, 10, -1, 0, 7], tf.int64), tf.constant([13, 17, -1, 2, 9], tf.int64)
+    text, s, e = strip_answer(tf.constant(answers), start, end)
+    assert [t.decode() for t in text.numpy()] == [a.strip() for a in answers] == ["Laptops,", "é x", "", "ok", ""]
+    assert s.numpy().tolist() == [4, 12, -1, 0, 9] and e.numpy().tolist() == [12, 15, -1, 2, 9]
+
+
 def test_in_graph_squad_windows_and_answers_equal_python(tokenizer, squad_features):
     """Featurization and post-processing alone (no model): random logits with ties and a peaked span."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

@@ -495,6 +495,64 @@ def test_in_graph_equals_python_on_equal_score_ties(tie_tokenizer):
     assert tok.encode_as_pieces(TIE_PRONE[40]) == [tok.id_to_piece(i) for i in expected[40]]
 
 
+# A hand vocabulary where pip sentencepiece segments "=====" as "===" "==" (its float32 path sums differ by
+# rounding), the canonical order is "==" "===": encode_with_offsets must follow encode and carry the spans along.
+TIE_HAND_PIECES = SPECIALS + [
+    ("▁", -1.8, NORMAL),       # 5
+    ("=", -20.0, NORMAL),      # 6
+    ("==", -2.2, NORMAL),      # 7
+    ("===", -3.9, NORMAL),     # 8
+    ("x", -2.0, NORMAL),       # 9
+    ("3", -2.0, NORMAL),       # 10
+    (",", -2.0, NORMAL),       # 11
+    ("▁=====3,", 30.0, NORMAL),  # 12  a digit-comma piece whose head "=====3" holds a tie run
+]
+
+
+@pytest.fixture(scope="module")
+def tie_hand_tokenizer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tie_hand") / "tie_hand.model"
+    path.write_bytes(_model_proto(TIE_HAND_PIECES))
+    return AlbertTokenizer(str(path))
+
+
+def test_encode_with_offsets_ties_hand_computed(tie_hand_tokenizer):
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    tok = tie_hand_tokenizer
+    assert spm.SentencePieceProcessor(model_proto=tok.model_proto).encode("x =====") == [5, 9, 5, 8, 7]  # raw tie
+    # "x =====" -> ▁ x ▁ == ===: the run's spans laid out again in the new order ("==" first, then "===").
+    assert tok.encode_with_offsets("x =====") == ([5, 9, 5, 7, 8], [(0, 0), (0, 1), (2, 2), (2, 4), (4, 7)])
+    assert tok.encode("x =====") == [5, 9, 5, 7, 8]
+    # "=====3," is the digit-comma piece: its head "=====3" re-encoded (▁ == === 3, canonical), then ",".
+    assert tok.encode_with_offsets(" =====3,") == ([5, 7, 8, 10, 11], [(1, 1), (1, 3), (3, 6), (6, 7), (7, 8)])
+    assert tok.encode(" =====3,") == [5, 7, 8, 10, 11]
+
+
+def _tie_texts(rng):
+    words = TIE_PRONE + ["ieee", "0xffff", "x" * 33, "=====3,", "=" * 11]
+    return [" ".join(rng.choice(words + [helpers.make_sentence(rng)]) for _ in range(rng.randint(1, 5)))
+            for _ in range(150)]
+
+
+@pytest.mark.parametrize("which", ["tie_tokenizer", "tie_hand_tokenizer"])
+def test_encode_with_offsets_equals_encode_and_in_graph_on_ties(which, request):
+    """Python encode_with_offsets gives encode's ids on tie runs, and the in-graph OffsetEncoder the same spans."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.text import in_graph  # pylint: disable=import-outside-toplevel
+
+    tok = request.getfixturevalue(which)
+    texts = TIE_PRONE + _tie_texts(random.Random(5))
+    python = [_check_offsets(tok, text) for text in texts]
+    ids, starts, ends = in_graph.make_offset_encoder(tok).encode_with_offsets(tf.constant(texts))
+    for row, (text, (want_ids, want_spans)) in enumerate(zip(texts, python)):
+        assert ids[row].numpy().tolist() == want_ids, text
+        assert list(zip(starts[row].numpy().tolist(), ends[row].numpy().tolist())) == want_spans, text
+
+
 def test_in_graph_equals_python_on_english_like_text(tie_tokenizer):
     import random  # pylint: disable=import-outside-toplevel
 

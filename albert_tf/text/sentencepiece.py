@@ -96,6 +96,37 @@ def canonical_order(ids, root, power):
     return ids if out is None else out
 
 
+def canonical_order_with_spans(ids, begins, ends, root, power):
+    """`canonical_order` that carries each piece's span along: a run's pieces are adjacent in the text, so the
+    run's spans are laid out again from the run's first begin in the new order (each piece keeps its length).
+    The in-graph twin is `OffsetEncoder._canonical_order`.
+
+    Args:
+      ids: list of ints (SentencePiece ids), in segmentation order.
+      begins, ends: lists of ints, each piece's (byte) span; within a run, ends[k] == begins[k + 1].
+      root, power: from `run_tables`.
+    Returns:
+      (ids, begins, ends): lists, == canonical_order(ids, root, power) and the spans of its pieces.
+    """
+    ordered = canonical_order(ids, root, power)
+    if ordered is ids:
+        return ids, begins, ends
+    ids, begins, ends = list(ids), list(begins), list(ends)
+    out_begins, out_ends = list(begins), list(ends)
+    start, n = 0, len(ids)
+    for end in range(1, n + 1):
+        if end < n and root[ids[end]] >= 0 and root[ids[end]] == root[ids[start]]:
+            continue
+        if end - start > 1:
+            order = sorted(range(start, end), key=lambda k: power[ids[k]])  # stable, as canonical_order
+            at = begins[start]
+            for k, source in enumerate(order, start):
+                out_begins[k], at = at, at + ends[source] - begins[source]
+                out_ends[k] = at
+        start = end
+    return ordered, out_begins, out_ends
+
+
 def pieces_stay_in_words(pieces):
     """True when no piece can span two whitespace-separated words: no piece holds a whitespace character and "▁"
     (SentencePiece's space) only ever as its first character (`split_by_whitespace`, SentencePiece's default).
@@ -258,6 +289,17 @@ class AlbertTokenizer:
         """Normalized str -> SentencePiece ids, ties in canonical order (no digit-comma rule)."""
         return canonical_order(self._sp.encode(text), self.run_root, self.run_power)
 
+    def _segment_with_spans(self, text):
+        """Normalized str -> (ids, begins, ends): `_segment`'s ids and each piece's byte span in text's UTF-8
+        (SentencePiece's own offsets, laid out again where canonical order moved pieces)."""
+        from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
+
+        proto = sentencepiece_pb2.SentencePieceText()
+        proto.ParseFromString(self._sp.encode(text, out_type="serialized_proto"))
+        pieces = list(proto.pieces)
+        return canonical_order_with_spans([p.id for p in pieces], [p.begin for p in pieces],
+                                          [p.end for p in pieces], self.run_root, self.run_power)
+
     def _split_digit_comma(self, piece):
         """The digit-comma rule for one piece: "▁3.0," -> pieces("3.0") + [","]."""
         pieces = [self._sp.id_to_piece(i) for i in self._segment(piece[:-1].replace(SPIECE_UNDERLINE, ""))]
@@ -308,12 +350,9 @@ class AlbertTokenizer:
           text[start:end] the original characters of piece k, whitespace trimmed from both ends (start == end for
           a piece that covers no character, such as a lone "▁"). Pieces from one character share its span.
         """
-        from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
-
         text = as_text(text)
         normalized, starts, ends = normalize_with_offsets(text, self.lower_case)
-        proto = sentencepiece_pb2.SentencePieceText()
-        proto.ParseFromString(self._sp.encode(normalized, out_type="serialized_proto"))
+        piece_ids, piece_begins, piece_ends = self._segment_with_spans(normalized)
         # SentencePiece's begin/end are byte offsets into the UTF-8 string it was given.
         data = np.frombuffer(normalized.encode("utf-8"), np.uint8)
         is_first_byte = (data & 0xC0) != 0x80  # not a UTF-8 continuation byte
@@ -332,11 +371,11 @@ class AlbertTokenizer:
             return s, e
 
         ids, spans = [], []
-        for piece in proto.pieces:
-            begin, end = char_at_byte[piece.begin], char_at_byte[piece.end]
-            expansion = self.digit_comma_ids.get(piece.id)
+        for piece_id, piece_begin, piece_end in zip(piece_ids, piece_begins, piece_ends):
+            begin, end = char_at_byte[piece_begin], char_at_byte[piece_end]
+            expansion = self.digit_comma_ids.get(piece_id)
             if expansion is None:
-                ids.append(piece.id)
+                ids.append(piece_id)
                 spans.append(original_span(begin, end))
                 continue
             # "▁3.0," -> pieces of "3.0" + ",": the comma is the span's last character, the rest re-encoded.
@@ -344,16 +383,14 @@ class AlbertTokenizer:
             head_begin = begin
             while head_begin < end - 1 and normalized[head_begin] == " ":
                 head_begin += 1
-            head = self._sp.encode(normalized[head_begin:end - 1], out_type="serialized_proto")
-            sub = sentencepiece_pb2.SentencePieceText()
-            sub.ParseFromString(head)
-            sub_pieces = list(sub.pieces)
-            if len(sub_pieces) == len(expansion):  # the rule dropped a lone leading "▁"
-                sub_pieces = sub_pieces[1:]
-            if len(sub_pieces) == len(expansion) - 1:
+            _, sub_begins, sub_ends = self._segment_with_spans(normalized[head_begin:end - 1])
+            sub_spans = list(zip(sub_begins, sub_ends))
+            if len(sub_spans) == len(expansion):  # the rule dropped a lone leading "▁"
+                sub_spans = sub_spans[1:]
+            if len(sub_spans) == len(expansion) - 1:
                 base = len(normalized[:head_begin].encode("utf-8"))
-                for p in sub_pieces:
-                    spans.append(original_span(char_at_byte[base + p.begin], char_at_byte[base + p.end]))
+                for b, e in sub_spans:
+                    spans.append(original_span(char_at_byte[base + b], char_at_byte[base + e]))
             else:  # not seen: SentencePiece's normalizer changed the head; give its span to each piece
                 spans.extend([original_span(head_begin, end - 1)] * (len(expansion) - 1))
             spans.append(original_span(end - 1, end))
@@ -368,19 +405,16 @@ class AlbertTokenizer:
           byte offsets relative to the END of the original piece in the normalized text (so <= 0): the head "3.0"
           re-encoded on its own, then the comma (-1, 0).
         """
-        from sentencepiece import sentencepiece_pb2  # pylint: disable=import-outside-toplevel
-
         spans = {}
         for i, expansion in self.digit_comma_ids.items():
             head = self.id_to_piece(i)[:-1].lstrip(SPIECE_UNDERLINE)
             size = len(head.encode("utf-8"))
-            proto = sentencepiece_pb2.SentencePieceText()
-            proto.ParseFromString(self._sp.encode(head, out_type="serialized_proto"))
-            pieces = list(proto.pieces)
+            _, begins, ends = self._segment_with_spans(head)
+            pieces = list(zip(begins, ends))
             if len(pieces) == len(expansion):  # the rule dropped a lone leading "▁"
                 pieces = pieces[1:]
             if len(pieces) == len(expansion) - 1:
-                head_spans = [(p.begin - size - 1, p.end - size - 1) for p in pieces]
+                head_spans = [(b - size - 1, e - size - 1) for b, e in pieces]
             else:  # as encode_with_offsets: every piece gets the head's span
                 head_spans = [(-size - 1, -1)] * (len(expansion) - 1)
             spans[i] = head_spans + [(-1, 0)]

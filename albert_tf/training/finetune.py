@@ -183,14 +183,14 @@ def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
 # ---------------------------------------------------------------------------------------------- the optimizer
 def create_optimizer(plan, model):
     """AdamW (β 0.9/0.999, ε 1e-6, weight decay 0.01 except LayerNorm and biases), gradients clipped to global norm
-    1.0, on a linear warm-up then linear decay to 0 at the last step (the original's optimization.py). Builds it."""
-    import keras  # pylint: disable=import-outside-toplevel
-
+    1.0 (the dense gradients' norm, as the original's tf.clip_by_global_norm: see albert_tf.training.optimizers), on
+    a linear warm-up then linear decay to 0 at the last step (the original's optimization.py). Builds it."""
+    from albert_tf.training.optimizers import AdamWDenseNorm  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
 
     schedule = WarmupPolynomialDecay(plan.learning_rate, plan.total_steps, plan.warmup_steps, power=1.0)
-    optimizer = keras.optimizers.AdamW(schedule, weight_decay=WEIGHT_DECAY, beta_1=0.9, beta_2=0.999,
-                                       epsilon=1e-6, global_clipnorm=1.0)
+    optimizer = AdamWDenseNorm(schedule, weight_decay=WEIGHT_DECAY, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                               global_clipnorm=1.0)
     pattern = re.compile("|".join(NO_DECAY))
     # Keras matches var_names against the short name ("gamma", "kernel"); match the full path, as the original.
     optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if pattern.search(v.path)])

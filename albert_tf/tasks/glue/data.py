@@ -89,7 +89,8 @@ _COLA_FIELDS = 4
 @dataclasses.dataclass(frozen=True)
 class Example:
     """One GLUE example: guid "split-N" (N counts the data rows from 0), the texts, and the label (an int index
-    into the task's labels, a float for stsb, None in test files)."""
+    into the task's labels, a float for stsb, None in test files). text_b is None for single-sentence tasks and
+    for a pair whose second sentence is empty (packed [CLS] a [SEP], as the original)."""
     guid: str
     text_a: str
     text_b: object
@@ -205,7 +206,8 @@ def read_examples(data_dir, task, split):
         label = None
         if "label" in positions:
             label = _parse_label(task, fields[positions["label"]].strip(), path, number)
-        text_b = fields[positions["text_b"]] if "text_b" in positions else None
+        # an empty second sentence is none, as the original's `if example.text_b:`: [CLS] a [SEP]
+        text_b = (fields[positions["text_b"]] or None) if "text_b" in positions else None
         examples.append(Example(f"{split}-{len(examples)}", fields[positions["text_a"]], text_b, label))
     if not examples:
         raise ValueError(f"{path} has no {task.name} examples")

@@ -4,7 +4,7 @@
   featurize(examples, tokenizer, ...)            [CLS] question [SEP] context window [SEP], doc stride 128
   features_to_arrays(features)                   the model inputs (and targets) as stacked int32 arrays
   postprocess(examples, features, start_logits, end_logits, ...)   n-best spans -> answer text (v2: or "")
-  evaluate(examples, predictions, na_probs)      exact / f1 as the official v2.0 evaluation script computes them
+  evaluate(examples, predictions, na_probs)      exact / f1 as the official v1.1 or v2.0 evaluation script does
 
 Answers are returned as substrings of the original context: every token carries the span of the context it comes
 from (`AlbertTokenizer.encode_with_offsets`, through lower casing, NFKD, removed accents and SentencePiece), so a

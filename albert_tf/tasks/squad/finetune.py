@@ -74,8 +74,8 @@ class SquadFinetune(FinetuneTask):
         predictions = squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
                                              n_best=20, max_answer_length=30, version_2_with_negative=self.v2)
         if self.v2:
-            result = squad.evaluate(examples, predictions.best_span_answers,
-                                         na_probs=predictions.null_score_diff, na_prob_thresh=0.0)
+            result = squad.evaluate(examples, predictions.best_span_answers, na_probs=predictions.null_score_diff,
+                                    na_prob_thresh=0.0, version_2_with_negative=True)
         else:
             result = squad.evaluate(examples, predictions.answers)
         return {"dev": {k: float(v) for k, v in result.items()}}

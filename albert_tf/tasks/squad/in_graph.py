@@ -249,8 +249,34 @@ def squad_answers(windows, start_logits, end_logits, context, num_examples, n_be
         outputs["null_score_diff"] = tf.cast(diff, tf.float32)
     char_start = tf.where(answered, char_start, -tf.ones_like(char_start))
     char_end = tf.where(answered, char_end, -tf.ones_like(char_end))
-    outputs["answer"] = tf.where(answered, tf.strings.substr(context, tf.maximum(char_start, 0),
-                                                             tf.maximum(char_end - char_start, 0),
-                                                             unit="UTF8_CHAR"), "")
+    answer = tf.strings.substr(context, tf.maximum(char_start, 0), tf.maximum(char_end - char_start, 0),
+                               unit="UTF8_CHAR")
+    answer, char_start, char_end = strip_answer(answer, char_start, char_end)
+    outputs["answer"] = tf.where(answered, answer, "")
     outputs.update(start=char_start, end=char_end, score=tf.cast(span_score, tf.float32))
     return outputs
+
+
+def strip_answer(answer, char_start, char_end):
+    """Edge whitespace (Python's str.isspace, incl. the no-break space) stripped from each answer, its character
+    span moved with it: str.strip() of `postprocess`, so context[start:end] == answer still holds.
+
+    Args:
+      answer: string [B]; char_start, char_end: int64 [B], the answer's character span in its context (-1, -1
+        for no answer, which stays so).
+    Returns:
+      (answer, char_start, char_end), the same shapes.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.text.in_graph import unicode_classes  # pylint: disable=import-outside-toplevel
+
+    space = unicode_classes()[0]
+    left = tf.strings.regex_replace(answer, f"^{space}+", "")
+    stripped = tf.strings.regex_replace(left, f"{space}+$", "")
+    length = tf.strings.length(answer, unit="UTF8_CHAR")
+    lead = tf.cast(length - tf.strings.length(left, unit="UTF8_CHAR"), tf.int64)
+    kept = tf.cast(tf.strings.length(stripped, unit="UTF8_CHAR"), tf.int64)
+    spanned = char_start >= 0
+    new_start = tf.where(spanned, char_start + lead, char_start)
+    return stripped, new_start, tf.where(spanned, new_start + kept, char_end)

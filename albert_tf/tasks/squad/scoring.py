@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import re
 import string
+import sys
 
 import numpy as np
 
@@ -38,7 +39,8 @@ def postprocess(examples, features, start_logits, end_logits, n_best=20, max_ans
 
     Candidate spans: the n_best highest start and end logits of every window, with start and end inside the
     window's context, start <= end, at most max_answer_length tokens, and start where the window gives the token
-    its most context; scored start + end logit. v2 also scores "no answer" as the lowest [CLS] start + end logit
+    its most context; scored start + end logit. A span's text is the context's characters from its first token's
+    start to its last token's end, edge whitespace stripped (str.strip(), as the original's final text). v2 also scores "no answer" as the lowest [CLS] start + end logit
     over the windows, and answers "" when that exceeds the best span's score by more than the threshold.
 
     Args:
@@ -76,7 +78,7 @@ def postprocess(examples, features, start_logits, end_logits, n_best=20, max_ans
                     if feature.token_spans[e, 0] < 0 or e < s or e - s + 1 > max_answer_length:
                         continue
                     char_start, char_end = feature.token_spans[s, 0], feature.token_spans[e, 1]
-                    text = example.context[char_start:char_end]
+                    text = example.context[char_start:char_end].strip()  # the original's final text
                     if text:
                         candidates.append((starts[s] + ends[e], starts[s], ends[e], text))
         candidates.sort(key=lambda c: -c[0])
@@ -130,14 +132,19 @@ def _tokens(text):
 
 
 def exact_match(gold, prediction):
-    """1 when the normalized texts are equal, else 0."""
+    """1 when the normalized texts are equal, else 0 (both official scripts)."""
     return int(normalize_answer(gold) == normalize_answer(prediction))
 
 
-def f1_score(gold, prediction):
-    """Token-overlap F1 of the normalized texts (v2.0 script: 1 if both are empty, 0 if only one is)."""
+def f1_score(gold, prediction, version_2_with_negative=True):
+    """Token-overlap F1 of the normalized texts.
+
+    The v2.0 script: 1 if both normalize to no token, 0 if only one does. The v1.1 script has no such rule: no
+    token in common (which includes either side empty) gives 0, so a gold answer that normalizes to '' ("the")
+    scores 0 whatever the prediction.
+    """
     gold_tokens, prediction_tokens = _tokens(gold), _tokens(prediction)
-    if not gold_tokens or not prediction_tokens:
+    if version_2_with_negative and (not gold_tokens or not prediction_tokens):
         return float(gold_tokens == prediction_tokens)
     common = sum((collections.Counter(gold_tokens) & collections.Counter(prediction_tokens)).values())
     if common == 0:
@@ -146,10 +153,41 @@ def f1_score(gold, prediction):
     return 2 * precision * recall / (precision + recall)
 
 
+def _question_scores(examples, predictions, version_2_with_negative):
+    """{qas_id: exact}, {qas_id: f1} of the questions that have a prediction, best over the gold answers.
+
+    v1.1 script: every gold answer as given (a question without one is an error). v2.0 script: only the gold answers
+    that normalize to something; none left (unanswerable) -> the gold answer "".
+    """
+    exact, f1 = {}, {}
+    for ex in examples:
+        if ex.qas_id not in predictions:
+            continue
+        if version_2_with_negative:
+            golds = [text for text, _ in ex.answers if normalize_answer(text)] or [""]
+        elif ex.answers:
+            golds = [text for text, _ in ex.answers]
+        else:
+            raise ValueError(f"SQuAD v1.1 question {ex.qas_id} has no gold answer (v2.0 data: score it with "
+                             "version_2_with_negative=True)")
+        prediction = predictions[ex.qas_id]
+        exact[ex.qas_id] = max(exact_match(g, prediction) for g in golds)
+        f1[ex.qas_id] = max(f1_score(g, prediction, version_2_with_negative) for g in golds)
+    return exact, f1
+
+
+def _warn_missing(examples, predictions):
+    missing = [ex.qas_id for ex in examples if ex.qas_id not in predictions]
+    if missing:
+        print(f"warning: {len(missing)} of {len(examples)} SQuAD questions have no prediction and score 0 "
+              f"(first: {missing[0]})", file=sys.stderr)
+
+
 def _best_threshold(has_answer, predictions, scores, na_probs):
     """The official find_best_thresh: answer the questions with na_prob <= t, predict none for the rest; the best
-    total score (%) and its t, scanning t over the na_probs in increasing order from "none everywhere"."""
-    current = best = sum(not h for h in has_answer.values())
+    total score (%) and its t, scanning t over the na_probs in increasing order from "none everywhere". scores
+    holds the questions with a prediction; the others count 0 (in the total)."""
+    current = best = sum(not has_answer[k] for k in scores)
     threshold = 0.0
     for qas_id in sorted(na_probs, key=lambda k: na_probs[k]):
         if qas_id not in scores:
@@ -160,23 +198,26 @@ def _best_threshold(has_answer, predictions, scores, na_probs):
             current -= 1
         if current > best:
             best, threshold = current, na_probs[qas_id]
-    return 100.0 * best / len(scores), float(threshold)
+    return 100.0 * best / len(has_answer), float(threshold)
 
 
-def evaluate(examples, predictions, na_probs=None, na_prob_thresh=1.0):
-    """SQuAD's exact match and F1, as the official v2.0 evaluation script computes them (on v1.1 data the v1.1
-    script's numbers, but for gold answers that normalize to nothing, which v2.0 drops).
+def evaluate(examples, predictions, na_probs=None, na_prob_thresh=1.0, version_2_with_negative=False):
+    """SQuAD's exact match and F1 as the official evaluation script of the data's version computes them.
 
-    Each prediction is scored against every gold answer (normalized: see `normalize_answer`), keeping the best;
-    a question with no (non-empty) gold answer has the gold answer "". With na_probs, a question whose na_prob
-    exceeds na_prob_thresh counts as answered "no answer".
+    Each prediction is scored against every gold answer (normalized: see `normalize_answer`), keeping the best.
+    v1.1 (version_2_with_negative False, the v1.1 script): all gold answers as given, F1 without the empty-answer
+    rule (see `f1_score`). v2.0 (the v2.0 script): gold answers that normalize to nothing are dropped, a question
+    left without one has the gold answer "", and empty vs empty scores 1; with na_probs, a question whose na_prob
+    exceeds na_prob_thresh counts as answered "no answer". A question without a prediction scores 0 (counted in
+    the totals) with a warning on stderr, as the v1.1 script does (the v2.0 script warns and leaves it out).
 
     Args:
       examples: list[SquadExample] (read_examples of the dev file).
       predictions: {qas_id: answer text}, one per example ("" = no answer); extra ids are ignored.
-      na_probs: optional {qas_id: no-answer score} (postprocess's null_score_diff); gives the best_* entries.
-      na_prob_thresh: the script's --na-prob-thresh (1.0). With best_span_answers as predictions, the
+      na_probs: optional {qas_id: no-answer score} (postprocess's null_score_diff), v2.0 only; gives best_*.
+      na_prob_thresh: the v2.0 script's --na-prob-thresh (1.0). With best_span_answers as predictions, the
         null_score_diff as na_probs and the threshold used in postprocess, exact/f1 equal postprocess's answers'.
+      version_2_with_negative: score by the v2.0 script's rules (else v1.1's).
     Returns:
       dict of floats: exact, f1 (percent), total; with unanswerable questions in examples (v2) also HasAns_exact,
       HasAns_f1, HasAns_total, NoAns_exact, NoAns_f1, NoAns_total; with na_probs also best_exact,
@@ -184,34 +225,28 @@ def evaluate(examples, predictions, na_probs=None, na_prob_thresh=1.0):
     """
     if not examples:
         raise ValueError("no SQuAD examples to evaluate")
-    missing = [ex.qas_id for ex in examples if ex.qas_id not in predictions]
-    if missing:
-        raise ValueError(f"{len(missing)} of {len(examples)} questions have no prediction (first: {missing[0]})")
     if na_probs is not None:
+        if not version_2_with_negative:
+            raise ValueError("na_probs is a SQuAD v2.0 evaluation input (version_2_with_negative=True)")
         missing = [ex.qas_id for ex in examples if ex.qas_id not in na_probs]
         if missing:
             raise ValueError(f"na_probs lacks {len(missing)} of {len(examples)} questions (first: {missing[0]})")
-    exact, f1 = {}, {}
-    for ex in examples:
-        golds = [text for text, _ in ex.answers if normalize_answer(text)] or [""]
-        prediction = predictions[ex.qas_id]
-        exact[ex.qas_id] = max(exact_match(g, prediction) for g in golds)
-        f1[ex.qas_id] = max(f1_score(g, prediction) for g in golds)
-
+    _warn_missing(examples, predictions)
+    exact, f1 = _question_scores(examples, predictions, version_2_with_negative)
     has_answer = {ex.qas_id: bool(ex.answers) for ex in examples}
 
-    def thresholded(scores):  # the script's apply_no_ans_threshold
-        if na_probs is None:
-            return scores
-        return {k: (float(not has_answer[k]) if na_probs[k] > na_prob_thresh else v) for k, v in scores.items()}
+    def thresholded(scores):  # the script's apply_no_ans_threshold; then 0 for the questions without prediction
+        if na_probs is not None:
+            scores = {k: (float(not has_answer[k]) if na_probs[k] > na_prob_thresh else v) for k, v in scores.items()}
+        return {ex.qas_id: scores.get(ex.qas_id, 0) for ex in examples}
 
     def summary(prefix, ids):
         return {f"{prefix}exact": 100.0 * sum(exact_t[k] for k in ids) / len(ids),
                 f"{prefix}f1": 100.0 * sum(f1_t[k] for k in ids) / len(ids), f"{prefix}total": float(len(ids))}
 
     exact_t, f1_t = thresholded(exact), thresholded(f1)
-    result = summary("", list(exact))
-    if any(ex.is_impossible or not ex.answers for ex in examples):
+    result = summary("", list(exact_t))
+    if version_2_with_negative and any(ex.is_impossible or not ex.answers for ex in examples):
         answered = [k for k, h in has_answer.items() if h]
         unanswerable = [k for k, h in has_answer.items() if not h]
         if answered:
