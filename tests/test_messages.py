@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 _NOISE_MARKERS = ("cuInit", "E0000", "I0000", "W0000", "absl::InitializeLog")
@@ -94,3 +96,60 @@ def test_summary_line_of_albert_tiny():
     line = plan.summary_line(estimate)
     assert 1_000 <= estimate["parameters"] < 1_000_000
     assert line.startswith(f"plan: {estimate['parameters'] / 1e3:.3g}K parameters, "), line
+
+
+# ---------------------------------------------------------------------------------------------- finetune's progress
+class _Clock:
+    """A settable clock for ProgressLog."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_log_lines_by_steps_and_by_time():
+    """steps_per_epoch 10, 2 epochs, batch 16, every 4 steps or 15 s; training starts at t=100, the first step
+    (compiling) ends at t=105, then 0.25 s a step: the rates, elapsed and ETA below are worked out by hand."""
+    import io  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.training.callbacks import ProgressLog, format_duration  # pylint: disable=import-outside-toplevel
+
+    clock, out = _Clock(), io.StringIO()
+    log = ProgressLog(10, 2, 16, every_steps=4, every_seconds=15, clock=clock, stream=out)
+    log.on_train_begin()
+    log.on_epoch_begin(0)
+    for batch in range(10):
+        clock.now = 105.0 + 0.25 * batch
+        log.on_train_batch_end(batch, {"loss": 0.69314718})
+    log.on_epoch_begin(1)
+    clock.now = 125.0  # a slow step: 18 s since the last line (step 9, t=107) → a line before 4 more steps
+    log.on_train_batch_end(0, {"loss": 0.5})
+    assert out.getvalue().splitlines() == [
+        "step 5/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 0:00:06, ETA 0:00:04",
+        "step 9/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 0:00:07, ETA 0:00:03",
+        "step 11/20 (epoch 2/2): loss 0.5000, 0.5 steps/s, 8 examples/s, elapsed 0:00:25, ETA 0:00:18",
+    ]
+    assert format_duration(3725.4) == "1:02:05"
+
+
+@pytest.mark.slow
+def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_path, tiny_spm_model):
+    """Through the CLI with stdout a pipe (a log): ProgressLog's lines (no Keras bar), and the done line's total."""
+    import re  # pylint: disable=import-outside-toplevel
+
+    from tests import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+    from tests.helpers import run_cli  # pylint: disable=import-outside-toplevel
+
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    data = fh.write_sst2(str(tmp_path / "sst2"), 48, 8)
+    proc = run_cli("finetune", ["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out",
+                                "--epochs", 1, "--batch-size", 16, "--max-seq-length", 16, "--log-every", 1])
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    number = r"\d+(\.\d+)?"
+    pattern = (rf"step (?P<step>[23])/3 \(epoch 1/1\): loss {number}, {number} steps/s, {number} examples/s, "
+               r"elapsed \d:\d\d:\d\d, ETA \d:\d\d:\d\d")
+    assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stdout
+    assert "\x08" not in proc.stdout and "━" not in proc.stdout  # no progress bar in a log
+    assert re.search(r"^done in \d:\d\d:\d\d: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout
