@@ -5,6 +5,7 @@ Reading: local paths go through the standard library, URLs through tf.io.gfile, 
 
     exists / isdir / isfile / glob / open_text / read_text
     match_files(patterns, flag)        every --input / --train-data / file-pattern argument
+    check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
 
 Writing: a crash leaves either the old result or the new one, never half of one.
 
@@ -115,6 +116,34 @@ def match_files(patterns, flag="--input", glob=None):  # pylint: disable=redefin
             raise FileNotFoundError(f"{flag} {pattern!r} matches no file")
         files.update(matched)
     return sorted(files)
+
+
+def _file_in_the_way(start):
+    """The first of `start` and its ancestors that is a file, or None. Local paths only (on object stores such as
+    gs:// an object and a "directory" of the same name can coexist)."""
+    path = os.path.abspath(os.path.expanduser(start))
+    while True:
+        if os.path.exists(path):
+            return None if os.path.isdir(path) else path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def check_output_dir(path, flag, prefix=False):
+    """Refuses (ValueError naming `flag`), before anything is written, an output directory that is a file or lies
+    under one. `prefix`: `path` is a file-name prefix (create-data's PREFIX-00000-of-N.tfrecord): its directory is
+    checked."""
+    path = os.fspath(path)
+    if "://" in path:
+        return
+    blocker = _file_in_the_way((os.path.dirname(path) or ".") if prefix else path)
+    if blocker is None:
+        return
+    if blocker == os.path.abspath(os.path.expanduser(path)):
+        raise ValueError(f"{flag} {path} is a file; expected a directory")
+    raise ValueError(f"{flag} {path}: {blocker} is a file, not a directory")
 
 
 # ---------------------------------------------------------------------------------------------- atomic writing

@@ -153,3 +153,46 @@ def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_pat
     assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stdout
     assert "\x08" not in proc.stdout and "━" not in proc.stdout  # no progress bar in a log
     assert re.search(r"^done in \d:\d\d:\d\d: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------- bad inputs, one line
+def _first_error_line(argv, capsys):
+    """(exit code, first stderr line) of `albert-tf ARGV` run in this process."""
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    code = cli.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    return code, (err.splitlines() or [""])[0]
+
+
+def _file(path):
+    path.write_text("not a directory\n", encoding="utf-8")
+    return path
+
+
+def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpus_file, tiny_spm_model):
+    """pretrain --model-dir / finetune --output / export --output FILE, create-data --output FILE/x: rc 2, one line
+    naming the flag (they were FailedPreconditionError tracebacks), and the file left as it was."""
+    f = _file(tmp_path / "f")
+    cases = [
+        (["pretrain", "--config", "albert_tiny", "--train-data", tmp_path / "none*", "--model-dir", f],
+         f"albert-tf pretrain: error: --model-dir {f} is a file; expected a directory"),
+        (["finetune", "--task", "sst2", "--data-dir", tmp_path, "--init", tmp_path, "--output", f],
+         f"albert-tf finetune: error: --output {f} is a file; expected a directory"),
+        (["export", "--model", tmp_path, "--output", f],
+         f"albert-tf export: error: --output {f} is a file; expected a directory"),
+        (["create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output", f / "sub" / "train"],
+         f"albert-tf create-data: error: --output {f / 'sub' / 'train'}: {f} is a file, not a directory"),
+    ]
+    for argv, expected in cases:
+        assert _first_error_line(argv, capsys) == (2, expected), argv
+    assert f.read_text(encoding="utf-8") == "not a directory\n"
+
+
+def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
+    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+
+    check_output_dir(tmp_path, "--output")
+    check_output_dir(tmp_path / "new" / "deeper", "--output")
+    check_output_dir(tmp_path / "new" / "prefix", "--output", prefix=True)
+    check_output_dir("gs://bucket/model", "--model-dir")  # object stores: not checked here

@@ -22,9 +22,11 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     model_dir = os.fspath(model_dir)
+    check_output_dir(output_base, "--output")
     if seq_length < 3:
         raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
     if spm_model is None:

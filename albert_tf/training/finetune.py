@@ -317,11 +317,13 @@ def prepare(args):
     """Everything checked and read before any output is written: (config, task, tokenizer, strategy, plan, jit)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
 
     if args.tpu:
         distribute.check_cloud_paths({"--data-dir": args.data_dir, "--init": args.init, "--output": args.output})
+    check_output_dir(args.output, "--output")
     if args.log_every <= 0:
         raise ValueError(f"--log-every must be positive, got {args.log_every}")
     if args.steps_per_execution <= 0:
