@@ -196,3 +196,51 @@ def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
     check_output_dir(tmp_path / "new" / "deeper", "--output")
     check_output_dir(tmp_path / "new" / "prefix", "--output", prefix=True)
     check_output_dir("gs://bucket/model", "--model-dir")  # object stores: not checked here
+
+
+def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, tiny_spm_model):
+    """A missing export --model (was "no spm.model"), --spm-model DIRECTORY (was "not found" / "no such file"),
+    --input DIRECTORY (was "matches no file"), finetune --data-dir FILE (was "no such directory")."""
+    spm_dir, model_dir = tmp_path / "spm_dir", tmp_path / "model"
+    spm_dir.mkdir()
+    model_dir.mkdir()
+    (model_dir / "spm.model").write_bytes(open(tiny_spm_model, "rb").read())  # pylint: disable=consider-using-with
+    corpus_dir = os.path.dirname(corpus_file)
+    cases = [
+        (["export", "--model", tmp_path / "nothing", "--output", tmp_path / "out"],
+         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory (expected a pretrained-model "
+         "directory)"),
+        (["export", "--model", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
+         f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
+        (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],
+         f"albert-tf create-data: error: --spm-model {model_dir} is a directory; expected a file; did you mean "
+         f"{model_dir / 'spm.model'}?"),
+        (["pretrain", "--config", "albert_tiny", "--train-data", tmp_path / "none*", "--model-dir", tmp_path / "m",
+          "--spm-model", spm_dir],
+         f"albert-tf pretrain: error: --spm-model {spm_dir} is a directory; expected a file"),
+        (["create-data", "--input", corpus_dir, "--spm-model", tiny_spm_model, "--output", tmp_path / "d" / "t"],
+         f"albert-tf create-data: error: --input '{corpus_dir}' is a directory; pass the files in it, e.g. "
+         f"'{corpus_dir}/*'"),
+        (["vocab", "--input", corpus_dir + "/", "--output-prefix", tmp_path / "v"],
+         f"albert-tf vocab: error: --input '{corpus_dir}/' is a directory; pass the files in it, e.g. "
+         f"'{corpus_dir}/*'"),
+    ]
+    for argv, expected in cases:
+        assert _first_error_line(argv, capsys) == (2, expected), argv
+    assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists() and not (tmp_path / "m").exists()
+
+
+def test_finetune_spm_model_directory_and_data_dir_file(tmp_path, capsys, tiny_spm_model):
+    """finetune --spm-model DIRECTORY (was "no such file") and --data-dir FILE (was "no such directory")."""
+    from tests import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+
+    f, spm_dir = _file(tmp_path / "f"), tmp_path / "spm_dir"
+    spm_dir.mkdir()
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    common = ["finetune", "--task", "sst2", "--init", init, "--output", tmp_path / "ft"]
+    assert _first_error_line([*common, "--data-dir", tmp_path, "--spm-model", init], capsys) == (
+        2, f"albert-tf finetune: error: --spm-model {init} is a directory; expected a file; did you mean "
+           f"{os.path.join(init, 'spm.model')}?")
+    assert _first_error_line([*common, "--data-dir", f], capsys) == (
+        2, f"albert-tf finetune: error: --data-dir {f} is a file; expected the directory holding the sst2 files")
+    assert not (tmp_path / "ft").exists()

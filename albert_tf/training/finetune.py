@@ -201,6 +201,7 @@ def read_init(init, spm_flag):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import check_input_file  # pylint: disable=import-outside-toplevel
 
     if not tf.io.gfile.isdir(init):
         raise FileNotFoundError(f"--init {init}: no such directory (expected a pretrained-model directory)")
@@ -208,8 +209,7 @@ def read_init(init, spm_flag):
     spm_model = spm_flag or pretrained.spm_model_path(init)
     if spm_model is None:
         raise FileNotFoundError(f"--init {init}: no spm.model in it; give the vocabulary with --spm-model")
-    if not tf.io.gfile.exists(spm_model):
-        raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
+    check_input_file(spm_model, "--spm-model", pretrained.SPM_FILE)
     try:
         pretrained.check_vocabulary(config, spm_model)
     except ValueError as e:
