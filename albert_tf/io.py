@@ -5,6 +5,8 @@ Reading: local paths go through the standard library, URLs through tf.io.gfile, 
 
     exists / isdir / isfile / glob / open_text / read_text
     match_files(patterns, flag)        every --input / --train-data / file-pattern argument
+    check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
+    check_input_file(path, flag)       an input file that is missing or a directory: one clear error
 
 Writing: a crash leaves either the old result or the new one, never half of one.
 
@@ -112,9 +114,52 @@ def match_files(patterns, flag="--input", glob=None):  # pylint: disable=redefin
     for pattern in items:
         matched = (glob or _glob_files)(pattern)
         if not matched:
+            if isdir(pattern):
+                raise FileNotFoundError(f"{flag} {pattern!r} is a directory; pass the files in it, e.g. "
+                                        f"'{pattern.rstrip('/')}/*'")
             raise FileNotFoundError(f"{flag} {pattern!r} matches no file")
         files.update(matched)
     return sorted(files)
+
+
+def _file_in_the_way(start):
+    """The first of `start` and its ancestors that is a file, or None. Local paths only (on object stores such as
+    gs:// an object and a "directory" of the same name can coexist)."""
+    path = os.path.abspath(os.path.expanduser(start))
+    while True:
+        if os.path.exists(path):
+            return None if os.path.isdir(path) else path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def check_output_dir(path, flag, prefix=False):
+    """Refuses (ValueError naming `flag`), before anything is written, an output directory that is a file or lies
+    under one. `prefix`: `path` is a file-name prefix (create-data's PREFIX-00000-of-N.tfrecord): its directory is
+    checked."""
+    path = os.fspath(path)
+    if "://" in path:
+        return
+    blocker = _file_in_the_way((os.path.dirname(path) or ".") if prefix else path)
+    if blocker is None:
+        return
+    if blocker == os.path.abspath(os.path.expanduser(path)):
+        raise ValueError(f"{flag} {path} is a file; expected a directory")
+    raise ValueError(f"{flag} {path}: {blocker} is a file, not a directory")
+
+
+def check_input_file(path, flag, usual_name=None):
+    """Refuses an input file that does not exist (FileNotFoundError) or is a directory (ValueError; when the
+    directory holds `usual_name`, such as spm.model, the message names that file)."""
+    path = os.fspath(path)
+    if isdir(path):
+        inside = os.path.join(path, usual_name) if usual_name else None
+        hint = f"; did you mean {inside}?" if inside and exists(inside) else ""
+        raise ValueError(f"{flag} {path} is a directory; expected a file{hint}")
+    if not exists(path):
+        raise FileNotFoundError(f"{flag} {path}: no such file")
 
 
 # ---------------------------------------------------------------------------------------------- atomic writing

@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 _NOISE_MARKERS = ("cuInit", "E0000", "I0000", "W0000", "absl::InitializeLog")
@@ -94,3 +96,151 @@ def test_summary_line_of_albert_tiny():
     line = plan.summary_line(estimate)
     assert 1_000 <= estimate["parameters"] < 1_000_000
     assert line.startswith(f"plan: {estimate['parameters'] / 1e3:.3g}K parameters, "), line
+
+
+# ---------------------------------------------------------------------------------------------- finetune's progress
+class _Clock:
+    """A settable clock for ProgressLog."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_log_lines_by_steps_and_by_time():
+    """steps_per_epoch 10, 2 epochs, batch 16, every 4 steps or 15 s; training starts at t=100, the first step
+    (compiling) ends at t=105, then 0.25 s a step: the rates, elapsed and ETA below are worked out by hand."""
+    import io  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.training.callbacks import ProgressLog, format_duration  # pylint: disable=import-outside-toplevel
+
+    clock, out = _Clock(), io.StringIO()
+    log = ProgressLog(10, 2, 16, every_steps=4, every_seconds=15, clock=clock, stream=out)
+    log.on_train_begin()
+    log.on_epoch_begin(0)
+    for batch in range(10):
+        clock.now = 105.0 + 0.25 * batch
+        log.on_train_batch_end(batch, {"loss": 0.69314718})
+    log.on_epoch_begin(1)
+    clock.now = 125.0  # a slow step: 18 s since the last line (step 9, t=107) → a line before 4 more steps
+    log.on_train_batch_end(0, {"loss": 0.5})
+    assert out.getvalue().splitlines() == [
+        "step 5/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 0:00:06, ETA 0:00:04",
+        "step 9/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 0:00:07, ETA 0:00:03",
+        "step 11/20 (epoch 2/2): loss 0.5000, 0.5 steps/s, 8 examples/s, elapsed 0:00:25, ETA 0:00:18",
+    ]
+    assert format_duration(3725.4) == "1:02:05"
+
+
+@pytest.mark.slow
+def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_path, tiny_spm_model):
+    """Through the CLI with stdout a pipe (a log): ProgressLog's lines (no Keras bar), and the done line's total."""
+    import re  # pylint: disable=import-outside-toplevel
+
+    from tests import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+    from tests.helpers import run_cli  # pylint: disable=import-outside-toplevel
+
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    data = fh.write_sst2(str(tmp_path / "sst2"), 48, 8)
+    proc = run_cli("finetune", ["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out",
+                                "--epochs", 1, "--batch-size", 16, "--max-seq-length", 16, "--log-every", 1])
+    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    number = r"\d+(\.\d+)?"
+    pattern = (rf"step (?P<step>[23])/3 \(epoch 1/1\): loss {number}, {number} steps/s, {number} examples/s, "
+               r"elapsed \d:\d\d:\d\d, ETA \d:\d\d:\d\d")
+    assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stdout
+    assert "\x08" not in proc.stdout and "━" not in proc.stdout  # no progress bar in a log
+    assert re.search(r"^done in \d:\d\d:\d\d: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------- bad inputs, one line
+def _first_error_line(argv, capsys):
+    """(exit code, first stderr line) of `albert-tf ARGV` run in this process."""
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    code = cli.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    return code, (err.splitlines() or [""])[0]
+
+
+def _file(path):
+    path.write_text("not a directory\n", encoding="utf-8")
+    return path
+
+
+def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpus_file, tiny_spm_model):
+    """pretrain --model-dir / finetune --output / export --output FILE, create-data --output FILE/x: rc 2, one line
+    naming the flag (they were FailedPreconditionError tracebacks), and the file left as it was."""
+    f = _file(tmp_path / "f")
+    cases = [
+        (["pretrain", "--config", "albert_tiny", "--train-data", tmp_path / "none*", "--model-dir", f],
+         f"albert-tf pretrain: error: --model-dir {f} is a file; expected a directory"),
+        (["finetune", "--task", "sst2", "--data-dir", tmp_path, "--init", tmp_path, "--output", f],
+         f"albert-tf finetune: error: --output {f} is a file; expected a directory"),
+        (["export", "--model", tmp_path, "--output", f],
+         f"albert-tf export: error: --output {f} is a file; expected a directory"),
+        (["create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output", f / "sub" / "train"],
+         f"albert-tf create-data: error: --output {f / 'sub' / 'train'}: {f} is a file, not a directory"),
+    ]
+    for argv, expected in cases:
+        assert _first_error_line(argv, capsys) == (2, expected), argv
+    assert f.read_text(encoding="utf-8") == "not a directory\n"
+
+
+def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
+    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+
+    check_output_dir(tmp_path, "--output")
+    check_output_dir(tmp_path / "new" / "deeper", "--output")
+    check_output_dir(tmp_path / "new" / "prefix", "--output", prefix=True)
+    check_output_dir("gs://bucket/model", "--model-dir")  # object stores: not checked here
+
+
+def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, tiny_spm_model):
+    """A missing export --model (was "no spm.model"), --spm-model DIRECTORY (was "not found" / "no such file"),
+    --input DIRECTORY (was "matches no file"), finetune --data-dir FILE (was "no such directory")."""
+    spm_dir, model_dir = tmp_path / "spm_dir", tmp_path / "model"
+    spm_dir.mkdir()
+    model_dir.mkdir()
+    (model_dir / "spm.model").write_bytes(open(tiny_spm_model, "rb").read())  # pylint: disable=consider-using-with
+    corpus_dir = os.path.dirname(corpus_file)
+    cases = [
+        (["export", "--model", tmp_path / "nothing", "--output", tmp_path / "out"],
+         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory (expected a pretrained-model "
+         "directory)"),
+        (["export", "--model", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
+         f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
+        (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],
+         f"albert-tf create-data: error: --spm-model {model_dir} is a directory; expected a file; did you mean "
+         f"{model_dir / 'spm.model'}?"),
+        (["pretrain", "--config", "albert_tiny", "--train-data", tmp_path / "none*", "--model-dir", tmp_path / "m",
+          "--spm-model", spm_dir],
+         f"albert-tf pretrain: error: --spm-model {spm_dir} is a directory; expected a file"),
+        (["create-data", "--input", corpus_dir, "--spm-model", tiny_spm_model, "--output", tmp_path / "d" / "t"],
+         f"albert-tf create-data: error: --input '{corpus_dir}' is a directory; pass the files in it, e.g. "
+         f"'{corpus_dir}/*'"),
+        (["vocab", "--input", corpus_dir + "/", "--output-prefix", tmp_path / "v"],
+         f"albert-tf vocab: error: --input '{corpus_dir}/' is a directory; pass the files in it, e.g. "
+         f"'{corpus_dir}/*'"),
+    ]
+    for argv, expected in cases:
+        assert _first_error_line(argv, capsys) == (2, expected), argv
+    assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists() and not (tmp_path / "m").exists()
+
+
+def test_finetune_spm_model_directory_and_data_dir_file(tmp_path, capsys, tiny_spm_model):
+    """finetune --spm-model DIRECTORY (was "no such file") and --data-dir FILE (was "no such directory")."""
+    from tests import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+
+    f, spm_dir = _file(tmp_path / "f"), tmp_path / "spm_dir"
+    spm_dir.mkdir()
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    common = ["finetune", "--task", "sst2", "--init", init, "--output", tmp_path / "ft"]
+    assert _first_error_line([*common, "--data-dir", tmp_path, "--spm-model", init], capsys) == (
+        2, f"albert-tf finetune: error: --spm-model {init} is a directory; expected a file; did you mean "
+           f"{os.path.join(init, 'spm.model')}?")
+    assert _first_error_line([*common, "--data-dir", f], capsys) == (
+        2, f"albert-tf finetune: error: --data-dir {f} is a file; expected the directory holding the sst2 files")
+    assert not (tmp_path / "ft").exists()

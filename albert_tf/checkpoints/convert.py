@@ -302,8 +302,11 @@ def add_arguments(parser):
 
 
 def run(args):
+    from albert_tf.io import check_input_file  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
 
+    if args.spm_model:
+        check_input_file(args.spm_model, "--spm-model", "spiece.model")
     model = convert(args.source, args.checkpoint, args.output, config=args.config, spm_model=args.spm_model,
                     log=lambda m: print(m, file=sys.stderr), cased=args.cased)
     print(f"wrote {args.output}: {count_params(model):,} parameters "

@@ -28,9 +28,15 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     model_dir = os.fspath(model_dir)
+    check_output_dir(output_base, "--output")
+    if not tf.io.gfile.isdir(model_dir):
+        raise FileNotFoundError(f"--model {model_dir}: no such directory (expected a pretrained-model directory)")
+    if spm_model is not None:
+        check_input_file(spm_model, "--spm-model", pretrained.SPM_FILE)
     if seq_length < 3:
         raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
     if spm_model is None:

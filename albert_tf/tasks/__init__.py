@@ -36,6 +36,9 @@ def make_task(args):
     from albert_tf import io  # pylint: disable=import-outside-toplevel
 
     if not io.isdir(args.data_dir):
+        if io.exists(args.data_dir):
+            raise ValueError(f"--data-dir {args.data_dir} is a file; expected the directory holding the "
+                             f"{args.task} files")
         raise FileNotFoundError(f"--data-dir {args.data_dir}: no such directory")
     if not (io.glob(os.path.join(args.data_dir, "*"))):
         raise FileNotFoundError(f"--data-dir {args.data_dir}: the directory is empty (expected the {args.task} "

@@ -1,5 +1,7 @@
-"""`albert-tf finetune`'s per-epoch work, as a Keras callback."""
+"""`albert-tf finetune`'s Keras callbacks: the per-epoch work (EpochEnd) and progress lines for logs (ProgressLog)."""
 import os
+import sys
+import time
 
 import keras
 import tensorflow as tf
@@ -51,3 +53,59 @@ class EpochEnd(keras.callbacks.Callback):
                     write_scalar_summary(f"{split}/{name}", v)
         for writer in self.writers.values():
             writer.flush()
+
+
+def format_duration(seconds):
+    """Seconds as H:MM:SS (whole seconds), e.g. 3725.4 → "1:02:05"."""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """Progress as lines, for logs (where Keras' bar is unreadable): every `every_steps` steps and at least every
+    `every_seconds` seconds,
+
+        step 120/300 (epoch 2/3): loss 0.6931, 14.2 steps/s, 227 examples/s, elapsed 0:00:09, ETA 0:00:13
+
+    Rates are measured from the end of this run's first step (which includes compiling); elapsed counts from the
+    start of training; ETA is the remaining steps at that rate.
+
+    Args:
+      steps_per_epoch, epochs, batch_size: the run's plan. every_steps, every_seconds: how often to print.
+      clock: seconds (time.monotonic); stream: where lines go (sys.stdout).
+    """
+
+    def __init__(self, steps_per_epoch, epochs, batch_size, every_steps=100, every_seconds=30.0,
+                 clock=time.monotonic, stream=None):
+        super().__init__()
+        self.steps_per_epoch, self.epochs, self.batch_size = steps_per_epoch, epochs, batch_size
+        self.total_steps = steps_per_epoch * epochs
+        self.every_steps, self.every_seconds = every_steps, every_seconds
+        self.clock, self.stream = clock, stream
+        self.epoch = 0
+        self.started = self.anchor = self.last = None  # times: train begin; (step, time) of first step, last line
+
+    def on_train_begin(self, logs=None):
+        self.started, self.anchor, self.last = self.clock(), None, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        step, now = self.epoch * self.steps_per_epoch + batch + 1, self.clock()
+        if self.anchor is None:
+            self.anchor = self.last = (step, now)
+            return
+        if step - self.last[0] >= self.every_steps or now - self.last[1] >= self.every_seconds:
+            self.last = (step, now)
+            print(self.line(step, now, logs or {}), file=self.stream or sys.stdout, flush=True)
+
+    def line(self, step, now, logs):
+        """The progress line at global `step` (1-based) and clock `now`."""
+        steps_per_s = (step - self.anchor[0]) / max(now - self.anchor[1], 1e-9)
+        loss = f"loss {float(logs['loss']):.4f}, " if "loss" in logs else ""
+        eta = format_duration((self.total_steps - step) / steps_per_s) if steps_per_s > 0 else "?"
+        return (f"step {step}/{self.total_steps} (epoch {self.epoch + 1}/{self.epochs}): {loss}"
+                f"{steps_per_s:.1f} steps/s, {steps_per_s * self.batch_size:.0f} examples/s, "
+                f"elapsed {format_duration(now - self.started)}, ETA {eta}")

@@ -23,6 +23,7 @@ import math
 import os
 import re
 import sys
+import time
 
 from albert_tf.data import vocab
 from albert_tf.tasks import TASKS, make_task
@@ -100,6 +101,9 @@ def add_arguments(parser):
       help="pad each batch only to its longest example, rounded up to a multiple of N (fewer FLOPs on short "
            "text; outputs unchanged); 0: every batch at --max-seq-length. Default: 16, and 0 on TPU, whose "
            "compiled steps need static shapes")
+    a("--log-every", type=int, default=100,
+      help="when stdout is not a terminal (a log), print a progress line every N steps and at least every 30 s; "
+           "on a terminal Keras' progress bar shows instead")
     a("--max-train-examples", type=int, default=None, help=argparse.SUPPRESS)  # quick runs on a prefix
 
 
@@ -203,10 +207,9 @@ def read_init(init, spm_flag, cased_flag=None):
     """What --init is (albert_tf.serving.encoder.resolve_init: a pretrained-model directory or an export BASE/N or
     BASE), its vocabulary and casing: (InitSource, spm model path, lower_case). Refuses a vocabulary that disagrees
     with the config, and a --cased/--uncased that contradicts the recorded casing."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.serving.encoder import resolve_init  # pylint: disable=import-outside-toplevel
+    from albert_tf.io import check_input_file  # pylint: disable=import-outside-toplevel
 
     try:
         source = resolve_init(init, flag="--init")
@@ -216,8 +219,7 @@ def read_init(init, spm_flag, cased_flag=None):
     spm_model = spm_flag or source.spm_model
     if spm_model is None:
         raise FileNotFoundError(f"--init {init}: no vocabulary in it (no spm.model); give it with --spm-model")
-    if not tf.io.gfile.exists(spm_model):
-        raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
+    check_input_file(spm_model, "--spm-model", pretrained.SPM_FILE)
     try:
         pretrained.check_vocabulary(source.config, spm_model)
     except ValueError as e:
@@ -312,11 +314,18 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
-def make_callbacks(task, tokenizer, plan, state, managers, output):
-    """The per-epoch work (albert_tf.training.callbacks.EpochEnd)."""
-    from albert_tf.training.callbacks import EpochEnd  # pylint: disable=import-outside-toplevel
+def make_callbacks(task, tokenizer, plan, state, managers, output, progress):
+    """Progress, then the per-epoch work (albert_tf.training.callbacks.EpochEnd). `progress`: "bar" (Keras' bar,
+    first so that it ends its line before an epoch's line) or N > 0 (a ProgressLog line every N steps / 30 s)."""
+    import keras  # pylint: disable=import-outside-toplevel
 
-    return [EpochEnd(task, tokenizer, plan, state, managers, output)]
+    from albert_tf.training.callbacks import EpochEnd, ProgressLog  # pylint: disable=import-outside-toplevel
+
+    if progress == "bar":
+        first = keras.callbacks.ProgbarLogger()
+    else:
+        first = ProgressLog(plan.steps_per_epoch, plan.epochs, plan.batch_size, every_steps=progress)
+    return [first, EpochEnd(task, tokenizer, plan, state, managers, output)]
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -325,11 +334,15 @@ def prepare(args):
     jit); source: what --init is (albert_tf.serving.encoder.InitSource)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
 
     if args.tpu:
         distribute.check_cloud_paths({"--data-dir": args.data_dir, "--init": args.init, "--output": args.output})
+    check_output_dir(args.output, "--output")
+    if args.log_every <= 0:
+        raise ValueError(f"--log-every must be positive, got {args.log_every}")
     if args.steps_per_execution <= 0:
         raise ValueError(f"--steps-per-execution must be positive, got {args.steps_per_execution}")
     source, spm_model, lower_case = read_init(args.init, args.spm_model, args.cased)
@@ -421,11 +434,12 @@ def build(args, source, config, task, strategy, plan, jit):
     return model, state, managers, init_path
 
 
-def finish(args, config, task, tokenizer, plan, model, state, managers):
+def finish(args, config, task, tokenizer, plan, model, state, managers, started):
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
     directory, and its raw-text export (OUTPUT/export/N)."""
     from albert_tf.config import config_path  # pylint: disable=import-outside-toplevel
     from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.callbacks import format_duration  # pylint: disable=import-outside-toplevel
 
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
@@ -436,13 +450,14 @@ def finish(args, config, task, tokenizer, plan, model, state, managers):
     config.to_json_file(config_path(os.path.join(args.output, "best")))
     path = task.export(model, tokenizer, plan, results, os.path.join(args.output, "export"))
     print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
-    print(f"done: best epoch {best_epoch}: {json.dumps(results)}; {os.path.join(args.output, 'eval_results.json')}",
-          flush=True)
+    print(f"done in {format_duration(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
+          f"{os.path.join(args.output, 'eval_results.json')}", flush=True)
 
 
 def run(args):
     import keras  # pylint: disable=import-outside-toplevel
 
+    started = time.monotonic()
     source, config, task, tokenizer, strategy, plan, jit = prepare(args)
     record_run_config(args, plan)
     exported = completed_run(args.output, plan)
@@ -468,9 +483,11 @@ def run(args):
           f"{plan.learning_rate:g} (warm-up {plan.warmup_steps} steps), {strategy.num_replicas_in_sync} replica(s) "
           f"({type(strategy).__name__})", flush=True)
     if initial_epoch < plan.epochs:
+        bar = sys.stdout.isatty()
         order = train_order(args.seed, initial_epoch, plan, task.num_train(tokenizer, plan))
         model.fit(task.train_dataset(tokenizer, plan, order), epochs=plan.epochs, initial_epoch=initial_epoch,
-                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=0,
-                  callbacks=make_callbacks(task, tokenizer, plan, state, managers, args.output))
-    finish(args, config, task, tokenizer, plan, model, state, managers)
+                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=1 if bar else 0,
+                  callbacks=make_callbacks(task, tokenizer, plan, state, managers, args.output,
+                                           "bar" if bar else args.log_every))
+    finish(args, config, task, tokenizer, plan, model, state, managers, started)
     return 0

@@ -25,6 +25,7 @@ import time
 import tensorflow as tf
 
 from albert_tf.checkpoints import pretrained
+from albert_tf.io import check_input_file, check_output_dir
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
 from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
@@ -181,8 +182,9 @@ def check_flags(args):
     if args.tpu:
         distribute.check_cloud_paths({"--train-data": args.train_data, "--eval-data": args.eval_data,
                                       "--model-dir": args.model_dir, "--init-checkpoint": args.init_checkpoint})
-    if args.spm_model and not tf.io.gfile.exists(args.spm_model):
-        raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
+    check_output_dir(args.model_dir, "--model-dir")
+    if args.spm_model:
+        check_input_file(args.spm_model, "--spm-model", pretrained.SPM_FILE)
 
 
 def check_records(file_pattern, flag, args, vocab_size):
