@@ -139,6 +139,7 @@ def add_arguments(parser):
 def run(args):
     from albert_tf import configs_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.finetune import EVAL_RESULTS_FILE  # pylint: disable=import-outside-toplevel
 
     out = os.path.abspath(args.output)
     os.makedirs(out, exist_ok=True)
@@ -147,7 +148,7 @@ def run(args):
     print(f"[quickstart] built-in corpus: {docs} documents, {sents} sentences from the standard library's "
           f"docstrings → {corpus}", flush=True)
     seq, preds = 128, 20
-    config_file, spm_file = os.path.join(out, pretrained.CONFIG_FILE), os.path.join(out, "spm.model")
+    config_file, spm_file = os.path.join(out, pretrained.CONFIG_FILE), os.path.join(out, pretrained.SPM_FILE)
     steps = [
         ["vocab", "--input", corpus, "--output-prefix", os.path.join(out, "spm"), "--vocab-size", "2000"],
         ["create-data", "--input", corpus, "--spm-model", spm_file,
@@ -186,7 +187,7 @@ def run(args):
                   "--classifier-dropout", "0.0", "--seed", str(args.seed), "--collapsed-init", "reset-biases"])
     if code:
         return code
-    with open(os.path.join(finetune_dir, "eval_results.json"), encoding="utf-8") as f:
+    with open(os.path.join(finetune_dir, EVAL_RESULTS_FILE), encoding="utf-8") as f:
         results = json.load(f)
     export_base = os.path.join(finetune_dir, "export")
     export_dir = os.path.join(export_base, str(max(int(n) for n in os.listdir(export_base) if n.isdigit())))

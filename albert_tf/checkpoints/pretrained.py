@@ -19,6 +19,7 @@ import os
 from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
 
 SPM_FILE = "spm.model"
+METRICS_FILE = "metrics.jsonl"  # a pretraining run's metrics, one JSON object per (split, step) line
 MODEL_KEY = "model"          # the checkpoint's root → the Keras model
 OPTIMIZER_KEY = "optimizer"  # the checkpoint's root → the optimizer (pretraining runs only)
 ENCODER_KEY = "encoder"      # a pretrainer / task model → its AlbertEncoder

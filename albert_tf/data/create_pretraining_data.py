@@ -27,6 +27,7 @@ import os
 import sys
 import time
 
+from albert_tf.checkpoints.pretrained import SPM_FILE
 from albert_tf.io import check_input_file, check_output_dir, match_files
 from albert_tf.data import instances as _instances
 from albert_tf.data.instances import InstanceOptions
@@ -169,7 +170,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
         raise ValueError(f"--workers must be at least 1, got {workers}")
     check_output_dir(output_prefix, "--output", prefix=True)
     if not isinstance(spm_model, (bytes, bytearray)):
-        check_input_file(spm_model, "--spm-model", "spm.model")
+        check_input_file(spm_model, "--spm-model", SPM_FILE)
     files = match_files(input_pattern)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)

@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
 TASK_CONFIG_ASSET = "task_config.json"

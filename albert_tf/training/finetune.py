@@ -28,6 +28,9 @@ import time
 from albert_tf.data import vocab
 from albert_tf.tasks import TASKS, make_task
 
+RUN_CONFIG_FILE = "finetune_config.json"  # OUTPUT/: the run's plan (a restart with other flags is refused)
+EVAL_RESULTS_FILE = "eval_results.json"   # OUTPUT/: the best epoch's official dev metrics
+
 
 @dataclasses.dataclass(frozen=True)
 class Hyperparameters:
@@ -372,7 +375,7 @@ def record_run_config(args, plan):
     from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
 
     run_config = {"task": args.task, "init": args.init, "seed": args.seed, **dataclasses.asdict(plan)}
-    run_config_path = os.path.join(args.output, "finetune_config.json")
+    run_config_path = os.path.join(args.output, RUN_CONFIG_FILE)
     if tf.io.gfile.exists(run_config_path):
         with tf.io.gfile.GFile(run_config_path) as f:
             existing = json.load(f)
@@ -393,7 +396,7 @@ def completed_run(output, plan):
 
     checkpoint = tf.train.latest_checkpoint(os.path.join(output, "checkpoints"))
     export_base = os.path.join(output, "export")
-    if checkpoint is None or not tf.io.gfile.exists(os.path.join(output, "eval_results.json")):
+    if checkpoint is None or not tf.io.gfile.exists(os.path.join(output, EVAL_RESULTS_FILE)):
         return None
     if tf.train.load_checkpoint(checkpoint).get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE") < plan.epochs:
         return None
@@ -446,7 +449,7 @@ def finish(args, config, task, tokenizer, plan, model, state, managers, started)
     results = task.evaluate(model, tokenizer, plan)
     best_epoch = int(state["best_epoch"].numpy())
     report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
-    atomic_write_text(os.path.join(args.output, "eval_results.json"), json.dumps(report, indent=2) + "\n")
+    atomic_write_text(os.path.join(args.output, EVAL_RESULTS_FILE), json.dumps(report, indent=2) + "\n")
     config.to_json_file(config_path(os.path.join(args.output, "best")))
     path = task.export(model, tokenizer, plan, results, os.path.join(args.output, "export"))
     print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)

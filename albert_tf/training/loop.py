@@ -11,6 +11,8 @@ import signal
 
 import tensorflow as tf
 
+from albert_tf.checkpoints import pretrained
+
 
 # ---------------------------------------------------------------------------------------------- compiled loops
 def make_train_loop(strategy, step_fn, sum_keys):
@@ -68,7 +70,7 @@ class MetricsLog:
     steps that are trained again), so the file holds one row per (split, step).
     """
 
-    FILE = "metrics.jsonl"
+    FILE = pretrained.METRICS_FILE
 
     def __init__(self, model_dir, chief=True, splits=("train", "eval"), echo=print):
         self.model_dir, self.chief, self.echo = model_dir, chief, echo

@@ -21,8 +21,11 @@ import subprocess
 import sys
 import time
 
+from albert_tf.checkpoints import pretrained
+from albert_tf.config import CONFIG_FILE
+
 # The model dir's own files (the chief's); anything else is a worker's leftover.
-MODEL_DIR_FILES = ("checkpoint", "albert_config.json", "spm.model", "metrics.jsonl", "train", "eval")
+MODEL_DIR_FILES = ("checkpoint", CONFIG_FILE, pretrained.SPM_FILE, pretrained.METRICS_FILE, "train", "eval")
 
 
 def free_ports(count):
@@ -86,7 +89,7 @@ def wait_all(started, timeout):
 def first_train_row(model_dir):
     """The step of metrics.jsonl's first train row, or None."""
     try:
-        with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        with open(os.path.join(model_dir, pretrained.METRICS_FILE), encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
     except (FileNotFoundError, json.JSONDecodeError):
         return None
