@@ -17,9 +17,8 @@ exactly) and nothing else; the data order is a function of (seed, step): the inp
 seed and skips the batches already consumed. SIGTERM saves and exits 0 (`loop.StopSignal`). A non-finite loss stops
 before any save.
 """
-import argparse
+import dataclasses
 import os
-import signal
 import sys
 import time
 
@@ -28,10 +27,13 @@ import tensorflow as tf
 from albert_tf import pretrained
 from albert_tf.training import distribute, flops, recipes
 from albert_tf.training import plan as planner
-from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
+                                     make_train_loop)
 
 # What one step returns per replica, summed over replicas and over the steps of a loop.
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
+LOOP_SECONDS = 10.0       # the wall time of one compiled call once the step time is known (loop.LoopLength)
+PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
 
 
 def add_arguments(parser):
@@ -51,8 +53,13 @@ def add_arguments(parser):
     a("--num-train-steps", type=int, default=125000)
     a("--num-warmup-steps", type=int, default=3125)
     a("--poly-power", type=float, default=1.0, help="power of the polynomial decay")
-    a("--steps-per-loop", type=int, default=100, help="steps per compiled host call (iterations_per_loop)")
-    a("--save-checkpoints-steps", type=int, default=5000)
+    a("--steps-per-loop", type=int, default=100,
+      help="the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
+           f"also ends after about {LOOP_SECONDS:g} s of wall time, so a stop signal is acted on within seconds")
+    a("--save-checkpoints-steps", type=int, default=5000, help="save every N steps")
+    a("--save-checkpoints-secs", type=int, default=600,
+      help="also save when this many seconds have passed since the last save (0: off); bounds what a failure "
+           "without notice loses")
     a("--keep-checkpoint-max", type=int, default=5)
     a("--dtype", choices=("float32", "bfloat16"), default=None,
       help="compute dtype; variables stay float32 (default: bfloat16 on TPU, float32 elsewhere)")
@@ -68,8 +75,6 @@ def add_arguments(parser):
     a("--streams", type=int, default=None,
       help="split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
            "overlaps elementwise kernels with matmuls; default: 2 on CPU, 1 on GPU/TPU)")
-    # Testing only: SIGKILL this process right after saving the checkpoint of step N (a crash at a known point).
-    a("--debug-kill-after-step", type=int, default=None, help=argparse.SUPPRESS)
     recipes.add_arguments(parser)  # --recipe paper_v2 etc.: last, it marks the defaults above (typed flags win)
 
 
@@ -201,8 +206,9 @@ def check_flags(args):
     for name in positive:
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.num_warmup_steps < 0:
-        raise ValueError(f"--num-warmup-steps must be >= 0, got {args.num_warmup_steps}")
+    for name in ("num_warmup_steps", "save_checkpoints_secs"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if args.streams is not None and args.streams <= 0:
         raise ValueError(f"--streams must be positive, got {args.streams}")
     if args.max_predictions > args.max_seq_length:
@@ -330,7 +336,37 @@ def check_host_memory(args, config, replicas, dtype, total=None):
                      f"{total / 2**30:,.1f} GiB ({hint}{extra}; the paper's batch 4096 is for TPU pods)")
 
 
-def run(args):
+# ---------------------------------------------------------------------------------------------- the run
+@dataclasses.dataclass
+class Setup:
+    """What `prepare` decided from the flags and the machine."""
+    strategy: object
+    config: object
+    on_tpu: bool
+    chief: bool
+    replicas: int
+    eval_batch_size: int
+    dtype: str
+    jit: bool
+    streams: int
+    peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
+    step_seconds: object    # the plan's step time (TPU/GPU), or None where the peak is unknown
+
+
+def choose_streams(args, replicas, on_tpu, use_gpu):
+    """--streams, or its default (2 on CPU, 1 on GPU/TPU; 1 where 2 does not divide the per-replica batch)."""
+    streams = args.streams or (1 if on_tpu or use_gpu else 2)
+    if (args.train_batch_size // replicas) % streams:
+        if args.streams:
+            raise ValueError(f"--streams {streams} does not divide the per-replica batch "
+                             f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
+        streams = 1
+    return streams
+
+
+def prepare(args):
+    """Everything decided before the model is built: the recipe, every check (nothing is written before they
+    pass), the strategy, dtype, XLA and streams; prints the plan's line. Returns a Setup."""
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
@@ -342,118 +378,208 @@ def run(args):
     strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)  # writes nothing
     config = load_config(args.config)
     check_inputs(args, config)
-    on_tpu, chief = distribute.is_tpu_strategy(strategy), distribute.is_chief(strategy)
-    replicas = strategy.num_replicas_in_sync
+    on_tpu, replicas = distribute.is_tpu_strategy(strategy), strategy.num_replicas_in_sync
     eval_batch_size = args.eval_batch_size or args.train_batch_size
     for flag, size in (("--train-batch-size", args.train_batch_size), ("--eval-batch-size", eval_batch_size)):
         if size % replicas:
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
-    jit = distribute.use_xla(args.xla, on_tpu, use_gpu)
-    streams = args.streams or (1 if on_tpu or use_gpu else 2)
-    if (args.train_batch_size // replicas) % streams:
-        if args.streams:
-            raise ValueError(f"--streams {streams} does not divide the per-replica batch "
-                             f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
-        streams = 1
+    streams = choose_streams(args, replicas, on_tpu, use_gpu)
     if not on_tpu and not use_gpu:
         check_host_memory(args, config, replicas, dtype)
     peak = flops.peak_flops_for(flops.local_device_kind())
-    print(planner.summary_line(planner.estimate(
-        config, args.train_batch_size, args.max_seq_length, args.max_predictions, cores=replicas, dtype=dtype,
-        steps=args.num_train_steps, peak_flops_per_core=peak,
-        memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)), flush=True)
+    plan = planner.estimate(config, args.train_batch_size, args.max_seq_length, args.max_predictions,
+                            cores=replicas, dtype=dtype, steps=args.num_train_steps, peak_flops_per_core=peak,
+                            memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)
+    print(planner.summary_line(plan), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
+    return Setup(strategy=strategy, config=config, on_tpu=on_tpu, chief=distribute.is_chief(strategy),
+                 replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype,
+                 jit=distribute.use_xla(args.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak,
+                 step_seconds=plan["step_time_s"])
 
-    # ---- model, optimizer and checkpoints (variables created under the strategy: mirrored / on TPU)
-    with strategy.scope():
+
+def build(args, setup):
+    """The model, LAMB and its schedule (variables created under the strategy: mirrored / on TPU) and the
+    checkpoint manager, restored from this run's latest checkpoint or --init-checkpoint. Returns
+    (model, optimizer, schedule, manager)."""
+    with setup.strategy.scope():
         model, optimizer, schedule = build_model_and_optimizer(
-            config, args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.poly_power, streams)
+            setup.config, args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.poly_power,
+            setup.streams)
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
-    checkpoint_dir = args.model_dir if chief else os.path.join(
-        args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
+    checkpoint_dir = args.model_dir if setup.chief else os.path.join(
+        args.model_dir, f".worker_{setup.strategy.cluster_resolver.task_id}")
     manager = tf.train.CheckpointManager(pretrained.checkpoint_for(model, optimizer), checkpoint_dir,
                                          max_to_keep=args.keep_checkpoint_max, step_counter=optimizer.iterations)
     restored = restore(manager, model, args)
-    step = int(optimizer.iterations.numpy())
     if restored:
-        print(f"{restored} at step {step}", flush=True)
-    if step >= args.num_train_steps:
-        print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
-              f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further", flush=True)
-        return 0
+        print(f"{restored} at step {int(optimizer.iterations.numpy())}", flush=True)
+    return model, optimizer, schedule, manager
 
-    # ---- data (order = f(seed, step)), the compiled loop, evaluation, metrics
+
+def save(args, setup, manager, step):
+    """Writes the checkpoint of `step` (and, first time, albert_config.json and spm.model)."""
+    if setup.chief:
+        pretrained.write_files(args.model_dir, setup.config, args.spm_model)
+    manager.save(checkpoint_number=step)
+    if not setup.chief:  # other workers take part in the save but keep nothing
+        tf.io.gfile.rmtree(manager.directory)
+
+
+def run_steps(train_loop, iterator, num_steps, training, step, manager):
+    """One compiled call of `num_steps` steps from `step`. Returns (sums {key: float}, wall seconds). A data error
+    inside the call (a truncated or corrupt file) becomes one line naming the file."""
+    start = time.time()
+    try:
+        sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+        if data_error(e) is None:
+            raise
+        raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last checkpoint "
+                         f"({manager.latest_checkpoint or 'none'}) is intact") from None
+    return sums, time.time() - start
+
+
+def non_finite(sums, first, last, manager):
+    """The error line for a call whose loss is not finite (steps first..last), or None."""
+    metrics = metrics_from_sums(sums)
+    if all(v == v and abs(v) != float("inf") for v in metrics.values()):
+        return None
+    steps = f"step {last}" if first == last else f"steps {first}..{last}"
+    return (f"albert-tf pretrain: error: non-finite loss in {steps} ({metrics}); stopped without saving, the last "
+            f"checkpoint ({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the data.")
+
+
+class TrainRow:
+    """The sums of the steps since the last `train` row of the metrics log (a row every --steps-per-loop steps, at
+    checkpoints, evaluations and the end; its steps may span several compiled calls)."""
+
+    def __init__(self):
+        self.sums, self.steps, self.seconds = {}, 0, 0.0
+
+    def add(self, sums, steps, seconds):
+        self.sums = {k: self.sums.get(k, 0.0) + v for k, v in sums.items()}
+        self.steps, self.seconds = self.steps + steps, self.seconds + seconds
+
+    def metrics(self, args, learning_rate, flops_per_example, peak_flops, replicas):
+        """The row: metrics_from_sums plus learning rate, mean grad norm and throughput of the calls."""
+        metrics = metrics_from_sums(self.sums)
+        examples_per_sec = self.steps * args.train_batch_size / self.seconds
+        metrics.update(learning_rate=learning_rate, grad_norm=self.sums["grad_norm_sum"] / self.steps,
+                       examples_per_sec=examples_per_sec, tokens_per_sec=examples_per_sec * args.max_seq_length)
+        if peak_flops:
+            metrics["mfu"] = examples_per_sec * flops_per_example / (peak_flops * replicas)
+        return metrics
+
+
+def agree(strategy, num_steps, save_now, stop_now):
+    """Host decisions taken from local clocks and signals, made the same on every worker: with several workers
+    (MultiWorkerMirroredStrategy) each must run calls of the same length and save together, so the chief's length
+    and save and any worker's stop win (one small all-reduce). One client (one process, TPU pods included):
+    unchanged. Returns (num_steps, save_now, stop_now)."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return num_steps, save_now, stop_now
+    chief_part = tf.constant([num_steps, int(save_now), int(stop_now)], tf.int32)
+    other_part = tf.constant([0, 0, int(stop_now)], tf.int32)
+
+    def proposal():  # replica 0 of the group lives on the chief
+        first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
+        return tf.where(first, chief_part, other_part)
+
+    agreed = strategy.reduce("sum", strategy.run(proposal), axis=None).numpy()
+    return int(agreed[0]), bool(agreed[1]), bool(agreed[2])
+
+
+def evaluate_now(args, setup, eval_step):
+    """Metrics over at most --max-eval-steps batches of --eval-data."""
+    eval_data = setup.strategy.distribute_datasets_from_function(
+        make_dataset_fn(args, setup.config, args.eval_data, setup.eval_batch_size, is_training=False))
+    sums = evaluate(setup.strategy, eval_step, eval_data, args.max_eval_steps,
+                    what=f"--eval-data {args.eval_data} (batch {setup.eval_batch_size})")
+    return metrics_from_sums(sums)
+
+
+def train(args, setup, model, optimizer, schedule, manager, stop, started):
+    """The loop. Each compiled call runs 1..--steps-per-loop steps and about LOOP_SECONDS of wall time
+    (loop.LoopLength): between calls the host acts on a stop signal, the save clock and progress. After a call:
+    the progress line, the metrics row when a --steps-per-loop span ends, a checkpoint and an evaluation when
+    due. Returns the exit code."""
+    strategy, step = setup.strategy, int(optimizer.iterations.numpy())
     train_iterator = iter(strategy.distribute_datasets_from_function(
-        make_dataset_fn(args, config, args.train_data, args.train_batch_size, True, skip_global_batches=step)))
-    train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, jit), SUM_KEYS)
-    eval_step = make_eval_step(model, eval_batch_size)
-    log = MetricsLog(args.model_dir, chief)
+        make_dataset_fn(args, setup.config, args.train_data, args.train_batch_size, True, skip_global_batches=step)))
+    train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, setup.jit),
+                                 SUM_KEYS)
+    eval_step = make_eval_step(model, setup.eval_batch_size)
+    log = MetricsLog(args.model_dir, setup.chief)
     log.truncate_after(step)
-    flops_per_example = flops.pretraining_flops_per_example(config, args.max_seq_length, args.max_predictions)
-
-    def save(at_step):
-        if chief:
-            pretrained.write_files(args.model_dir, config, args.spm_model)
-        manager.save(checkpoint_number=at_step)
-        if not chief:  # other workers take part in the save but keep nothing
-            tf.io.gfile.rmtree(checkpoint_dir)
-
-    print(f"training {config.num_hidden_layers}-layer ALBERT from step {step} to {args.num_train_steps} on "
-          f"{replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
-          f"dtype {dtype}, xla {'yes' if jit or on_tpu else 'no'}, streams {streams}", flush=True)
-    last_saved = step if manager.latest_checkpoint else None
-    with StopSignal() as stop:
+    flops_per_example = flops.pretraining_flops_per_example(setup.config, args.max_seq_length, args.max_predictions)
+    print(f"training {setup.config.num_hidden_layers}-layer ALBERT from step {step} to {args.num_train_steps} on "
+          f"{setup.replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
+          f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {setup.streams}",
+          flush=True)
+    lengths, row, last_save = LoopLength(args.steps_per_loop, LOOP_SECONDS, setup.step_seconds), TrainRow(), time.time()
+    end, training = loop_end(step, args)
+    num_steps = lengths.next(end - step)  # 1 on every worker: the first call traces and compiles
+    with Progress(step, args.num_train_steps, args.train_batch_size, started, PROGRESS_SECONDS) as progress:
         try:
-            while step < args.num_train_steps:
-                end, training = loop_end(step, args)
-                num_steps = end - step
-                learning_rate = float(schedule(end - 1))
-                start = time.time()
-                try:
-                    sums = {k: float(v) for k, v in train_loop(train_iterator, tf.constant(num_steps),
-                                                               training).items()}
-                except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
-                    if data_error(e) is None:
-                        raise
-                    raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last "
-                                     f"checkpoint ({manager.latest_checkpoint or 'none'}) is intact") from None
-                seconds = time.time() - start
-                step = end
-
-                metrics = metrics_from_sums(sums)
-                if not all(v == v and abs(v) != float("inf") for v in metrics.values()):
-                    print(f"albert-tf pretrain: error: non-finite loss in steps {step - num_steps + 1}..{step} "
-                          f"({metrics}); stopped without saving, the last checkpoint "
-                          f"({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the "
-                          "data.", file=sys.stderr, flush=True)
+            while True:
+                progress.doing(f"steps {step + 1}..{step + num_steps} running")
+                sums, seconds = run_steps(train_loop, train_iterator, num_steps, training, step, manager)
+                stop.at_once = None  # trained: from now on a signal saves first
+                lengths.record(num_steps, seconds)
+                error = non_finite(sums, step + 1, step + num_steps, manager)
+                if error:
+                    print(error, file=sys.stderr, flush=True)
                     return 3
-                examples_per_sec = num_steps * args.train_batch_size / seconds
-                metrics.update(learning_rate=learning_rate, grad_norm=sums["grad_norm_sum"] / num_steps,
-                               examples_per_sec=examples_per_sec,
-                               tokens_per_sec=examples_per_sec * args.max_seq_length)
-                if peak:
-                    metrics["mfu"] = examples_per_sec * flops_per_example / (peak * replicas)
-                log.write("train", step, metrics)
-
+                step += num_steps
+                progress.advanced(step)
+                row.add(sums, num_steps, seconds)
                 done = step >= args.num_train_steps
-                if step % args.save_checkpoints_steps == 0 or done or stop.requested:
-                    save(step)
-                    last_saved = step
-                if args.eval_data and (step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
-                    eval_data = strategy.distribute_datasets_from_function(
-                        make_dataset_fn(args, config, args.eval_data, eval_batch_size, is_training=False))
-                    sums = evaluate(strategy, eval_step, eval_data, args.max_eval_steps,
-                                    what=f"--eval-data {args.eval_data} (batch {eval_batch_size})")
-                    log.write("eval", step, metrics_from_sums(sums))
-                if stop.requested:
-                    print(f"stop signal {stop.requested}: saved step {step}, exiting", flush=True)
-                    return 0
-                if args.debug_kill_after_step is not None and last_saved == step >= args.debug_kill_after_step:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                next_end, next_training = loop_end(step, args)
+                save_by_clock = bool(args.save_checkpoints_secs) and time.time() - last_save >= args.save_checkpoints_secs
+                next_steps, save_by_clock, stopping = agree(strategy, 0 if done else lengths.next(next_end - step),
+                                                            save_by_clock, stop.requested is not None and not done)
+                if step == end or stopping:
+                    log.write("train", step, row.metrics(args, float(schedule(step - 1)), flops_per_example,
+                                                         setup.peak_flops, setup.replicas))
+                    row = TrainRow()
+                if step % args.save_checkpoints_steps == 0 or done or save_by_clock or stopping:
+                    progress.doing(f"saving step {step}")
+                    save(args, setup, manager, step)
+                    last_save = time.time()
+                if args.eval_data and step == end and not stopping and (
+                        step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
+                    progress.doing(f"evaluating at step {step}")
+                    log.write("eval", step, evaluate_now(args, setup, eval_step))
+                progress.doing(None)
+                if stopping:
+                    print(f"{stop.name}: saved step {step} ({manager.latest_checkpoint}); exiting, the same command "
+                          "resumes", flush=True)
+                    return stop.exit_code
+                if done:
+                    break
+                end, training, num_steps = next_end, next_training, next_steps
         finally:
             log.close()
-    print(f"done: step {step}, checkpoint {manager.latest_checkpoint}", flush=True)
+    print(f"done: step {step} in {duration_text(progress.elapsed())}, checkpoint {manager.latest_checkpoint}",
+          flush=True)
     return 0
+
+
+def run(args):
+    """`albert-tf pretrain`: prepare (checks, strategy, plan), build and restore, train. SIGTERM and SIGINT stop
+    it cleanly (loop.StopSignal): before the first step has finished at once (nothing to save), afterwards at the
+    end of the compiled call in flight, with a checkpoint; exit 0 after SIGTERM, 130 after SIGINT."""
+    started = time.time()
+    with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
+        setup = prepare(args)
+        model, optimizer, schedule, manager = build(args, setup)
+        step = int(optimizer.iterations.numpy())
+        if step >= args.num_train_steps:
+            print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
+                  f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further", flush=True)
+            return 0
+        return train(args, setup, model, optimizer, schedule, manager, stop, started)
