@@ -194,6 +194,35 @@ def test_sigint_saves_with_one_line_and_exits_130(data_dir, tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err + out
 
 
+@pytest.mark.slow  # the paper's batch 4096 on a CPU: ~8 GiB and a first step of a minute or more
+def test_default_flags_show_progress_within_30s_and_sigterm_saves_within_one_call(tmp_path):
+    """Only the required flags, as a new user runs it (plus --max-seq-length 128, where albert_tiny's positions end):
+    batch 4096, --steps-per-loop 100. Was: no line for 30 minutes, SIGTERM ignored for 15."""
+    ph.write_records(str(tmp_path / "train.tfrecord"), 2 * 4096, 128, 20, seed=0)
+    model_dir = tmp_path / "model"
+    proc = start_cli(["--config", "albert_tiny", "--train-data", str(tmp_path / "train.tfrecord"),
+                      "--model-dir", str(model_dir), "--max-seq-length", "128"], tmp_path)
+    _, started = read_until(proc, lambda line: line.startswith("training "), timeout=300)
+    _, first = read_until(proc, lambda line: line.startswith("progress: "), timeout=60)
+    assert first - started <= 30
+    read_until(proc, lambda line: (progress_step(line) or 0) >= 1, timeout=1200)
+    time.sleep(2)  # inside the next call (one step at this batch)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.time()
+    while not (model_dir / "checkpoint").exists() and proc.poll() is None:
+        time.sleep(0.05)
+    seconds = time.time() - sent
+    out, err = finish(proc, timeout=600)
+    assert proc.returncode == 0, err
+    stopped_at = int(tf.train.latest_checkpoint(str(model_dir)).rsplit("-", 1)[1])
+    assert stopped_at in (2, 3), out  # the call in flight when the signal came (1 or 2 steps after the first call)
+    stop_row = [line for line in out.splitlines() if line.startswith(f"train step {stopped_at}: ")][0]
+    row_seconds = stopped_at * 4096 / float(re.search(r"examples_per_sec=([\d.e+-]+)", stop_row).group(1))
+    # Within 30 s where a step takes ~10 s (this batch on an idle 2-core VM); on a machine so loaded that the steps
+    # are slower, within the calls of the row (steps 1..N, the first one compiling) and the save.
+    assert seconds <= max(30.0, row_seconds), (seconds, row_seconds, out)
+
+
 # ------------------------------------------------------------------------------------------ in-process runs
 def run_in_process(args):
     return cli.main(["pretrain"] + args)

@@ -39,9 +39,9 @@ class LoopLength:
     host sees a stop signal, prints progress and checks the clock only between calls.
 
     The first call runs 1 step (it traces and compiles; a stop signal during it exits at once, see StopSignal);
-    each later call at most doubles the longest so far and stays within `target_seconds` at the step time measured by the
-    last call (before any measurement, `step_seconds`, e.g. the plan's estimate for a TPU), never above `cap` nor the
-    steps left to the next boundary. A step longer than `target_seconds` runs alone. The count is a tensor argument
+    each later call at most doubles the longest so far and stays within `target_seconds` at the step time measured
+    by the last call (before any measurement, `step_seconds`, e.g. the plan's estimate for a TPU), never above `cap`
+    nor the steps left to the next boundary. A step longer than `target_seconds` runs alone. The count is a tensor argument
     of the compiled loop, so a new length is no new trace (no TPU recompile), and the lengths do not change the
     result: the data order is a function of the step, not of the calls."""
 

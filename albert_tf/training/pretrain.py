@@ -7,15 +7,19 @@ checkpoint, and runs the loop. One training step is `train_step()`:
     forward → loss (MLM Σw·nll / Σw over the GLOBAL batch + SOP mean over the global batch)
            → gradients of this replica's share → sum over replicas → clip to global norm 1.0 → LAMB update
 
-`--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
-iterations_per_loop. Every loop ends on the host: log line, TensorBoard summaries, metrics.jsonl
-(`loop.MetricsLog`), a checkpoint when due, eval when due. The model dir (albert_tf/pretrained.py's layout) gets its
-first file only after the first loop has run.
+Up to `--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
+iterations_per_loop, and a call lasts about LOOP_SECONDS of wall time once the step time is known
+(`loop.LoopLength`): between calls the host acts on signals, prints progress (`loop.Progress`, a line at least every
+PROGRESS_SECONDS) and checks the save clock. Every --steps-per-loop span ends with a metrics row (log line,
+TensorBoard summaries, metrics.jsonl: `loop.MetricsLog`), a checkpoint when due (every --save-checkpoints-steps
+steps or --save-checkpoints-secs seconds), eval when due. The model dir (albert_tf/pretrained.py's layout) gets its
+first file only after the first step has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
-seed and skips the batches already consumed. SIGTERM saves and exits 0 (`loop.StopSignal`). A non-finite loss stops
-before any save.
+seed and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM
+and SIGINT save at the end of the call in flight and exit 0 / 130 (`loop.StopSignal`; before the first step has
+finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save.
 """
 import dataclasses
 import os
@@ -266,8 +270,9 @@ def data_error(e):
 
 # ---------------------------------------------------------------------------------------------- the run
 def loop_end(step, args):
-    """Where the loop starting at `step` stops (the next multiple of --steps-per-loop, a checkpoint, an eval, the
-    dropout switch or the end), and whether it trains with dropout."""
+    """Where the span starting at `step` ends (the next multiple of --steps-per-loop, a checkpoint, an eval, the
+    dropout switch or the end), and whether it trains with dropout. No compiled call crosses the end; the metrics
+    row of the span is written there."""
     boundaries = [args.num_train_steps, (step // args.steps_per_loop + 1) * args.steps_per_loop,
                   (step // args.save_checkpoints_steps + 1) * args.save_checkpoints_steps]
     if args.eval_every_steps:
@@ -539,7 +544,7 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
                 row.add(sums, num_steps, seconds)
                 done = step >= args.num_train_steps
                 next_end, next_training = loop_end(step, args)
-                save_by_clock = bool(args.save_checkpoints_secs) and time.time() - last_save >= args.save_checkpoints_secs
+                save_by_clock = 0 < args.save_checkpoints_secs <= time.time() - last_save
                 next_steps, save_by_clock, stopping = agree(strategy, 0 if done else lengths.next(next_end - step),
                                                             save_by_clock, stop.requested is not None and not done)
                 if step == end or stopping:
