@@ -53,11 +53,6 @@ def test_loop_length_starts_at_one_doubles_and_keeps_calls_within_the_target_tim
     lengths.record(20, 40.0)                # the machine slowed down to 2 s a step
     assert lengths.next(100) == 5
     assert LoopLength(cap=3).next(100) == 1
-    # A known step time (the plan's, on a TPU) bounds the calls before any measurement.
-    planned = LoopLength(cap=100, target_seconds=10.0, step_seconds=4.0)
-    assert planned.next(100) == 1
-    planned.last = 8
-    assert planned.next(100) == 2
     capped = LoopLength(cap=6)
     capped.record(4, 0.001)
     assert capped.next(100) == 6

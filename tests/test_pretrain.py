@@ -223,6 +223,37 @@ def test_default_flags_show_progress_within_30s_and_sigterm_saves_within_one_cal
     assert seconds <= max(30.0, row_seconds), (seconds, row_seconds, out)
 
 
+# One worker of a 2-worker MultiWorkerMirroredStrategy on loopback ports, printing what pretrain.agree decides.
+_AGREE_WORKER = """
+import json, os, sys
+ports, index, proposal = json.loads(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
+                                      "task": {"type": "worker", "index": index}})
+import tensorflow as tf
+from albert_tf.training.pretrain import agree
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+print(json.dumps([agree(strategy, *proposal), agree(strategy, proposal[0] + 1, False, False)]))
+"""
+
+
+@pytest.mark.slow  # two TensorFlow processes
+def test_workers_agree_on_the_chiefs_call_length_and_save_and_on_any_stop():
+    import socket
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("localhost", 0))
+            ports.append(sock.getsockname()[1])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ph.REPO)
+    proposals = [[7, True, False], [3, False, True]]  # the chief's clock says save; worker 1 got SIGTERM
+    procs = [subprocess.Popen([sys.executable, "-c", _AGREE_WORKER, json.dumps(ports), str(i), json.dumps(p)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             for i, p in enumerate(proposals)]
+    outputs = [json.loads(proc.communicate(timeout=300)[0]) for proc in procs]
+    assert outputs == [[[7, True, True], [8, False, False]]] * 2
+
+
 # ------------------------------------------------------------------------------------------ in-process runs
 def run_in_process(args):
     return cli.main(["pretrain"] + args)

@@ -1,7 +1,7 @@
 """Pieces of a training run that pretraining, fine-tuning and the benchmarks share.
 
     make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop)
-    LoopLength(cap, target_seconds, step_seconds)   how many steps the next call runs: about target_seconds of wall
+    LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
     evaluate(strategy, step_fn, dataset, ...)       metric sums over a finite dataset
     MetricsLog(model_dir, chief)                     TensorBoard scalars + metrics.jsonl + a log line per record
     Progress(start_step, total_steps, batch_size)   a progress line (steps/s, examples/s, elapsed, ETA) every ~20 s
@@ -40,14 +40,15 @@ class LoopLength:
 
     The first call runs 1 step (it traces and compiles; a stop signal during it exits at once, see StopSignal);
     each later call at most doubles the longest so far and stays within `target_seconds` at the step time measured
-    by the last call (before any measurement, `step_seconds`, e.g. the plan's estimate for a TPU), never above `cap`
-    nor the steps left to the next boundary. A step longer than `target_seconds` runs alone. The count is a tensor argument
-    of the compiled loop, so a new length is no new trace (no TPU recompile), and the lengths do not change the
-    result: the data order is a function of the step, not of the calls."""
+    by the last call, never above `cap` nor the steps left to the next boundary. So no call is long before the step
+    time is known (on a TPU too, without trusting the plan's estimate), and a step longer than `target_seconds`
+    runs alone. The count is a tensor argument of the compiled loop, so a new length is no new trace (no TPU
+    recompile), and the lengths do not change the result: the data order is a function of the step, not of the
+    calls."""
 
-    def __init__(self, cap, target_seconds=10.0, step_seconds=None):
-        self.cap, self.target_seconds, self.step_seconds = cap, target_seconds, step_seconds
-        self.last = None
+    def __init__(self, cap, target_seconds=10.0):
+        self.cap, self.target_seconds = cap, target_seconds
+        self.last = self.step_seconds = None
 
     def next(self, remaining):
         """The length of the next call, 1..min(cap, remaining)."""

@@ -355,7 +355,6 @@ class Setup:
     jit: bool
     streams: int
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
-    step_seconds: object    # the plan's step time (TPU/GPU), or None where the peak is unknown
 
 
 def choose_streams(args, replicas, on_tpu, use_gpu):
@@ -394,16 +393,15 @@ def prepare(args):
     if not on_tpu and not use_gpu:
         check_host_memory(args, config, replicas, dtype)
     peak = flops.peak_flops_for(flops.local_device_kind())
-    plan = planner.estimate(config, args.train_batch_size, args.max_seq_length, args.max_predictions,
-                            cores=replicas, dtype=dtype, steps=args.num_train_steps, peak_flops_per_core=peak,
-                            memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)
-    print(planner.summary_line(plan), flush=True)
+    print(planner.summary_line(planner.estimate(
+        config, args.train_batch_size, args.max_seq_length, args.max_predictions, cores=replicas, dtype=dtype,
+        steps=args.num_train_steps, peak_flops_per_core=peak,
+        memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
     return Setup(strategy=strategy, config=config, on_tpu=on_tpu, chief=distribute.is_chief(strategy),
                  replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype,
-                 jit=distribute.use_xla(args.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak,
-                 step_seconds=plan["step_time_s"])
+                 jit=distribute.use_xla(args.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak)
 
 
 def build(args, setup):
@@ -525,7 +523,8 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
           f"{setup.replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
           f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {setup.streams}",
           flush=True)
-    lengths, row, last_save = LoopLength(args.steps_per_loop, LOOP_SECONDS, setup.step_seconds), TrainRow(), time.time()
+    lengths = LoopLength(args.steps_per_loop, LOOP_SECONDS)
+    row, last_save = TrainRow(), time.time()
     end, training = loop_end(step, args)
     num_steps = lengths.next(end - step)  # 1 on every worker: the first call traces and compiles
     with Progress(step, args.num_train_steps, args.train_batch_size, started, PROGRESS_SECONDS) as progress:
