@@ -166,11 +166,11 @@ class Progress:
         progress: step 480/125,000 (0.4%) | 2.31 steps/s | 9,462 examples/s | elapsed 3m28s | ETA 14h58m
 
     `advanced(step)` after each compiled call prints one when `interval` seconds have passed since the last line (and
-    after the first call); while the host waits (a long call, a save, an evaluation) a background thread prints one
-    ending in what it waits for, e.g. `| steps 481..512 running for 25s`. Rates are wall-clock rates since the end
-    of the first call (its tracing and compilation left out; saves and evaluations counted, so the ETA is what the
-    run will take); until a second call ends, the rate since `started`. Use it as a context manager (the thread
-    lives inside it)."""
+    after the first call); while the host waits (a long call, a save, an evaluation: what `doing` names) a
+    background thread prints one ending in what it waits for, e.g. `| steps 481..512 running for 25s`. Rates are
+    wall-clock rates since the end of the first call (its tracing and compilation left out; saves and evaluations
+    counted, so the ETA is what the run will take); until a second call ends, the rate since `started`. Use it as a
+    context manager (the thread lives inside it)."""
 
     def __init__(self, start_step, total_steps, batch_size, started=None, interval=20.0, echo=print,
                  clock=time.time):
@@ -236,7 +236,7 @@ class Progress:
         while not self._stopped.wait(1.0):
             with self._lock:
                 now = self.clock()
-                if now - self._last_line >= self.interval:
+                if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
                     self._print(now)
 
     def __enter__(self):

@@ -557,7 +557,9 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
                 if args.eval_data and step == end and not stopping and (
                         step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
                     progress.doing(f"evaluating at step {step}")
-                    log.write("eval", step, evaluate_now(args, setup, eval_step))
+                    metrics = evaluate_now(args, setup, eval_step)
+                    progress.doing(None)  # (no progress line in the middle of the eval row)
+                    log.write("eval", step, metrics)
                 progress.doing(None)
                 if stopping:
                     print(f"{stop.name}: saved step {step} ({manager.latest_checkpoint}); exiting, the same command "
