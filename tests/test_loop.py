@@ -1,12 +1,19 @@
-"""albert_tf.training.loop: the compiled multi-step loop, evaluation, the metrics log and SIGTERM handling."""
+"""albert_tf.training.loop: the compiled multi-step loop and its length, evaluation, the metrics log, progress lines
+and SIGTERM / SIGINT handling."""
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import tensorflow as tf
 
-from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
+import helpers as ph
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
+                                     make_train_loop)
 
 
 def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
@@ -25,6 +32,30 @@ def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
     second = {k: float(v) for k, v in loop(iterator, tf.constant(4), 1.0).items()}
     assert second == {"x": 3 + 4 + 5 + 6, "one": 4.0}  # the iterator goes on where the last call stopped
     assert float(counter.numpy()) == 7.0
+    for n in (1, 2, 5, 9):  # a new length is a new tensor value, not a new trace (on TPU: not a new compile)
+        loop(iterator, tf.constant(n), 1.0)
+    assert loop.experimental_get_tracing_count() == 2  # one per value of the Python argument (2.0, 1.0)
+
+
+def test_loop_length_starts_at_one_doubles_and_keeps_calls_within_the_target_time():
+    lengths = LoopLength(cap=100, target_seconds=10.0)
+    assert lengths.next(remaining=50) == 1  # the first call traces and compiles
+    lengths.record(1, 30.0)                 # compile + one step: 30 s
+    assert lengths.next(50) == 1            # at 30 s a step, a step alone
+    lengths.record(1, 0.5)
+    assert [lengths.next(50), lengths.next(3)] == [2, 2]  # at most double the longest call so far
+    lengths.record(2, 1.0)
+    lengths.record(4, 2.0)
+    lengths.record(8, 4.0)                  # 0.5 s a step: 20 steps fill 10 s
+    assert lengths.next(100) == 16
+    lengths.record(16, 8.0)
+    assert lengths.next(100) == 20 and lengths.next(7) == 7
+    lengths.record(20, 40.0)                # the machine slowed down to 2 s a step
+    assert lengths.next(100) == 5
+    assert LoopLength(cap=3).next(100) == 1
+    capped = LoopLength(cap=6)
+    capped.record(4, 0.001)
+    assert capped.next(100) == 6
 
 
 def test_evaluate_stops_at_max_steps_and_refuses_empty_data():
@@ -75,10 +106,112 @@ def test_metrics_log_of_a_non_chief_writes_no_file(tmp_path):
     assert not os.path.exists(tmp_path / "m")
 
 
-def test_stop_signal_records_sigterm_and_restores_the_handler():
-    before = signal.getsignal(signal.SIGTERM)
+def test_duration_text():
+    assert [duration_text(s) for s in (0, 42.4, 60, 725, 3600, 11220, 86400 + 5 * 3600 + 59)] == [
+        "0s", "42s", "1m00s", "12m05s", "1h00m", "3h07m", "1d05h"]
+
+
+class FakeClock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+LINE = re.compile(r"progress: step ([\d,]+)/([\d,]+) \(([\d.]+)%\) \| (\S+) steps/s \| (\S+) examples/s \| "
+                  r"elapsed (\S+) \| ETA (\S+)( \| .+ for \S+)?$")
+
+
+def test_progress_lines_rates_elapsed_eta_and_when_they_are_printed():
+    clock, lines = FakeClock(), []
+    progress = Progress(100, 1100, 32, started=clock.now, interval=20.0, echo=lambda t, **k: lines.append(t),
+                        clock=clock)
+    clock.now += 15
+    assert progress.line() == ("progress: step 100/1,100 (9.1%) | - steps/s | - examples/s | elapsed 15s | ETA -")
+    progress.doing("steps 101..101 running")
+    clock.now += 10
+    progress.advanced(101)  # the first call always prints: 1 step in 25 s so far
+    assert lines == ["progress: step 101/1,100 (9.2%) | 0.04 steps/s | 1.28 examples/s | elapsed 25s | ETA 6h56m"]
+    clock.now += 5
+    progress.advanced(151)  # not due: 5 s since the last line
+    assert len(lines) == 1
+    progress.doing("saving step 151")
+    clock.now += 15
+    assert progress.line() == ("progress: step 151/1,100 (13.7%) | 10 steps/s | 320 examples/s | elapsed 45s | "
+                               "ETA 1m35s | saving step 151 for 15s")
+    clock.now += 5
+    progress.advanced(351)  # 250 steps in 25 s since the first call ended; 20 s since the last line
+    assert lines[-1] == ("progress: step 351/1,100 (31.9%) | 10 steps/s | 320 examples/s | elapsed 50s | "
+                         "ETA 1m15s")
+    for line in lines:
+        assert LINE.match(line), line
+    assert progress.elapsed() == 50
+
+
+def test_progress_prints_while_the_host_waits():
+    lines = []
+    with Progress(0, 10, 4, interval=1.5, echo=lambda t, **k: lines.append(t)) as progress:
+        time.sleep(2.2)
+        assert not lines  # the host is not waiting: it prints its own lines
+        progress.doing("steps 1..1 running")
+        time.sleep(1.6)
+    assert len(lines) >= 1 and LINE.match(lines[0]), lines
+    assert re.search(r"\| steps 1\.\.1 running for [12]s$", lines[0]), lines
+
+
+def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
     with StopSignal() as stop:
         assert stop.requested is None
         os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested == signal.SIGTERM
-    assert signal.getsignal(signal.SIGTERM) is before
+        assert stop.requested == signal.SIGTERM and stop.exit_code == 0 and stop.name == "SIGTERM"
+    with StopSignal() as stop:
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt
+        assert stop.requested == signal.SIGINT and stop.exit_code == 130
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
+    assert signal.set_wakeup_fd(-1) == -1  # no wakeup fd left behind
+
+
+# A process that sits in StopSignal, its main thread in a sleep. StopSignal uses no TensorFlow: a stand-in module
+# spares the import (seconds).
+_WAITER = """
+import sys, time, types
+sys.modules["tensorflow"] = types.ModuleType("tensorflow")
+from albert_tf.training.loop import StopSignal
+with StopSignal("prog", at_once=sys.argv[1] or None) as stop:
+    print("ready", flush=True)
+    time.sleep(60)
+print("not reached", flush=True)
+"""
+
+
+def start_waiter(at_once=""):
+    env = dict(os.environ, PYTHONPATH=ph.REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.Popen([sys.executable, "-c", _WAITER, at_once], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_a_second_sigint_aborts_at_once_with_one_line():
+    proc = start_waiter()
+    proc.send_signal(signal.SIGINT)  # the first: a stop request, the process goes on
+    time.sleep(0.5)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130 and out == ""
+    assert err == "prog: second interrupt (SIGINT): aborted without saving; the last checkpoint is intact\n"
+
+
+def test_a_signal_while_nothing_is_to_save_exits_at_once():
+    proc = start_waiter("before the first step finished, nothing to save")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and err == ""
+    assert out == "SIGTERM: before the first step finished, nothing to save; exiting\n"
+    proc = start_waiter("nothing to save")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 130 and out == "SIGINT: nothing to save; exiting\n"

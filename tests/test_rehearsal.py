@@ -41,19 +41,13 @@ def test_free_ports_are_distinct_loopback_ports():
 
 
 def test_log_parsing_and_leftovers(tmp_path):
-    logs = ["input pipeline 1/2: train files 0::2\nstop signal on another worker: saved step 6, exiting\n",
-            "input pipeline 2/2: train files 1::2\nstop signal 15: saved step 6, exiting\n", "nothing\n"]
+    logs = ["input pipeline 1/2: train files 0::2\na stop on another worker: saved step 6 (m/ckpt-6); exiting\n",
+            "input pipeline 2/2: train files 1::2\nSIGTERM: saved step 6 (m/ckpt-6); exiting\n", "nothing\n"]
     assert rehearsal.stop_steps(logs) == [6, 6, None]
     assert rehearsal.input_pipelines(logs) == ["1/2", "2/2", None]
     for name in ("checkpoint", "ckpt-4.index", "metrics.jsonl", "albert_config.json", "train", ".worker_1"):
         (tmp_path / name).write_text("")
     assert rehearsal.leftovers(str(tmp_path)) == [".worker_1"]
-
-
-def test_any_worker_without_workers_is_the_flag_itself():
-    """One client (default, Mirrored, TPU): no collective, the local flag decides."""
-    strategy = tf.distribute.get_strategy()
-    assert distribute.any_worker(strategy, 15) is True and distribute.any_worker(strategy, None) is False
 
 
 def test_input_pipelines_setting_is_checked():

@@ -85,17 +85,6 @@ class PerReplicaInputStrategy(tf.distribute.MirroredStrategy):
         return super().distribute_datasets_from_function(dataset_fn, options)
 
 
-def any_worker(strategy, flag):
-    """True on every worker when `flag` is true on any of them (e.g. the SIGTERM one host got). The workers of a
-    MultiWorkerMirroredStrategy run the loop in lockstep: a worker that stops alone leaves the others waiting in
-    their next collective forever, so a stop is agreed by one all-reduce, at the same point of the loop on every
-    worker. Other strategies have one client: `flag` as it is, no collective."""
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return bool(flag)
-    local = strategy.experimental_distribute_values_from_function(lambda _: tf.constant(1.0 if flag else 0.0))
-    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, local, axis=None)) > 0
-
-
 def is_tpu_strategy(strategy):
     return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 

@@ -1,13 +1,18 @@
 """Pieces of a training run that pretraining, fine-tuning and the benchmarks share.
 
     make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop)
+    LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
     evaluate(strategy, step_fn, dataset, ...)       metric sums over a finite dataset
     MetricsLog(model_dir, chief)                     TensorBoard scalars + metrics.jsonl + a log line per record
-    StopSignal()                                     SIGTERM (a preemption notice) → finish the loop, save, exit 0
+    Progress(start_step, total_steps, batch_size)   a progress line (steps/s, examples/s, elapsed, ETA) every ~20 s
+    StopSignal(prog)                                 SIGTERM / SIGINT → finish the call in flight, save, exit
 """
 import json
 import os
 import signal
+import sys
+import threading
+import time
 
 import tensorflow as tf
 
@@ -29,6 +34,34 @@ def make_train_loop(strategy, step_fn, sum_keys):
         return sums
 
     return tf.function(loop)
+
+
+class LoopLength:
+    """How many steps the next compiled call runs, so that a call takes about `target_seconds` of wall time: the
+    host sees a stop signal, prints progress and checks the clock only between calls.
+
+    The first call runs 1 step (it traces and compiles; a stop signal during it exits at once, see StopSignal);
+    each later call at most doubles the longest so far and stays within `target_seconds` at the step time measured
+    by the last call, never above `cap` nor the steps left to the next boundary. So no call is long before the step
+    time is known (on a TPU too, without trusting the plan's estimate), and a step longer than `target_seconds`
+    runs alone. The count is a tensor argument of the compiled loop, so a new length is no new trace (no TPU
+    recompile), and the lengths do not change the result: the data order is a function of the step, not of the
+    calls."""
+
+    def __init__(self, cap, target_seconds=10.0):
+        self.cap, self.target_seconds = cap, target_seconds
+        self.last = self.step_seconds = None
+
+    def next(self, remaining):
+        """The length of the next call, 1..min(cap, remaining)."""
+        steps = 1 if self.last is None else 2 * self.last
+        if self.step_seconds:
+            steps = min(steps, int(self.target_seconds / self.step_seconds))
+        return max(1, min(steps, self.cap, remaining))
+
+    def record(self, steps, seconds):
+        """A call of `steps` steps took `seconds` of wall time (the first one's compile makes it an overestimate)."""
+        self.last, self.step_seconds = max(steps, self.last or 0), seconds / steps
 
 
 def evaluate(strategy, step_fn, dataset, max_steps, what="eval data"):
@@ -112,26 +145,217 @@ class MetricsLog:
             writer.flush()
 
 
-# ---------------------------------------------------------------------------------------------- signals
-class StopSignal:
-    """A context manager that turns SIGTERM (a preemption notice) into a flag: the loop finishes the steps in
-    flight, saves and exits cleanly. `requested` is the signal number received, or None. The previous handlers
-    come back on exit. Main thread only (Python's signal rule)."""
+# ---------------------------------------------------------------------------------------------- progress
+def duration_text(seconds):
+    """A duration as a log shows it: '42s', '12m05s', '3h07m', '2d05h'."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
-    SIGNALS = (signal.SIGTERM,)
 
-    def __init__(self):
-        self.requested = None
-        self._previous = {}
+def _rate_text(value):
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
-    def _handle(self, signum, frame):  # pylint: disable=unused-argument
-        self.requested = signum
+
+class Progress:
+    """Progress lines on stdout, one at least every `interval` seconds whatever the step time:
+
+        progress: step 480/125,000 (0.4%) | 2.31 steps/s | 9,462 examples/s | elapsed 3m28s | ETA 14h58m
+
+    `advanced(step)` after each compiled call prints one when `interval` seconds have passed since the last line (and
+    after the first call); while the host waits (a long call, a save, an evaluation: what `doing` names) a
+    background thread prints one ending in what it waits for, e.g. `| steps 481..512 running for 25s`. Rates are
+    wall-clock rates since the end of the first call (its tracing and compilation left out; saves and evaluations
+    counted, so the ETA is what the run will take); until a second call ends, the rate since `started`. Use it as a
+    context manager (the thread lives inside it)."""
+
+    def __init__(self, start_step, total_steps, batch_size, started=None, interval=20.0, echo=print,
+                 clock=time.time):
+        self.start_step, self.total_steps, self.batch_size = start_step, total_steps, batch_size
+        self.interval, self.echo, self.clock = interval, echo, clock
+        self.started = clock() if started is None else started
+        self.step = start_step
+        self._first = None        # (step, time) when the first call ended
+        self._last_advance = None  # when the last call ended
+        self._activity = None     # (what the host waits for, since when)
+        self._last_line = self.started
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = None
+
+    def rate(self):
+        """Steps per second of wall time (None before the first call has ended)."""
+        if self._first is None:
+            return None
+        step, since = self._first
+        if self.step > step:
+            return (self.step - step) / max(self._last_advance - since, 1e-9)
+        return (step - self.start_step) / max(since - self.started, 1e-9)
+
+    def line(self, now=None):
+        """The progress line as of now."""
+        now = self.clock() if now is None else now
+        rate = self.rate()
+        fields = [f"progress: step {self.step:,}/{self.total_steps:,} ({100 * self.step / self.total_steps:.1f}%)",
+                  f"{_rate_text(rate)} steps/s" if rate else "- steps/s",
+                  f"{_rate_text(rate * self.batch_size)} examples/s" if rate else "- examples/s",
+                  f"elapsed {duration_text(now - self.started)}",
+                  f"ETA {duration_text((self.total_steps - self.step) / rate)}" if rate else "ETA -"]
+        if self._activity:
+            what, since = self._activity
+            fields.append(f"{what} for {duration_text(now - since)}")
+        return " | ".join(fields)
+
+    def _print(self, now):
+        self._last_line = now
+        self.echo(self.line(now), flush=True)
+
+    def doing(self, what):
+        """What the host waits for from now on ("steps 3..4 running", "saving step 4"); None: nothing."""
+        with self._lock:
+            self._activity = (what, self.clock()) if what else None
+
+    def advanced(self, step):
+        """A compiled call ended at `step`: prints a line if one is due."""
+        with self._lock:
+            now = self.clock()
+            self.step, self._last_advance, self._activity = step, now, None
+            first = self._first is None
+            if first:
+                self._first = (step, now)
+            if first or now - self._last_line >= self.interval:
+                self._print(now)
+
+    def elapsed(self):
+        return self.clock() - self.started
+
+    def _heartbeat(self):
+        while not self._stopped.wait(1.0):
+            with self._lock:
+                now = self.clock()
+                if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
+                    self._print(now)
 
     def __enter__(self):
-        self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        self._stopped.clear()
+        self._thread = threading.Thread(target=self._heartbeat, name="progress", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc):
+        self._stopped.set()
+        self._thread.join()
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- signals
+class StopSignal:
+    """SIGTERM (a preemption notice) and SIGINT (Ctrl-C) as a request to stop: `requested` becomes the signal
+    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 0 after SIGTERM,
+    130 after SIGINT (the shell's code for an interrupt, so that `albert-tf pretrain ... && next` stops there).
+
+    Two cases exit at once with one line, from a watcher thread woken through `signal.set_wakeup_fd` (Python runs
+    signal handlers on the main thread only between bytecodes, which a long TensorFlow call holds off):
+    - while `at_once` holds a reason (a string: e.g. nothing trained yet, so nothing to save), the first signal;
+    - a SIGINT after an earlier signal (a second Ctrl-C): aborts without saving, one line on stderr, exit 130.
+    A context manager, entered on the main thread (Python's signal rule); the previous handlers and wakeup fd come
+    back on exit."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, prog="albert-tf", at_once=None):
+        self.prog, self.at_once = prog, at_once
+        self._requested = None
+        self._previous, self._previous_fd, self._pipe, self._watcher = {}, None, None, None
+        self._lock = threading.Lock()
+
+    @property
+    def requested(self):
+        """The first stop signal's number, or None."""
+        self._drain()
+        return self._requested
+
+    @property
+    def exit_code(self):
+        return 130 if self._requested == signal.SIGINT else 0
+
+    @property
+    def name(self):
+        return signal.Signals(self._requested).name if self._requested else None
+
+    def _handle(self, signum, frame):  # pylint: disable=unused-argument
+        """Python's handler: its C side writes the number to the wakeup fd, which `_drain` reads."""
+
+    def _drain(self):
+        """Acts on the signal numbers waiting in the wakeup pipe (either thread may call it; a byte is read once)."""
+        while self._pipe:
+            try:
+                data = os.read(self._pipe[0], 64)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            for signum in data:
+                self._on_signal(signum)
+
+    def _on_signal(self, signum):
+        with self._lock:
+            earlier = self._requested
+            if earlier is None:
+                self._requested = signum
+        name = signal.Signals(signum).name
+        if earlier is not None and signum == signal.SIGINT:
+            self._exit(f"{self.prog}: second interrupt ({name}): aborted without saving; the last checkpoint is "
+                       "intact", sys.stderr, 130)
+        if earlier is None and self.at_once:
+            self._exit(f"{name}: {self.at_once}; exiting", sys.stdout, self.exit_code)
+
+    @staticmethod
+    def _exit(text, stream, code):
+        print(text, file=stream, flush=True)
+        sys.stdout.flush()
+        os._exit(code)  # pylint: disable=protected-access
+
+    def _watch(self, read_fd):
+        import select  # pylint: disable=import-outside-toplevel
+
+        while self._pipe:
+            try:
+                select.select([read_fd], [], [])
+                data = os.read(read_fd, 64)
+            except BlockingIOError:
+                continue
+            except OSError:  # closed on exit
+                return
+            if not data:
+                return
+            for signum in data:
+                self._on_signal(signum)
+
+    def __enter__(self):
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        self._pipe = (read_fd, write_fd)
+        self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        self._previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        self._watcher = threading.Thread(target=self._watch, args=(read_fd,), name="stop-signal", daemon=True)
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *exc):
+        signal.set_wakeup_fd(self._previous_fd)
         for s, handler in self._previous.items():
             signal.signal(s, handler)
+        self._drain()
+        read_fd, write_fd = self._pipe
+        os.close(write_fd)  # the watcher's read returns b"" and it ends
+        self._watcher.join(timeout=5)
+        self._pipe = None
+        os.close(read_fd)
         return False

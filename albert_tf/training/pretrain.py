@@ -7,18 +7,22 @@ checkpoint, and runs the loop. One training step is `train_step()`:
     forward → loss (MLM Σw·nll / Σw over the GLOBAL batch + SOP mean over the global batch)
            → gradients of this replica's share → sum over replicas → clip to global norm 1.0 → LAMB update
 
-`--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
-iterations_per_loop. Every loop ends on the host: log line, TensorBoard summaries, metrics.jsonl
-(`loop.MetricsLog`), a checkpoint when due, eval when due. The model dir (albert_tf/checkpoints/pretrained.py's layout) gets its
-first file only after the first loop has run.
+Up to `--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
+iterations_per_loop, and a call lasts about LOOP_SECONDS of wall time once the step time is known
+(`loop.LoopLength`): between calls the host acts on signals, prints progress (`loop.Progress`, a line at least every
+PROGRESS_SECONDS) and checks the save clock. Every --steps-per-loop span ends with a metrics row (log line,
+TensorBoard summaries, metrics.jsonl: `loop.MetricsLog`), a checkpoint when due (every --save-checkpoints-steps
+steps or --save-checkpoints-secs seconds), eval when due. The model dir (albert_tf/checkpoints/pretrained.py's layout) gets its
+first file only after the first step has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
-seed and skips the batches already consumed. SIGTERM saves and exits 0 (`loop.StopSignal`). A non-finite loss stops
-before any save.
+seed and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM
+and SIGINT save at the end of the call in flight and exit 0 / 130 (`loop.StopSignal`; before the first step has
+finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save.
 """
+import dataclasses
 import os
-import signal
 import sys
 import time
 
@@ -28,12 +32,15 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.io import check_input_file, check_output_dir
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
 from albert_tf.training import plan as planner
-from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
+                                     make_train_loop)
 
 # What one step returns per replica, summed over replicas and over the steps of a loop.
 # The CLI holds the --model-dir's lock for the whole run (albert_tf.lock: one run per model dir).
 OUTPUT_LOCK = ("model_dir", "--model-dir")
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
+LOOP_SECONDS = pretrain_flags.LOOP_SECONDS  # the wall time of one compiled call once the step time is known
+PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
 
 
 def add_arguments(parser):
@@ -173,8 +180,9 @@ def check_flags(args):
     for name in positive:
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    if args.num_warmup_steps < 0:
-        raise ValueError(f"--num-warmup-steps must be >= 0, got {args.num_warmup_steps}")
+    for name in ("num_warmup_steps", "save_checkpoints_secs"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if args.streams is not None and args.streams <= 0:
         raise ValueError(f"--streams must be positive, got {args.streams}")
     if args.max_predictions > args.max_seq_length:
@@ -234,8 +242,9 @@ def data_error(e):
 
 # ---------------------------------------------------------------------------------------------- the run
 def loop_end(step, args):
-    """Where the loop starting at `step` stops (the next multiple of --steps-per-loop, a checkpoint, an eval, the
-    dropout switch or the end), and whether it trains with dropout."""
+    """Where the span starting at `step` ends (the next multiple of --steps-per-loop, a checkpoint, an eval, the
+    dropout switch or the end), and whether it trains with dropout. No compiled call crosses the end; the metrics
+    row of the span is written there."""
     boundaries = [args.num_train_steps, (step // args.steps_per_loop + 1) * args.steps_per_loop,
                   (step // args.save_checkpoints_steps + 1) * args.save_checkpoints_steps]
     if args.eval_every_steps:
@@ -306,7 +315,36 @@ def check_host_memory(args, config, replicas, dtype, total=None):
                      f"{total / 2**30:,.1f} GiB ({hint}{extra}; the paper's batch 4096 is for TPU pods)")
 
 
-def run(args):
+# ---------------------------------------------------------------------------------------------- the run
+@dataclasses.dataclass
+class Setup:
+    """What `prepare` decided from the flags and the machine."""
+    strategy: object
+    config: object
+    on_tpu: bool
+    chief: bool
+    replicas: int
+    eval_batch_size: int
+    dtype: str
+    jit: bool
+    streams: int
+    peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
+
+
+def choose_streams(args, replicas, on_tpu, use_gpu):
+    """--streams, or its default (2 on CPU, 1 on GPU/TPU; 1 where 2 does not divide the per-replica batch)."""
+    streams = args.streams or (1 if on_tpu or use_gpu else 2)
+    if (args.train_batch_size // replicas) % streams:
+        if args.streams:
+            raise ValueError(f"--streams {streams} does not divide the per-replica batch "
+                             f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
+        streams = 1
+    return streams
+
+
+def prepare(args):
+    """Everything decided before the model is built: the recipe, every check (nothing is written before they
+    pass), the strategy, dtype, XLA and streams; prints the plan's line. Returns a Setup."""
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
@@ -318,21 +356,14 @@ def run(args):
     strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)  # writes nothing
     config = load_config(args.config)
     check_inputs(args, config)
-    on_tpu, chief = distribute.is_tpu_strategy(strategy), distribute.is_chief(strategy)
-    replicas = strategy.num_replicas_in_sync
+    on_tpu, replicas = distribute.is_tpu_strategy(strategy), strategy.num_replicas_in_sync
     eval_batch_size = args.eval_batch_size or args.train_batch_size
     for flag, size in (("--train-batch-size", args.train_batch_size), ("--eval-batch-size", eval_batch_size)):
         if size % replicas:
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
-    jit = distribute.use_xla(args.xla, on_tpu, use_gpu)
-    streams = args.streams or (1 if on_tpu or use_gpu else 2)
-    if (args.train_batch_size // replicas) % streams:
-        if args.streams:
-            raise ValueError(f"--streams {streams} does not divide the per-replica batch "
-                             f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
-        streams = 1
+    streams = choose_streams(args, replicas, on_tpu, use_gpu)
     if not on_tpu and not use_gpu:
         check_host_memory(args, config, replicas, dtype)
     peak = flops.peak_flops_for(flops.local_device_kind())
@@ -342,97 +373,193 @@ def run(args):
         memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
+    return Setup(strategy=strategy, config=config, on_tpu=on_tpu, chief=distribute.is_chief(strategy),
+                 replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype,
+                 jit=distribute.use_xla(args.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak)
 
-    # ---- model, optimizer and checkpoints (variables created under the strategy: mirrored / on TPU)
-    with strategy.scope():
+
+def build(args, setup):
+    """The model, LAMB and its schedule (variables created under the strategy: mirrored / on TPU) and the
+    checkpoint manager, restored from this run's latest checkpoint or --init-checkpoint. Returns
+    (model, optimizer, schedule, manager)."""
+    with setup.strategy.scope():
         model, optimizer, schedule = build_model_and_optimizer(
-            config, args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.poly_power, streams)
+            setup.config, args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.poly_power,
+            setup.streams)
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
-    checkpoint_dir = args.model_dir if chief else os.path.join(
-        args.model_dir, f".worker_{strategy.cluster_resolver.task_id}")
+    checkpoint_dir = args.model_dir if setup.chief else os.path.join(
+        args.model_dir, f".worker_{setup.strategy.cluster_resolver.task_id}")
     manager = tf.train.CheckpointManager(pretrained.checkpoint_for(model, optimizer), checkpoint_dir,
                                          max_to_keep=args.keep_checkpoint_max, step_counter=optimizer.iterations)
     restored = restore(manager, model, args)
-    step = int(optimizer.iterations.numpy())
     if restored:
-        print(f"{restored} at step {step}", flush=True)
-    if step >= args.num_train_steps:
-        print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
-              f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further", flush=True)
-        return 0
+        print(f"{restored} at step {int(optimizer.iterations.numpy())}", flush=True)
+    return model, optimizer, schedule, manager
 
-    # ---- data (order = f(seed, step)), the compiled loop, evaluation, metrics
+
+def save(args, setup, manager, step):
+    """Writes the checkpoint of `step` (and, first time, albert_config.json and spm.model)."""
+    if setup.chief:
+        pretrained.write_files(args.model_dir, setup.config, args.spm_model)
+    manager.save(checkpoint_number=step)
+    if not setup.chief:  # other workers take part in the save but keep nothing
+        tf.io.gfile.rmtree(manager.directory)
+
+
+def run_steps(train_loop, iterator, num_steps, training, step, manager):
+    """One compiled call of `num_steps` steps from `step`. Returns (sums {key: float}, wall seconds). A data error
+    inside the call (a truncated or corrupt file) becomes one line naming the file."""
+    start = time.time()
+    try:
+        sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+        if data_error(e) is None:
+            raise
+        raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last checkpoint "
+                         f"({manager.latest_checkpoint or 'none'}) is intact") from None
+    return sums, time.time() - start
+
+
+def non_finite(sums, first, last, manager):
+    """The error line for a call whose loss is not finite (steps first..last), or None."""
+    metrics = metrics_from_sums(sums)
+    if all(v == v and abs(v) != float("inf") for v in metrics.values()):
+        return None
+    steps = f"step {last}" if first == last else f"steps {first}..{last}"
+    return (f"albert-tf pretrain: error: non-finite loss in {steps} ({metrics}); stopped without saving, the last "
+            f"checkpoint ({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the data.")
+
+
+class TrainRow:
+    """The sums of the steps since the last `train` row of the metrics log (a row every --steps-per-loop steps, at
+    checkpoints, evaluations and the end; its steps may span several compiled calls)."""
+
+    def __init__(self):
+        self.sums, self.steps, self.seconds = {}, 0, 0.0
+
+    def add(self, sums, steps, seconds):
+        self.sums = {k: self.sums.get(k, 0.0) + v for k, v in sums.items()}
+        self.steps, self.seconds = self.steps + steps, self.seconds + seconds
+
+    def metrics(self, args, learning_rate, flops_per_example, peak_flops, replicas):
+        """The row: metrics_from_sums plus learning rate, mean grad norm and throughput of the calls."""
+        metrics = metrics_from_sums(self.sums)
+        examples_per_sec = self.steps * args.train_batch_size / self.seconds
+        metrics.update(learning_rate=learning_rate, grad_norm=self.sums["grad_norm_sum"] / self.steps,
+                       examples_per_sec=examples_per_sec, tokens_per_sec=examples_per_sec * args.max_seq_length)
+        if peak_flops:
+            metrics["mfu"] = examples_per_sec * flops_per_example / (peak_flops * replicas)
+        return metrics
+
+
+def agree(strategy, num_steps, save_now, stop_now):
+    """Host decisions taken from local clocks and signals, made the same on every worker: with several workers
+    (MultiWorkerMirroredStrategy) each must run calls of the same length and save together, so the chief's length
+    and save and any worker's stop win (one small all-reduce). One client (one process, TPU pods included):
+    unchanged. Returns (num_steps, save_now, stop_now)."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return num_steps, save_now, stop_now
+    chief_part = tf.constant([num_steps, int(save_now), int(stop_now)], tf.int32)
+    other_part = tf.constant([0, 0, int(stop_now)], tf.int32)
+
+    def proposal():  # replica 0 of the group lives on the chief
+        first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
+        return tf.where(first, chief_part, other_part)
+
+    agreed = strategy.reduce("sum", strategy.run(proposal), axis=None).numpy()
+    return int(agreed[0]), bool(agreed[1]), bool(agreed[2])
+
+
+def evaluate_now(args, setup, eval_step):
+    """Metrics over at most --max-eval-steps batches of --eval-data."""
+    eval_data = setup.strategy.distribute_datasets_from_function(
+        make_dataset_fn(args, setup.config, args.eval_data, setup.eval_batch_size, is_training=False))
+    sums = evaluate(setup.strategy, eval_step, eval_data, args.max_eval_steps,
+                    what=f"--eval-data {args.eval_data} (batch {setup.eval_batch_size})")
+    return metrics_from_sums(sums)
+
+
+def train(args, setup, model, optimizer, schedule, manager, stop, started):
+    """The loop. Each compiled call runs 1..--steps-per-loop steps and about LOOP_SECONDS of wall time
+    (loop.LoopLength): between calls the host acts on a stop signal, the save clock and progress. After a call:
+    the progress line, the metrics row when a --steps-per-loop span ends, a checkpoint and an evaluation when
+    due. Returns the exit code."""
+    strategy, step = setup.strategy, int(optimizer.iterations.numpy())
     train_iterator = iter(strategy.distribute_datasets_from_function(
-        make_dataset_fn(args, config, args.train_data, args.train_batch_size, True, skip_global_batches=step)))
-    train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, jit), SUM_KEYS)
-    eval_step = make_eval_step(model, eval_batch_size)
-    log = MetricsLog(args.model_dir, chief)
+        make_dataset_fn(args, setup.config, args.train_data, args.train_batch_size, True, skip_global_batches=step)))
+    train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, setup.jit),
+                                 SUM_KEYS)
+    eval_step = make_eval_step(model, setup.eval_batch_size)
+    log = MetricsLog(args.model_dir, setup.chief)
     log.truncate_after(step)
-    flops_per_example = flops.pretraining_flops_per_example(config, args.max_seq_length, args.max_predictions)
-
-    def save(at_step):
-        if chief:
-            pretrained.write_files(args.model_dir, config, args.spm_model)
-        manager.save(checkpoint_number=at_step)
-        if not chief:  # other workers take part in the save but keep nothing
-            tf.io.gfile.rmtree(checkpoint_dir)
-
-    print(f"training {config.num_hidden_layers}-layer ALBERT from step {step} to {args.num_train_steps} on "
-          f"{replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
-          f"dtype {dtype}, xla {'yes' if jit or on_tpu else 'no'}, streams {streams}", flush=True)
-    last_saved = step if manager.latest_checkpoint else None
-    with StopSignal() as stop:
+    flops_per_example = flops.pretraining_flops_per_example(setup.config, args.max_seq_length, args.max_predictions)
+    print(f"training {setup.config.num_hidden_layers}-layer ALBERT from step {step} to {args.num_train_steps} on "
+          f"{setup.replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
+          f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {setup.streams}",
+          flush=True)
+    lengths = LoopLength(args.steps_per_loop, LOOP_SECONDS)
+    row, last_save = TrainRow(), time.time()
+    end, training = loop_end(step, args)
+    num_steps = lengths.next(end - step)  # 1 on every worker: the first call traces and compiles
+    with Progress(step, args.num_train_steps, args.train_batch_size, started, PROGRESS_SECONDS) as progress:
         try:
-            while step < args.num_train_steps:
-                end, training = loop_end(step, args)
-                num_steps = end - step
-                learning_rate = float(schedule(end - 1))
-                start = time.time()
-                try:
-                    sums = {k: float(v) for k, v in train_loop(train_iterator, tf.constant(num_steps),
-                                                               training).items()}
-                except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
-                    if data_error(e) is None:
-                        raise
-                    raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last "
-                                     f"checkpoint ({manager.latest_checkpoint or 'none'}) is intact") from None
-                seconds = time.time() - start
-                step = end
-
-                metrics = metrics_from_sums(sums)
-                if not all(v == v and abs(v) != float("inf") for v in metrics.values()):
-                    print(f"albert-tf pretrain: error: non-finite loss in steps {step - num_steps + 1}..{step} "
-                          f"({metrics}); stopped without saving, the last checkpoint "
-                          f"({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the "
-                          "data.", file=sys.stderr, flush=True)
+            while True:
+                progress.doing(f"steps {step + 1}..{step + num_steps} running")
+                sums, seconds = run_steps(train_loop, train_iterator, num_steps, training, step, manager)
+                stop.at_once = None  # trained: from now on a signal saves first
+                lengths.record(num_steps, seconds)
+                error = non_finite(sums, step + 1, step + num_steps, manager)
+                if error:
+                    print(error, file=sys.stderr, flush=True)
                     return 3
-                examples_per_sec = num_steps * args.train_batch_size / seconds
-                metrics.update(learning_rate=learning_rate, grad_norm=sums["grad_norm_sum"] / num_steps,
-                               examples_per_sec=examples_per_sec,
-                               tokens_per_sec=examples_per_sec * args.max_seq_length)
-                if peak:
-                    metrics["mfu"] = examples_per_sec * flops_per_example / (peak * replicas)
-                log.write("train", step, metrics)
-
+                step += num_steps
+                progress.advanced(step)
+                row.add(sums, num_steps, seconds)
                 done = step >= args.num_train_steps
-                # A stop is agreed by all workers (multi-worker: one all-reduce; else stop.requested itself).
-                stopping = distribute.any_worker(strategy, stop.requested)
-                if step % args.save_checkpoints_steps == 0 or done or stopping:
-                    save(step)
-                    last_saved = step
-                if args.eval_data and (step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
-                    eval_data = strategy.distribute_datasets_from_function(
-                        make_dataset_fn(args, config, args.eval_data, eval_batch_size, is_training=False))
-                    sums = evaluate(strategy, eval_step, eval_data, args.max_eval_steps,
-                                    what=f"--eval-data {args.eval_data} (batch {eval_batch_size})")
-                    log.write("eval", step, metrics_from_sums(sums))
+                next_end, next_training = loop_end(step, args)
+                save_by_clock = 0 < args.save_checkpoints_secs <= time.time() - last_save
+                next_steps, save_by_clock, stopping = agree(strategy, 0 if done else lengths.next(next_end - step),
+                                                            save_by_clock, stop.requested is not None and not done)
+                if step == end or stopping:
+                    log.write("train", step, row.metrics(args, float(schedule(step - 1)), flops_per_example,
+                                                         setup.peak_flops, setup.replicas))
+                    row = TrainRow()
+                if step % args.save_checkpoints_steps == 0 or done or save_by_clock or stopping:
+                    progress.doing(f"saving step {step}")
+                    save(args, setup, manager, step)
+                    last_save = time.time()
+                if args.eval_data and step == end and not stopping and (
+                        step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
+                    progress.doing(f"evaluating at step {step}")
+                    metrics = evaluate_now(args, setup, eval_step)
+                    progress.doing(None)  # (no progress line in the middle of the eval row)
+                    log.write("eval", step, metrics)
+                progress.doing(None)
                 if stopping:
-                    print(f"stop signal {stop.requested or 'on another worker'}: saved step {step}, exiting",
-                          flush=True)
-                    return 0
-                if args.debug_kill_after_step is not None and last_saved == step >= args.debug_kill_after_step:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    print(f"{stop.name or 'a stop on another worker'}: saved step {step} ({manager.latest_checkpoint}); exiting, the same command "
+                          "resumes", flush=True)
+                    return stop.exit_code
+                if done:
+                    break
+                end, training, num_steps = next_end, next_training, next_steps
         finally:
             log.close()
-    print(f"done: step {step}, checkpoint {manager.latest_checkpoint}", flush=True)
+    print(f"done: step {step} in {duration_text(progress.elapsed())}, checkpoint {manager.latest_checkpoint}",
+          flush=True)
     return 0
+
+
+def run(args):
+    """`albert-tf pretrain`: prepare (checks, strategy, plan), build and restore, train. SIGTERM and SIGINT stop
+    it cleanly (loop.StopSignal): before the first step has finished at once (nothing to save), afterwards at the
+    end of the compiled call in flight, with a checkpoint; exit 0 after SIGTERM, 130 after SIGINT."""
+    started = time.time()
+    with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
+        setup = prepare(args)
+        model, optimizer, schedule, manager = build(args, setup)
+        step = int(optimizer.iterations.numpy())
+        if step >= args.num_train_steps:
+            print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
+                  f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further", flush=True)
+            return 0
+        return train(args, setup, model, optimizer, schedule, manager, stop, started)

@@ -4,6 +4,8 @@ import argparse
 
 from albert_tf.training import recipes
 
+LOOP_SECONDS = 10.0  # the wall time of one compiled call once the step time is known (loop.LoopLength)
+
 
 def add_arguments(parser):
     """Adds every `pretrain` flag to `parser` (an argparse parser); `--recipe` last."""
@@ -23,8 +25,13 @@ def add_arguments(parser):
     a("--num-train-steps", type=int, default=125000, help="training steps in all")
     a("--num-warmup-steps", type=int, default=3125, help="steps of linear learning-rate warm-up")
     a("--poly-power", type=float, default=1.0, help="power of the polynomial decay")
-    a("--steps-per-loop", type=int, default=100, help="steps per compiled host call (iterations_per_loop)")
+    a("--steps-per-loop", type=int, default=100,
+      help="the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
+           f"also ends after about {LOOP_SECONDS:g} s of wall time, so a stop signal is acted on within seconds")
     a("--save-checkpoints-steps", type=int, default=5000, help="save a checkpoint every N steps")
+    a("--save-checkpoints-secs", type=int, default=600,
+      help="also save when this many seconds have passed since the last save (0: off); bounds what a failure "
+           "without notice loses")
     a("--keep-checkpoint-max", type=int, default=5, help="checkpoints kept (the oldest are deleted)")
     a("--dtype", choices=("float32", "bfloat16"), default=None,
       help="compute dtype; variables stay float32 (default: bfloat16 on TPU, float32 elsewhere)")

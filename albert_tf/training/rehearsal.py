@@ -15,6 +15,7 @@ worker leftovers); the final checkpoint equals the reference's (max |diff| over 
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -114,11 +115,13 @@ def read(path):
 
 
 def stop_steps(logs):
-    """The step each worker saved at when it stopped ("stop signal ...: saved step S"), None where it did not."""
+    """The step each worker saved at when it stopped ("SIGTERM: saved step S (...)", or "a stop on another worker:
+    saved step S (...)" on the workers that got no signal), None where it did not."""
     found = []
     for text in logs:
-        lines = [line for line in text.splitlines() if line.startswith("stop signal ")]
-        found.append(int(lines[-1].split("saved step ")[1].split(",")[0]) if lines else None)
+        lines = [line for line in text.splitlines() if re.match(r"(SIG[A-Z]+|a stop on another worker): saved step ",
+                                                                line)]
+        found.append(int(re.search(r"saved step (\d+)", lines[-1]).group(1)) if lines else None)
     return found
 
 
