@@ -185,7 +185,7 @@ def atomic_directory(path):
             _move_tree_markers_last(gfile, tmp, path)
     except BaseException:
         if gfile.exists(tmp):
-            gfile.rmtree(tmp)
+            _remove_tree(gfile, tmp)
         raise
 
 
@@ -219,16 +219,15 @@ def _move_tree_markers_last(gfile, src, dst):
         with contextlib.suppress(Exception):
             _remove_tree(gfile, dst)
         raise
-    gfile.rmtree(src)
+    _remove_tree(gfile, src)
 
 
 def _remove_tree(gfile, path):
-    """Removes a directory tree, its top-level marker files first (a reader keying on them stops considering it
-    before any other file goes)."""
-    for marker in MARKER_FILES:
-        marker_path = os.path.join(path, marker)
-        if gfile.exists(marker_path):
-            gfile.remove(marker_path)
+    """Removes a directory tree file by file, its top-level marker files first (a reader keying on them stops
+    considering it before any other file goes), then the emptied directories (TF's ram:// filesystem cannot
+    rmtree a directory that holds files)."""
+    for relative in reversed(_files_markers_last(gfile, path)):
+        gfile.remove(os.path.join(path, relative))
     gfile.rmtree(path)
 
 
