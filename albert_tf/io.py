@@ -8,11 +8,12 @@ Reading: local paths go through the standard library, URLs through tf.io.gfile, 
     check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
     check_input_file(path, flag)       an input file that is missing or a directory: one clear error
 
-Writing: a crash leaves either the old result or the new one, never half of one.
+Writing: a crash leaves either the old result or the new one, never half of one (for directories on URL
+filesystems, a weaker guarantee: see `atomic_directory`).
 
     atomic_output(path)                a file object writing to a temp name, renamed onto `path` on success
     atomic_write_text / atomic_copy    the same for a str / a copy of another file
-    atomic_directory(path)             a temp directory to fill, renamed onto `path` on success
+    atomic_directory(path)             a temp directory to fill, moved onto `path` on success (marker files last)
     temp_path_for(path)                a temp sibling name, for writers that need a path (TFRecordWriter)
 
 Temp names are hidden siblings, `.NAME.tmp-<12 hex>`.
@@ -189,23 +190,90 @@ def atomic_output(path, mode="wb"):
         raise
 
 
+# Top-level files whose presence tells a reader that a directory is complete, in the order they are written last:
+# albert_tf's model-dir readers key on albert_config.json, tf.saved_model.load and TF Serving on saved_model.pb(txt),
+# tf.train.latest_checkpoint on the `checkpoint` state file.
+MARKER_FILES = ("albert_config.json", "saved_model.pbtxt", "saved_model.pb", "checkpoint")
+
+
+def renames_directories_atomically(path):
+    """True for local paths (os rename); False for URLs such as gs://, where tf.io.gfile renames a directory object
+    by object (copy, then delete), in no particular order."""
+    path = os.fspath(path)
+    return "://" not in path or path.startswith("file://")
+
+
 @contextlib.contextmanager
 def atomic_directory(path):
-    """Yields a temp directory name beside `path` to fill; renamed onto `path` only when the block succeeds (an
-    existing `path` is removed first, and only then), else removed. A crash leaves the old directory or the new
-    one, never half of one. Local paths and tf.io.gfile filesystems (gs://)."""
+    """Yields a temp directory name beside `path` to fill; moved onto `path` only when the block succeeds (an
+    existing `path` is removed first, and only then), else removed.
+
+    Local paths: the move is one rename, so a reader sees the old directory or the new one, never half of one (the
+    old one is gone an instant before the rename). URLs (gs://, any tf.io.gfile filesystem without atomic directory
+    rename): the temp directory's files are copied into `path` with the `MARKER_FILES` at its top (saved_model.pb,
+    the checkpoint state file `checkpoint`, albert_config.json) after every other file, then the temp is removed; an
+    existing `path` loses its marker files before any other file. So a reader that keys on a marker file (TF Serving
+    and tf.saved_model.load on saved_model.pb, tf.train.latest_checkpoint on `checkpoint`) never sees a partial
+    directory; while the old one is replaced it sees none. A crash may leave a marker-less partial `path` and the
+    hidden temp; the next write with overwrite replaces them.
+    """
     gfile = _tf_gfile()
-    path = os.fspath(path)
+    path = os.fspath(path).rstrip("/") or os.fspath(path)
     tmp = temp_path_for(path)
     try:
         yield tmp
         if gfile.exists(path):
-            gfile.rmtree(path)
-        gfile.rename(tmp, path)
+            _remove_tree(gfile, path)
+        if renames_directories_atomically(path):
+            gfile.rename(tmp, path)
+        else:
+            _move_tree_markers_last(gfile, tmp, path)
     except BaseException:
         if gfile.exists(tmp):
-            gfile.rmtree(tmp)
+            _remove_tree(gfile, tmp)
         raise
+
+
+def _is_marker(relative):
+    return relative in MARKER_FILES
+
+
+def _files_markers_last(gfile, root):
+    """The relative paths of the files under root: every other file (sorted), then the top-level MARKER_FILES in
+    their order."""
+    files = []
+    for directory, _, names in gfile.walk(root):
+        files.extend(os.path.join(directory[len(root):].strip("/"), name) for name in names)
+    markers = [m for m in MARKER_FILES if m in files]
+    return sorted(f for f in files if not _is_marker(f)) + markers
+
+
+def _copy_file(gfile, src, dst):
+    """One file's copy (tests replace it to watch the order and to crash midway)."""
+    gfile.copy(src, dst, overwrite=True)
+
+
+def _move_tree_markers_last(gfile, src, dst):
+    """Copies the tree src to dst, marker files last, then removes src; a failed copy removes the partial dst."""
+    try:
+        for directory, _, _ in gfile.walk(src):
+            gfile.makedirs(dst + directory[len(src):])
+        for relative in _files_markers_last(gfile, src):
+            _copy_file(gfile, os.path.join(src, relative), os.path.join(dst, relative))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _remove_tree(gfile, dst)
+        raise
+    _remove_tree(gfile, src)
+
+
+def _remove_tree(gfile, path):
+    """Removes a directory tree file by file, its top-level marker files first (a reader keying on them stops
+    considering it before any other file goes), then the emptied directories (TF's ram:// filesystem cannot
+    rmtree a directory that holds files)."""
+    for relative in reversed(_files_markers_last(gfile, path)):
+        gfile.remove(os.path.join(path, relative))
+    gfile.rmtree(path)
 
 
 def atomic_write_text(path, text):

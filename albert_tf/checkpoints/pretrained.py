@@ -150,8 +150,10 @@ def restore(model, path_or_directory, part=None):
 
 def save(model, directory, spm_model=None, step=0, lower_case=None):
     """Writes `model` as a new pretrained-model directory: albert_config.json, a TF checkpoint (ckpt-`step`) and
-    spm.model (with its casing record, see `write_files`) when given. Atomic: built under a temporary name, then renamed; an existing non-empty `directory`
-    is refused. Returns `directory`."""
+    spm.model (with its casing record, see `write_files`) when given. Atomic (albert_tf.io.atomic_directory): built
+    under a temporary name, then renamed; on gs:// copied with albert_config.json and the `checkpoint` state file
+    after the checkpoint data, so `latest_checkpoint` never names a partial checkpoint. An existing non-empty
+    `directory` is refused. Returns `directory`."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     directory = os.fspath(directory).rstrip("/")

@@ -3,7 +3,9 @@
 Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.encoder) and the
 fine-tuned tasks' (classifier, SQuAD, RACE: albert_tf.tasks.*.export). N is the next free integer unless a version is
 given; an existing version is replaced only with overwrite. The SavedModel is written under a hidden temp name in
-BASE and renamed to BASE/N when complete, so a server watching BASE never sees half a model.
+BASE and moved to BASE/N when complete (albert_tf.io.atomic_directory): locally one rename, so a server watching
+BASE never sees half a model; on gs:// an ordered copy with saved_model.pb last (and an old version's saved_model.pb
+removed first), so a server that keys on saved_model.pb, as TF Serving does, never sees half a model either.
 """
 import json
 import os
