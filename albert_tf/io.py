@@ -190,12 +190,6 @@ def atomic_output(path, mode="wb"):
         raise
 
 
-# Top-level files whose presence tells a reader that a directory is complete, in the order they are written last:
-# albert_tf's model-dir readers key on albert_config.json, tf.saved_model.load and TF Serving on saved_model.pb(txt),
-# tf.train.latest_checkpoint on the `checkpoint` state file.
-MARKER_FILES = ("albert_config.json", "saved_model.pbtxt", "saved_model.pb", "checkpoint")
-
-
 def renames_directories_atomically(path):
     """True for local paths (os rename); False for URLs such as gs://, where tf.io.gfile renames a directory object
     by object (copy, then delete), in no particular order."""
@@ -204,16 +198,20 @@ def renames_directories_atomically(path):
 
 
 @contextlib.contextmanager
-def atomic_directory(path):
+def atomic_directory(path, markers=()):
     """Yields a temp directory name beside `path` to fill; moved onto `path` only when the block succeeds (an
     existing `path` is removed first, and only then), else removed.
 
+    `markers`: the top-level file names whose presence tells a reader that the directory is complete, in the order
+    they are to be written last (the owners of the layouts pass them: serving.saved_model `saved_model.pb`, which
+    TF Serving and tf.saved_model.load key on; checkpoints.pretrained albert_config.json and the `checkpoint` state
+    file, which tf.train.latest_checkpoint keys on).
+
     Local paths: the move is one rename, so a reader sees the old directory or the new one, never half of one (the
     old one is gone an instant before the rename). URLs (gs://, any tf.io.gfile filesystem without atomic directory
-    rename): the temp directory's files are copied into `path` with the `MARKER_FILES` at its top (saved_model.pb,
-    the checkpoint state file `checkpoint`, albert_config.json) after every other file, then the temp is removed; an
-    existing `path` loses its marker files before any other file. So a reader that keys on a marker file (TF Serving
-    and tf.saved_model.load on saved_model.pb, tf.train.latest_checkpoint on `checkpoint`) never sees a partial
+    rename): the temp directory's files are copied into `path` with the `markers` at its top after every other file,
+    then the temp is removed; an existing `path` loses its marker files before any other file. So a reader that keys
+    on a marker file never sees a partial
     directory; while the old one is replaced it sees none. A crash may leave a marker-less partial `path` and the
     hidden temp; the next write with overwrite replaces them.
     """
@@ -223,29 +221,24 @@ def atomic_directory(path):
     try:
         yield tmp
         if gfile.exists(path):
-            _remove_tree(gfile, path)
+            _remove_tree(gfile, path, markers)
         if renames_directories_atomically(path):
             gfile.rename(tmp, path)
         else:
-            _move_tree_markers_last(gfile, tmp, path)
+            _move_tree_markers_last(gfile, tmp, path, markers)
     except BaseException:
         if gfile.exists(tmp):
-            _remove_tree(gfile, tmp)
+            _remove_tree(gfile, tmp, markers)
         raise
 
 
-def _is_marker(relative):
-    return relative in MARKER_FILES
-
-
-def _files_markers_last(gfile, root):
-    """The relative paths of the files under root: every other file (sorted), then the top-level MARKER_FILES in
+def _files_markers_last(gfile, root, markers):
+    """The relative paths of the files under root: every other file (sorted), then the top-level `markers` in
     their order."""
     files = []
     for directory, _, names in gfile.walk(root):
         files.extend(os.path.join(directory[len(root):].strip("/"), name) for name in names)
-    markers = [m for m in MARKER_FILES if m in files]
-    return sorted(f for f in files if not _is_marker(f)) + markers
+    return sorted(f for f in files if f not in markers) + [m for m in markers if m in files]
 
 
 def _copy_file(gfile, src, dst):
@@ -253,25 +246,25 @@ def _copy_file(gfile, src, dst):
     gfile.copy(src, dst, overwrite=True)
 
 
-def _move_tree_markers_last(gfile, src, dst):
+def _move_tree_markers_last(gfile, src, dst, markers):
     """Copies the tree src to dst, marker files last, then removes src; a failed copy removes the partial dst."""
     try:
         for directory, _, _ in gfile.walk(src):
             gfile.makedirs(dst + directory[len(src):])
-        for relative in _files_markers_last(gfile, src):
+        for relative in _files_markers_last(gfile, src, markers):
             _copy_file(gfile, os.path.join(src, relative), os.path.join(dst, relative))
     except BaseException:
         with contextlib.suppress(Exception):
-            _remove_tree(gfile, dst)
+            _remove_tree(gfile, dst, markers)
         raise
-    _remove_tree(gfile, src)
+    _remove_tree(gfile, src, markers)
 
 
-def _remove_tree(gfile, path):
+def _remove_tree(gfile, path, markers):
     """Removes a directory tree file by file, its top-level marker files first (a reader keying on them stops
     considering it before any other file goes), then the emptied directories (TF's ram:// filesystem cannot
     rmtree a directory that holds files)."""
-    for relative in reversed(_files_markers_last(gfile, path)):
+    for relative in reversed(_files_markers_last(gfile, path, markers)):
         gfile.remove(os.path.join(path, relative))
     gfile.rmtree(path)
 

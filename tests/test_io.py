@@ -51,7 +51,7 @@ def _files(root):
 
 
 def _has_marker(root):
-    return any(GFILE.exists(os.path.join(root, m)) for m in io.MARKER_FILES)
+    return any(GFILE.exists(os.path.join(root, m)) for m in MARKERS_LAST)
 
 
 class CopyWatcher:
@@ -80,7 +80,7 @@ class CopyWatcher:
         if not _has_marker(self.target):
             return
         have, want = _files(self.target), _files(source_root)
-        if {k: v for k, v in want.items() if k not in io.MARKER_FILES or k in have} != have:
+        if {k: v for k, v in want.items() if k not in MARKERS_LAST or k in have} != have:
             self.violations.append(sorted(have))
 
 
@@ -102,7 +102,7 @@ def test_url_tree_lands_with_markers_last_and_never_partial(monkeypatch):
     target = f"{parent}/1"
     watcher = CopyWatcher(target)
     monkeypatch.setattr(io, "_copy_file", watcher)
-    with io.atomic_directory(target) as tmp:
+    with io.atomic_directory(target, markers=MARKERS_LAST) as tmp:
         _write_tree(tmp, TREE)
     assert watcher.order == sorted(set(TREE) - set(MARKERS_LAST)) + MARKERS_LAST
     assert watcher.violations == []
@@ -120,7 +120,7 @@ def test_a_failure_after_any_file_leaves_no_marker_and_no_temp(monkeypatch, repl
         watcher = CopyWatcher(target, crash_after=k)
         monkeypatch.setattr(io, "_copy_file", watcher)
         with pytest.raises(RuntimeError, match=f"crashed after {k} files"):
-            with io.atomic_directory(target) as tmp:
+            with io.atomic_directory(target, markers=MARKERS_LAST) as tmp:
                 _write_tree(tmp, TREE)
         assert len(watcher.order) == k and watcher.violations == []
         assert not _has_marker(target) and not GFILE.listdir(parent), k  # partial copy and temp removed
@@ -131,7 +131,7 @@ def test_replacing_on_a_url_removes_the_old_markers_before_copying(monkeypatch):
     _write_tree(target, {name: data + b" old" for name, data in TREE.items()} | {"old_only": b"x"})
     watcher = CopyWatcher(target)
     monkeypatch.setattr(io, "_copy_file", watcher)
-    with io.atomic_directory(target) as tmp:
+    with io.atomic_directory(target, markers=MARKERS_LAST) as tmp:
         _write_tree(tmp, TREE)
     assert watcher.violations == []  # checked before the first copy too: no old marker beside new files
     assert _files(target) == TREE
@@ -142,7 +142,7 @@ def test_local_paths_are_renamed_not_copied(monkeypatch, tmp_path):
         raise AssertionError(f"copied {args}")
 
     monkeypatch.setattr(io, "_copy_file", copy)
-    with io.atomic_directory(str(tmp_path / "d")) as tmp:
+    with io.atomic_directory(str(tmp_path / "d"), markers=MARKERS_LAST) as tmp:
         _write_tree(tmp, TREE)
     assert _files(str(tmp_path / "d")) == TREE and os.listdir(tmp_path) == ["d"]
     assert io.renames_directories_atomically("file:///x") and not io.renames_directories_atomically("gs://b/x")

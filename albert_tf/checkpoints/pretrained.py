@@ -19,6 +19,7 @@ import os
 from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
 
 SPM_FILE = "spm.model"
+CHECKPOINT_STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file (names the latest ckpt-N)
 METRICS_FILE = "metrics.jsonl"  # a pretraining run's metrics, one JSON object per (split, step) line
 MODEL_KEY = "model"          # the checkpoint's root → the Keras model
 OPTIMIZER_KEY = "optimizer"  # the checkpoint's root → the optimizer (pretraining runs only)
@@ -163,7 +164,8 @@ def save(model, directory, spm_model=None, step=0, lower_case=None):
         raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
     from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
 
-    with atomic_directory(directory) as tmp:  # replaces an empty `directory` (checked above)
+    # replaces an empty `directory` (checked above); readers key on the config and the checkpoint state file
+    with atomic_directory(directory, markers=(CONFIG_FILE, CHECKPOINT_STATE_FILE)) as tmp:
         write_files(tmp, model.config, spm_model, lower_case)
         tf.train.CheckpointManager(checkpoint_for(model), tmp, max_to_keep=1).save(checkpoint_number=step)
     return directory

@@ -55,7 +55,7 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
 
     # overwrite: the old version goes only once the new one is complete (atomic_directory)
-    with atomic_directory(final) as tmp:
+    with atomic_directory(final, markers=(SAVED_MODEL_FILE,)) as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
         extra = dict(extra_assets or {})
         if warmup_requests:

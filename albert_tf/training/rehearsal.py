@@ -26,7 +26,7 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
-MODEL_DIR_FILES = ("checkpoint", CONFIG_FILE, pretrained.SPM_FILE, pretrained.METRICS_FILE, "train", "eval")
+MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, pretrained.SPM_FILE, pretrained.METRICS_FILE, "train", "eval")
 
 
 def free_ports(count):
