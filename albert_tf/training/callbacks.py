@@ -1,5 +1,7 @@
-"""`albert-tf finetune`'s per-epoch work, as a Keras callback."""
+"""`albert-tf finetune`'s Keras callbacks: the per-epoch work (EpochEnd) and SIGINT / SIGTERM (StopOnSignal)."""
 import os
+import signal
+import threading
 
 import keras
 import tensorflow as tf
@@ -10,6 +12,8 @@ from albert_tf.training.loop import write_scalar_summary
 class EpochEnd(keras.callbacks.Callback):
     """At each epoch's end, in order: score the dev set with the task's official metric, keep the best model
     (managers["best"]), log to TensorBoard (OUTPUT/logs/{train,dev}) and stdout, checkpoint (managers["resume"]).
+
+    An epoch cut short (StopOnSignal stopped it) is neither scored nor saved: `steps_done` < steps_per_epoch.
 
     Args:
       task: the FinetuneTask; tokenizer: its AlbertTokenizer; plan: the run's Plan.
@@ -23,8 +27,17 @@ class EpochEnd(keras.callbacks.Callback):
         self.state, self.managers = state, managers
         self.writers = {name: tf.summary.create_file_writer(os.path.join(output, "logs", name))
                         for name in ("train", "dev")}
+        self.steps_done = 0  # steps of the epoch in progress
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.steps_done = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps_done = min(batch + 1, self.plan.steps_per_epoch)  # `batch`: the last step of the call
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.steps_done < self.plan.steps_per_epoch:
+            return  # stopped partway: its steps are not kept (a run resumes from whole epochs)
         step = (epoch + 1) * self.plan.steps_per_epoch
         results = self.task.evaluate(self.model, self.tokenizer, self.plan)
         value = next(iter(results.values()))[self.task.primary_metric]
@@ -51,3 +64,71 @@ class EpochEnd(keras.callbacks.Callback):
                     write_scalar_summary(f"{split}/{name}", v)
         for writer in self.writers.values():
             writer.flush()
+
+
+def _no_op(signum, frame):  # pylint: disable=unused-argument
+    """The Python-level handler while StopOnSignal is active (its C side writes to the wakeup fd)."""
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """SIGINT (Ctrl-C) and SIGTERM during `model.fit` as a request to stop at the next step boundary: `requested`
+    becomes the signal's number and the model's `stop_training` is set (the epoch in progress is then not saved,
+    see EpochEnd). A second SIGINT aborts at once: `abort(line)` is called (it prints the line and exits).
+
+    The signals are read by a watcher thread from `signal.set_wakeup_fd`, so that a second Ctrl-C acts even while
+    the main thread is inside a long TensorFlow call (Python runs its own handlers only between bytecodes).
+    Installed at on_train_begin (the main thread), the previous handlers restored at on_train_end."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, abort):
+        super().__init__()
+        self.abort = abort
+        self.requested = None
+        self._installed = None
+
+    @property
+    def name(self):
+        return signal.Signals(self.requested).name if self.requested else None
+
+    @property
+    def exit_code(self):
+        """130 after SIGINT (the shell's code for an interrupt), 0 after SIGTERM (a preemption: the rerun goes on)."""
+        return 130 if self.requested == signal.SIGINT else 0
+
+    def on_train_begin(self, logs=None):
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = {s: signal.signal(s, _no_op) for s in self.SIGNALS}
+        previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        watcher = threading.Thread(target=self._watch, args=(read_fd,), daemon=True, name="StopOnSignal")
+        watcher.start()
+        self._installed = (previous, previous_fd, read_fd, write_fd, watcher)
+
+    def on_train_end(self, logs=None):
+        if self._installed is None:
+            return
+        previous, previous_fd, read_fd, write_fd, watcher = self._installed
+        self._installed = None
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        signal.set_wakeup_fd(previous_fd)
+        os.close(write_fd)  # the watcher reads end-of-file and returns
+        watcher.join()
+        os.close(read_fd)
+
+    def _watch(self, read_fd):
+        while True:
+            data = os.read(read_fd, 64)
+            if not data:
+                return
+            for signum in data:
+                if signum in self.SIGNALS:
+                    self._on_signal(signum)
+
+    def _on_signal(self, signum):
+        if self.requested is None:
+            self.requested = signum
+            self.model.stop_training = True
+        elif signum == signal.SIGINT:
+            self.abort("second interrupt (SIGINT): aborted at once; the last checkpoint is intact")

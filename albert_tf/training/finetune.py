@@ -14,7 +14,9 @@ Read it top to bottom: the per-task defaults (the paper's table), the flags, the
 Faults: a run killed at any point and started again with the same flags resumes from the last epoch's checkpoint
 and reaches the same result: the data order of epoch e is a function of (seed, e) alone, and the checkpoint holds
 everything that changes during training (weights, optimizer moments and step, dropout seed state, the best
-metric so far).
+metric so far). SIGINT (Ctrl-C) and SIGTERM stop at the next step boundary (callbacks.StopOnSignal): the epoch in
+progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 0 after
+SIGTERM (as `pretrain`); the same command resumes. A second Ctrl-C aborts at once (one line, exit 130).
 """
 import argparse
 import dataclasses
@@ -298,10 +300,27 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
 
 # ---------------------------------------------------------------------------------------------- callbacks
 def make_callbacks(task, tokenizer, plan, state, managers, output):
-    """The per-epoch work (albert_tf.training.callbacks.EpochEnd)."""
-    from albert_tf.training.callbacks import EpochEnd  # pylint: disable=import-outside-toplevel
+    """[StopOnSignal, EpochEnd] (albert_tf.training.callbacks): SIGINT / SIGTERM, then the per-epoch work."""
+    from albert_tf.training.callbacks import EpochEnd, StopOnSignal  # pylint: disable=import-outside-toplevel
 
-    return [EpochEnd(task, tokenizer, plan, state, managers, output)]
+    return [StopOnSignal(abort_at_once), EpochEnd(task, tokenizer, plan, state, managers, output)]
+
+
+def abort_at_once(text):
+    """A second Ctrl-C: one line on stderr, the output lock released, exit 130 at once (albert_tf.cli.abort)."""
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    cli.abort("finetune", text)
+
+
+def stopped_line(stop, epoch_end, state, managers):
+    """The one line a run stopped by a signal prints: where it stopped, the checkpoint a rerun resumes from."""
+    epoch, steps = int(state["epoch"].numpy()), epoch_end.steps_done
+    where = f"stopped after epoch {epoch}" if steps in (0, epoch_end.plan.steps_per_epoch) else \
+        f"stopped at step {steps} of epoch {epoch + 1} (not kept: a run resumes from whole epochs)"
+    checkpoint = managers["resume"].latest_checkpoint
+    kept = f"the last checkpoint is {checkpoint} (epoch {epoch})" if checkpoint else "no epoch finished, no checkpoint"
+    return f"{stop.name}: {where}; {kept}; the same command {'resumes' if checkpoint else 'starts again'}"
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -452,8 +471,11 @@ def run(args):
           f"({type(strategy).__name__})", flush=True)
     if initial_epoch < plan.epochs:
         order = train_order(args.seed, initial_epoch, plan, task.num_train(tokenizer, plan))
+        stop, epoch_end = make_callbacks(task, tokenizer, plan, state, managers, args.output)
         model.fit(task.train_dataset(tokenizer, plan, order), epochs=plan.epochs, initial_epoch=initial_epoch,
-                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=0,
-                  callbacks=make_callbacks(task, tokenizer, plan, state, managers, args.output))
+                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=0, callbacks=[stop, epoch_end])
+        if stop.requested:
+            print(stopped_line(stop, epoch_end, state, managers), flush=True)
+            return stop.exit_code
     finish(args, config, task, tokenizer, plan, model, state, managers)
     return 0
