@@ -58,6 +58,15 @@ def group_gone(pgid, timeout=10):
     return False
 
 
+# C++ log lines of TensorFlow and SentencePiece that can reach stderr in a test's environment (not ours).
+_NATIVE_LOG = re.compile(r"^([EIWF]\d{4} |\S+\.cc\(\d+\) LOG)")
+
+
+def our_lines(stderr):
+    """stderr's lines less native log lines and create-data's progress bar."""
+    return [line for line in stderr.splitlines() if not _NATIVE_LOG.match(line) and not line.startswith("[")]
+
+
 def stdout_has(proc, text):
     def check():
         proc.files[0].seek(0)
@@ -85,10 +94,11 @@ def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, 
     out = tmp_path / "out"
     proc = start("finetune", args, tmp_path)
     wait_for(stdout_has(proc, "epoch 1/3 "), proc)
+    time.sleep(2)  # most likely inside epoch 2 (40 steps); after it, or during its checkpoint, is as good
     os.killpg(proc.pid, signal.SIGINT)
     rc, stdout, stderr = finish(proc)
     assert rc == 130, stdout + stderr
-    assert "Traceback" not in stderr and stderr == "", stderr
+    assert "Traceback" not in stderr and our_lines(stderr) == [], stderr
     match = STOPPED.fullmatch(stdout.strip().splitlines()[-1])
     assert match, stdout
     epoch = int(match.group(5))
@@ -107,14 +117,19 @@ def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, 
 @pytest.mark.slow  # one fine-tuning process (about 30 s on this shared machine)
 def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     out = tmp_path / "out"
-    proc = start("finetune", finetune_args(tmp_path, tiny_spm_model), tmp_path)
+    # one compiled call per epoch: the first SIGINT most likely lands inside a call, and the second one (signals of
+    # one kind sent together merge into one) while the main thread is still inside TensorFlow
+    args = finetune_args(tmp_path, tiny_spm_model) + ["--steps-per-execution", 40]
+    proc = start("finetune", args, tmp_path)
     wait_for(stdout_has(proc, "epoch 1/30 "), proc)
+    time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)
     rc, stdout, stderr = finish(proc)
     assert rc == 130, stdout + stderr
-    assert stderr == ("albert-tf finetune: second interrupt (SIGINT): aborted at once; the last checkpoint is "
-                      "intact\n")
+    assert our_lines(stderr) == [
+        "albert-tf finetune: second interrupt (SIGINT): aborted at once; the last checkpoint is intact"], stderr
     assert not (out / ".albert_tf.lock").exists()
     assert os.path.exists(f"{out}/checkpoints/ckpt-1.index")
 
@@ -162,7 +177,7 @@ def test_ctrl_c_during_create_data_leaves_no_temp_file_and_no_process(tmp_path, 
     rc, _, stderr = finish(proc)
     assert rc == 130, stderr
     assert "Traceback" not in stderr
-    assert [line for line in stderr.splitlines() if not line.startswith("[")] == [
+    assert our_lines(stderr) == [
         "albert-tf create-data: interrupted: no shard written, the temporary files removed"]
     assert os.listdir(out_dir) == []
     assert group_gone(proc.pid), "a worker process outlived the interrupted run"
