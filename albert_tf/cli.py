@@ -52,14 +52,37 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+# The output locks this process holds (released by `abort` too).
+_HELD_LOCKS = []
+
+
 def _run_job(module_name):
     """The `run(args)` of a job module, imported when the command runs (not for `--help`), holding the lock of its
     output directory (`output_lock`) while it runs."""
     def run(args):
         module = importlib.import_module(module_name)
-        with output_lock(module, args):
-            return module.run(args)
+        with output_lock(module, args) as held:
+            if held is not None:
+                _HELD_LOCKS.append(held)
+            try:
+                return module.run(args)
+            finally:
+                if held is not None:
+                    _HELD_LOCKS.remove(held)
     return run
+
+
+def abort(command, text, code=130):
+    """Ends the process at once, from any thread (a second Ctrl-C): `albert-tf COMMAND: TEXT` on stderr, the output
+    locks released, exit `code` without unwinding (os._exit)."""
+    print(f"albert-tf {command}: {text}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    for held in list(_HELD_LOCKS):
+        try:
+            held.release()
+        except Exception:  # pylint: disable=broad-except
+            pass  # a lock left behind is taken over by the next run (its pid is gone)
+    os._exit(code)  # pylint: disable=protected-access
 
 
 def build_parser(argv=None):
@@ -132,12 +155,15 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    quiet_tensorflow(args.command, args.verbose)
     try:
+        quiet_tensorflow(args.command, args.verbose)
         return args._run(args) or 0
     except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C where a command has no handling of its own: one line, the shell's code
+        print(f"albert-tf {args.command}: interrupted", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

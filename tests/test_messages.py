@@ -114,7 +114,7 @@ def test_progress_log_lines_by_steps_and_by_time():
     (compiling) ends at t=105, then 0.25 s a step: the rates, elapsed and ETA below are worked out by hand."""
     import io  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.training.callbacks import ProgressLog, format_duration  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.callbacks import ProgressLog  # pylint: disable=import-outside-toplevel
 
     clock, out = _Clock(), io.StringIO()
     log = ProgressLog(10, 2, 16, every_steps=4, every_seconds=15, clock=clock, stream=out)
@@ -127,11 +127,10 @@ def test_progress_log_lines_by_steps_and_by_time():
     clock.now = 125.0  # a slow step: 18 s since the last line (step 9, t=107) → a line before 4 more steps
     log.on_train_batch_end(0, {"loss": 0.5})
     assert out.getvalue().splitlines() == [
-        "step 5/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 0:00:06, ETA 0:00:04",
-        "step 9/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 0:00:07, ETA 0:00:03",
-        "step 11/20 (epoch 2/2): loss 0.5000, 0.5 steps/s, 8 examples/s, elapsed 0:00:25, ETA 0:00:18",
+        "step 5/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 6s, ETA 4s",
+        "step 9/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 7s, ETA 3s",
+        "step 11/20 (epoch 2/2): loss 0.5000, 0.5 steps/s, 8 examples/s, elapsed 25s, ETA 18s",
     ]
-    assert format_duration(3725.4) == "1:02:05"
 
 
 @pytest.mark.slow
@@ -149,10 +148,10 @@ def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_pat
     progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
     number = r"\d+(\.\d+)?"
     pattern = (rf"step (?P<step>[23])/3 \(epoch 1/1\): loss {number}, {number} steps/s, {number} examples/s, "
-               r"elapsed \d:\d\d:\d\d, ETA \d:\d\d:\d\d")
+               r"elapsed (\d+[dhm])?\d+[hms], ETA (\d+[dhm])?\d+[hms]")
     assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stdout
     assert "\x08" not in proc.stdout and "━" not in proc.stdout  # no progress bar in a log
-    assert re.search(r"^done in \d:\d\d:\d\d: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout
+    assert re.search(r"^done in (\d+[dhm])?\d+[hms]: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout
 
 
 # ---------------------------------------------------------------------------------------------- bad inputs, one line

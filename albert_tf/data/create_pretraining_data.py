@@ -21,10 +21,13 @@ How it differs from the original (see albert_tf.data.instances for the instance 
 Python API: `create_pretraining_data(input_pattern, spm_model, output_prefix, ...)` returns a `Summary`.
 """
 import collections
+import contextlib
 import dataclasses
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import time
 
 from albert_tf.checkpoints.pretrained import SPM_FILE
@@ -112,6 +115,28 @@ def _init_worker(model_proto, lower_case, options):
 
 def _process(block):
     return _PROCESSOR.process(block)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored inside the block (on the main thread; elsewhere Python cannot change handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _start_pool(workers, model_proto, lower_case, options):
+    """The worker processes, started with SIGINT ignored (a disposition a spawned process inherits and keeps):
+    Ctrl-C in a terminal reaches the whole process group, and only this process acts on it (it stops the workers
+    and removes its temp files); a worker would otherwise print a KeyboardInterrupt traceback of its own."""
+    context = multiprocessing.get_context("spawn")
+    with _sigint_ignored():
+        return context.Pool(workers, initializer=_init_worker, initargs=(model_proto, lower_case, options))
 
 
 class _Progress:
@@ -206,9 +231,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
             for path, block in _blocks(files, counter, block_documents):
                 consume(path, processor.process(block))
         else:
-            context = multiprocessing.get_context("spawn")
-            pool = context.Pool(workers, initializer=_init_worker,
-                                initargs=(tokenizer.model_proto, lower_case, options))
+            pool = _start_pool(workers, tokenizer.model_proto, lower_case, options)
             pending = collections.deque()
             for path, block in _blocks(files, counter, block_documents):
                 pending.append((path, pool.apply_async(_process, (block,))))
@@ -227,17 +250,19 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
             raise ValueError(
                 f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
                 "than 2 sentences (one sentence per line, a blank line between documents)")
-        for tmp, final in zip(temps, outputs):
-            tf.io.gfile.rename(tmp, final, overwrite=True)
+        with _sigint_ignored():  # all the shards or none: Ctrl-C waits for the last rename (milliseconds)
+            for tmp, final in zip(temps, outputs):
+                tf.io.gfile.rename(tmp, final, overwrite=True)
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-        for w in writers:
-            w.close()
-        for tmp in temps:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.remove(tmp)
+        with _sigint_ignored():  # a second Ctrl-C does not cut the clean-up short
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+            for w in writers:
+                w.close()
+            for tmp in temps:
+                if tf.io.gfile.exists(tmp):
+                    tf.io.gfile.remove(tmp)
     summary = Summary(outputs, stats, dict(replaced), time.time() - start)
     bar.update(counter.total, stats, final=True)
     if progress:
@@ -275,6 +300,13 @@ def options_from_args(args):
 
 
 def run(args):
-    create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
-                            options=options_from_args(args), workers=args.workers, lower_case=not args.cased)
+    """The CLI job. Ctrl-C: the workers stop, the temp files are removed, one line, exit 130 (nothing is written:
+    the shards are renamed into place only once all of them are complete)."""
+    try:
+        create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
+                                options=options_from_args(args), workers=args.workers, lower_case=not args.cased)
+    except KeyboardInterrupt:
+        print("albert-tf create-data: interrupted: no shard written, the temporary files removed", file=sys.stderr,
+              flush=True)
+        return 130
     return 0

@@ -1,17 +1,22 @@
-"""`albert-tf finetune`'s Keras callbacks: the per-epoch work (EpochEnd) and progress lines for logs (ProgressLog)."""
+"""`albert-tf finetune`'s Keras callbacks: the per-epoch work (EpochEnd), progress lines for logs (ProgressLog) and
+SIGINT / SIGTERM (StopOnSignal)."""
 import os
+import signal
 import sys
+import threading
 import time
 
 import keras
 import tensorflow as tf
 
-from albert_tf.training.loop import write_scalar_summary
+from albert_tf.training.loop import duration_text, write_scalar_summary
 
 
 class EpochEnd(keras.callbacks.Callback):
     """At each epoch's end, in order: score the dev set with the task's official metric, keep the best model
     (managers["best"]), log to TensorBoard (OUTPUT/logs/{train,dev}) and stdout, checkpoint (managers["resume"]).
+
+    An epoch cut short (StopOnSignal stopped it) is neither scored nor saved: `steps_done` < steps_per_epoch.
 
     Args:
       task: the FinetuneTask; tokenizer: its AlbertTokenizer; plan: the run's Plan.
@@ -25,8 +30,17 @@ class EpochEnd(keras.callbacks.Callback):
         self.state, self.managers = state, managers
         self.writers = {name: tf.summary.create_file_writer(os.path.join(output, "logs", name))
                         for name in ("train", "dev")}
+        self.steps_done = 0  # steps of the epoch in progress
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.steps_done = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps_done = min(batch + 1, self.plan.steps_per_epoch)  # `batch`: the last step of the call
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.steps_done < self.plan.steps_per_epoch:
+            return  # stopped partway: its steps are not kept (a run resumes from whole epochs)
         step = (epoch + 1) * self.plan.steps_per_epoch
         results = self.task.evaluate(self.model, self.tokenizer, self.plan)
         value = next(iter(results.values()))[self.task.primary_metric]
@@ -55,18 +69,11 @@ class EpochEnd(keras.callbacks.Callback):
             writer.flush()
 
 
-def format_duration(seconds):
-    """Seconds as H:MM:SS (whole seconds), e.g. 3725.4 → "1:02:05"."""
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
-
-
 class ProgressLog(keras.callbacks.Callback):
     """Progress as lines, for logs (where Keras' bar is unreadable): every `every_steps` steps and at least every
     `every_seconds` seconds,
 
-        step 120/300 (epoch 2/3): loss 0.6931, 14.2 steps/s, 227 examples/s, elapsed 0:00:09, ETA 0:00:13
+        step 120/300 (epoch 2/3): loss 0.6931, 14.2 steps/s, 227 examples/s, elapsed 9s, ETA 13s
 
     Rates are measured from the end of this run's first step (which includes compiling); elapsed counts from the
     start of training; ETA is the remaining steps at that rate.
@@ -105,7 +112,75 @@ class ProgressLog(keras.callbacks.Callback):
         """The progress line at global `step` (1-based) and clock `now`."""
         steps_per_s = (step - self.anchor[0]) / max(now - self.anchor[1], 1e-9)
         loss = f"loss {float(logs['loss']):.4f}, " if "loss" in logs else ""
-        eta = format_duration((self.total_steps - step) / steps_per_s) if steps_per_s > 0 else "?"
+        eta = duration_text((self.total_steps - step) / steps_per_s) if steps_per_s > 0 else "?"
         return (f"step {step}/{self.total_steps} (epoch {self.epoch + 1}/{self.epochs}): {loss}"
                 f"{steps_per_s:.1f} steps/s, {steps_per_s * self.batch_size:.0f} examples/s, "
-                f"elapsed {format_duration(now - self.started)}, ETA {eta}")
+                f"elapsed {duration_text(now - self.started)}, ETA {eta}")
+
+
+def _no_op(signum, frame):  # pylint: disable=unused-argument
+    """The Python-level handler while StopOnSignal is active (its C side writes to the wakeup fd)."""
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """SIGINT (Ctrl-C) and SIGTERM during `model.fit` as a request to stop at the next step boundary: `requested`
+    becomes the signal's number and the model's `stop_training` is set (the epoch in progress is then not saved,
+    see EpochEnd). A second SIGINT aborts at once: `abort(line)` is called (it prints the line and exits).
+
+    The signals are read by a watcher thread from `signal.set_wakeup_fd`, so that a second Ctrl-C acts even while
+    the main thread is inside a long TensorFlow call (Python runs its own handlers only between bytecodes).
+    Installed at on_train_begin (the main thread), the previous handlers restored at on_train_end."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, abort):
+        super().__init__()
+        self.abort = abort
+        self.requested = None
+        self._installed = None
+
+    @property
+    def name(self):
+        return signal.Signals(self.requested).name if self.requested else None
+
+    @property
+    def exit_code(self):
+        """130 after SIGINT (the shell's code for an interrupt), 0 after SIGTERM (a preemption: the rerun goes on)."""
+        return 130 if self.requested == signal.SIGINT else 0
+
+    def on_train_begin(self, logs=None):
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = {s: signal.signal(s, _no_op) for s in self.SIGNALS}
+        previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        watcher = threading.Thread(target=self._watch, args=(read_fd,), daemon=True, name="StopOnSignal")
+        watcher.start()
+        self._installed = (previous, previous_fd, read_fd, write_fd, watcher)
+
+    def on_train_end(self, logs=None):
+        if self._installed is None:
+            return
+        previous, previous_fd, read_fd, write_fd, watcher = self._installed
+        self._installed = None
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        signal.set_wakeup_fd(previous_fd)
+        os.close(write_fd)  # the watcher reads end-of-file and returns
+        watcher.join()
+        os.close(read_fd)
+
+    def _watch(self, read_fd):
+        while True:
+            data = os.read(read_fd, 64)
+            if not data:
+                return
+            for signum in data:
+                if signum in self.SIGNALS:
+                    self._on_signal(signum)
+
+    def _on_signal(self, signum):
+        if self.requested is None:
+            self.requested = signum
+            self.model.stop_training = True
+        elif signum == signal.SIGINT:
+            self.abort("second interrupt (SIGINT): aborted at once; the last checkpoint is intact")

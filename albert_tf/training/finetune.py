@@ -14,7 +14,9 @@ Read it top to bottom: the per-task defaults (the paper's table), the flags, the
 Faults: a run killed at any point and started again with the same flags resumes from the last epoch's checkpoint
 and reaches the same result: the data order of epoch e is a function of (seed, e) alone, and the checkpoint holds
 everything that changes during training (weights, optimizer moments and step, dropout seed state, the best
-metric so far).
+metric so far). SIGINT (Ctrl-C) and SIGTERM stop at the next step boundary (callbacks.StopOnSignal): the epoch in
+progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 0 after
+SIGTERM (as `pretrain`); the same command resumes. A second Ctrl-C aborts at once (one line, exit 130).
 """
 import argparse
 import dataclasses
@@ -318,17 +320,36 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
 
 # ---------------------------------------------------------------------------------------------- callbacks
 def make_callbacks(task, tokenizer, plan, state, managers, output, progress):
-    """Progress, then the per-epoch work (albert_tf.training.callbacks.EpochEnd). `progress`: "bar" (Keras' bar,
-    first so that it ends its line before an epoch's line) or N > 0 (a ProgressLog line every N steps / 30 s)."""
+    """(stop, epoch_end, callbacks) (albert_tf.training.callbacks): progress first (so that Keras' bar ends its line
+    before an epoch's line), then SIGINT / SIGTERM (StopOnSignal), then the per-epoch work (EpochEnd). `progress`:
+    "bar" (Keras' bar) or N > 0 (a ProgressLog line every N steps / 30 s)."""
     import keras  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.training.callbacks import EpochEnd, ProgressLog  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal  # pylint: disable=import-outside-toplevel
 
     if progress == "bar":
         first = keras.callbacks.ProgbarLogger()
     else:
         first = ProgressLog(plan.steps_per_epoch, plan.epochs, plan.batch_size, every_steps=progress)
-    return [first, EpochEnd(task, tokenizer, plan, state, managers, output)]
+    stop, epoch_end = StopOnSignal(abort_at_once), EpochEnd(task, tokenizer, plan, state, managers, output)
+    return stop, epoch_end, [first, stop, epoch_end]
+
+
+def abort_at_once(text):
+    """A second Ctrl-C: one line on stderr, the output lock released, exit 130 at once (albert_tf.cli.abort)."""
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    cli.abort("finetune", text)
+
+
+def stopped_line(stop, epoch_end, state, managers):
+    """The one line a run stopped by a signal prints: where it stopped, the checkpoint a rerun resumes from."""
+    epoch, steps = int(state["epoch"].numpy()), epoch_end.steps_done
+    where = f"stopped after epoch {epoch}" if steps in (0, epoch_end.plan.steps_per_epoch) else \
+        f"stopped at step {steps} of epoch {epoch + 1} (not kept: a run resumes from whole epochs)"
+    checkpoint = managers["resume"].latest_checkpoint
+    kept = f"the last checkpoint is {checkpoint} (epoch {epoch})" if checkpoint else "no epoch finished, no checkpoint"
+    return f"{stop.name}: {where}; {kept}; the same command {'resumes' if checkpoint else 'starts again'}"
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -442,7 +463,7 @@ def finish(args, config, task, tokenizer, plan, model, state, managers, started)
     directory, and its raw-text export (OUTPUT/export/N)."""
     from albert_tf.config import config_path  # pylint: disable=import-outside-toplevel
     from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.callbacks import format_duration  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.loop import duration_text  # pylint: disable=import-outside-toplevel
 
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
@@ -453,7 +474,7 @@ def finish(args, config, task, tokenizer, plan, model, state, managers, started)
     config.to_json_file(config_path(os.path.join(args.output, "best")))
     path = task.export(model, tokenizer, plan, results, os.path.join(args.output, "export"))
     print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
-    print(f"done in {format_duration(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
+    print(f"done in {duration_text(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
           f"{os.path.join(args.output, 'eval_results.json')}", flush=True)
 
 
@@ -488,9 +509,12 @@ def run(args):
     if initial_epoch < plan.epochs:
         bar = sys.stdout.isatty()
         order = train_order(args.seed, initial_epoch, plan, task.num_train(tokenizer, plan))
+        stop, epoch_end, callbacks = make_callbacks(task, tokenizer, plan, state, managers, args.output,
+                                                    "bar" if bar else args.log_every)
         model.fit(task.train_dataset(tokenizer, plan, order), epochs=plan.epochs, initial_epoch=initial_epoch,
-                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=1 if bar else 0,
-                  callbacks=make_callbacks(task, tokenizer, plan, state, managers, args.output,
-                                           "bar" if bar else args.log_every))
+                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=1 if bar else 0, callbacks=callbacks)
+        if stop.requested:
+            print(stopped_line(stop, epoch_end, state, managers), flush=True)
+            return stop.exit_code
     finish(args, config, task, tokenizer, plan, model, state, managers, started)
     return 0

@@ -1,0 +1,197 @@
+"""Ctrl-C and SIGTERM through the CLI, in subprocesses: `finetune` stops at a step boundary and resumes, a second
+Ctrl-C aborts at once, `create-data` (with worker processes) leaves no temp file and no process, and any other
+command's KeyboardInterrupt is one line. A terminal's Ctrl-C reaches the whole process group: the tests send it
+so (`os.killpg`)."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import finetune_helpers as fh
+import helpers
+
+
+def start(command, args, tmp_path):
+    """`albert-tf COMMAND ARGS` in a new session (its own process group), stdout and stderr to files."""
+    out = open(tmp_path / f"{command}.stdout", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
+    err = open(tmp_path / f"{command}.stderr", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
+    proc = subprocess.Popen([sys.executable, "-m", "albert_tf", command, *map(str, args)], cwd=helpers.REPO,
+                            env=helpers._checkout_env(), stdout=out, stderr=err,  # pylint: disable=protected-access
+                            start_new_session=True)
+    proc.files = (out, err)
+    return proc
+
+
+def wait_for(condition, proc, timeout=300):
+    deadline = time.time() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the command ended first (rc {proc.returncode})"
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def finish(proc, timeout=300):
+    """(returncode, stdout, stderr) once the process has ended."""
+    proc.wait(timeout=timeout)
+    texts = []
+    for f in proc.files:
+        f.seek(0)
+        texts.append(f.read())
+        f.close()
+    return proc.returncode, texts[0], texts[1]
+
+
+def group_gone(pgid, timeout=10):
+    """True once no process of the group is left (workers, resource tracker)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# C++ log lines of TensorFlow and SentencePiece that can reach stderr in a test's environment (not ours).
+_NATIVE_LOG = re.compile(r"^([EIWF]\d{4} |\S+\.cc\(\d+\) LOG)")
+
+
+def our_lines(stderr):
+    """stderr's lines less native log lines and create-data's progress bar."""
+    return [line for line in stderr.splitlines() if not _NATIVE_LOG.match(line) and not line.startswith("[")]
+
+
+def stdout_has(proc, text):
+    def check():
+        proc.files[0].seek(0)
+        return text in proc.files[0].read()
+    return check
+
+
+# ---------------------------------------------------------------------------------------------- finetune
+def finetune_args(tmp_path, spm_model, epochs=30):
+    init = str(tmp_path / "init")
+    if not os.path.isdir(init):
+        fh.save_random_init(init, spm_model)
+    data = fh.write_sst2(str(tmp_path / "sst2"), 320, 32)
+    return ["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out", "--epochs", epochs,
+            "--batch-size", 8, "--max-seq-length", 24, "--seed", 3]
+
+
+STOPPED = re.compile(r"SIGINT: (stopped after epoch (\d+)|stopped at step \d+ of epoch (\d+) \(not kept: a run resumes "
+                     r"from whole epochs\)); the last checkpoint is (\S+) \(epoch (\d+)\); the same command resumes")
+
+
+@pytest.mark.slow  # two fine-tuning processes (about a minute on this shared machine)
+def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, tiny_spm_model):
+    args = finetune_args(tmp_path, tiny_spm_model, epochs=3)
+    out = tmp_path / "out"
+    proc = start("finetune", args, tmp_path)
+    wait_for(stdout_has(proc, "epoch 1/3 "), proc)
+    time.sleep(2)  # most likely inside epoch 2 (40 steps); after it, or during its checkpoint, is as good
+    os.killpg(proc.pid, signal.SIGINT)
+    rc, stdout, stderr = finish(proc)
+    assert rc == 130, stdout + stderr
+    assert "Traceback" not in stderr and our_lines(stderr) == [], stderr
+    match = STOPPED.fullmatch(stdout.strip().splitlines()[-1])
+    assert match, stdout
+    epoch = int(match.group(5))
+    assert match.group(4) == f"{out}/checkpoints/ckpt-{epoch}" and epoch >= 1
+    if match.group(3):  # stopped inside an epoch: the one after the checkpoint's
+        assert int(match.group(3)) == epoch + 1
+    assert not (out / ".albert_tf.lock").exists()  # the output lock is released
+    assert not (out / "eval_results.json").exists()
+    if epoch == 3:
+        return  # the SIGINT came after the last epoch's checkpoint: nothing left to resume
+    again = helpers.run_cli("finetune", args)
+    assert f"resumed from {out}/checkpoints/ckpt-{epoch} after epoch {epoch}" in again.stdout
+    assert (out / "eval_results.json").exists() and sorted(os.listdir(out / "export")) == ["1"]
+
+
+@pytest.mark.slow  # one fine-tuning process (about 30 s on this shared machine)
+def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
+    out = tmp_path / "out"
+    # one compiled call per epoch: the first SIGINT most likely lands inside a call, and the second one (signals of
+    # one kind sent together merge into one) while the main thread is still inside TensorFlow
+    args = finetune_args(tmp_path, tiny_spm_model) + ["--steps-per-execution", 40]
+    proc = start("finetune", args, tmp_path)
+    wait_for(stdout_has(proc, "epoch 1/30 "), proc)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)
+    rc, stdout, stderr = finish(proc)
+    assert rc == 130, stdout + stderr
+    assert our_lines(stderr) == [
+        "albert-tf finetune: second interrupt (SIGINT): aborted at once; the last checkpoint is intact"], stderr
+    assert not (out / ".albert_tf.lock").exists()
+    assert os.path.exists(f"{out}/checkpoints/ckpt-1.index")
+
+
+class FakeModel:
+    stop_training = False
+
+
+def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handlers():
+    from albert_tf.training.callbacks import StopOnSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS}
+    stop = StopOnSignal(abort=lambda text: pytest.fail(text))
+    stop.set_model(FakeModel())
+    stop.on_train_begin()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.time() + 10
+        while not stop.model.stop_training and time.time() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)  # a second SIGTERM: still one stop request
+        time.sleep(0.1)
+    finally:
+        stop.on_train_end()
+    assert stop.model.stop_training and stop.requested == signal.SIGTERM
+    assert (stop.name, stop.exit_code) == ("SIGTERM", 0)
+    assert {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS} == before
+    assert all(t.name != "StopOnSignal" for t in threading.enumerate())  # the watcher has ended
+
+
+# ---------------------------------------------------------------------------------------------- create-data
+@pytest.mark.slow  # a create-data run with 2 workers, interrupted after its first records (about 20 s)
+def test_ctrl_c_during_create_data_leaves_no_temp_file_and_no_process(tmp_path, tiny_spm_model):
+    corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=3000)
+    out_dir = tmp_path / "data"
+    proc = start("create-data", ["--input", corpus, "--spm-model", tiny_spm_model, "--output", out_dir / "train",
+                                 "--max-seq-length", 64, "--num-shards", 2, "--workers", 2, "--dupe-factor", 40],
+                 tmp_path)
+
+    def records_written():
+        return out_dir.is_dir() and any(p.stat().st_size > 0 for p in out_dir.iterdir())
+
+    wait_for(records_written, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    rc, _, stderr = finish(proc)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr
+    assert our_lines(stderr) == [
+        "albert-tf create-data: interrupted: no shard written, the temporary files removed"]
+    assert os.listdir(out_dir) == []
+    assert group_gone(proc.pid), "a worker process outlived the interrupted run"
+
+
+# ---------------------------------------------------------------------------------------------- any command
+def test_keyboard_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+    from albert_tf.data import vocab  # pylint: disable=import-outside-toplevel
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vocab, "run", interrupted)
+    monkeypatch.setattr(cli, "quiet_tensorflow", lambda command, verbose: None)
+    assert cli.main(["vocab", "--input", "x.txt", "--output-prefix", "y"]) == 130
+    assert capsys.readouterr().err == "albert-tf vocab: interrupted\n"
