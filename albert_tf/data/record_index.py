@@ -73,15 +73,21 @@ def _glob_any(pattern):
     return _glob.glob(pattern) if "://" not in pattern else _gfile().glob(pattern)
 
 
-def indexed_counts(files, sizes):
-    """{path: records} for the `files` (sizes in bytes, same order) that an index beside them covers with the same
-    size. One directory listing per distinct directory."""
+def index_entries(files):
+    """{path: (records, bytes, index path)} for the `files` an index beside them lists. One directory listing per
+    distinct directory."""
     known = {}
     for directory in sorted({os.path.dirname(f) for f in files}):
         for index in sorted(_glob_any(os.path.join(directory, "*" + SUFFIX))):
-            for name, entry in read_index(index).items():
-                known[os.path.join(directory, name)] = entry
-    return {f: known[f][0] for f, size in zip(files, sizes) if f in known and known[f][1] == size}
+            for name, (records, size) in read_index(index).items():
+                known[os.path.join(directory, name)] = (records, size, index)
+    return {f: known[f] for f in files if f in known}
+
+
+def indexed_counts(files, sizes):
+    """{path: records} for the `files` (sizes in bytes, same order) that an index lists with the same size."""
+    entries = index_entries(files)
+    return {f: entries[f][0] for f, size in zip(files, sizes) if f in entries and entries[f][1] == size}
 
 
 def _count_one(path):
