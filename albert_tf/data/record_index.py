@@ -1,7 +1,8 @@
 """How many records each TFRecord file holds, without reading it: the record-count index.
 
-create-data (local and Beam) writes, beside its shards PREFIX-00000-of-0000N.tfrecord, one small JSON file
-PREFIX.record_counts.json:
+create-data (local and Beam) writes, beside its shards DIR/NAME-00000-of-0000N.tfrecord, one small JSON file
+DIR/.NAME.record_counts.json (hidden, so that globs such as `DIR/NAME*` or `DIR/*` in other tools do not take it
+for records; `albert_tf.data` leaves any *.record_counts.json out of the files a pattern matches):
 
     {"format": "albert_tf.record_counts", "version": 1,
      "files": {"train-00000-of-00016.tfrecord": {"records": 51234, "bytes": 251902211}, ...}}
@@ -26,8 +27,9 @@ VERSION = 1
 
 
 def index_path(output_prefix):
-    """The index create-data writes for the shards PREFIX-*-of-*.tfrecord."""
-    return f"{output_prefix}{SUFFIX}"
+    """The index create-data writes for the shards DIR/NAME-*-of-*.tfrecord: DIR/.NAME.record_counts.json."""
+    directory, name = os.path.split(os.fspath(output_prefix))
+    return os.path.join(directory, f".{name}{SUFFIX}")
 
 
 def is_index(path):
@@ -78,7 +80,8 @@ def index_entries(files):
     distinct directory."""
     known = {}
     for directory in sorted({os.path.dirname(f) for f in files}):
-        for index in sorted(_glob_any(os.path.join(directory, "*" + SUFFIX))):
+        indexes = {i for pattern in (".*", "*") for i in _glob_any(os.path.join(directory, pattern + SUFFIX))}
+        for index in sorted(indexes):
             for name, (records, size) in read_index(index).items():
                 known[os.path.join(directory, name)] = (records, size, index)
     return {f: known[f] for f in files if f in known}
