@@ -127,7 +127,7 @@ def record_counts(files, sizes, cache=None, write_cache=False):
     by_size = dict(zip(files, sizes))
     counts.update({f: cached[f][0] for f in files if f not in counts and f in cached and cached[f][1] == by_size[f]})
     missing = [f for f in files if f not in counts]
-    counted = count_records(missing)
+    counted = count_records(missing) if missing else {}
     counts.update(counted)
     if counted and cache and write_cache:
         cached.update({f: (n, by_size[f]) for f, n in counted.items()})
