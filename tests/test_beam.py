@@ -1,5 +1,6 @@
 """The Beam pipeline on DirectRunner writes exactly the local tool's records (same instance distribution)."""
 import glob
+import os
 
 import pytest
 
@@ -8,6 +9,7 @@ import helpers
 beam = pytest.importorskip("apache_beam", reason="the [beam] extra is not installed")
 
 from albert_tf.data import beam as beam_pipeline  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.data import record_index  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.data.create_pretraining_data import (  # noqa: E402  pylint: disable=wrong-import-position
     InstanceOptions, create_pretraining_data)
 
@@ -34,6 +36,8 @@ def test_direct_runner_writes_the_local_records(tmp_path, tiny_spm_model):
     assert sorted(beam_records) == sorted(local_records)
     for field in ("documents", "instances", "tokens", "masked", "swapped", "random_next", "skipped_documents"):
         assert getattr(ours.stats, field) == getattr(ref.stats, field), field
+    index = record_index.read_index(record_index.index_path(str(tmp_path / "beam" / "data")))
+    assert index == {os.path.basename(p): (len(_records([p])), os.path.getsize(p)) for p in written}
 
 
 def test_main_passes_runner_options_and_reports_bad_input(tmp_path, tiny_spm_model, capsys):

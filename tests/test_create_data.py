@@ -1,6 +1,7 @@
 """create-data: instance semantics (SOP, layout, truncation), determinism, atomic shards, bad input, records."""
 import collections
 import glob
+import json
 import os
 import random
 
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 import helpers
 from albert_tf import cli
-from albert_tf.data import instances
+from albert_tf.data import instances, record_index
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
 from albert_tf.data.features import feature_spec
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
@@ -210,6 +211,22 @@ def test_same_bytes_whatever_the_workers(tmp_path, tiny_spm_model):
     # Round-robin: shard sizes differ by at most one record.
     sizes = [len(_read([f])[0]) for f in one.output_files]
     assert max(sizes) - min(sizes) <= 1 and sum(sizes) == one.stats.instances
+
+
+def test_record_count_index_lists_each_shard_and_replaces_a_stale_one(tmp_path, tiny_spm_model):
+    corpus = helpers.write_corpus(str(tmp_path / "c.txt"), num_docs=30)
+    index = str(tmp_path / "out" / ".data.record_counts.json")
+    os.makedirs(tmp_path / "out")
+    with open(index, "w", encoding="utf-8") as f:
+        f.write("left over from an earlier run")
+    summary = _make(tmp_path, corpus, tiny_spm_model, num_shards=3, block_documents=5)
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(
+        [os.path.basename(p) for p in summary.output_files] + [".data.record_counts.json"])
+    with open(index, encoding="utf-8") as f:
+        assert json.load(f)["format"] == "albert_tf.record_counts"
+    counted = {os.path.basename(p): (len(_read([p])[0]), os.path.getsize(p)) for p in summary.output_files}
+    assert record_index.read_index(index) == counted  # counts taken independently, by reading the shards
+    assert sum(n for n, _ in counted.values()) == summary.stats.instances
 
 
 def test_failure_leaves_no_files(tmp_path, tiny_spm_model, monkeypatch):

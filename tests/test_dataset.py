@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data.create_pretraining_data import create_pretraining_data
+from albert_tf.data import dataset as dataset_module
 from albert_tf.data.dataset import pretraining_dataset
 from albert_tf.data.instances import InstanceOptions
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
@@ -107,6 +108,12 @@ def collect(dataset, num_batches=None):
     return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
 
 
+def real_rows(batch):
+    """The rows of eval batches that are records (padding has sentence_order_weights 0)."""
+    keep = batch["sentence_order_weights"] > 0
+    return {k: v[keep] for k, v in batch.items()}
+
+
 def fingerprint(batch, row):
     """Identifies a record (ids outside masked positions are untouched, type ids never change)."""
     return tuple(batch["input_type_ids"][row].tolist()) + (int(batch["sentence_order_labels"][row]),
@@ -139,8 +146,13 @@ def test_eval_reads_every_record_once_in_order_with_exact_values(tmp_path):
     ds = pretraining_dataset([paths[2], str(tmp_path / "part-00[01].tfrecord")], seq_length=SEQ,
                              max_predictions=PRED, batch_size=4, is_training=False)
     batches = list(ds)
-    assert [b["input_word_ids"].shape[0] for b in batches] == [4, 4, 4, 4, 4, 1]  # 21 records, last batch kept
-    got = collect(ds)
+    assert [b["input_word_ids"].shape[0] for b in batches] == [4] * 6  # 21 records + 3 padding examples
+    assert ds.element_spec["input_word_ids"].shape.as_list() == [4, SEQ]  # static, as a TPU needs
+    full = collect(ds)
+    np.testing.assert_array_equal(full["sentence_order_weights"], [1.0] * 21 + [0.0] * 3)
+    for name in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_weights", "sentence_order_labels"):
+        assert not full[name][21:].any(), name  # padding: all zero, weights included
+    got = {k: v[:21] for k, v in full.items()}
     rows = [r for file_rows in contents for r in file_rows]  # files in sorted order, records in file order
     np.testing.assert_array_equal(got["input_word_ids"], [r["input_ids"] for r in rows])
     np.testing.assert_array_equal(got["input_mask"], [r["input_mask"] for r in rows])
@@ -149,26 +161,28 @@ def test_eval_reads_every_record_once_in_order_with_exact_values(tmp_path):
     np.testing.assert_array_equal(got["masked_lm_ids"], [r["masked_lm_ids"] for r in rows])
     np.testing.assert_array_equal(got["masked_lm_weights"], [r["masked_lm_weights"] for r in rows])
     np.testing.assert_array_equal(got["sentence_order_labels"], [r["next_sentence_labels"][0] for r in rows])
-    # A batch as large as the parse group takes the path without re-batching: same records, same order.
+    # A batch larger than the parse group: same records, same order.
     whole = list(pretraining_dataset(str(tmp_path / "*.tfrecord"), seq_length=SEQ, max_predictions=PRED,
                                      batch_size=300, is_training=False))
     assert len(whole) == 1
-    np.testing.assert_array_equal(whole[0]["input_word_ids"].numpy(), got["input_word_ids"])
+    np.testing.assert_array_equal(whole[0]["input_word_ids"].numpy()[:21], got["input_word_ids"])
+    assert whole[0]["sentence_order_weights"].numpy().sum() == 21
 
 
-def test_training_shuffles_and_repeats(tmp_path):
-    # tf.data's shuffle seeds combine the op seed with the global one, which other tests in this worker may have
-    # set (keras.utils.set_random_seed): fix it, so the stream (and the spread below) is this test's own.
-    tf.random.set_seed(0)
+def test_training_shuffles_and_repeats(tmp_path, monkeypatch):
     paths, contents = write_files(str(tmp_path), 3, 8)
-    ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=8, is_training=True, seed=3)
-    got = collect(ds, 30)  # 240 records = 10 epochs of 24 (the record shuffle buffer spans epochs)
-    counts = collections.Counter(tuple(r) for r in got["input_word_ids"].tolist())
-    assert set(counts) == {tuple(r["input_ids"]) for rows in contents for r in rows}
-    # 10 each on average; the spread depends on TensorFlow's shuffle stream (passes on TF 2.18, 2.20-tpu, 2.21)
-    assert max(counts.values()) - min(counts.values()) <= 10
     in_order = np.array([r["input_ids"] for rows in contents for r in rows])
+    ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=8, is_training=True, seed=3)
+    got = collect(ds, 30)  # 240 records = 10 epochs of 24, from one shuffle window of 10,000 records
+    assert {tuple(r) for r in got["input_word_ids"].tolist()} == {tuple(r) for r in in_order.tolist()}
     assert not np.array_equal(got["input_word_ids"][:24], in_order)
+    # A window of two epochs holds each record exactly twice, in a new order each window.
+    monkeypatch.setattr(dataset_module, "_RECORD_SHUFFLE_WINDOW", 48)
+    got = collect(pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=8, is_training=True,
+                                      seed=3), 12)["input_word_ids"]
+    windows = [collections.Counter(tuple(r) for r in got[i:i + 48].tolist()) for i in (0, 48)]
+    assert all(set(w.values()) == {2} and len(w) == 24 for w in windows)
+    assert not np.array_equal(got[:48], got[48:])
 
 
 def test_input_context_shards_files_disjointly(tmp_path):
@@ -290,13 +304,14 @@ def test_damaged_file_names_file(tmp_path, damage):
         data[len(data) // 2] ^= 0xFF
     with open(paths[1], "wb") as f:
         f.write(bytes(data))
-    for is_training in (False, True):
-        ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2,
-                                 is_training=is_training, seed=0)
-        with pytest.raises(tf.errors.InvalidArgumentError) as err:
-            for _ in ds.take(30):
-                pass
-        assert paths[1] in str(err.value) and "truncated or corrupt" in str(err.value)
+    ds = pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=True, seed=0)
+    with pytest.raises(tf.errors.InvalidArgumentError) as err:
+        for _ in ds.take(30):
+            pass
+    assert paths[1] in str(err.value) and "truncated or corrupt" in str(err.value)
+    # Eval counts the records up front (no index beside these files): the damage is found there.
+    with pytest.raises(ValueError, match=f"{re.escape(paths[1])}: truncated or corrupt TFRecord file"):
+        pretraining_dataset(paths, seq_length=SEQ, max_predictions=PRED, batch_size=2, is_training=False)
 
 
 def test_file_truncated_in_first_record_fails_up_front(tmp_path):
@@ -354,8 +369,8 @@ def test_empty_shards_are_fine(tmp_path):
     empty = str(tmp_path / "part-002.tfrecord")
     with tf.io.TFRecordWriter(empty):
         pass
-    got = collect(pretraining_dataset(paths + [empty], seq_length=SEQ, max_predictions=PRED, batch_size=4,
-                                      is_training=False))
+    got = real_rows(collect(pretraining_dataset(paths + [empty], seq_length=SEQ, max_predictions=PRED,
+                                                batch_size=4, is_training=False)))
     np.testing.assert_array_equal(got["input_word_ids"], [r["input_ids"] for rows in contents for r in rows])
 
 
@@ -365,8 +380,9 @@ def test_reads_create_data_output_static_and_dynamic(tmp_path, tiny_spm_model, c
         prefix = str(tmp_path / f"mask-{mask}" / "data")
         create_pretraining_data(corpus_file, tiny_spm_model, prefix, num_shards=2, progress=False,
                                 options=InstanceOptions(max_seq_length=64, max_predictions=8, mask=mask, seed=1))
-        got = collect(pretraining_dataset(prefix + "-*.tfrecord", seq_length=64, max_predictions=8, batch_size=16,
-                                          is_training=False, dynamic_masking=not mask, vocab_size=300, seed=0))
+        got = real_rows(collect(pretraining_dataset(prefix + "-*.tfrecord", seq_length=64, max_predictions=8,
+                                                    batch_size=16, is_training=False, dynamic_masking=not mask,
+                                                    vocab_size=300, seed=0)))
         ids, weights, positions = got["input_word_ids"], got["masked_lm_weights"], got["masked_lm_positions"]
         assert len(ids) > 20
         assert np.all(ids[:, 0] == CLS_ID) and np.all(got["input_mask"][:, 0] == 1)

@@ -58,13 +58,14 @@ def test_loop_length_starts_at_one_doubles_and_keeps_calls_within_the_target_tim
     assert capped.next(100) == 6
 
 
-def test_evaluate_stops_at_max_steps_and_refuses_empty_data():
+def test_evaluate_runs_num_steps_and_traces_once_for_every_evaluation():
     strategy = tf.distribute.get_strategy()
+    eval_loop = make_train_loop(strategy, lambda x: {"s": x}, ("s",))
     data = tf.data.Dataset.range(10).map(lambda i: tf.cast(i, tf.float32))
-    assert evaluate(strategy, lambda x: {"s": x}, data, max_steps=4) == {"s": 0 + 1 + 2 + 3}
-    assert evaluate(strategy, lambda x: {"s": x}, data, max_steps=100) == {"s": 45.0}
-    with pytest.raises(ValueError, match="my eval: fewer records than one batch"):
-        evaluate(strategy, lambda x: {"s": x}, data.take(0), max_steps=4, what="my eval")
+    assert evaluate(eval_loop, data, 4) == {"s": 0 + 1 + 2 + 3}
+    assert evaluate(eval_loop, data, 10) == {"s": 45.0}  # a fresh iterator each evaluation
+    assert evaluate(eval_loop, data.map(lambda x: 2 * x), 3) == {"s": 2 * (0 + 1 + 2)}
+    assert eval_loop.experimental_get_tracing_count() == 1  # one trace (on a TPU: one compilation) per run
 
 
 def _rows(path):

@@ -103,9 +103,9 @@ def test_each_host_pipeline_reads_distinct_files_and_together_all(tmp_path, host
         context = tf.distribute.InputContext(num_input_pipelines=hosts, input_pipeline_id=host,
                                              num_replicas_in_sync=hosts * replicas_per_host)
         dataset = pretraining_dataset(str(tmp_path / "part-*.tfrecord"), seq_length=32, max_predictions=5,
-                                      batch_size=hosts * replicas_per_host, is_training=False,
+                                      batch_size=hosts * replicas_per_host, is_training=True, seed=0,
                                       input_context=context)
-        batches = list(dataset)  # one pass (is_training=False), per-replica batches of 1
+        batches = list(dataset.take(40))  # training shards by file (eval shares records), per-replica batches of 1
         assert {b["input_word_ids"].shape[0] for b in batches} == {1}
         seen.append({owner[tuple(b["input_word_ids"].numpy()[0])] for b in batches})
     for a in range(hosts):

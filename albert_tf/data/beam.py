@@ -10,7 +10,8 @@ Every flag that is not a create-data flag is passed to Beam's PipelineOptions (r
 The pipeline is the local tool's, stage for stage, with the same code (albert_tf.data.instances):
   files → blocks of documents (read per file, streaming) → reshuffle → records (BlockProcessor, the tokenizer
   loaded once per worker) → shard = crc32(record) mod N → group by shard → PREFIX-SSSSS-of-NNNNN.tfrecord, each
-  written by tf.io.TFRecordWriter under a temporary name and renamed when complete (no crc32c package needed).
+  written by tf.io.TFRecordWriter under a temporary name and renamed when complete (no crc32c package needed)
+  → the record-count index DIR/.NAME.record_counts.json (albert_tf.data.record_index).
 Each file is read by one worker (streaming, block by block) while the blocks are built on all workers, so give
 a large corpus as many files. Each block is seeded from (seed, file, block) and its documents from (seed, file,
 document, round), so the pipeline writes exactly the records the local `create-data` writes for the same input,
@@ -19,6 +20,7 @@ and the same bad-input errors are raised (an empty result is deleted, never left
 """
 import argparse
 import logging
+import os
 import sys
 import zlib
 
@@ -30,6 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from albert_tf.io import match_files
 from albert_tf.data import create_pretraining_data as local
 from albert_tf.data import instances as _instances
+from albert_tf.data import record_index
 
 _NAMESPACE = "albert_tf.create_data"
 _REPLACED_NAMESPACE = "albert_tf.replaced_bytes"
@@ -71,7 +74,8 @@ class _BuildRecords(beam.DoFn):
 
 
 def _write_shard(shard_records, paths):
-    """(shard index, records) → the shard file, written under a temporary name then renamed."""
+    """(shard index, records) → the shard file, written under a temporary name then renamed. Returns (path,
+    records, bytes)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
@@ -79,22 +83,33 @@ def _write_shard(shard_records, paths):
     shard, records = shard_records
     path = paths[shard]
     tmp = temp_path_for(path)
+    count = 0
     try:
         with tf.io.TFRecordWriter(tmp) as writer:
             for record in records:
                 writer.write(record)
+                count += 1
         tf.io.gfile.rename(tmp, path, overwrite=True)
     finally:
         if tf.io.gfile.exists(tmp):
             tf.io.gfile.remove(tmp)
-    return path
+    return path, count, tf.io.gfile.stat(path).length
+
+
+def _write_index(written, output_prefix, paths):
+    """[(path, records, bytes)] of the written shards → the record-count index (a shard that received no record
+    is listed empty: the driver writes it afterwards, 0 bytes)."""
+    entries = {os.path.basename(p): (0, 0) for p in paths}
+    entries.update({os.path.basename(p): (count, size) for p, count, size in written})
+    record_index.write_index(record_index.index_path(output_prefix), entries)
 
 
 def build_pipeline(pipeline, files, model_proto, output_prefix, *, num_shards, options, lower_case,
                    block_documents=_instances.BLOCK_DOCUMENTS):
-    """Adds the create-data stages to `pipeline` (a beam.Pipeline). Returns the PCollection of written paths."""
+    """Adds the create-data stages to `pipeline` (a beam.Pipeline), the record-count index last. Returns the
+    PCollection of (written path, records, bytes)."""
     paths = local.shard_paths(output_prefix, num_shards)
-    return (
+    written = (
         pipeline
         | "Files" >> beam.Create(list(enumerate(files)))
         | "ReadBlocks" >> beam.FlatMap(_read_blocks, block_documents)
@@ -103,6 +118,9 @@ def build_pipeline(pipeline, files, model_proto, output_prefix, *, num_shards, o
         | "AssignShard" >> beam.Map(lambda record: (zlib.crc32(record) % num_shards, record))
         | "GroupShards" >> beam.GroupByKey()
         | "WriteShards" >> beam.Map(_write_shard, paths))
+    _ = (written | "CollectCounts" >> beam.combiners.ToList()
+         | "WriteIndex" >> beam.Map(_write_index, output_prefix, paths))
+    return written
 
 
 def _counters(result):
@@ -148,6 +166,9 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         tf.io.gfile.makedirs(parent)
+    index = record_index.index_path(output_prefix)
+    if FileSystems.exists(index):  # a previous run's counts must never describe the new shards
+        FileSystems.delete([index])
     start = time.time()
     pipeline = beam.Pipeline(options=pipeline_options or PipelineOptions([]))
     build_pipeline(pipeline, files, tokenizer.model_proto, output_prefix, num_shards=num_shards, options=options,
@@ -165,7 +186,7 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
         error = (f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
                  "than 2 sentences (one sentence per line, a blank line between documents)")
     if error:
-        FileSystems.delete([p for p in outputs if FileSystems.exists(p)])
+        FileSystems.delete([p for p in outputs + [index] if FileSystems.exists(p)])
         raise ValueError(error)
     for path in outputs:  # a shard that received no record is still written, empty
         if not FileSystems.exists(path):

@@ -16,7 +16,9 @@ How it differs from the original (see albert_tf.data.instances for the instance 
   * the output is a function of the input and --seed only: the same bytes whatever --workers, because blocks
     are cut by the input alone, every draw is seeded from (seed, file, document, dupe round) or (seed, file,
     block), and records are written in block order, dealt round-robin to the shards;
-  * all shards are written under temporary names and renamed only when everything succeeded.
+  * all shards are written under temporary names and renamed only when everything succeeded; then the record-count
+    index DIR/.NAME.record_counts.json (albert_tf.data.record_index) lists each shard's records and bytes, so that
+    pretraining resumes at any step without reading the records before it.
 
 Python API: `create_pretraining_data(input_pattern, spm_model, output_prefix, ...)` returns a `Summary`.
 """
@@ -33,6 +35,7 @@ import time
 from albert_tf.checkpoints.pretrained import SPM_FILE
 from albert_tf.io import check_input_file, check_output_dir, match_files
 from albert_tf.data import instances as _instances
+from albert_tf.data import record_index
 from albert_tf.data.instances import InstanceOptions
 
 __all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "add_arguments", "run", "match_files",
@@ -211,6 +214,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     start = time.time()
     writers = []
     pool = None
+    records_per_shard = [0] * num_shards
     try:
         writers = [tf.io.TFRecordWriter(t) for t in temps]
         next_shard = 0
@@ -223,6 +227,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
                 replaced[path] = replaced.get(path, 0) + block_stats.replaced_bytes
             for record in records:
                 writers[next_shard].write(record)
+                records_per_shard[next_shard] += 1
                 next_shard = (next_shard + 1) % num_shards
             bar.update(counter.total, stats)
 
@@ -250,9 +255,14 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
             raise ValueError(
                 f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
                 "than 2 sentences (one sentence per line, a blank line between documents)")
+        index = record_index.index_path(output_prefix)
         with _sigint_ignored():  # all the shards or none: Ctrl-C waits for the last rename (milliseconds)
+            if tf.io.gfile.exists(index):  # a previous run's counts must never describe these shards
+                tf.io.gfile.remove(index)
             for tmp, final in zip(temps, outputs):
                 tf.io.gfile.rename(tmp, final, overwrite=True)
+            record_index.write_index(index, {os.path.basename(path): (count, tf.io.gfile.stat(path).length)
+                                             for path, count in zip(outputs, records_per_shard)})
     finally:
         with _sigint_ignored():  # a second Ctrl-C does not cut the clean-up short
             if pool is not None:

@@ -2,7 +2,7 @@
 
     make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop)
     LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
-    evaluate(strategy, step_fn, dataset, ...)       metric sums over a finite dataset
+    evaluate(eval_loop, dataset, num_steps)         metric sums over an eval set (the loop compiled once per run)
     MetricsLog(model_dir, chief)                     TensorBoard scalars + metrics.jsonl + a log line per record
     Progress(start_step, total_steps, batch_size)   a progress line (steps/s, examples/s, elapsed, ETA) every ~20 s
     StopSignal(prog)                                 SIGTERM / SIGINT → finish the call in flight, save, exit
@@ -64,24 +64,11 @@ class LoopLength:
         self.last, self.step_seconds = max(steps, self.last or 0), seconds / steps
 
 
-def evaluate(strategy, step_fn, dataset, max_steps, what="eval data"):
-    """Sums `step_fn(batch)`'s dict (per replica, summed over replicas) over at most `max_steps` batches of a
-    distributed `dataset`. Returns {key: float}; ValueError naming `what` when the dataset has no batch."""
-
-    @tf.function
-    def one_batch(batch):
-        per_replica = strategy.run(step_fn, args=(batch,))
-        return {k: strategy.reduce("sum", v, axis=None) for k, v in per_replica.items()}
-
-    totals = None
-    for i, batch in enumerate(dataset):
-        if i >= max_steps:
-            break
-        sums = {k: float(v) for k, v in one_batch(batch).items()}
-        totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
-    if totals is None:
-        raise ValueError(f"{what}: fewer records than one batch")
-    return totals
+def evaluate(eval_loop, dataset, num_steps):
+    """Sums over `num_steps` batches of a distributed `dataset` (each input pipeline yields that many, padded):
+    `eval_loop` is `make_train_loop(strategy, eval_step, keys)`, made once per run so every evaluation reuses its
+    one trace (on a TPU, one compilation). Returns {key: float}."""
+    return {k: float(v) for k, v in eval_loop(iter(dataset), tf.constant(num_steps)).items()}
 
 
 # ---------------------------------------------------------------------------------------------- metrics

@@ -41,6 +41,7 @@ OUTPUT_LOCK = ("model_dir", "--model-dir")
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
 LOOP_SECONDS = pretrain_flags.LOOP_SECONDS  # the wall time of one compiled call once the step time is known
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
+EVAL_KEYS = SUM_KEYS[:-1]
 
 
 def add_arguments(parser):
@@ -54,7 +55,8 @@ def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
 
     Args:
       outputs: the pretrainer's outputs; `mlm_logits` float32 [b, P, V], `sop_logits` float32 [b, 2].
-      batch: `masked_lm_ids` int32 [b, P], `masked_lm_weights` float32 [b, P], `sentence_order_labels` int32 [b].
+      batch: `masked_lm_ids` int32 [b, P], `masked_lm_weights` float32 [b, P], `sentence_order_labels` int32 [b],
+        optional `sentence_order_weights` float32 [b] (eval batches: 0 marks a padding example; default 1).
       global_batch_size: B, the batch summed over all replicas.
       mlm_weight_total: Σ masked_lm_weights over the global batch (a scalar, already summed over replicas).
     Returns:
@@ -69,8 +71,10 @@ def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
 
     mlm_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)      # [b, P]
     sop_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=sop_logits)   # [b]
+    sop_weights = batch.get("sentence_order_weights")
+    sop_weights = tf.ones_like(sop_nll) if sop_weights is None else sop_weights
     mlm_nll_sum = tf.reduce_sum(weights * mlm_nll)
-    sop_nll_sum = tf.reduce_sum(sop_nll)
+    sop_nll_sum = tf.reduce_sum(sop_weights * sop_nll)
     loss = mlm_nll_sum / (mlm_weight_total + 1e-5) + sop_nll_sum / float(global_batch_size)
 
     mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids), tf.float32)
@@ -80,8 +84,8 @@ def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
         "mlm_weight": tf.reduce_sum(weights),
         "mlm_correct": tf.reduce_sum(weights * mlm_correct),
         "sop_nll": sop_nll_sum,
-        "sop_correct": tf.reduce_sum(sop_correct),
-        "sop_count": tf.cast(tf.size(labels), tf.float32),
+        "sop_correct": tf.reduce_sum(sop_weights * sop_correct),
+        "sop_count": tf.reduce_sum(sop_weights),
     }
     return loss, sums
 
@@ -133,7 +137,9 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False):
 
 # ---------------------------------------------------------------------------------------------- evaluation
 def make_eval_step(model, global_batch_size):
-    """Returns eval_step(batch) → metric sums (replica context), the model without dropout."""
+    """Returns eval_step(batch) → metric sums (replica context), the model without dropout. Padding examples of
+    the last eval batches (sentence_order_weights 0, masked_lm_weights 0) count in no sum. Run it through one
+    `loop.make_train_loop(strategy, eval_step, EVAL_KEYS)` per run: one trace, one compilation for every eval."""
 
     @tf.autograph.experimental.do_not_convert  # no control flow; spares a harmless AutoGraph warning
     def eval_step(batch):
@@ -145,32 +151,55 @@ def make_eval_step(model, global_batch_size):
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-def make_dataset_fn(args, config, file_pattern, global_batch_size, is_training, skip_global_batches=0):
+def record_counts(args, file_pattern, write_cache):
+    """{path: records} of the files `file_pattern` matches: from create-data's index, else from the count cache in
+    the model dir (written back when `write_cache`: the chief of a resumed run), else counted."""
+    from albert_tf.data import dataset, record_index  # pylint: disable=import-outside-toplevel
+
+    files = dataset.data_files(file_pattern)
+    return record_index.record_counts(files, dataset.file_sizes(files),
+                                      cache=os.path.join(args.model_dir, record_index.CACHE_NAME),
+                                      write_cache=write_cache)
+
+
+def make_dataset_fn(args, config, file_pattern, global_batch_size, is_training, skip_global_batches=0,
+                    counts=None):
     """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes.
 
     Replicas of one input pipeline take consecutive per-replica batches, so a global batch is the same examples
-    whatever the number of replicas. Resuming skips the global batches already consumed: the data order is a
-    function of (seed, step).
+    whatever the number of replicas. Resuming positions each pipeline at the global batch `skip_global_batches`
+    without reading what comes before (the data order is a function of (seed, step); `counts`: the files' record
+    counts, `record_counts()`). Eval (`is_training=False`): every pipeline yields the same number of padded
+    batches, at most --max-eval-steps global batches in all (`eval_steps()`).
     """
     from albert_tf.data import pretraining_dataset  # pylint: disable=import-outside-toplevel
 
     def dataset_fn(input_context):
         # batch_size is the global batch: with input_context the pipeline yields per-replica batches.
-        dataset = pretraining_dataset(
-            file_pattern, seq_length=args.max_seq_length, max_predictions=args.max_predictions,
-            batch_size=global_batch_size, is_training=is_training, input_context=input_context,
-            dynamic_masking=args.dynamic_masking, seed=args.seed,
-            vocab_size=config.vocab_size if args.dynamic_masking else None)
         replicas_per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
         if is_training:  # which share of the files this pipeline reads (pretraining_dataset: files i, i + n, ...)
             print(f"input pipeline {input_context.input_pipeline_id + 1}/{input_context.num_input_pipelines}: "
                   f"train files {input_context.input_pipeline_id}::{input_context.num_input_pipelines} of the sorted "
                   f"list", flush=True)
-        if skip_global_batches:
-            dataset = dataset.skip(skip_global_batches * replicas_per_pipeline)
-        return dataset
+        return pretraining_dataset(
+            file_pattern, seq_length=args.max_seq_length, max_predictions=args.max_predictions,
+            batch_size=global_batch_size, is_training=is_training, input_context=input_context,
+            dynamic_masking=args.dynamic_masking, seed=args.seed,
+            vocab_size=config.vocab_size if args.dynamic_masking else None,
+            start_batch=skip_global_batches * replicas_per_pipeline, record_counts=counts,
+            max_batches=None if is_training else args.max_eval_steps)
 
     return dataset_fn
+
+
+def eval_steps(args, counts, global_batch_size):
+    """Global eval batches per evaluation: every eval record once, at most --max-eval-steps batches."""
+    from albert_tf.data.dataset import eval_steps as steps  # pylint: disable=import-outside-toplevel
+
+    try:
+        return steps(sum(counts.values()), global_batch_size, args.max_eval_steps)
+    except ValueError as e:
+        raise ValueError(f"--eval-data {args.eval_data}: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -195,24 +224,41 @@ def check_flags(args):
         check_input_file(args.spm_model, "--spm-model", pretrained.SPM_FILE)
 
 
-def check_records(file_pattern, flag, args, vocab_size):
+def check_records(file_pattern, flag, args, vocab_size, walk=8):
     """Refuses, before anything is built: a pattern matching nothing; records whose lengths disagree with the flags
-    or whose token ids run past the vocabulary (each file's first record); local files cut short (every record
-    header is walked). The input pipeline checks every file again as it reads it."""
-    from albert_tf.data.dataset import (  # pylint: disable=import-outside-toplevel
-        check_first_record, check_framing, check_token_ids)
-    from albert_tf.io import match_files  # pylint: disable=import-outside-toplevel
+    or whose token ids run past the vocabulary (each file's first record); files cut short: a file that create-data's
+    record-count index lists must have the size it records, and the record headers of up to `walk` other local
+    files (spread over the list) are walked. The files are checked in parallel (on gs:// each read is a round trip),
+    so start-up hardly grows with the number of shards; the input pipeline checks every file again as it reads it.
+    Returns the files."""
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
 
-    files = match_files(file_pattern, flag)
-    for path in files:
-        try:
-            check_first_record(path, seq_length=args.max_seq_length, max_predictions=args.max_predictions,
-                               dynamic_masking=args.dynamic_masking)
-            check_token_ids(path, vocab_size)
-            if "://" not in path:
-                check_framing(path)
-        except ValueError as e:
-            raise ValueError(f"{flag}: {e}") from None
+    from albert_tf.data import dataset, record_index  # pylint: disable=import-outside-toplevel
+
+    files = dataset.data_files(file_pattern, flag)
+    sizes = dataset.file_sizes(files)
+    entries = record_index.index_entries(files)
+    unlisted = [f for f in files if f not in entries and "://" not in f]
+    sample = set(unlisted if len(unlisted) <= walk else
+                 [unlisted[i * (len(unlisted) - 1) // (walk - 1)] for i in range(walk)])
+
+    def check(path, size):
+        dataset.check_first_record(path, seq_length=args.max_seq_length, max_predictions=args.max_predictions,
+                                   dynamic_masking=args.dynamic_masking, size=size)
+        dataset.check_token_ids(path, vocab_size)
+        if path in entries and entries[path][1] != size:
+            raise ValueError(f"{path}: truncated or corrupt TFRecord file, or replaced: {size} bytes, but "
+                             f"{entries[path][2]} lists {entries[path][1]} (delete that index if the file is right)")
+        if path in sample:
+            dataset.check_framing(path, size)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(files))) as pool:
+        futures = [pool.submit(check, path, size) for path, size in zip(files, sizes)]
+        for future in futures:  # the first failure in file order
+            try:
+                future.result()
+            except ValueError as e:
+                raise ValueError(f"{flag}: {e}") from None
     return files
 
 
@@ -470,13 +516,21 @@ def agree(strategy, num_steps, save_now, stop_now):
     return int(agreed[0]), bool(agreed[1]), bool(agreed[2])
 
 
-def evaluate_now(args, setup, eval_step):
-    """Metrics over at most --max-eval-steps batches of --eval-data."""
-    eval_data = setup.strategy.distribute_datasets_from_function(
-        make_dataset_fn(args, setup.config, args.eval_data, setup.eval_batch_size, is_training=False))
-    sums = evaluate(setup.strategy, eval_step, eval_data, args.max_eval_steps,
-                    what=f"--eval-data {args.eval_data} (batch {setup.eval_batch_size})")
-    return metrics_from_sums(sums)
+def make_evaluation(args, setup, model, step):
+    """A function () → the eval metrics: every --eval-data record once (at most --max-eval-steps global batches),
+    padded batches masked out, through one compiled eval loop for the whole run; None without --eval-data."""
+    if not args.eval_data:
+        return None
+    eval_loop = make_train_loop(setup.strategy, make_eval_step(model, setup.eval_batch_size), EVAL_KEYS)
+    counts = record_counts(args, args.eval_data, setup.chief and step > 0)
+    dataset_fn = make_dataset_fn(args, setup.config, args.eval_data, setup.eval_batch_size, False, counts=counts)
+    num_steps = eval_steps(args, counts, setup.eval_batch_size)
+
+    def evaluation():
+        dataset = setup.strategy.distribute_datasets_from_function(dataset_fn)
+        return metrics_from_sums(evaluate(eval_loop, dataset, num_steps))
+
+    return evaluation
 
 
 def train(args, setup, model, optimizer, schedule, manager, stop, started):
@@ -485,11 +539,12 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
     the progress line, the metrics row when a --steps-per-loop span ends, a checkpoint and an evaluation when
     due. Returns the exit code."""
     strategy, step = setup.strategy, int(optimizer.iterations.numpy())
-    train_iterator = iter(strategy.distribute_datasets_from_function(
-        make_dataset_fn(args, setup.config, args.train_data, args.train_batch_size, True, skip_global_batches=step)))
+    train_iterator = iter(strategy.distribute_datasets_from_function(make_dataset_fn(
+        args, setup.config, args.train_data, args.train_batch_size, True, skip_global_batches=step,
+        counts=record_counts(args, args.train_data, setup.chief) if step else None)))  # positioned, not skipped
     train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, setup.jit),
                                  SUM_KEYS)
-    eval_step = make_eval_step(model, setup.eval_batch_size)
+    evaluation = make_evaluation(args, setup, model, step)
     log = MetricsLog(args.model_dir, setup.chief)
     log.truncate_after(step)
     flops_per_example = flops.pretraining_flops_per_example(setup.config, args.max_seq_length, args.max_predictions)
@@ -531,13 +586,13 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
                 if args.eval_data and step == end and not stopping and (
                         step % (args.eval_every_steps or args.save_checkpoints_steps) == 0 or done):
                     progress.doing(f"evaluating at step {step}")
-                    metrics = evaluate_now(args, setup, eval_step)
+                    metrics = evaluation()
                     progress.doing(None)  # (no progress line in the middle of the eval row)
                     log.write("eval", step, metrics)
                 progress.doing(None)
                 if stopping:
-                    print(f"{stop.name or 'a stop on another worker'}: saved step {step} ({manager.latest_checkpoint}); exiting, the same command "
-                          "resumes", flush=True)
+                    print(f"{stop.name or 'a stop on another worker'}: saved step {step} ({manager.latest_checkpoint}); "
+                          "exiting, the same command resumes", flush=True)
                     return stop.exit_code
                 if done:
                     break
