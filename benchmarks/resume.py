@@ -87,7 +87,7 @@ def _checkpoint_at(model_dir, step):
     from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
 
     config = load_config(os.path.join(REPO, "configs", "albert_tiny.json"))
     model, optimizer, _ = pretrain.build_model_and_optimizer(config, 1e-3, step + 1, 0)
