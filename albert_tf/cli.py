@@ -53,22 +53,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 # The output locks this process holds (released by `abort` too).
-_HELD_LOCKS = []
-
-
 def _run_job(module_name):
-    """The `run(args)` of a job module, imported when the command runs (not for `--help`), holding the lock of its
-    output directory (`output_lock`) while it runs."""
+    """The `run(args)` of a job module, imported when the command runs (not for `--help`)."""
     def run(args):
-        module = importlib.import_module(module_name)
-        with output_lock(module, args) as held:
-            if held is not None:
-                _HELD_LOCKS.append(held)
-            try:
-                return module.run(args)
-            finally:
-                if held is not None:
-                    _HELD_LOCKS.remove(held)
+        return importlib.import_module(module_name).run(args)
     return run
 
 
@@ -77,11 +65,9 @@ def abort(command, text, code=130):
     locks released, exit `code` without unwinding (os._exit)."""
     print(f"albert-tf {command}: {text}", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    for held in list(_HELD_LOCKS):
-        try:
-            held.release()
-        except Exception:  # pylint: disable=broad-except
-            pass  # a lock left behind is taken over by the next run (its pid is gone)
+    from albert_tf import lock  # pylint: disable=import-outside-toplevel
+
+    lock.release_held()
     os._exit(code)  # pylint: disable=protected-access
 
 
@@ -135,20 +121,6 @@ def quiet_tensorflow(command, verbose):
             _import_tensorflow_quietly()
         except ImportError:
             pass  # the job's own `import tensorflow` says what to install (albert_tf/_requirements.py)
-
-
-def output_lock(module, args):
-    """The lock of the command's output directory (albert_tf.lock) when its module names one in OUTPUT_LOCK
-    (attribute, flag), e.g. ("model_dir", "--model-dir"); a no-op context otherwise."""
-    if not getattr(module, "OUTPUT_LOCK", None):
-        return contextlib.nullcontext()
-    attribute, flag = module.OUTPUT_LOCK
-    directory = getattr(args, attribute, None)
-    from albert_tf import lock  # pylint: disable=import-outside-toplevel
-
-    if not directory or not lock.is_chief_from_env():
-        return contextlib.nullcontext()
-    return lock.DirectoryLock(directory, flag)
 
 
 def main(argv=None):

@@ -19,6 +19,7 @@ the lock is meant to catch a second run started by mistake while the first one w
 Multi-worker pretraining: only the chief (TF_CONFIG task "chief", or worker 0 without one) takes the lock; the
 other workers write only under .worker_N and run alongside it.
 """
+import contextlib
 import json
 import os
 import socket
@@ -257,8 +258,37 @@ class DirectoryLock:
                 pass
 
     def __enter__(self):
-        return self.acquire()
+        self.acquire()
+        _HELD.append(self)
+        return self
 
     def __exit__(self, *exc):
+        if self in _HELD:
+            _HELD.remove(self)
         self.release()
         return False
+
+
+# The locks this process holds (a `with` of DirectoryLock), so that an abort from any thread (a second Ctrl-C,
+# albert_tf.cli.abort, which ends the process without unwinding) can still release them: the one piece of
+# module-level mutable state here, on purpose.
+_HELD = []
+
+
+def release_held():
+    """Releases every lock this process holds (`_HELD`); a failure leaves that lock to be taken over by the next run
+    (its pid is gone)."""
+    for held in list(_HELD):
+        try:
+            held.release()
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+
+def output_lock(directory, flag):
+    """The context holding `directory`'s lock for a run: a DirectoryLock on the chief (one process, or the chief
+    worker of a multi-worker run), nothing on the other workers. A job takes it once its flags are checked (and,
+    on a TPU, the slice is connected) and before it writes or restores anything."""
+    if not is_chief_from_env():
+        return contextlib.nullcontext()
+    return DirectoryLock(directory, flag)

@@ -32,9 +32,9 @@ def _option_blocks(text):
 
 
 def _optional_flags(text):
-    """The flags the usage line shows in brackets (optional); the others are required."""
+    """The flags the usage line shows in brackets (optional, alone or as `[--a | --b]`); the others are required."""
     usage = text.split("options:", 1)[0]
-    return set(re.findall(r"\[(--[\w-]+)", usage))
+    return {flag for group in re.findall(r"\[([^\[\]]+)", usage) for flag in re.findall(r"(?:^|\| )(--[\w-]+)", group)}
 
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))

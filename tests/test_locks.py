@@ -2,6 +2,7 @@
 line naming the holder; a killed run's lock is taken over; the lock is gone when a run ends."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -99,21 +100,41 @@ def finetune_args(init, data, output):
     return ["--task", "sst2", "--init", init, "--data-dir", data, "--output", output, "--epochs", 1]
 
 
-@pytest.mark.parametrize("heartbeat_age, refused", [(5, True), (lock.STALE_AFTER_S + 60, False)])
-def test_finetune_output_held_by_another_host(tmp_path, heartbeat_age, refused):
+@pytest.mark.parametrize("heartbeat_age, refused", [
+    (5, True), pytest.param(lock.STALE_AFTER_S + 60, False, marks=pytest.mark.slow)])
+def test_finetune_output_held_by_another_host(tmp_path, tiny_spm_model, heartbeat_age, refused):
+    """The lock is taken once the inputs are checked (a bad --init fails first, without touching --output): a live
+    holder refuses the run with one line; a stale one is taken over and the run completes."""
+    import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+
     output = tmp_path / "out"
     write_lock(output, "other-host", 4242, heartbeat_age)
-    # --init does not exist: a run that gets past the lock stops at once with that error (exit 2 either way)
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    data = fh.write_sst2(str(tmp_path / "sst2"), num_train=16, num_dev=8)
+    args = finetune_args(init, data, output) + ["--batch-size", 8, "--max-seq-length", 16]
+    proc = ph.run_cli("finetune", args, check=False)
+    if refused:
+        assert proc.returncode == 2
+        err = error_lines(proc.stderr)
+        assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert err[0].startswith(f"albert-tf finetune: error: --output {output} is in use by another run: "
+                                 "host other-host pid 4242 since ")
+        assert re.search(r"\(heartbeat \d+ s ago\)", err[0]), err[0]
+        assert (output / lock.LOCK_FILE).exists()  # the other run's lock is left alone
+        assert sorted(os.listdir(output)) == [lock.LOCK_FILE]  # nothing written
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "taking over the stale lock" in proc.stdout and "no heartbeat for" in proc.stdout
+        assert not (output / lock.LOCK_FILE).exists()
+        assert (output / "eval_results.json").exists()
+
+
+def test_a_bad_input_fails_before_the_lock_is_looked_at(tmp_path):
+    """Inputs first: a missing --init is one line, whoever holds --output (its lock is not touched)."""
+    output = tmp_path / "out"
+    write_lock(output, "other-host", 4242, 5)
     proc = ph.run_cli("finetune", finetune_args(tmp_path / "no-init", tmp_path / "no-data", output), check=False)
     assert proc.returncode == 2
     err = error_lines(proc.stderr)
-    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    if refused:
-        assert err[0].startswith(f"albert-tf finetune: error: --output {output} is in use by another run: "
-                                 "host other-host pid 4242 since ")
-        assert "(heartbeat 5 s ago)" in err[0] or "(heartbeat 6 s ago)" in err[0]
-        assert (output / lock.LOCK_FILE).exists()  # the other run's lock is left alone
-    else:
-        assert "is in use" not in err[0]
-        assert "taking over the stale lock" in proc.stdout and "no heartbeat for" in proc.stdout
-        assert not (output / lock.LOCK_FILE).exists()
+    assert len(err) == 1 and err[0].startswith(f"albert-tf finetune: error: --init {tmp_path / 'no-init'}: "), err
+    assert (output / lock.LOCK_FILE).exists()

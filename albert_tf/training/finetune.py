@@ -65,9 +65,6 @@ PAPER_DEFAULTS = {
     "race": Hyperparameters(2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
 }
 
-#: The CLI holds the --output's lock for the whole run (albert_tf.lock: one run per output directory).
-OUTPUT_LOCK = ("output", "--output")
-
 #: AdamW as the original fine-tuning optimizer: weight decay 0.01 except LayerNorm and bias, epsilon 1e-6.
 WEIGHT_DECAY = 0.01
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -479,10 +476,19 @@ def finish(args, config, task, tokenizer, plan, model, state, managers, started)
 
 
 def run(args):
-    import keras  # pylint: disable=import-outside-toplevel
+    from albert_tf import lock  # pylint: disable=import-outside-toplevel
 
     started = time.monotonic()
-    source, config, task, tokenizer, strategy, plan, jit = prepare(args)
+    prepared = prepare(args)
+    with lock.output_lock(args.output, "--output"):  # one run per output directory (albert_tf.lock)
+        return fine_tune(args, started, *prepared)
+
+
+def fine_tune(args, started, source, config, task, tokenizer, strategy, plan, jit):
+    """The run once its inputs are checked and its output directory is locked: the run config, the model, training
+    (resumed from the last epoch), the best epoch's results and export. Returns the exit code."""
+    import keras  # pylint: disable=import-outside-toplevel
+
     record_run_config(args, plan)
     exported = completed_run(args.output, plan)
     if exported:

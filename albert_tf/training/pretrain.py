@@ -28,6 +28,7 @@ import time
 
 import tensorflow as tf
 
+from albert_tf import lock
 from albert_tf.checkpoints import pretrained
 from albert_tf.io import check_input_file, check_output_dir
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
@@ -36,8 +37,6 @@ from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSigna
                                      make_train_loop)
 
 # What one step returns per replica, summed over replicas and over the steps of a loop.
-# The CLI holds the --model-dir's lock for the whole run (albert_tf.lock: one run per model dir).
-OUTPUT_LOCK = ("model_dir", "--model-dir")
 SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
 LOOP_SECONDS = pretrain_flags.LOOP_SECONDS  # the wall time of one compiled call once the step time is known
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
@@ -611,10 +610,12 @@ def run(args):
     started = time.time()
     with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
         setup = prepare(args)
-        model, optimizer, schedule, manager = build(args, setup)
-        step = int(optimizer.iterations.numpy())
-        if step >= args.num_train_steps:
-            print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
-                  f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further", flush=True)
-            return 0
-        return train(args, setup, model, optimizer, schedule, manager, stop, started)
+        with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.lock)
+            model, optimizer, schedule, manager = build(args, setup)
+            step = int(optimizer.iterations.numpy())
+            if step >= args.num_train_steps:
+                print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
+                      f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further",
+                      flush=True)
+                return 0
+            return train(args, setup, model, optimizer, schedule, manager, stop, started)
