@@ -16,7 +16,9 @@ SEQ, PRED, FILES, WORKERS = 32, 5, 4, 2
 def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path):
     for f in range(FILES):
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
+    ph.write_records(str(tmp_path / "eval-0.tfrecord"), 21, SEQ, PRED, seed=99)  # one file, 2 workers: split by record
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
+            "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 4,
             "--max-predictions", PRED, "--train-batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
             "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
     report = rehearsal.rehearse(args, WORKERS, str(tmp_path / "runs"))
@@ -26,6 +28,8 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
     assert report["stopped_at"] == [stopped] * WORKERS and 0 < stopped < 40  # stopped together, mid-run
     assert sorted(report["pipelines"]) == ["1/2", "2/2"] and report["leftovers"] == []
     assert report["final_checkpoint"] == "ckpt-40" and report["max_abs_diff"] <= 1e-5
+    # eval on 2 hosts (one file, 21 records: split by record, the last batches padded) == eval on one process
+    assert 40 in report["eval_steps"] and report["eval_max_rel_diff"] <= 1e-5
     pod = tmp_path / "runs" / "pod"
     rows = [json.loads(line) for line in (pod / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == sorted({r["step"] for r in rows})  # one row per step: the chief's only

@@ -87,14 +87,32 @@ def wait_all(started, timeout):
     return codes
 
 
-def first_train_row(model_dir):
-    """The step of metrics.jsonl's first train row, or None."""
+def metrics_rows(model_dir, split):
+    """{step: metrics} of metrics.jsonl's rows of `split` ("train" / "eval"); {} when there is none."""
     try:
         with open(os.path.join(model_dir, pretrained.METRICS_FILE), encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
     except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    steps = [r["step"] for r in rows if r.get("split") == "train"]
+        return {}
+    return {r["step"]: r for r in rows if r.get("split") == split}
+
+
+EVAL_METRICS = ("masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy")
+
+
+def eval_differences(pod_dir, reference_dir):
+    """The eval rows the pod run and the one-process reference share: (steps compared, max relative |diff| over
+    their metrics). Every eval record counted once on each side (whatever the number of workers) gives equal
+    metrics, up to the order of float sums."""
+    pod, reference = metrics_rows(pod_dir, "eval"), metrics_rows(reference_dir, "eval")
+    steps = sorted(set(pod) & set(reference))
+    diffs = [abs(pod[s][k] - reference[s][k]) / max(abs(reference[s][k]), 1e-6) for s in steps for k in EVAL_METRICS]
+    return steps, max(diffs, default=0.0)
+
+
+def first_train_row(model_dir):
+    """The step of metrics.jsonl's first train row, or None."""
+    steps = sorted(metrics_rows(model_dir, "train"))
     return steps[0] if steps else None
 
 
@@ -205,6 +223,11 @@ def rehearse(pretrain_args, workers, work_dir, timeout=900):
     report["max_abs_diff"] = max_abs_diff(final_pod, final_reference)
     if not report["max_abs_diff"] <= 1e-5:
         fail(f"final weights differ from the one-process reference: max |diff| {report['max_abs_diff']:.3g} > 1e-5")
+    if "--eval-data" in map(str, pretrain_args):
+        report["eval_steps"], report["eval_max_rel_diff"] = eval_differences(pod_dir, reference_dir)
+        if not report["eval_steps"] or report["eval_max_rel_diff"] > 1e-5:
+            fail(f"eval metrics differ from the one-process run's (every eval record once on each side): steps "
+                 f"{report['eval_steps']}, max relative |diff| {report['eval_max_rel_diff']:.3g}")
     return report
 
 
