@@ -335,6 +335,13 @@ class StopSignal:
         self._watcher.start()
         return self
 
+    def reinstall(self):
+        """Puts this handler back for SIGTERM and SIGINT (main thread). Call it after creating a
+        MultiWorkerMirroredStrategy: TensorFlow's coordination service installs its own SIGTERM handler (its
+        preemption notifier) when it starts, which would swallow the signal."""
+        for s in self.SIGNALS:
+            signal.signal(s, self._handle)
+
     def __exit__(self, *exc):
         signal.set_wakeup_fd(self._previous_fd)
         for s, handler in self._previous.items():

@@ -610,6 +610,7 @@ def run(args):
     started = time.time()
     with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
         setup = prepare(args)
+        stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
         with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.lock)
             model, optimizer, schedule, manager = build(args, setup)
             step = int(optimizer.iterations.numpy())

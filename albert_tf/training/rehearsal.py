@@ -24,9 +24,11 @@ import time
 
 from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
+from albert_tf.data import record_index
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
-MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, pretrained.SPM_FILE, pretrained.METRICS_FILE, "train", "eval")
+MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, pretrained.SPM_FILE, pretrained.METRICS_FILE, "train",
+                   "eval", record_index.CACHE_NAME)
 
 
 def free_ports(count):
