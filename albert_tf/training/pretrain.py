@@ -71,7 +71,7 @@ def add_arguments(parser):
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
     a("--streams", type=int, default=None,
       help="split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
-           "overlaps elementwise kernels with matmuls; default: 2 on CPU, 1 on GPU/TPU)")
+           "overlaps elementwise kernels with matmuls; default: 2 on CPU without --remat, else 1)")
     a("--remat", action="store_true",
       help="rematerialization: keep only each block's input for the backward pass and recompute the block there "
            "(one more forward of the blocks per step; a fraction of the activation memory)")
@@ -410,7 +410,9 @@ def run(args):
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
     jit = distribute.use_xla(args.xla, on_tpu, use_gpu)
-    streams = args.streams or (1 if on_tpu or use_gpu else 2)
+    # --remat on CPU runs one stream unless told: with two, TensorFlow's graph optimizer (Grappler) keeps most of
+    # what remat frees (measured: benchmarks/plan_memory.py, README "Fitting a model on fewer cores").
+    streams = args.streams or (1 if on_tpu or use_gpu or args.remat else 2)
     if micro_batch % streams:
         if args.streams:
             raise ValueError(f"--streams {streams} does not divide the per-replica "
