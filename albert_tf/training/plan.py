@@ -18,23 +18,30 @@ only, P·H·E (dense H→E) + P·E·V (decoder E→V); SOP 2·H. Softmax, LayerN
 optimizer update are not counted (they are not matmuls). This is the count `albert_tf.training.flops` uses for MFU.
 
 **Memory per core** (TPUStrategy is data parallel: every core holds a full replica and its optimizer state):
-  - weights float32 (4 bytes per parameter), LAMB slots m and v float32 (8), gradients float32 (4), and with bf16
-    compute the bf16 copies of the weights that the step casts once (2);
-  - activations kept for the backward pass, for the per-core batch b, at the compute dtype's size (bf16: 2 bytes,
-    float32: 4), per applied block (num_hidden_layers × inner_group_num blocks):
-      8 tensors [b, L, H]: the block input, q, k, v, the attention context, the attention residual sum (pre-LN),
-        the attention LayerNorm output (the FFN's input) and the FFN residual sum (pre-LN);
+  - weights float32 (4 bytes per parameter), LAMB slots m and v float32 (8), gradients float32 (4), with bf16
+    compute the bf16 copies of the weights that the step casts once (2), and with `--gradient-accumulation-steps`
+    the float32 sum of the micro-batches' gradients (4);
+  - activations kept for the backward pass by the encoder's training path (albert_tf/modeling: what each op's
+    gradient reads), for one micro-batch of b examples (the per-core batch / accumulation steps), at the compute
+    dtype's size (bf16: 2 bytes, float32: 4), per applied block (num_hidden_layers × inner_group_num blocks):
+      8 tensors [b, L, H]: the block input, q, k, v, the attention context, the attention output (pre-LN), the
+        attention LayerNorm output (the FFN's input) and the FFN output (pre-LN); the fused LayerNorms keep no
+        statistics (their backward recomputes them);
       2 tensors [b, L, I]: the FFN pre-activation (for GELU's gradient) and its output;
-      the attention probabilities [b, heads, L, L];
-      LayerNorm statistics, 2 LayerNorms × (mean, 1/σ) float32 [b, L];
-      dropout masks when the config's dropout is > 0 (1 byte each): [b, heads, L, L] and 2 × [b, L, H];
+      2 tensors [b, heads, L, L]: the attention scores (the fused softmax's backward recomputes the softmax from
+        them) and the probabilities (for the context matmul's gradient);
+      with dropout (config rate > 0), the masks at the compute dtype: one [b, heads, L, L] and two [b, L, H];
     plus the embeddings (the sum and its LayerNorm output, 2 × [b, L, E]) and the heads (the gathered [b, P, H],
     3 × [b, P, E] in the MLM transform, and the float32 logits and their softmax [b, P, V], 8 bytes per element);
   - with `--remat` (rematerialization: each block's activations recomputed in the backward pass) only each block's
-    input [b, L, H] is kept, plus one block's full set as the working set; the recomputation costs one more
-    forward of the blocks per step.
-XLA's own temporaries, the program and the infeed buffers are not modelled: the plan calls a run "fits" when the
-estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it is not.
+    input [b, L, H] is kept, plus the working set of two blocks (the one being recomputed and differentiated, and
+    the next one, which a dataflow executor starts as soon as its input gradient exists); the recomputation costs
+    one more forward of the blocks per step.
+The activation model is measured against real steps on CPU (benchmarks/plan_memory.py, README "Fitting a model on
+fewer cores"). XLA's own temporaries, the program and the infeed buffers are not modelled: the plan calls a run
+"fits" when the estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it
+is not: first what keeps the run's recipe (`--gradient-accumulation-steps`, `--remat`), then what changes it (a
+smaller global batch, a shorter sequence), and ends with the `albert-tf pretrain` flags of a configuration that fits.
 
 **Time**: step time = executed FLOPs / (MFU × peak), with the peak of the topology (v3: 123 TFLOP/s bf16 per chip,
 2 cores per chip; v3-N has N cores); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
@@ -152,17 +159,17 @@ def state_bytes(parameters, dtype, accumulation_steps=1):
 def activation_bytes(config, batch, seq_length, max_predictions, dtype, remat=False):
     """Bytes of the activations kept for the backward pass for `batch` examples (the activation model of the
     module docstring). Returns a dict: per_block, blocks (all applied blocks, or with remat the kept inputs plus
-    one block's working set), embeddings, heads, total."""
+    two blocks' working set), embeddings, heads, total."""
     c, b, L, P = config, batch, seq_length, max_predictions
     H, E, I, N, V = c.hidden_size, c.embedding_size, c.intermediate_size, c.num_attention_heads, c.vocab_size
     a = DTYPE_BYTES[dtype]
-    per_block = a * b * (8 * L * H + 2 * L * I + N * L * L) + 4 * b * 2 * 2 * L
+    per_block = a * b * (8 * L * H + 2 * L * I + 2 * N * L * L)
     if c.attention_probs_dropout_prob > 0:
-        per_block += b * N * L * L
+        per_block += a * b * N * L * L
     if c.hidden_dropout_prob > 0:
-        per_block += b * 2 * L * H
+        per_block += a * b * 2 * L * H
     blocks = c.num_hidden_layers * c.inner_group_num
-    kept = blocks * a * b * L * H + per_block if remat else blocks * per_block
+    kept = blocks * a * b * L * H + min(2, blocks) * per_block if remat else blocks * per_block
     embeddings = a * b * 2 * L * E
     heads = a * b * (P * H + 3 * P * E + 2 * H) + 8 * b * P * V
     return {"per_block": per_block, "blocks": kept, "embeddings": embeddings, "heads": heads,
@@ -501,9 +508,10 @@ def report(plan):
     if option is not None:
         lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
                       f"per core{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
-                  f"  albert-tf pretrain --config {plan.get('config_arg') or 'CONFIG'} "
-                  f"{pretrain_flags(option)} --tpu TPU_NAME --train-data 'gs://BUCKET/records/train-*' "
-                  "--model-dir gs://BUCKET/model"]
+                  f"  albert-tf pretrain --config {plan.get('config_arg') or 'CONFIG'}"
+                  + (f" --recipe {plan['recipe_arg']}" if plan.get("recipe_arg") else "")
+                  + f" {pretrain_flags(option)} --tpu TPU_NAME --train-data gs://BUCKET/records/train-*"
+                  " --model-dir gs://BUCKET/model"]
     return "\n".join(lines)
 
 
@@ -550,6 +558,6 @@ def run(args):
     plan = estimate(config, args.batch_size, args.seq_length, max_predictions, cores=cores, dtype=args.dtype,
                     remat=args.remat, steps=args.steps, mfu=args.mfu, topology=args.topology,
                     accumulation_steps=args.gradient_accumulation_steps)
-    plan["config_arg"] = args.config
+    plan["config_arg"], plan["recipe_arg"] = args.config, args.recipe
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else report(plan))
     return 0
