@@ -5,8 +5,8 @@
     python benchmarks/plan_memory.py --rows base-512-f32,base-512-f32-remat --steps 2
 
 Each row runs `albert-tf pretrain`'s step on one device (`build_model_and_optimizer`, `make_train_step`,
-`loop.make_train_loop`, one step per compiled call; streams as pretrain on CPU: 2, 1 with remat; no XLA for the step, dropout as the
-config says, training=True) on a fixed random batch (benchmarks/train_step.py's `random_batch`). The step's memory
+`loop.make_train_loop`, one step per compiled call; streams as pretrain on CPU: 2, 1 with remat; no XLA for the
+step, dropout as the config says, training=True) on a fixed random batch (benchmarks/train_step.py's `random_batch`). The step's memory
 is read from TensorFlow's own allocator statistics (`tf.config.experimental.get_memory_info("CPU:0")`: TensorFlow
 allocates every tensor on the CPU through a BFC allocator that keeps what it once took, so the resident set does not
 shrink between steps and its growth over a step says nothing): after `--warmup-steps` steps (the first one traces),
