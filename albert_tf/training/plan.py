@@ -506,8 +506,10 @@ def report(plan):
                   f"({plan['learning_rate_rule']})"]
     option = plan["recommended"]
     if option is not None:
+        time = ("" if plan["peak_flops"] is None else
+                f", {_duration_text(option['executed_flops_per_step'] / (plan['mfu'] * plan['peak_flops']))} per step")
         lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
-                      f"per core{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
+                      f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
                   f"  albert-tf pretrain --config {plan.get('config_arg') or 'CONFIG'}"
                   + (f" --recipe {plan['recipe_arg']}" if plan.get("recipe_arg") else "")
                   + f" {pretrain_flags(option)} --tpu TPU_NAME --train-data gs://BUCKET/records/train-*"
