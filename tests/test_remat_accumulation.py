@@ -137,7 +137,8 @@ def test_cli_remat_and_accumulation_under_four_cpu_replicas(data_dir, tmp_path):
     for name, extra in {"plain": [], "remat": ["--remat"], "plain_nd": ["--no-dropout"],
                         "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}.items():
         runs[name] = tmp_path / name
-        proc = ph.run_cli(base_args(data_dir, runs[name], steps=4, cpu_replicas=4) + extra)
+        # one stream everywhere: dropout masks are drawn per stream, and --remat's default on CPU is 1, else 2
+        proc = ph.run_cli(base_args(data_dir, runs[name], steps=4, cpu_replicas=4, streams=1) + extra)
         assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
     assert "2 accumulated micro-batches of 2 per replica" in proc.stdout and "remat" in proc.stdout
     assert_same_checkpoint(runs["plain"], runs["remat"], 4)

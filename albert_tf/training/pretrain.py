@@ -25,7 +25,7 @@ import time
 
 import tensorflow as tf
 
-from albert_tf import pretrained
+from albert_tf import host_xla, pretrained
 from albert_tf.training import distribute, flops, recipes
 from albert_tf.training import plan as planner
 from albert_tf.training.loop import MetricsLog, StopSignal, evaluate, make_train_loop
@@ -139,6 +139,14 @@ def metrics_from_sums(sums):
 
 
 # ---------------------------------------------------------------------------------------------- one step
+@host_xla.jit_function(autograph=False)
+def _add_lists(totals, more):
+    """[a + b for a, b in zip(totals, more)] as one XLA kernel where the host has XLA. (As plain adds inside the
+    accumulation loop, Grappler's arithmetic optimizer merges them with the gradients' own sums into AccumulateNV2
+    ops whose temporary variables collide across the loop's iterations: AlreadyExistsError, albert_base, 2 streams.)"""
+    return [a + b for a, b in zip(totals, more)]
+
+
 def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accumulation_steps=1):
     """Returns train_step(batch, training) → metric sums, to run in a replica context (strategy.run).
 
@@ -169,8 +177,9 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accu
         def body(index, grads, sums):
             more_grads, more_sums = forward_backward({k: v[index] for k, v in micro.items()}, mlm_weight_total,
                                                      training)
-            return (index + 1, [a + b for a, b in zip(grads, more_grads)],
-                    {k: sums[k] + more_sums[k] for k in sums})
+            totals = _add_lists(grads + [sums[k] for k in LOSS_SUM_KEYS],
+                                more_grads + [more_sums[k] for k in LOSS_SUM_KEYS])
+            return index + 1, totals[:len(grads)], dict(zip(LOSS_SUM_KEYS, totals[len(grads):]))
 
         zeros = ([tf.zeros(v.shape, tf.float32) for v in variables], {k: tf.constant(0.0) for k in LOSS_SUM_KEYS})
         _, grads, sums = tf.while_loop(lambda index, *_: index < accumulation_steps, body, (tf.constant(0), *zeros),
