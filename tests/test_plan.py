@@ -85,30 +85,37 @@ def test_tiny_flops_by_hand():
 
 
 def test_tiny_activation_memory_by_hand():
-    # bf16, per-core batch 2, seq 8: per block 2 bytes × 2 × (8 [L,H] tensors 8·8·32 + 2 [L,I] 2·8·64 + probs 4·8·8)
-    # plus LayerNorm statistics 4 bytes × 2 × (2 LayerNorms × 2 values × 8 tokens)
-    per_block = 2 * 2 * (8 * 8 * 32 + 2 * 8 * 64 + 4 * 8 * 8) + 4 * 2 * 2 * 2 * 8
-    assert per_block == 13_568
+    # bf16, per-core batch 2, seq 8: per block 2 bytes × 2 × (8 [L,H] tensors 8·8·32 + 2 [L,I] 2·8·64
+    # + scores and probabilities 2·4·8·8)
+    per_block = 2 * 2 * (8 * 8 * 32 + 2 * 8 * 64 + 2 * 4 * 8 * 8)
+    assert per_block == 14_336
     embeddings = 2 * 2 * 2 * 8 * 16
     heads = 2 * 2 * (2 * 32 + 3 * 2 * 16 + 2 * 32) + 8 * 2 * 2 * 1000
     act = plan.activation_bytes(TINY, 2, 8, 2, "bfloat16")
     assert (act["per_block"], act["blocks"], act["total"]) == (per_block, 4 * per_block,
                                                                4 * per_block + embeddings + heads)
     remat = plan.activation_bytes(TINY, 2, 8, 2, "bfloat16", remat=True)
-    assert remat["blocks"] == 4 * 2 * 2 * 8 * 32 + per_block
-    # float32 doubles the compute-dtype tensors; dropout adds 1-byte masks
-    assert plan.activation_bytes(TINY, 2, 8, 2, "float32")["per_block"] == 2 * (per_block - 256) + 256
+    assert remat["blocks"] == 4 * 2 * 2 * 8 * 32 + 2 * per_block   # the inputs + two blocks' working set
+    # float32 doubles everything but the float32 logits; dropout adds masks at the compute dtype
+    assert plan.activation_bytes(TINY, 2, 8, 2, "float32")["per_block"] == 2 * per_block
     dropout = TINY.replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    assert plan.activation_bytes(dropout, 2, 8, 2, "bfloat16")["per_block"] == per_block + 2 * 4 * 8 * 8 + 2 * 2 * 8 * 32
-    # state: weights 4 + m, v 8 + gradients 4 (+ bf16 copies 2) bytes per parameter
+    assert plan.activation_bytes(dropout, 2, 8, 2, "bfloat16")["per_block"] == \
+        per_block + 2 * 2 * (4 * 8 * 8 + 2 * 8 * 32)
+    # state: weights 4 + m, v 8 + gradients 4 (+ bf16 copies 2) bytes per parameter (+ 4: accumulation's sum)
     estimate = plan.estimate(TINY, 16, 8, 2, cores=8)
     assert estimate["hbm_per_core_bytes"] == 38_426 * 18 + act["total"]
+    # 2 micro-batches of 1 per core: the activations of one example, and the gradient sum
+    accumulated = plan.estimate(TINY, 16, 8, 2, cores=8, accumulation_steps=2)
+    assert accumulated["micro_batch"] == 1
+    assert accumulated["hbm_per_core_bytes"] == 38_426 * 22 + plan.activation_bytes(TINY, 1, 8, 2, "bfloat16")["total"]
+    assert accumulated["flops_per_step"] == estimate["flops_per_step"]
 
 
 def test_xxlarge_on_v3_512_fits_and_times():
     config = AlbertConfig.from_preset("albert_xxlarge")
     p = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, mfu=0.5, topology="v3-512")
-    assert p["per_core_batch"] == 8 and p["fits"] and not p["advice"]
+    # 8 per core: the measured activation model (two [b, heads, L, L] tensors per block) needs --remat
+    assert p["per_core_batch"] == 8 and p["fits"] is False and p["recommended"]["flags"]["--remat"] is True
     assert p["hbm_capacity_bytes"] == 16 * 2 ** 30
     peak = 512 / 2 * 123e12
     assert p["peak_flops"] == pytest.approx(peak)
@@ -116,31 +123,64 @@ def test_xxlarge_on_v3_512_fits_and_times():
     assert p["total_time_s"] == pytest.approx(125_000 * p["step_time_s"])
     # remat: less memory, one more forward of the blocks
     r = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, remat=True)
-    assert r["hbm_per_core_bytes"] < p["hbm_per_core_bytes"]
+    assert r["hbm_per_core_bytes"] < p["hbm_per_core_bytes"] and r["fits"] and not r["advice"]
+    assert r["recommended"]["hbm_per_core_bytes"] == r["hbm_per_core_bytes"]
     extra = 2 * p["forward_macs_per_example"]["blocks"] * 4096
     assert r["step_time_s"] == pytest.approx((p["flops_per_step"] + extra) / (0.5 * peak))
 
 
 def test_does_not_fit_names_what_to_change():
     config = AlbertConfig.from_preset("albert_xxlarge")
-    p = plan.estimate(config, 4096, 512, 20, cores=8, topology="v3-8")   # 512 examples per core
+    p = plan.estimate(config, 4096, 384, 20, cores=8, topology="v3-8")   # 512 examples per core
     assert p["fits"] is False
     text = " ".join(p["advice"])
     assert "per-core batch" in text and "v3-512" in text
     best = int(text.split("per-core batch ")[1].split()[0])
     budget = 0.9 * 16 * 2 ** 30
     state = p["hbm_per_core_bytes"] - p["activations_bytes"]
-    fits = lambda b: state + plan.activation_bytes(config, b, 512, 20, "bfloat16")["total"] <= budget  # noqa: E731
+    fits = lambda b: state + plan.activation_bytes(config, b, 384, 20, "bfloat16")["total"] <= budget  # noqa: E731
     assert fits(best) and (not fits(best + 1) if best < 8 else best % 8 == 0 and not fits(best + 8))
     assert "DOES NOT FIT" in plan.report(p) and "DOES NOT FIT" in plan.summary_line(p)
-    # a case that --remat alone rescues
+    # a case that --remat alone rescues, and accumulation too: both keep the global batch and come first
     p16 = plan.estimate(config, 16 * 512, 512, 20, cores=512)
     assert p16["fits"] is False and any(a.startswith("--remat fits") for a in p16["advice"])
     assert plan.estimate(config, 16 * 512, 512, 20, cores=512, remat=True)["fits"]
+    keeps = [i for i, a in enumerate(p16["advice"]) if "keeps the global batch" in a]
+    changes = [i for i, a in enumerate(p16["advice"]) if "changes the recipe" in a]
+    assert keeps and changes and max(keeps) < min(changes)
     # a model whose state alone exceeds a core
     huge = config.replace(sharing="none", num_hidden_layers=24)
     advice = plan.estimate(huge, 512, 128, 20, cores=512)["advice"]
     assert len(advice) == 1 and "whatever the batch" in advice[0]
+
+
+@pytest.mark.parametrize("preset", ["albert_xxlarge", "albert_xlarge"])
+@pytest.mark.parametrize("topology", ["v3-64", "v3-128"])
+def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset, topology):
+    """Batch 4096 on 64 or 128 cores does not fit as is; the plan ends with `albert-tf pretrain` flags that keep the
+    global batch, name only pretrain's flags, and fit when planned again."""
+    code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2")
+    assert code == 0 and "DOES NOT FIT" in out
+    command = out.rstrip().splitlines()[-1].split()
+    assert command[:3] == ["albert-tf", "pretrain", "--config"] and command[3] == preset
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    args = cli.build_parser(["pretrain"]).parse_args(command[1:])  # every flag exists (argparse exits otherwise)
+    assert args.train_batch_size == 4096 and args.max_seq_length == 512 and args.recipe == "paper_v2"
+    assert args.remat or args.gradient_accumulation_steps > 1
+    again = plan.estimate(AlbertConfig.from_preset(preset), 4096, 512, 20, cores=plan.topology_cores(topology),
+                          remat=args.remat, accumulation_steps=args.gradient_accumulation_steps)
+    assert again["fits"] and again["hbm_per_core_bytes"] <= 0.9 * 16 * 2 ** 30
+    # the plan run with those flags fits as is and still ends with the command
+    flags = ["--remat"] if args.remat else []
+    flags += ["--gradient-accumulation-steps", str(args.gradient_accumulation_steps)]
+    code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2", *flags)
+    assert "DOES NOT FIT" not in out and out.rstrip().splitlines()[-1].split() == command
+
+
+def test_accumulation_steps_must_divide_the_per_core_batch():
+    with pytest.raises(ValueError, match="--gradient-accumulation-steps 3 does not divide the per-core batch 8"):
+        plan.estimate(TINY, 64, 8, 2, cores=8, accumulation_steps=3)
 
 
 def test_learning_rate_rule():
@@ -207,7 +247,7 @@ def test_json_and_no_tensorflow_import():
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    rc = main(['plan', '--config', 'albert_xxlarge', '--topology', 'v3-512', '--batch-size', '4096',\n"
-        "               '--seq-length', '512', '--steps', '125000', '--json'])\n"
+        "               '--seq-length', '512', '--steps', '125000', '--remat', '--json'])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'numpy'))\n"
         "print(json.dumps({'rc': rc, 'heavy': heavy, 'plan': json.loads(out.getvalue())}))\n"
     )

@@ -509,13 +509,20 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tm
     args = cli.build_parser(["pretrain"]).parse_args(["pretrain"] + base_args(data_dir, tmp_path / "m"))
     args.train_batch_size, args.max_seq_length, args.max_predictions = 4096, 512, 20
     base = AlbertConfig.from_preset("albert_base")
+    check = lambda: pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # noqa
     with pytest.raises(ValueError) as info:
-        pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)
+        check()
     message = str(info.value)
     assert "--train-batch-size 4096 at --max-seq-length 512 needs about" in message and "16.0 GiB" in message
-    fits = int(message.split("(--train-batch-size ")[1].split()[0])
-    args.train_batch_size = fits
-    pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # the hint is true
-    args.train_batch_size = fits * 2
+    # what keeps the global batch comes first: the fewest accumulation steps that fit
+    steps = int(message.split("(--gradient-accumulation-steps ")[1].split()[0])
+    assert "same global batch" in message
+    args.gradient_accumulation_steps = steps
+    check()  # the hint is true
+    args.gradient_accumulation_steps = steps // 2
     with pytest.raises(ValueError):
-        pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # and the largest
+        check()  # and the least
+    # a model too big for any batch: the smaller-batch advice
+    args.gradient_accumulation_steps = 1
+    with pytest.raises(ValueError, match="no batch fits"):
+        pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=2**30)

@@ -6,7 +6,8 @@ from keras import ops
 
 from albert_tf.config import load_config
 from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, split_into_heads, use_fused
-from albert_tf.modeling.layers import add_bias_and_norm, dense, float32_values, layer_norm, split_input
+from albert_tf.modeling.layers import (
+    add_bias_and_norm, dense, dropout_seed, float32_values, layer_norm, seeded_dropout, split_input)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -75,16 +76,25 @@ class AttentionSublayer(keras.layers.Layer):
         return [{"qkv_kernel": a, "output_kernel": b, "qkv_bias": qkv_bias, "output_bias": bo, "gamma": gamma,
                  "beta": beta} for a, b in zip(qkv_kernels, output_kernels)]
 
-    def train_call(self, x, bias, weights, training, copies=1):
+    def dropout_seeds(self, training):
+        """The seeds of this application's two dropout masks (attention probabilities, output), each an int [2]
+        tensor or None (see `layers.dropout_seed`)."""
+        return (dropout_seed(self.attention_dropout, training), dropout_seed(self.output_dropout, training))
+
+    def train_call(self, x, bias, weights, training, copies=1, seeds=None):
         """The block in training, with fused kernels.
 
         Args:
           x: [B, L, H] in the compute dtype, or a pair of equal such tensors (a previous block's copies=2).
           bias: float32 [B, 1, 1, L], `attention_bias(input_mask)`; weights: one dict of `step_weights()`;
-          training: enables dropout; copies: 2 returns a pair (see `fused.residual_layer_norm`).
+          training: enables dropout; copies: 2 returns a pair (see `fused.residual_layer_norm`);
+          seeds: `dropout_seeds(training)` drawn beforehand (a rematerialized block passes the same seeds to its
+            recomputation), or None to draw them here.
         Returns:
           [B, L, H] (or a list of `copies` of it).
         """
+        if seeds is None:
+            seeds = self.dropout_seeds(training)
         c = self.config
         x, residual = split_input(x)
         batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], c.hidden_size
@@ -93,11 +103,11 @@ class AttentionSublayer(keras.layers.Layer):
                               c.num_attention_heads, fused=True)  # each [B, N, L, D]
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, L, L]
         probs = masked_softmax(scores, bias, 1.0 / math.sqrt(c.head_size), fused=True)
-        probs = self.attention_dropout(probs, training=training)
+        probs = seeded_dropout(probs, self.attention_dropout, seeds[0])
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))  # [B, L, N, D]
         out = ops.matmul(ops.reshape(context, (-1, hidden)), weights["output_kernel"])
         out = ops.reshape(out, (batch, length, hidden))
-        return add_bias_and_norm(out, residual, weights["output_bias"], weights, self.output_dropout, training,
+        return add_bias_and_norm(out, residual, weights["output_bias"], weights, self.output_dropout, seeds[1],
                                  copies)
 
     def get_config(self):

@@ -11,7 +11,7 @@ from albert_tf.modeling.embedding import FactorizedEmbedding
 from albert_tf.modeling.feedforward import FeedForwardSublayer
 from albert_tf.modeling.base import INPUT_NAMES, AlbertModelBase
 from albert_tf.modeling.fused import use_fused
-from albert_tf.modeling.layers import dense
+from albert_tf.modeling.layers import dense, split_input
 
 
 def _sublayer_keys(config):
@@ -39,6 +39,83 @@ def _key_name(key):
 
 
 
+def _rematerialized_block(attention, ffn, x, bias, weights, training, copies):
+    """One application of a block (attention then FFN, their `train_call`s) under `tf.recompute_grad`: only its
+    inputs are kept for the backward pass, which runs the block's forward again first.
+
+    The dropout seeds are drawn here, outside the recomputed function, and passed in: the recomputation applies
+    the same masks (and draws nothing). Every tensor the block reads (x, the attention bias, the step's weight
+    tensors, the seeds) is an argument, so the gradients reach them; the block reads no variable.
+    Args/returns: as `AttentionSublayer.train_call` (x a tensor or a pair, bias, weights = (attention, FFN) dicts
+    of `step_weights`), copies of the FFN's output.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    seeds = (attention.dropout_seeds(training), ffn.dropout_seeds(training))
+    args = (split_input(x), bias, weights, seeds)
+    flat = tf.nest.flatten(args)
+    present = [i for i, value in enumerate(flat) if value is not None]  # seeds are None without dropout
+
+    def block(*tensors):
+        values = list(flat)
+        for i, tensor in zip(present, tensors):
+            values[i] = tensor
+        pair, block_bias, (attention_w, ffn_w), (attention_seeds, ffn_seeds) = tf.nest.pack_sequence_as(
+            args, values)
+        h = attention.train_call(tuple(pair), block_bias, attention_w, training, copies=2, seeds=attention_seeds)
+        return ffn.train_call(h, ffn_w, training, copies=copies, seeds=ffn_seeds)
+
+    return recompute_grad(block, [flat[i] for i in present])
+
+
+def recompute_grad(fn, args):
+    """`fn(*args)` whose backward pass runs `fn` again (under a tape) instead of keeping its intermediates:
+    rematerialization, as `tf.recompute_grad`, with a barrier that XLA cannot remove.
+
+    The recomputation must not start before the backward reaches it, and must not be merged with the forward
+    (XLA's common-subexpression elimination would, leaving the memory unchanged). tf.recompute_grad adds to its
+    inputs a zero computed from the incoming gradient as where(b == b, 0, nan), which XLA folds to 0 (compare(x, x)
+    of a bool is true) and then drops, so its recomputation disappears in XLA-compiled steps. Here the zero is
+    min(|g|, 0) of the first element g of the incoming gradient: XLA and Grappler cannot prove it zero (it is NaN
+    when g is NaN, when the gradient is NaN anyway), so the recomputed block's inputs differ from the forward's.
+    tests/test_remat_accumulation.py counts the dots of the compiled step.
+
+    Args:
+      fn: a function of tensors returning a tensor or a list of tensors; it must read no variable (pass their
+        values as arguments) and draw no random numbers (pass seeds).
+      args: a list of tensors. Gradients flow to the floating-point ones.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    @tf.custom_gradient
+    def inner(*inputs):
+        result = fn(*inputs)
+
+        def grad(*upstream):
+            first = tf.reshape(upstream[0], [-1])[:1]
+            zero = tf.minimum(tf.reduce_max(tf.abs(tf.cast(first, tf.float32))), 0.0)
+            floating = [i for i, a in enumerate(inputs) if a.dtype.is_floating]
+            replay = list(inputs)
+            for i in floating:
+                replay[i] = inputs[i] + tf.cast(zero, inputs[i].dtype)
+            with tf.GradientTape() as tape:
+                tape.watch([replay[i] for i in floating])
+                recomputed = fn(*replay)
+            sources = [replay[i] for i in floating]
+            if isinstance(recomputed, (list, tuple)):
+                grads = tape.gradient(list(recomputed), sources, output_gradients=list(upstream))
+            else:
+                grads = tape.gradient(recomputed, sources, output_gradients=upstream[0])
+            out = [None] * len(inputs)
+            for i, g in zip(floating, grads):
+                out[i] = g
+            return out
+
+        return result, grad
+
+    return inner(*args)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(AlbertModelBase):
     """The ALBERT encoder as a functional Keras model.
@@ -55,6 +132,12 @@ class AlbertEncoder(AlbertModelBase):
       fused: with training=True (TensorFlow backend), run the training path (`_training_forward`: fused kernels,
         shared weights cast once per step; see albert_tf/modeling/fused.py). False runs the plain keras.ops graph
         in training too. Inference and exports always run the plain graph.
+      remat: rematerialization (training path, TensorFlow): each application of a block (attention + FFN, per
+        stream) keeps only its input for the backward pass and recomputes its activations there
+        (`tf.recompute_grad`), with the same dropout masks (their seeds are drawn once, before the block). Memory:
+        one block's activations instead of all of them; time: one more forward of the blocks per step. Needs
+        `fused=True`. With remat, training=False calls (a training step without dropout, evaluation) run the
+        training path too, without dropout.
       training_streams: training path only: the batch is split into this many slices that run through the blocks
         as independent chains, which TensorFlow executes concurrently. On CPU this overlaps one slice's
         single-threaded fused elementwise kernels with the other's multi-threaded matmuls (`albert-tf pretrain`
@@ -63,15 +146,18 @@ class AlbertEncoder(AlbertModelBase):
     """
 
     INPUT_NAMES = INPUT_NAMES
-    CONFIG_ARGS = ("fused", "training_streams")
+    CONFIG_ARGS = ("fused", "training_streams", "remat")
     RESTORE_PART = "encoder"
 
-    def __init__(self, config, dropout=True, fused=True, training_streams=1, **kwargs):
+    def __init__(self, config, dropout=True, fused=True, training_streams=1, remat=False, **kwargs):
         config = load_config(config)
         if not dropout:
             config = config.without_dropout()
         if int(training_streams) < 1:
             raise ValueError(f"training_streams must be a positive integer, got {training_streams!r}")
+        if remat and not fused:
+            raise ValueError("remat=True needs fused=True: rematerialization is implemented on the training path "
+                             "(AlbertEncoder._training_forward), which fused=False turns off")
         self.config = config
         c = config
 
@@ -106,9 +192,11 @@ class AlbertEncoder(AlbertModelBase):
         self.pooler = pooler
         self.fused = bool(fused)
         self.training_streams = int(training_streams)
+        self.remat = bool(remat)
 
     def call(self, inputs, training=None, mask=None):
-        if use_fused(training, self.fused) and isinstance(inputs, dict):
+        remat = self.remat and training is False and keras.backend.backend() == "tensorflow"
+        if (use_fused(training, self.fused) or remat) and isinstance(inputs, dict):
             return self._training_forward(inputs, training)
         return super().call(inputs, training=training, mask=mask)
 
@@ -134,10 +222,15 @@ class AlbertEncoder(AlbertModelBase):
         last = len(self.block_keys) - 1
         for index, (attention_key, ffn_key) in enumerate(self.block_keys):
             attention, ffn = self.attention_layers[attention_key], self.ffn_layers[ffn_key]
-            attention_w, ffn_w = next(attention_weights[attention_key]), next(ffn_weights[ffn_key])
+            weights = (next(attention_weights[attention_key]), next(ffn_weights[ffn_key]))
             # Each block output but the last feeds the next block twice (matmul, residual): a pair of copies.
-            xs = [attention.train_call(x, bias, attention_w, training, copies=2) for x, bias in zip(xs, biases)]
-            xs = [ffn.train_call(x, ffn_w, training, copies=1 if index == last else 2) for x in xs]
+            copies = 1 if index == last else 2
+            if self.remat:
+                xs = [_rematerialized_block(attention, ffn, x, bias, weights, training, copies)
+                      for x, bias in zip(xs, biases)]
+            else:
+                xs = [attention.train_call(x, bias, weights[0], training, copies=2) for x, bias in zip(xs, biases)]
+                xs = [ffn.train_call(x, weights[1], training, copies=copies) for x in xs]
             outputs = [x if index == last else x[0] for x in xs]
             encoder_outputs.append(ops.concatenate(outputs, axis=0) if streams > 1 else outputs[0])
         x = encoder_outputs[-1]

@@ -4,7 +4,8 @@ from keras import ops
 
 from albert_tf.config import load_config
 from albert_tf.modeling.fused import bias_gelu, shared_cast, use_fused
-from albert_tf.modeling.layers import activation, add_bias_and_norm, dense, float32_values, layer_norm, split_input
+from albert_tf.modeling.layers import (
+    activation, add_bias_and_norm, dense, dropout_seed, float32_values, layer_norm, split_input)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -56,10 +57,17 @@ class FeedForwardSublayer(keras.layers.Layer):
         return [{"input_kernel": a, "output_kernel": b, "input_bias": bi, "output_bias": bo, "gamma": gamma,
                  "beta": beta} for a, b in zip(input_kernels, output_kernels)]
 
-    def train_call(self, x, weights, training, copies=1):
+    def dropout_seeds(self, training):
+        """The seed of this application's dropout mask, as a 1-tuple (an int [2] tensor or None)."""
+        return (dropout_seed(self.dropout, training),)
+
+    def train_call(self, x, weights, training, copies=1, seeds=None):
         """The block in training, with fused kernels. x: [B, L, H] in the compute dtype, or a pair of equal such
-        tensors; weights: one dict of `step_weights()`; copies: 2 returns a pair (see `fused.residual_layer_norm`).
+        tensors; weights: one dict of `step_weights()`; copies: 2 returns a pair (see `fused.residual_layer_norm`);
+        seeds: `dropout_seeds(training)` drawn beforehand, or None to draw them here.
         Returns [B, L, H] (or a list of `copies` of it)."""
+        if seeds is None:
+            seeds = self.dropout_seeds(training)
         c = self.config
         x, residual = split_input(x)
         batch, length, hidden = ops.shape(x)[0], ops.shape(x)[1], c.hidden_size
@@ -69,7 +77,7 @@ class FeedForwardSublayer(keras.layers.Layer):
         else:
             h = self.intermediate.activation(h + ops.cast(weights["input_bias"], h.dtype))
         y = ops.reshape(ops.matmul(h, weights["output_kernel"]), (batch, length, hidden))
-        return add_bias_and_norm(y, residual, weights["output_bias"], weights, self.dropout, training, copies)
+        return add_bias_and_norm(y, residual, weights["output_bias"], weights, self.dropout, seeds[0], copies)
 
     def get_config(self):
         return {**super().get_config(), "config": self.config.to_dict(), "fused": self.fused}

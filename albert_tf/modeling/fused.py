@@ -11,7 +11,8 @@ piece is one kernel forward and one backward:
     masked_softmax(scores, bias, scale)         softmax(scores · scale + bias)           (over the last axis)
     split_heads(qkv, bias, num_heads)           [B, L, 3H] + bias → q, k, v, each [B, N, L, D]
     shared_cast(w, dtype, uses)                 `uses` copies of cast(w, dtype) whose gradients are summed in
-                                                float32 (a cross-layer-shared weight, cast once per step)
+                                                float32 as they come (a cross-layer-shared weight, cast once per
+                                                step)
 
 With `fused=True` and the TensorFlow backend, the forward and a hand-written backward are each an XLA-compiled
 function (`tf.function(jit_compile=True)`) joined by `tf.custom_gradient`; they compute in float32 whatever the
@@ -131,8 +132,9 @@ def split_heads(qkv, bias, num_heads, fused=False):
 
 def shared_cast(value, dtype, uses, fused=False):
     """`uses` tensors equal to cast(value, dtype), for a weight applied `uses` times in one step (cross-layer
-    sharing): it is cast once, not once per application, and the gradients of the applications are summed in
-    float32 (fused) before they reach `value`.
+    sharing), in the order of the applications: it is cast once, not once per application, and the gradients of
+    the applications are summed in float32 (fused) as the backward pass produces them, last application first (a
+    running sum: one weight-sized float32 sum alive, not one gradient per application).
 
     Args:
       value: float32 tensor (a variable's value); dtype: the compute dtype; uses: a Python int ≥ 1.
@@ -278,20 +280,30 @@ def _tf_kernels():
             return heads, grad
         return list(fn(qkv, b))
 
-    # n copies of cast(w); the gradient is Σ of the copies' gradients, in float32.
+    # n copies of cast(w) for n uses in order; the gradient is Σ of the uses' gradients, in float32, summed as the
+    # backward pass reaches them (last use first): a float32 carrier (w itself) is threaded through one link per
+    # use, and link k's gradient is the carrier's gradient from link k + 1 plus use k's. Only the running sum and
+    # one use's gradient are alive at a time, not all n (12 weight-sized gradients for albert_base).
     @xla
-    def sum_float32(*grads):
-        return tf.add_n([tf.cast(g, tf.float32) for g in grads])
+    def add_float32(total, grad):
+        return total + tf.cast(grad, tf.float32)
+
+    @tf.custom_gradient
+    def link(carrier, cast):
+        def grad(d_use, d_carrier):
+            if d_use is None:
+                return d_carrier, None
+            if d_carrier is None:
+                return tf.cast(d_use, tf.float32), None
+            return add_float32(d_carrier, d_use), None
+        return (tf.identity(cast), tf.identity(carrier)), grad
 
     def fused_shared_cast(w, dtype, uses):
-        @tf.custom_gradient
-        def fn(w):
-            def grad(*dys):
-                dys = [d for d in dys if d is not None]
-                return tf.cast(sum_float32(*dys), w.dtype) if dys else tf.zeros_like(w)
-            cast = tf.cast(w, dtype)
-            return [tf.identity(cast) for _ in range(uses)], grad
-        return list(fn(w))
+        carrier, cast, outs = w, tf.cast(w, dtype), []
+        for _ in range(uses):
+            out, carrier = link(carrier, cast)
+            outs.append(out)
+        return outs
 
     _KERNELS.update(bias_gelu=fused_bias_gelu, residual_layer_norm=fused_residual_layer_norm,
                     masked_softmax=fused_masked_softmax, split_heads=fused_split_heads,

@@ -45,17 +45,40 @@ def float32_values(*variables):
         return [tf.convert_to_tensor(v.value) for v in variables]
 
 
-def add_bias_and_norm(y, residual, bias, norm, dropout, training, copies=1):
+def dropout_seed(dropout, training):
+    """The seed of `dropout`'s next mask in a training step: its SeedGenerator's next value (int [2]), or None when
+    this call drops nothing (not training, or rate 0). Drawing it apart from applying it lets a rematerialized
+    block (`AlbertEncoder(remat=True)`) apply the same mask when it recomputes the forward."""
+    if not training or dropout.rate <= 0:
+        return None
+    return dropout.seed_generator.next()
+
+
+def seeded_dropout(x, dropout, seed):
+    """`dropout`'s mask drawn from `seed` (a `dropout_seed` value; None: x unchanged): what the Keras Dropout layer
+    computes on the TensorFlow backend (a stateless dropout from its generator's seed, taken modulo 2³¹ − 2 into
+    int32), so both give the same mask for the same seed. TensorFlow backend."""
+    if seed is None:
+        return x
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if seed.dtype != tf.int32:
+        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return tf.nn.experimental.stateless_dropout(x, rate=dropout.rate, seed=seed)
+
+
+def add_bias_and_norm(y, residual, bias, norm, dropout, seed, copies=1):
     """The end of a sublayer in training (fused kernels): LayerNorm(Dropout(y + bias) + residual).
 
-    With no dropout (rate 0, or not training) the bias is added inside the fused LayerNorm kernel.
+    With no dropout (`seed` None) the bias is added inside the fused LayerNorm kernel.
     Args:
       y, residual: float [..., H] in the compute dtype; bias, gamma/beta of `norm`: float32 [H];
-      norm: a dict with "gamma" and "beta"; dropout: the sublayer's keras Dropout layer;
+      norm: a dict with "gamma" and "beta"; dropout: the sublayer's keras Dropout layer; seed: its mask's seed
+        (`dropout_seed`) or None;
       copies: see `fused.residual_layer_norm` (2: a pair for the next block's matmul and residual).
     """
-    if training and dropout.rate > 0:
-        y = dropout(y + ops.cast(bias, y.dtype), training=training)
+    if seed is not None:
+        y = seeded_dropout(y + ops.cast(bias, y.dtype), dropout, seed)
         bias = None
     return residual_layer_norm(y, residual, norm["gamma"], norm["beta"], LAYER_NORM_EPSILON, bias=bias,
                                copies=copies, fused=True)

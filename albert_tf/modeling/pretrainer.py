@@ -21,21 +21,22 @@ class AlbertPretrainer(AlbertModelBase):
     Args:
       config: an AlbertConfig, dict, preset name or path to albert_config.json.
       dropout: False builds the model with both dropout rates set to 0.
-      fused, training_streams: the encoder's training path (see AlbertEncoder).
+      fused, training_streams, remat: the encoder's training path (see AlbertEncoder).
 
     `from_pretrained(directory)` / `save_pretrained(directory)` read and write pretrained-model directories
     (albert_tf/checkpoints/pretrained.py).
     """
 
     INPUT_NAMES = PRETRAINER_INPUT_NAMES
-    CONFIG_ARGS = ("fused", "training_streams")
+    CONFIG_ARGS = ("fused", "training_streams", "remat")
 
-    def __init__(self, config, dropout=True, fused=True, training_streams=1, **kwargs):
+    def __init__(self, config, dropout=True, fused=True, training_streams=1, remat=False, **kwargs):
         config = load_config(config)
         if not dropout:
             config = config.without_dropout()
         self.config = config
-        encoder = AlbertEncoder(config, fused=fused, training_streams=training_streams, name="encoder")
+        encoder = AlbertEncoder(config, fused=fused, training_streams=training_streams, remat=remat,
+                                name="encoder")
         mlm_head = MaskedLMHead(config, encoder.embeddings, name="mlm_head")
         sop_head = SentenceOrderHead(config, name="sop_head")
 
@@ -56,3 +57,7 @@ class AlbertPretrainer(AlbertModelBase):
     @property
     def training_streams(self):
         return self.encoder.training_streams
+
+    @property
+    def remat(self):
+        return self.encoder.remat

@@ -18,23 +18,30 @@ only, P·H·E (dense H→E) + P·E·V (decoder E→V); SOP 2·H. Softmax, LayerN
 optimizer update are not counted (they are not matmuls). This is the count `albert_tf.training.flops` uses for MFU.
 
 **Memory per core** (TPUStrategy is data parallel: every core holds a full replica and its optimizer state):
-  - weights float32 (4 bytes per parameter), LAMB slots m and v float32 (8), gradients float32 (4), and with bf16
-    compute the bf16 copies of the weights that the step casts once (2);
-  - activations kept for the backward pass, for the per-core batch b, at the compute dtype's size (bf16: 2 bytes,
-    float32: 4), per applied block (num_hidden_layers × inner_group_num blocks):
-      8 tensors [b, L, H]: the block input, q, k, v, the attention context, the attention residual sum (pre-LN),
-        the attention LayerNorm output (the FFN's input) and the FFN residual sum (pre-LN);
+  - weights float32 (4 bytes per parameter), LAMB slots m and v float32 (8), gradients float32 (4), with bf16
+    compute the bf16 copies of the weights that the step casts once (2), and with `--gradient-accumulation-steps`
+    the float32 sum of the micro-batches' gradients (4);
+  - activations kept for the backward pass by the encoder's training path (albert_tf/modeling: what each op's
+    gradient reads), for one micro-batch of b examples (the per-core batch / accumulation steps), at the compute
+    dtype's size (bf16: 2 bytes, float32: 4), per applied block (num_hidden_layers × inner_group_num blocks):
+      8 tensors [b, L, H]: the block input, q, k, v, the attention context, the attention output (pre-LN), the
+        attention LayerNorm output (the FFN's input) and the FFN output (pre-LN); the fused LayerNorms keep no
+        statistics (their backward recomputes them);
       2 tensors [b, L, I]: the FFN pre-activation (for GELU's gradient) and its output;
-      the attention probabilities [b, heads, L, L];
-      LayerNorm statistics, 2 LayerNorms × (mean, 1/σ) float32 [b, L];
-      dropout masks when the config's dropout is > 0 (1 byte each): [b, heads, L, L] and 2 × [b, L, H];
+      2 tensors [b, heads, L, L]: the attention scores (the fused softmax's backward recomputes the softmax from
+        them) and the probabilities (for the context matmul's gradient);
+      with dropout (config rate > 0), the masks at the compute dtype: one [b, heads, L, L] and two [b, L, H];
     plus the embeddings (the sum and its LayerNorm output, 2 × [b, L, E]) and the heads (the gathered [b, P, H],
     3 × [b, P, E] in the MLM transform, and the float32 logits and their softmax [b, P, V], 8 bytes per element);
   - with `--remat` (rematerialization: each block's activations recomputed in the backward pass) only each block's
-    input [b, L, H] is kept, plus one block's full set as the working set; the recomputation costs one more
-    forward of the blocks per step.
-XLA's own temporaries, the program and the infeed buffers are not modelled: the plan calls a run "fits" when the
-estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it is not.
+    input [b, L, H] is kept, plus the working set of two blocks (the one being recomputed and differentiated, and
+    the next one, which a dataflow executor starts as soon as its input gradient exists); the recomputation costs
+    one more forward of the blocks per step.
+The activation model is measured against real steps on CPU (benchmarks/plan_memory.py, README "Fitting a model on
+fewer cores"). XLA's own temporaries, the program and the infeed buffers are not modelled: the plan calls a run
+"fits" when the estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it
+is not: first what keeps the run's recipe (`--gradient-accumulation-steps`, `--remat`), then what changes it (a
+smaller global batch, a shorter sequence), and ends with the `albert-tf pretrain` flags of a configuration that fits.
 
 **Time**: step time = executed FLOPs / (MFU × peak), with the peak of the topology (v3: 123 TFLOP/s bf16 per chip,
 2 cores per chip; v3-N has N cores); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
@@ -142,27 +149,27 @@ def training_flops_per_example(config, seq_length, max_predictions):
 
 
 # ---------------------------------------------------------------------------------------------- memory
-def state_bytes(parameters, dtype):
-    """Bytes of the per-replica training state: weights, LAMB m and v, gradients (float32), and the bf16 weight
-    copies under bf16 compute."""
-    per_parameter = 4 + 8 + 4 + (2 if dtype == "bfloat16" else 0)
+def state_bytes(parameters, dtype, accumulation_steps=1):
+    """Bytes of the per-replica training state: weights, LAMB m and v, gradients (float32), the bf16 weight
+    copies under bf16 compute, and with gradient accumulation the float32 sum of the micro-batches' gradients."""
+    per_parameter = 4 + 8 + 4 + (2 if dtype == "bfloat16" else 0) + (4 if accumulation_steps > 1 else 0)
     return parameters * per_parameter
 
 
 def activation_bytes(config, batch, seq_length, max_predictions, dtype, remat=False):
     """Bytes of the activations kept for the backward pass for `batch` examples (the activation model of the
     module docstring). Returns a dict: per_block, blocks (all applied blocks, or with remat the kept inputs plus
-    one block's working set), embeddings, heads, total."""
+    two blocks' working set), embeddings, heads, total."""
     c, b, L, P = config, batch, seq_length, max_predictions
     H, E, I, N, V = c.hidden_size, c.embedding_size, c.intermediate_size, c.num_attention_heads, c.vocab_size
     a = DTYPE_BYTES[dtype]
-    per_block = a * b * (8 * L * H + 2 * L * I + N * L * L) + 4 * b * 2 * 2 * L
+    per_block = a * b * (8 * L * H + 2 * L * I + 2 * N * L * L)
     if c.attention_probs_dropout_prob > 0:
-        per_block += b * N * L * L
+        per_block += a * b * N * L * L
     if c.hidden_dropout_prob > 0:
-        per_block += b * 2 * L * H
+        per_block += a * b * 2 * L * H
     blocks = c.num_hidden_layers * c.inner_group_num
-    kept = blocks * a * b * L * H + per_block if remat else blocks * per_block
+    kept = blocks * a * b * L * H + min(2, blocks) * per_block if remat else blocks * per_block
     embeddings = a * b * 2 * L * E
     heads = a * b * (P * H + 3 * P * E + 2 * H) + 8 * b * P * V
     return {"per_block": per_block, "blocks": kept, "embeddings": embeddings, "heads": heads,
@@ -170,7 +177,7 @@ def activation_bytes(config, batch, seq_length, max_predictions, dtype, remat=Fa
 
 
 def host_memory_bytes(config, global_batch, seq_length, max_predictions=20, replicas=1, dtype="float32",
-                      remat=False):
+                      remat=False, accumulation_steps=1):
     """The memory a CPU run of `albert-tf pretrain` needs for the model (the same model as the TPU plan, every
     replica on this host): per replica the training state and the activations of its share of the batch.
     The input pipeline, TensorFlow's runtime and the unfused graph's extra intermediates come on top.
@@ -178,14 +185,15 @@ def host_memory_bytes(config, global_batch, seq_length, max_predictions=20, repl
     Args:
       config: AlbertConfig. global_batch: examples per step over all replicas. replicas: MirroredStrategy
         replicas on this host (`--cpu-replicas`, 1 otherwise). dtype: "float32" or "bfloat16" (compute).
+      remat, accumulation_steps: `--remat`, `--gradient-accumulation-steps` (activations of one micro-batch).
     Returns:
       int bytes.
     """
     _check_positive(global_batch=global_batch, seq_length=seq_length, max_predictions=max_predictions,
-                    replicas=replicas)
-    per_replica = -(-global_batch // replicas)
-    state = state_bytes(parameter_counts(config)["total"], dtype)
-    activations = activation_bytes(config, per_replica, seq_length, max_predictions, dtype, remat)["total"]
+                    replicas=replicas, gradient_accumulation_steps=accumulation_steps)
+    micro = -(-global_batch // (replicas * accumulation_steps))
+    state = state_bytes(parameter_counts(config)["total"], dtype, accumulation_steps)
+    activations = activation_bytes(config, micro, seq_length, max_predictions, dtype, remat)["total"]
     return replicas * (state + activations)
 
 
@@ -210,7 +218,7 @@ def _check_positive(**values):
 
 def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
              steps=None, mfu=0.5, peak_flops_per_core=V3_PEAK_FLOPS_PER_CORE, memory_per_core=V3_HBM_PER_CORE,
-             topology=None):
+             topology=None, accumulation_steps=1):
     """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
 
     Args:
@@ -219,15 +227,21 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
       remat: rematerialize the blocks' activations in the backward pass. steps: training steps (None: no total).
       mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one core (None: no times).
       memory_per_core: bytes of one core's memory (None: no fit check). topology: a name, for the output only.
+      accumulation_steps: `--gradient-accumulation-steps`: each core's batch runs as this many micro-batches
+        (activations of one micro-batch; the same FLOPs per optimizer step).
     Returns:
-      a dict (JSON-ready): parameters, parameter_counts, per_core_batch, flops_per_example, flops_per_step,
-      forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
-      step_time_s, total_time_s, learning_rate, ... (see the keys).
+      a dict (JSON-ready): parameters, parameter_counts, per_core_batch, micro_batch, flops_per_example,
+      flops_per_step, forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
+      recommended (the flags of a configuration that fits), step_time_s, total_time_s, learning_rate, ...
     """
-    _check_positive(batch_size=global_batch, seq_length=seq_length, max_predictions=max_predictions, cores=cores)
+    _check_positive(batch_size=global_batch, seq_length=seq_length, max_predictions=max_predictions, cores=cores,
+                    gradient_accumulation_steps=accumulation_steps)
     if global_batch % cores:
         raise ValueError(f"--batch-size {global_batch} is not divisible by the {cores} cores "
                          f"{'of ' + topology + ' ' if topology else ''}(every core takes an equal share)")
+    if (global_batch // cores) % accumulation_steps:
+        raise ValueError(f"--gradient-accumulation-steps {accumulation_steps} does not divide the per-core batch "
+                         f"{global_batch // cores}")
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
@@ -241,13 +255,14 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         _check_positive(steps=steps)
 
     per_core = global_batch // cores
+    micro = per_core // accumulation_steps
     counts = parameter_counts(config)
     macs = forward_macs(config, seq_length, max_predictions)
     flops_per_example = 3 * 2 * macs["total"]
     flops_per_step = flops_per_example * global_batch
     recompute_flops = 2 * macs["blocks"] * global_batch if remat else 0
-    state = state_bytes(counts["total"], dtype)
-    activations = activation_bytes(config, per_core, seq_length, max_predictions, dtype, remat)
+    state = state_bytes(counts["total"], dtype, accumulation_steps)
+    activations = activation_bytes(config, micro, seq_length, max_predictions, dtype, remat)
     hbm = state + activations["total"]
 
     plan = {
@@ -256,8 +271,10 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         "cores": cores,
         "dtype": dtype,
         "remat": bool(remat),
+        "accumulation_steps": accumulation_steps,
         "global_batch": global_batch,
         "per_core_batch": per_core,
+        "micro_batch": micro,
         "seq_length": seq_length,
         "max_predictions": max_predictions,
         "parameters": counts["total"],
@@ -271,17 +288,19 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         "optimizer_slots_bytes": 8 * counts["total"],
         "gradients_bytes": 4 * counts["total"],
         "bf16_weight_copies_bytes": 2 * counts["total"] if dtype == "bfloat16" else 0,
+        "gradient_sum_bytes": 4 * counts["total"] if accumulation_steps > 1 else 0,
         "activations_bytes": activations["total"],
         "activations_per_block_bytes": activations["per_block"],
         "activations_without_remat_bytes":
-            activation_bytes(config, per_core, seq_length, max_predictions, dtype, False)["total"],
+            activation_bytes(config, micro, seq_length, max_predictions, dtype, False)["total"],
         "activations_with_remat_bytes":
-            activation_bytes(config, per_core, seq_length, max_predictions, dtype, True)["total"],
+            activation_bytes(config, micro, seq_length, max_predictions, dtype, True)["total"],
         "hbm_per_core_bytes": hbm,
         "hbm_capacity_bytes": memory_per_core,
         "hbm_usable_fraction": HBM_USABLE_FRACTION,
         "fits": None if memory_per_core is None else hbm <= HBM_USABLE_FRACTION * memory_per_core,
         "advice": [],
+        "recommended": None,
         "mfu": mfu,
         "peak_flops": None if peak_flops_per_core is None else peak_flops_per_core * cores,
         "step_time_s": None,
@@ -295,46 +314,96 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         if steps is not None:
             plan["total_time_s"] = plan["step_time_s"] * steps
     if plan["fits"] is False:
-        plan["advice"] = _advice(config, plan)
+        plan["advice"], plan["recommended"] = _advice(config, plan)
+    elif plan["fits"]:
+        plan["recommended"] = _option(plan, plan["global_batch"], remat, accumulation_steps, hbm,
+                                      plan["executed_flops_per_step"])
     return plan
 
 
-def _fits(config, per_core, seq_length, max_predictions, dtype, remat, budget, state):
-    return state + activation_bytes(config, per_core, seq_length, max_predictions, dtype, remat)["total"] <= budget
+# ---------------------------------------------------------------------------------------------- advice
+# Accumulation alone is advised only while each core's micro-batch keeps at least this many examples: below it
+# the matrix units idle (a v3 MXU is 128 x 128; 8 x 512 tokens fill it); remat + accumulation is advised instead.
+MIN_MICRO_BATCH = 8
+
+
+def _option(plan, global_batch, remat, accumulation_steps, hbm, executed_flops):
+    """A configuration as the flags `albert-tf pretrain` takes (only existing flags), its memory and cost."""
+    flags = {"--train-batch-size": global_batch, "--max-seq-length": plan["seq_length"],
+             "--max-predictions": plan["max_predictions"], "--dtype": plan["dtype"]}
+    if global_batch != PAPER_BATCH_SIZE:
+        flags["--learning-rate"] = float(f"{learning_rate_for(global_batch):.6g}")
+    if remat:
+        flags["--remat"] = True
+    if accumulation_steps > 1:
+        flags["--gradient-accumulation-steps"] = accumulation_steps
+    return {"flags": flags, "hbm_per_core_bytes": hbm, "executed_flops_per_step": executed_flops,
+            "keeps_global_batch": global_batch == plan["global_batch"]}
+
+
+def pretrain_flags(option):
+    """The option's flags as a command-line fragment: "--train-batch-size 4096 ... --remat"."""
+    return " ".join(flag if value is True else f"{flag} {value}" for flag, value in option["flags"].items())
 
 
 def _advice(config, plan):
-    """What to change when the plan does not fit: the largest per-core batch, --remat, a shorter sequence."""
+    """What to change when the plan does not fit, the changes that keep the run's recipe (global batch, sequence
+    length) first: --remat, --gradient-accumulation-steps, both; then a smaller per-core batch (a different global
+    batch and learning rate) or a shorter sequence. Returns (advice lines, the recommended option or None)."""
     budget = HBM_USABLE_FRACTION * plan["hbm_capacity_bytes"]
-    dtype, remat, L, P = plan["dtype"], plan["remat"], plan["seq_length"], plan["max_predictions"]
-    state = plan["hbm_per_core_bytes"] - plan["activations_bytes"]
-    if state + activation_bytes(config, 1, min(L, 64), min(P, 64), dtype, True)["total"] > budget:
+    dtype, L, P = plan["dtype"], plan["seq_length"], plan["max_predictions"]
+    parameters, per_core, batch = plan["parameters"], plan["per_core_batch"], plan["global_batch"]
+    recompute = 2 * plan["forward_macs_per_example"]["blocks"] * batch
+
+    def need(examples, remat, steps, length=L):
+        return (state_bytes(parameters, dtype, steps)
+                + activation_bytes(config, examples // steps, length, min(P, length), dtype, remat)["total"])
+
+    if need(1, True, 1, min(L, 64)) > budget:
+        state = state_bytes(parameters, dtype)
         return [f"the weights, gradients and LAMB slots alone take {state / GIB:.1f} GiB of the "
                 f"{budget / GIB:.1f} GiB usable per core: this model does not fit a core whatever the batch "
-                "(the plan knows data parallelism only)"]
-    advice = []
-    per_core = plan["per_core_batch"]
-    best = max((b for b in range(1, per_core) if _fits(config, b, L, P, dtype, remat, budget, state)), default=0)
+                "(the plan knows data parallelism only)"], None
+    advice, options = [], []
+    divisors = [n for n in range(1, per_core + 1) if per_core % n == 0]
+    for remat in (False, True):
+        steps = next((n for n in divisors if need(per_core, remat, n) <= budget
+                      and (remat or n == 1 or per_core // n >= MIN_MICRO_BATCH)), None)
+        if steps is None or (remat, steps) == (plan["remat"], plan["accumulation_steps"]):
+            continue
+        option = _option(plan, batch, remat, steps, need(per_core, remat, steps),
+                         plan["flops_per_step"] + (recompute if remat else 0))
+        options.append(option)
+        cost = (f"one more forward of the blocks: {option['executed_flops_per_step'] / plan['flops_per_step']:.2f}x "
+                "the FLOPs" if remat else "the same FLOPs")
+        if steps > 1:
+            cost += f", micro-batches of {per_core // steps} per core"
+        change = " ".join(filter(None, ("--remat" if remat else "",
+                                        f"--gradient-accumulation-steps {steps}" if steps > 1 else "")))
+        advice.append(f"{change} fits ({option['hbm_per_core_bytes'] / GIB:.1f} GiB per core; {cost}; keeps the "
+                      f"global batch {batch})")
+    remat = plan["remat"]
+    best = max((b for b in range(1, per_core) if need(b, remat, 1) <= budget), default=0)
     if best > 8:
         best -= best % 8  # a multiple of 8 (TPU-friendly shapes)
     if best:
         text = (f"per-core batch {best} fits: global batch {best * plan['cores']} on {plan['cores']} cores "
-                f"(learning rate {learning_rate_for(best * plan['cores']):.6g})")
-        bigger = next((name for name, n in TOPOLOGIES.items()
-                       if plan["global_batch"] % n == 0 and plan["global_batch"] // n <= best), None)
+                f"(learning rate {learning_rate_for(best * plan['cores']):.6g}; changes the recipe)")
+        bigger = next((name for name, n in TOPOLOGIES.items() if batch % n == 0 and batch // n <= best), None)
         if bigger:
             text += f", or the same global batch on {bigger}"
         advice.append(text)
-    if not remat and _fits(config, per_core, L, P, dtype, True, budget, state):
-        with_remat = state + activation_bytes(config, per_core, L, P, dtype, True)["total"]
-        advice.append(f"--remat fits ({with_remat / GIB:.1f} GiB per core, one more forward of the blocks per step)")
-    shorter = next((s for s in range((L - 1) // 64 * 64, 0, -64)
-                    if _fits(config, per_core, s, min(P, s), dtype, remat, budget, state)), None)
+        options.append(_option(plan, best * plan["cores"], remat, 1, need(best, remat, 1),
+                               plan["executed_flops_per_step"] * best * plan["cores"] // batch))
+    shorter = next((s for s in range((L - 1) // 64 * 64, 0, -64) if need(per_core, remat, 1, s) <= budget), None)
     if shorter:
-        advice.append(f"--seq-length {shorter} fits at this batch")
+        advice.append(f"--max-seq-length {shorter} fits at this batch (changes the recipe)")
     if not advice:
         advice.append("no single change fits: combine a smaller per-core batch with --remat")
-    return advice
+    # keep the recipe first, then the fewest FLOPs, then the fewest accumulation steps
+    options.sort(key=lambda o: (not o["keeps_global_batch"], o["executed_flops_per_step"],
+                                o["flags"].get("--gradient-accumulation-steps", 1)))
+    return advice, (options[0] if options else None)
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -394,7 +463,9 @@ def report(plan):
         f"{counts['mlm_head']:,}, SOP head {counts['sop_head']:,})",
         f"batch: {plan['global_batch']} global on {where} = {plan['per_core_batch']} per core; "
         f"seq {plan['seq_length']}, {plan['max_predictions']} predictions; dtype {plan['dtype']}"
-        f"{', remat' if plan['remat'] else ''}",
+        f"{', remat' if plan['remat'] else ''}"
+        + (f", {plan['accumulation_steps']} accumulated micro-batches of {plan['micro_batch']} per core"
+           if plan["accumulation_steps"] > 1 else ""),
         "",
         "memory per core:",
         f"  weights (float32)           {plan['weights_bytes'] / GIB:8.2f} GiB",
@@ -403,6 +474,8 @@ def report(plan):
     ]
     if plan["bf16_weight_copies_bytes"]:
         lines.append(f"  bf16 weight copies          {plan['bf16_weight_copies_bytes'] / GIB:8.2f} GiB")
+    if plan["gradient_sum_bytes"]:
+        lines.append(f"  gradient sum (float32)      {plan['gradient_sum_bytes'] / GIB:8.2f} GiB")
     lines += [
         f"  activations{' (remat)' if plan['remat'] else '        '}         {plan['activations_bytes'] / GIB:8.2f} GiB"
         f"   (without remat {plan['activations_without_remat_bytes'] / GIB:.2f} GiB, with remat "
@@ -439,6 +512,16 @@ def report(plan):
                          f"({plan['total_time_s'] / 3600:.1f} h)")
     lines += ["", f"learning rate for batch {plan['global_batch']}: {plan['learning_rate']:.6g} "
                   f"({plan['learning_rate_rule']})"]
+    option = plan["recommended"]
+    if option is not None:
+        time = ("" if plan["peak_flops"] is None else
+                f", {_duration_text(option['executed_flops_per_step'] / (plan['mfu'] * plan['peak_flops']))} per step")
+        lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
+                      f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
+                  f"  albert-tf pretrain --config {plan.get('config_arg') or 'CONFIG'}"
+                  + (f" --recipe {plan['recipe_arg']}" if plan.get("recipe_arg") else "")
+                  + f" {pretrain_flags(option)} --tpu TPU_NAME --train-data gs://BUCKET/records/train-*"
+                  " --model-dir gs://BUCKET/model"]
     return "\n".join(lines)
 
 
@@ -463,6 +546,8 @@ def add_arguments(parser):
     a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype")
     a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained")
     a("--remat", action="store_true", help="rematerialize each block's activations in the backward pass")
+    a("--gradient-accumulation-steps", type=int, default=1,
+      help="each core's batch as N accumulated micro-batches (pretrain's flag of the same name)")
     a("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -483,6 +568,8 @@ def run(args):
     cores = topology_cores(args.topology)
     config = load_config(args.config)
     plan = estimate(config, args.batch_size, args.seq_length, max_predictions, cores=cores, dtype=args.dtype,
-                    remat=args.remat, steps=args.steps, mfu=args.mfu, topology=args.topology)
+                    remat=args.remat, steps=args.steps, mfu=args.mfu, topology=args.topology,
+                    accumulation_steps=args.gradient_accumulation_steps)
+    plan["config_arg"], plan["recipe_arg"] = args.config, args.recipe
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else report(plan))
     return 0

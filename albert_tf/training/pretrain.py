@@ -28,7 +28,7 @@ import time
 
 import tensorflow as tf
 
-from albert_tf import lock
+from albert_tf import host_xla, lock
 from albert_tf.checkpoints import pretrained
 from albert_tf.io import check_input_file, check_output_dir
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
@@ -36,11 +36,19 @@ from albert_tf.training import plan as planner
 from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
                                      make_train_loop)
 
-# What one step returns per replica, summed over replicas and over the steps of a loop.
-SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count", "grad_norm_sum")
+# What one step returns per replica, summed over replicas and over the steps of a loop: the loss's sums
+# (pretraining_loss) and the gradient norm.
+LOSS_SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count")
+SUM_KEYS = LOSS_SUM_KEYS + ("grad_norm_sum",)
+EVAL_KEYS = LOSS_SUM_KEYS
 LOOP_SECONDS = pretrain_flags.LOOP_SECONDS  # the wall time of one compiled call once the step time is known
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
-EVAL_KEYS = SUM_KEYS[:-1]
+# What a CPU run needs besides the plan's host estimate (which matches TensorFlow's allocator statistics:
+# benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
+# the allocator's bins over the bytes in use (25%: albert_tiny at batch 4096 peaked at 14.7 GiB RSS where the
+# estimate is 11.7 GiB).
+HOST_OVERHEAD_BYTES = 2**30
+HOST_SLACK = 1.25
 
 
 def add_arguments(parser):
@@ -103,11 +111,23 @@ def metrics_from_sums(sums):
 
 
 # ---------------------------------------------------------------------------------------------- one step
-def make_train_step(model, optimizer, global_batch_size, jit_compile=False):
+@host_xla.jit_function(autograph=False)
+def _add_lists(totals, more):
+    """[a + b for a, b in zip(totals, more)] as one XLA kernel where the host has XLA. (As plain adds inside the
+    accumulation loop, Grappler's arithmetic optimizer merges them with the gradients' own sums into AccumulateNV2
+    ops whose temporary variables collide across the loop's iterations: AlreadyExistsError, albert_base, 2 streams.)"""
+    return [a + b for a, b in zip(totals, more)]
+
+
+def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accumulation_steps=1):
     """Returns train_step(batch, training) → metric sums, to run in a replica context (strategy.run).
 
     batch: a per-replica pretraining batch, static shapes [b, L] / [b, P] / [b].
     `jit_compile` compiles the forward/backward with XLA (the cross-replica sum and the update stay outside).
+    `accumulation_steps` N: the batch runs as N micro-batches of b / N examples, one after the other (a while loop,
+    one micro-batch's activations alive at a time), their gradients summed in float32; the loss normalizers are
+    those of the whole global batch (Σw over all micro-batches and replicas, B), so the summed gradient is the
+    gradient of the same loss, then clipped once and applied by one LAMB update.
     """
     variables = model.trainable_variables
 
@@ -121,10 +141,30 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False):
     if jit_compile:
         forward_backward = tf.function(forward_backward, jit_compile=True, reduce_retracing=True)
 
+    def accumulated(batch, mlm_weight_total, training):
+        """Σ of forward_backward over the N micro-batches of `batch`: (gradients, sums)."""
+        micro = {k: tf.reshape(v, [accumulation_steps, v.shape[0] // accumulation_steps] + v.shape[1:])
+                 for k, v in batch.items()}
+
+        def body(index, grads, sums):
+            more_grads, more_sums = forward_backward({k: v[index] for k, v in micro.items()}, mlm_weight_total,
+                                                     training)
+            totals = _add_lists(grads + [sums[k] for k in LOSS_SUM_KEYS],
+                                more_grads + [more_sums[k] for k in LOSS_SUM_KEYS])
+            return index + 1, totals[:len(grads)], dict(zip(LOSS_SUM_KEYS, totals[len(grads):]))
+
+        zeros = ([tf.zeros(v.shape, tf.float32) for v in variables], {k: tf.constant(0.0) for k in LOSS_SUM_KEYS})
+        _, grads, sums = tf.while_loop(lambda index, *_: index < accumulation_steps, body, (tf.constant(0), *zeros),
+                                       parallel_iterations=1)  # one micro-batch at a time
+        return grads, sums
+
     def train_step(batch, training):
         replica = tf.distribute.get_replica_context()
         mlm_weight_total = replica.all_reduce("sum", tf.reduce_sum(batch["masked_lm_weights"]))
-        grads, sums = forward_backward(batch, mlm_weight_total, training)
+        if accumulation_steps > 1:
+            grads, sums = accumulated(batch, mlm_weight_total, training)
+        else:
+            grads, sums = forward_backward(batch, mlm_weight_total, training)
         grads = replica.all_reduce("sum", grads)                 # the gradient of the global-batch loss
         grads, grad_norm = tf.clip_by_global_norm(grads, 1.0)    # as the original: clip_norm=1.0
         optimizer.apply_reduced_gradients(grads, variables)     # (Keras' apply() would sum again)
@@ -204,7 +244,7 @@ def eval_steps(args, counts, global_batch_size):
 # ---------------------------------------------------------------------------------------------- checks
 def check_flags(args):
     positive = ("max_seq_length", "max_predictions", "train_batch_size", "num_train_steps", "steps_per_loop",
-                "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps")
+                "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps", "gradient_accumulation_steps")
     for name in positive:
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
@@ -302,9 +342,9 @@ def loop_end(step, args):
 
 
 def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup_steps, poly_power=1.0,
-                              training_streams=1, fused=True):
-    """The pretrainer, LAMB with the original's settings and its schedule (call under strategy.scope()).
-    Returns (model, optimizer, schedule)."""
+                              training_streams=1, fused=True, remat=False):
+    """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), LAMB with the original's settings and
+    its schedule (call under strategy.scope()). Returns (model, optimizer, schedule)."""
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
     from albert_tf.training.lamb import LAMB  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
@@ -312,7 +352,7 @@ def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup
     # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with training=False,
     # which in ALBERT removes dropout and nothing else. (Building it with the rates set to 0 would draw Keras'
     # seed stream differently and so change the initial weights of a seeded run.)
-    model = AlbertPretrainer(config, fused=fused, training_streams=training_streams)
+    model = AlbertPretrainer(config, fused=fused, training_streams=training_streams, remat=remat)
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
     optimizer = LAMB(schedule)
     optimizer.build(model.trainable_variables)
@@ -335,25 +375,50 @@ def restore(manager, model, args):
     return None
 
 
+def check_accumulation(args, replicas):
+    """The per-replica micro-batch (--train-batch-size / replicas / --gradient-accumulation-steps); ValueError when
+    the accumulation steps do not divide the per-replica batch."""
+    per_replica = args.train_batch_size // replicas
+    if per_replica % args.gradient_accumulation_steps:
+        raise ValueError(f"--gradient-accumulation-steps {args.gradient_accumulation_steps} does not divide the "
+                         f"per-replica batch {per_replica} (--train-batch-size {args.train_batch_size} / {replicas} "
+                         "replicas)")
+    return per_replica // args.gradient_accumulation_steps
+
+
 def check_host_memory(args, config, replicas, dtype, total=None):
     """Refuses a CPU run whose model cannot fit in this machine's memory (e.g. the paper's batch 4096 on a laptop),
     saying what to change, instead of being killed by the kernel minutes later without a word. The need is
-    albert_tf.training.plan's estimate with a margin measured on CPU: 1 GiB + 2 × host_memory_bytes."""
+    albert_tf.training.plan's host estimate (its activation model measured on CPU: benchmarks/plan_memory.py) with
+    HOST_SLACK and HOST_OVERHEAD_BYTES. The advice keeps the global batch first (--gradient-accumulation-steps,
+    --remat), then halves it."""
     if total is None:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
-    def need(batch):
-        return 2**30 + 2 * planner.host_memory_bytes(config, batch, args.max_seq_length, args.max_predictions,
-                                                     replicas=replicas, dtype=dtype)
+    def need(batch, remat=args.remat, steps=args.gradient_accumulation_steps):
+        return HOST_OVERHEAD_BYTES + HOST_SLACK * planner.host_memory_bytes(
+            config, batch, args.max_seq_length, args.max_predictions, replicas=replicas, dtype=dtype, remat=remat,
+            accumulation_steps=steps)
 
     if need(args.train_batch_size) <= total:
         return
-    batch = args.train_batch_size
-    while batch > replicas and need(batch) > total:
-        batch //= 2
-    batch -= batch % replicas
-    hint = (f"--train-batch-size {batch} fits" if batch >= replicas and need(batch) <= total
-            else "no batch fits: use a smaller config or a shorter --max-seq-length")
+    per_replica = args.train_batch_size // replicas
+    hint = None
+    for remat in sorted({args.remat, True}):
+        steps = next((n for n in range(args.gradient_accumulation_steps, per_replica + 1)
+                      if per_replica % n == 0 and need(args.train_batch_size, remat, n) <= total), None)
+        if steps is not None:
+            hint = " ".join(filter(None, ("--remat" if remat and not args.remat else "",
+                                          f"--gradient-accumulation-steps {steps}" if steps > 1 else "")))
+            hint += f" fits ({need(args.train_batch_size, remat, steps) / 2**30:,.1f} GiB; same global batch)"
+            break
+    if hint is None:
+        batch = args.train_batch_size
+        while batch > replicas and need(batch, steps=1) > total:
+            batch //= 2
+        batch -= batch % replicas
+        hint = (f"--train-batch-size {batch} fits" if batch >= replicas and need(batch, steps=1) <= total
+                else "no batch fits: use a smaller config or a shorter --max-seq-length")
     extra = "" if dtype == "bfloat16" else "; --dtype bfloat16 needs about half the activation memory"
     raise ValueError(f"--train-batch-size {args.train_batch_size} at --max-seq-length {args.max_seq_length} needs "
                      f"about {need(args.train_batch_size) / 2**30:,.1f} GiB on this CPU run, the machine has "
@@ -376,13 +441,17 @@ class Setup:
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
 
 
-def choose_streams(args, replicas, on_tpu, use_gpu):
-    """--streams, or its default (2 on CPU, 1 on GPU/TPU; 1 where 2 does not divide the per-replica batch)."""
-    streams = args.streams or (1 if on_tpu or use_gpu else 2)
-    if (args.train_batch_size // replicas) % streams:
+def choose_streams(args, micro_batch, on_tpu, use_gpu):
+    """--streams, or its default: 2 on CPU, 1 on GPU/TPU and with --remat (with two, TensorFlow's graph optimizer,
+    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, README "Fitting a model on fewer cores");
+    1 where 2 does not divide the per-replica (micro-)batch."""
+    streams = args.streams or (1 if on_tpu or use_gpu or args.remat else 2)
+    if micro_batch % streams:
         if args.streams:
-            raise ValueError(f"--streams {streams} does not divide the per-replica batch "
-                             f"{args.train_batch_size // replicas} (--train-batch-size / replicas)")
+            accumulating = args.gradient_accumulation_steps > 1
+            raise ValueError(f"--streams {streams} does not divide the per-replica {'micro-' if accumulating else ''}"
+                             f"batch {micro_batch} (--train-batch-size / replicas"
+                             f"{' / --gradient-accumulation-steps' if accumulating else ''})")
         streams = 1
     return streams
 
@@ -406,16 +475,18 @@ def prepare(args):
     for flag, size in (("--train-batch-size", args.train_batch_size), ("--eval-batch-size", eval_batch_size)):
         if size % replicas:
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
+    micro_batch = check_accumulation(args, replicas)
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
     dtype = args.dtype or ("bfloat16" if on_tpu else "float32")
-    streams = choose_streams(args, replicas, on_tpu, use_gpu)
+    streams = choose_streams(args, micro_batch, on_tpu, use_gpu)
     if not on_tpu and not use_gpu:
         check_host_memory(args, config, replicas, dtype)
     peak = flops.peak_flops_for(flops.local_device_kind())
     print(planner.summary_line(planner.estimate(
         config, args.train_batch_size, args.max_seq_length, args.max_predictions, cores=replicas, dtype=dtype,
         steps=args.num_train_steps, peak_flops_per_core=peak,
-        memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None)), flush=True)
+        memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None, remat=args.remat,
+        accumulation_steps=args.gradient_accumulation_steps)), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
     return Setup(strategy=strategy, config=config, on_tpu=on_tpu, chief=distribute.is_chief(strategy),
@@ -430,7 +501,7 @@ def build(args, setup):
     with setup.strategy.scope():
         model, optimizer, schedule = build_model_and_optimizer(
             setup.config, args.learning_rate, args.num_train_steps, args.num_warmup_steps, args.poly_power,
-            setup.streams)
+            setup.streams, remat=args.remat)
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
     checkpoint_dir = args.model_dir if setup.chief else os.path.join(
         args.model_dir, f".worker_{setup.strategy.cluster_resolver.task_id}")
@@ -541,16 +612,19 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
     train_iterator = iter(strategy.distribute_datasets_from_function(make_dataset_fn(
         args, setup.config, args.train_data, args.train_batch_size, True, skip_global_batches=step,
         counts=record_counts(args, args.train_data, setup.chief) if step else None)))  # positioned, not skipped
-    train_loop = make_train_loop(strategy, make_train_step(model, optimizer, args.train_batch_size, setup.jit),
-                                 SUM_KEYS)
+    train_loop = make_train_loop(strategy, make_train_step(
+        model, optimizer, args.train_batch_size, setup.jit, args.gradient_accumulation_steps), SUM_KEYS)
     evaluation = make_evaluation(args, setup, model, step)
     log = MetricsLog(args.model_dir, setup.chief)
     log.truncate_after(step)
     flops_per_example = flops.pretraining_flops_per_example(setup.config, args.max_seq_length, args.max_predictions)
     print(f"training {setup.config.num_hidden_layers}-layer ALBERT from step {step} to {args.num_train_steps} on "
           f"{setup.replicas} replica(s) ({type(strategy).__name__}), global batch {args.train_batch_size}, "
-          f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {setup.streams}",
-          flush=True)
+          f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {setup.streams}"
+          f"{', remat' if args.remat else ''}"
+          + (f", {args.gradient_accumulation_steps} accumulated micro-batches of "
+             f"{args.train_batch_size // setup.replicas // args.gradient_accumulation_steps} per replica"
+             if args.gradient_accumulation_steps > 1 else ""), flush=True)
     lengths = LoopLength(args.steps_per_loop, LOOP_SECONDS)
     row, last_save = TrainRow(), time.time()
     end, training = loop_end(step, args)

@@ -1,7 +1,5 @@
 """The flags of `albert-tf pretrain`, in a module that imports no TensorFlow: `albert-tf pretrain --help` builds
 its parser from here and stays fast and quiet (albert_tf/training/pretrain.py does the work)."""
-import argparse
-
 from albert_tf.training import recipes
 
 LOOP_SECONDS = 10.0  # the wall time of one compiled call once the step time is known (loop.LoopLength)
@@ -46,7 +44,11 @@ def add_arguments(parser):
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
     a("--streams", type=int, default=None,
       help="split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
-           "overlaps elementwise kernels with matmuls; default: 2 on CPU, 1 on GPU/TPU)")
-    # Testing only: SIGKILL this process right after saving the checkpoint of step N (a crash at a known point).
-    a("--debug-kill-after-step", type=int, default=None, help=argparse.SUPPRESS)
+           "overlaps elementwise kernels with matmuls; default: 2 on CPU without --remat, else 1)")
+    a("--remat", action="store_true",
+      help="rematerialization: keep only each block's input for the backward pass and recompute the block there "
+           "(one more forward of the blocks per step; a fraction of the activation memory)")
+    a("--gradient-accumulation-steps", type=int, default=1,
+      help="run each replica's batch as N micro-batches whose gradients are summed before one LAMB update "
+           "(activation memory of one micro-batch; the same loss, steps and schedule)")
     recipes.add_arguments(parser)  # --recipe paper_v2 etc.: last, it marks the defaults above (typed flags win)
