@@ -32,8 +32,10 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
     assert 40 in report["eval_steps"] and report["eval_max_rel_diff"] <= 1e-5
     pod = tmp_path / "runs" / "pod"
     rows = [json.loads(line) for line in (pod / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == sorted({r["step"] for r in rows})  # one row per step: the chief's only
-    assert {r["step"] for r in rows} >= {stopped, 40}
+    for split in ("train", "eval"):  # one row per (split, step): the chief's only
+        steps = [r["step"] for r in rows if r["split"] == split]
+        assert steps == sorted(set(steps)), (split, steps)
+    assert {r["step"] for r in rows if r["split"] == "train"} >= {stopped, 40}
 
 
 # ---------------------------------------------------------------------------------------------- the parts
