@@ -136,7 +136,7 @@ def test_bfloat16_inputs_keep_their_dtype_and_compute_in_float32():
 @pytest.fixture
 def kernel_calls(monkeypatch):
     """Counts the calls of each fused kernel (the layers look them up at call time)."""
-    calls = {name: 0 for name in fused._tf_kernels()}
+    calls = {name: 0 for name in fused.tf_kernels()}
 
     def counting(name, kernel):
         def wrapper(*args):
@@ -144,8 +144,8 @@ def kernel_calls(monkeypatch):
             return kernel(*args)
         return wrapper
 
-    for name, kernel in list(fused._tf_kernels().items()):
-        monkeypatch.setitem(fused._KERNELS, name, counting(name, kernel))
+    for name, kernel in list(fused.tf_kernels().items()):
+        monkeypatch.setitem(fused.tf_kernels(), name, counting(name, kernel))
     return calls
 
 

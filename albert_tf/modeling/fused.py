@@ -72,7 +72,7 @@ def bias_gelu(h, bias, fused=False):
       [..., N] in h's dtype.
     """
     if fused:
-        return _tf_kernels()["bias_gelu"](h, _f32(bias))
+        return tf_kernels()["bias_gelu"](h, _f32(bias))
     z = h + ops.cast(bias, h.dtype)
     return gelu_tanh(z)
 
@@ -92,7 +92,7 @@ def residual_layer_norm(y, residual, gamma, beta, epsilon, bias=None, copies=1, 
     if fused:
         # (variables are read here: tf.custom_gradient takes tensors)
         bias = None if bias is None else _f32(bias)
-        return _tf_kernels()["residual_layer_norm"](y, residual, _f32(gamma), _f32(beta), float(epsilon), bias,
+        return tf_kernels()["residual_layer_norm"](y, residual, _f32(gamma), _f32(beta), float(epsilon), bias,
                                                     int(copies))
     z = _f32(y) + _f32(residual)
     if bias is not None:
@@ -111,7 +111,7 @@ def masked_softmax(scores, bias, scale, fused=False):
       [B, N, L, L] in scores' dtype.
     """
     if fused:
-        return _tf_kernels()["masked_softmax"](scores, _f32(bias), float(scale))
+        return tf_kernels()["masked_softmax"](scores, _f32(bias), float(scale))
     return ops.cast(_softmax(_f32(scores), _f32(bias), scale), scores.dtype)
 
 
@@ -126,7 +126,7 @@ def split_heads(qkv, bias, num_heads, fused=False):
       q, k, v: each [B, N, L, D] in qkv's dtype.
     """
     if fused:
-        return _tf_kernels()["split_heads"](qkv, _f32(bias), int(num_heads))
+        return tf_kernels()["split_heads"](qkv, _f32(bias), int(num_heads))
     return tuple(split_into_heads(ops.cast(_f32(qkv) + _f32(bias), qkv.dtype), num_heads, 3))
 
 
@@ -144,7 +144,7 @@ def shared_cast(value, dtype, uses, fused=False):
     if uses == 1 or not fused:
         cast = ops.cast(value, dtype)
         return [cast] * uses
-    return _tf_kernels()["shared_cast"](value, dtype, int(uses))
+    return tf_kernels()["shared_cast"](value, dtype, int(uses))
 
 
 def split_into_heads(x, num_heads, parts=1):
@@ -158,154 +158,9 @@ def split_into_heads(x, num_heads, parts=1):
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow kernels
-_KERNELS = {}
+def tf_kernels():
+    """{name: custom-gradient function} (albert_tf.modeling.tf_kernels, imported on first use: it imports
+    TensorFlow). The layers look a kernel up at each call."""
+    from albert_tf.modeling import tf_kernels as kernels  # pylint: disable=import-outside-toplevel
 
-
-def _tf_kernels():
-    """Builds (once) the custom-gradient functions whose forward and backward are XLA-compiled."""
-    if _KERNELS:
-        return _KERNELS
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf import host_xla  # pylint: disable=import-outside-toplevel
-
-    def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (see albert_tf/host_xla.py)
-        return host_xla.jit_function(fn, autograph=False)
-
-    def sum_leading(x):
-        """Sum over every axis but the last: [..., N] → [N]."""
-        return tf.reduce_sum(tf.reshape(x, (-1, tf.shape(x)[-1])), axis=0)
-
-    # gelu_tanh(h + b); d/dz = 0.5(1 + t) + 0.5 z (1 − t²) c (1 + 3a z²), t = tanh(c (z + a z³)).
-    @xla
-    def gelu_forward(h, b):
-        return tf.cast(gelu_tanh(tf.cast(h, tf.float32) + tf.cast(b, tf.float32)), h.dtype)
-
-    @xla
-    def gelu_backward(h, b, dy):
-        z = tf.cast(h, tf.float32) + tf.cast(b, tf.float32)
-        z2 = z * z
-        t = tf.tanh(_GELU_C * z * (1.0 + _GELU_A * z2))
-        dz = tf.cast(dy, tf.float32) * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_A * z2))
-        return tf.cast(dz, h.dtype), tf.cast(sum_leading(dz), b.dtype)
-
-    @tf.custom_gradient
-    def fused_bias_gelu(h, b):
-        def grad(dy):
-            return gelu_backward(h, b, dy)
-        return gelu_forward(h, b), grad
-
-    # LayerNorm(y + r): x̂ = (z − μ)·s, s = 1/√(σ² + ε); dz = s·(g − mean(g) − x̂·mean(g·x̂)), g = dout·γ.
-    def normalize(y, r, b, epsilon):
-        z = tf.cast(y, tf.float32) + tf.cast(r, tf.float32)
-        if b is not None:
-            z = z + b
-        mean = tf.reduce_mean(z, axis=-1, keepdims=True)
-        centered = z - mean
-        rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
-        return centered * rstd, rstd
-
-    @xla
-    def layer_norm_forward(y, r, b, gamma, beta, epsilon):
-        x_hat, _ = normalize(y, r, b, epsilon)
-        return tf.cast(x_hat * gamma + beta, y.dtype)
-
-    @xla
-    def layer_norm_backward(y, r, b, gamma, epsilon, *douts):
-        x_hat, rstd = normalize(y, r, b, epsilon)
-        dout = tf.add_n([tf.cast(d, tf.float32) for d in douts])  # the gradients of the output's copies
-        g = dout * gamma
-        dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
-                     - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
-        dbias = None if b is None else sum_leading(dz)
-        return tf.cast(dz, y.dtype), dbias, sum_leading(dout * x_hat), sum_leading(dout)
-
-    def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None, copies=1):
-        with_bias = bias is not None
-
-        @tf.custom_gradient
-        def fn(*args):
-            y, r, gamma, beta = args[:4]
-            b = args[4] if with_bias else None
-            out = layer_norm_forward(y, r, b, gamma, beta, epsilon)
-            outs = [out] + [tf.identity(out) for _ in range(copies - 1)]
-
-            def grad(*douts):
-                douts = [d for d in douts if d is not None] or [tf.zeros_like(out)]
-                dz, dbias, dgamma, dbeta = layer_norm_backward(y, r, b, gamma, epsilon, *douts)
-                return [dz, dz, dgamma, dbeta] + ([dbias] if with_bias else [])
-            return (outs if copies > 1 else out), grad
-        result = fn(y, r, gamma, beta, *([bias] if with_bias else []))
-        return list(result) if copies > 1 else result
-
-    # p = softmax(s·scale + bias); ds = scale · p · (dp − Σ dp·p).
-    @xla
-    def softmax_forward(scores, bias, scale):
-        return tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1), scores.dtype)
-
-    @xla
-    def softmax_backward(scores, bias, scale, dp):
-        p = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1)
-        dp = tf.cast(dp, tf.float32)
-        ds = scale * p * (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True))
-        return tf.cast(ds, scores.dtype)
-
-    def fused_masked_softmax(scores, bias, scale):
-        @tf.custom_gradient
-        def fn(scores, bias):
-            def grad(dp):
-                return softmax_backward(scores, bias, scale, dp), tf.zeros_like(bias)  # the mask is not trained
-            return softmax_forward(scores, bias, scale), grad
-        return fn(scores, bias)
-
-    # q, k, v = heads(qkv + b); the backward is the inverse transpose, and db the column sums.
-    @xla
-    def split_heads_forward(qkv, b, num_heads):
-        return tuple(split_into_heads(tf.cast(tf.cast(qkv, tf.float32) + b, qkv.dtype), num_heads, 3))
-
-    @xla
-    def split_heads_backward(dq, dk, dv):
-        d = tf.stack([dq, dk, dv])  # [3, B, N, L, D]
-        shape = tf.shape(d)
-        d = tf.reshape(tf.transpose(d, (1, 3, 0, 2, 4)), (shape[1], shape[3], 3 * shape[2] * shape[4]))
-        return d, sum_leading(tf.cast(d, tf.float32))
-
-    def fused_split_heads(qkv, b, num_heads):
-        @tf.custom_gradient
-        def fn(qkv, b):
-            heads = split_heads_forward(qkv, b, num_heads)
-
-            def grad(*d_heads):
-                return split_heads_backward(*[tf.zeros_like(h) if d is None else d for h, d in zip(heads, d_heads)])
-            return heads, grad
-        return list(fn(qkv, b))
-
-    # n copies of cast(w) for n uses in order; the gradient is Σ of the uses' gradients, in float32, summed as the
-    # backward pass reaches them (last use first): a float32 carrier (w itself) is threaded through one link per
-    # use, and link k's gradient is the carrier's gradient from link k + 1 plus use k's. Only the running sum and
-    # one use's gradient are alive at a time, not all n (12 weight-sized gradients for albert_base).
-    @xla
-    def add_float32(total, grad):
-        return total + tf.cast(grad, tf.float32)
-
-    @tf.custom_gradient
-    def link(carrier, cast):
-        def grad(d_use, d_carrier):
-            if d_use is None:
-                return d_carrier, None
-            if d_carrier is None:
-                return tf.cast(d_use, tf.float32), None
-            return add_float32(d_carrier, d_use), None
-        return (tf.identity(cast), tf.identity(carrier)), grad
-
-    def fused_shared_cast(w, dtype, uses):
-        carrier, cast, outs = w, tf.cast(w, dtype), []
-        for _ in range(uses):
-            out, carrier = link(carrier, cast)
-            outs.append(out)
-        return outs
-
-    _KERNELS.update(bias_gelu=fused_bias_gelu, residual_layer_norm=fused_residual_layer_norm,
-                    masked_softmax=fused_masked_softmax, split_heads=fused_split_heads,
-                    shared_cast=fused_shared_cast)
-    return _KERNELS
+    return kernels.KERNELS

@@ -1,0 +1,156 @@
+"""The TensorFlow side of albert_tf.modeling.fused: custom-gradient functions whose forward and backward are
+XLA-compiled where the host has XLA (op by op on the TPU wheel, see albert_tf/host_xla.py). Imported on the first
+fused call (`fused.tf_kernels()`), so that the model code stays keras.ops only until TensorFlow trains it.
+
+    bias_gelu(h, b)                                         gelu_tanh(h + b)
+    residual_layer_norm(y, r, gamma, beta, eps, bias, n)    LayerNorm(y + r (+ bias)), n copies of the output
+    masked_softmax(scores, bias, scale)                     softmax(scores · scale + bias)
+    split_heads(qkv, b, num_heads)                          q, k, v heads of qkv + b
+    shared_cast(w, dtype, uses)                             `uses` casts of w, gradients summed as they arrive
+"""
+import tensorflow as tf
+
+from albert_tf import host_xla
+from albert_tf.modeling.fused import _GELU_A, _GELU_C, gelu_tanh, split_into_heads
+
+
+def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (see albert_tf/host_xla.py)
+    return host_xla.jit_function(fn, autograph=False)
+
+def sum_leading(x):
+    """Sum over every axis but the last: [..., N] → [N]."""
+    return tf.reduce_sum(tf.reshape(x, (-1, tf.shape(x)[-1])), axis=0)
+
+# gelu_tanh(h + b); d/dz = 0.5(1 + t) + 0.5 z (1 − t²) c (1 + 3a z²), t = tanh(c (z + a z³)).
+@xla
+def gelu_forward(h, b):
+    return tf.cast(gelu_tanh(tf.cast(h, tf.float32) + tf.cast(b, tf.float32)), h.dtype)
+
+@xla
+def gelu_backward(h, b, dy):
+    z = tf.cast(h, tf.float32) + tf.cast(b, tf.float32)
+    z2 = z * z
+    t = tf.tanh(_GELU_C * z * (1.0 + _GELU_A * z2))
+    dz = tf.cast(dy, tf.float32) * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_A * z2))
+    return tf.cast(dz, h.dtype), tf.cast(sum_leading(dz), b.dtype)
+
+@tf.custom_gradient
+def fused_bias_gelu(h, b):
+    def grad(dy):
+        return gelu_backward(h, b, dy)
+    return gelu_forward(h, b), grad
+
+# LayerNorm(y + r): x̂ = (z − μ)·s, s = 1/√(σ² + ε); dz = s·(g − mean(g) − x̂·mean(g·x̂)), g = dout·γ.
+def normalize(y, r, b, epsilon):
+    z = tf.cast(y, tf.float32) + tf.cast(r, tf.float32)
+    if b is not None:
+        z = z + b
+    mean = tf.reduce_mean(z, axis=-1, keepdims=True)
+    centered = z - mean
+    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    return centered * rstd, rstd
+
+@xla
+def layer_norm_forward(y, r, b, gamma, beta, epsilon):
+    x_hat, _ = normalize(y, r, b, epsilon)
+    return tf.cast(x_hat * gamma + beta, y.dtype)
+
+@xla
+def layer_norm_backward(y, r, b, gamma, epsilon, *douts):
+    x_hat, rstd = normalize(y, r, b, epsilon)
+    dout = tf.add_n([tf.cast(d, tf.float32) for d in douts])  # the gradients of the output's copies
+    g = dout * gamma
+    dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
+                 - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
+    dbias = None if b is None else sum_leading(dz)
+    return tf.cast(dz, y.dtype), dbias, sum_leading(dout * x_hat), sum_leading(dout)
+
+def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None, copies=1):
+    with_bias = bias is not None
+
+    @tf.custom_gradient
+    def fn(*args):
+        y, r, gamma, beta = args[:4]
+        b = args[4] if with_bias else None
+        out = layer_norm_forward(y, r, b, gamma, beta, epsilon)
+        outs = [out] + [tf.identity(out) for _ in range(copies - 1)]
+
+        def grad(*douts):
+            douts = [d for d in douts if d is not None] or [tf.zeros_like(out)]
+            dz, dbias, dgamma, dbeta = layer_norm_backward(y, r, b, gamma, epsilon, *douts)
+            return [dz, dz, dgamma, dbeta] + ([dbias] if with_bias else [])
+        return (outs if copies > 1 else out), grad
+    result = fn(y, r, gamma, beta, *([bias] if with_bias else []))
+    return list(result) if copies > 1 else result
+
+# p = softmax(s·scale + bias); ds = scale · p · (dp − Σ dp·p).
+@xla
+def softmax_forward(scores, bias, scale):
+    return tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1), scores.dtype)
+
+@xla
+def softmax_backward(scores, bias, scale, dp):
+    p = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1)
+    dp = tf.cast(dp, tf.float32)
+    ds = scale * p * (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True))
+    return tf.cast(ds, scores.dtype)
+
+def fused_masked_softmax(scores, bias, scale):
+    @tf.custom_gradient
+    def fn(scores, bias):
+        def grad(dp):
+            return softmax_backward(scores, bias, scale, dp), tf.zeros_like(bias)  # the mask is not trained
+        return softmax_forward(scores, bias, scale), grad
+    return fn(scores, bias)
+
+# q, k, v = heads(qkv + b); the backward is the inverse transpose, and db the column sums.
+@xla
+def split_heads_forward(qkv, b, num_heads):
+    return tuple(split_into_heads(tf.cast(tf.cast(qkv, tf.float32) + b, qkv.dtype), num_heads, 3))
+
+@xla
+def split_heads_backward(dq, dk, dv):
+    d = tf.stack([dq, dk, dv])  # [3, B, N, L, D]
+    shape = tf.shape(d)
+    d = tf.reshape(tf.transpose(d, (1, 3, 0, 2, 4)), (shape[1], shape[3], 3 * shape[2] * shape[4]))
+    return d, sum_leading(tf.cast(d, tf.float32))
+
+def fused_split_heads(qkv, b, num_heads):
+    @tf.custom_gradient
+    def fn(qkv, b):
+        heads = split_heads_forward(qkv, b, num_heads)
+
+        def grad(*d_heads):
+            return split_heads_backward(*[tf.zeros_like(h) if d is None else d for h, d in zip(heads, d_heads)])
+        return heads, grad
+    return list(fn(qkv, b))
+
+# n copies of cast(w) for n uses in order; the gradient is Σ of the uses' gradients, in float32, summed as the
+# backward pass reaches them (last use first): a float32 carrier (w itself) is threaded through one link per
+# use, and link k's gradient is the carrier's gradient from link k + 1 plus use k's. Only the running sum and
+# one use's gradient are alive at a time, not all n (12 weight-sized gradients for albert_base).
+@xla
+def add_float32(total, grad):
+    return total + tf.cast(grad, tf.float32)
+
+@tf.custom_gradient
+def link(carrier, cast):
+    def grad(d_use, d_carrier):
+        if d_use is None:
+            return d_carrier, None
+        if d_carrier is None:
+            return tf.cast(d_use, tf.float32), None
+        return add_float32(d_carrier, d_use), None
+    return (tf.identity(cast), tf.identity(carrier)), grad
+
+def fused_shared_cast(w, dtype, uses):
+    carrier, cast, outs = w, tf.cast(w, dtype), []
+    for _ in range(uses):
+        out, carrier = link(carrier, cast)
+        outs.append(out)
+    return outs
+
+
+KERNELS = {"bias_gelu": fused_bias_gelu, "residual_layer_norm": fused_residual_layer_norm,
+           "masked_softmax": fused_masked_softmax, "split_heads": fused_split_heads,
+           "shared_cast": fused_shared_cast}
