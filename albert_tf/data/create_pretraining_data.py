@@ -189,7 +189,6 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
 
     options = (options or InstanceOptions()).validate()
     if num_shards < 1:
@@ -202,83 +201,126 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     files = match_files(input_pattern)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
-    outputs = shard_paths(output_prefix, num_shards)
-    parent = os.path.dirname(output_prefix)
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    temps = [temp_path_for(p) for p in outputs]
     stats = _instances.BlockStats()
     replaced = collections.OrderedDict()
     counter = _ByteCounter()
     bar = _Progress(total_bytes, progress)
     start = time.time()
-    writers = []
+    shards = _Shards(output_prefix, num_shards)
     pool = None
-    records_per_shard = [0] * num_shards
     try:
-        writers = [tf.io.TFRecordWriter(t) for t in temps]
-        next_shard = 0
-
         def consume(path, block_result):
-            nonlocal next_shard
             records, block_stats = block_result
             stats.add(block_stats)
             if block_stats.replaced_bytes:
                 replaced[path] = replaced.get(path, 0) + block_stats.replaced_bytes
-            for record in records:
-                writers[next_shard].write(record)
-                records_per_shard[next_shard] += 1
-                next_shard = (next_shard + 1) % num_shards
+            shards.write(records)
             bar.update(counter.total, stats)
 
+        blocks = _blocks(files, counter, block_documents)
         if workers == 1:
             processor = _instances.BlockProcessor(tokenizer, options)
-            for path, block in _blocks(files, counter, block_documents):
+            for path, block in blocks:
                 consume(path, processor.process(block))
         else:
             pool = _start_pool(workers, tokenizer.model_proto, lower_case, options)
-            pending = collections.deque()
-            for path, block in _blocks(files, counter, block_documents):
-                pending.append((path, pool.apply_async(_process, (block,))))
-                while len(pending) > 2 * workers:  # bounded: at most 2 blocks per worker in flight
-                    p, result = pending.popleft()
-                    consume(p, result.get())
-            while pending:
-                p, result = pending.popleft()
-                consume(p, result.get())
-        for w in writers:
-            w.close()
-        writers = []
-        if stats.documents == 0:
-            raise ValueError(f"empty corpus: no text in {', '.join(files)}")
-        if stats.instances == 0:
-            raise ValueError(
-                f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
-                "than 2 sentences (one sentence per line, a blank line between documents)")
-        index = record_index.index_path(output_prefix)
-        with _sigint_ignored():  # all the shards or none: Ctrl-C waits for the last rename (milliseconds)
-            if tf.io.gfile.exists(index):  # a previous run's counts must never describe these shards
-                tf.io.gfile.remove(index)
-            for tmp, final in zip(temps, outputs):
-                tf.io.gfile.rename(tmp, final, overwrite=True)
-            record_index.write_index(index, {os.path.basename(path): (count, tf.io.gfile.stat(path).length)
-                                             for path, count in zip(outputs, records_per_shard)})
+            _process_in_pool(pool, workers, blocks, consume)
+        shards.close()
+        _check_made_instances(stats, files)
+        shards.publish()
     finally:
         with _sigint_ignored():  # a second Ctrl-C does not cut the clean-up short
             if pool is not None:
                 pool.terminate()
                 pool.join()
-            for w in writers:
-                w.close()
-            for tmp in temps:
-                if tf.io.gfile.exists(tmp):
-                    tf.io.gfile.remove(tmp)
-    summary = Summary(outputs, stats, dict(replaced), time.time() - start)
+            shards.discard()
+    summary = Summary(shards.outputs, stats, dict(replaced), time.time() - start)
     bar.update(counter.total, stats, final=True)
     if progress:
         for line in summary.lines():
             print(line, file=sys.stderr)
     return summary
+
+
+def _process_in_pool(pool, workers, blocks, consume):
+    """Each (path, block) through the pool's `_process`, results consumed in block order; at most 2 blocks per
+    worker in flight (bounded memory)."""
+    pending = collections.deque()
+    for path, block in blocks:
+        pending.append((path, pool.apply_async(_process, (block,))))
+        while len(pending) > 2 * workers:
+            p, result = pending.popleft()
+            consume(p, result.get())
+    while pending:
+        p, result = pending.popleft()
+        consume(p, result.get())
+
+
+def _check_made_instances(stats, files):
+    if stats.documents == 0:
+        raise ValueError(f"empty corpus: no text in {', '.join(files)}")
+    if stats.instances == 0:
+        raise ValueError(
+            f"no instance could be made: all {stats.documents} documents in {', '.join(files)} have fewer "
+            "than 2 sentences (one sentence per line, a blank line between documents)")
+
+
+class _Shards:
+    """The output shards, written under temporary names and dealt records round-robin; `publish` renames them
+    all into place and writes the record-count index beside them (all the shards or none), `discard` removes
+    whatever temporary file is left (call it in a finally)."""
+
+    def __init__(self, output_prefix, num_shards):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+
+        self.output_prefix = output_prefix
+        self.outputs = shard_paths(output_prefix, num_shards)
+        parent = os.path.dirname(output_prefix)
+        if parent:
+            tf.io.gfile.makedirs(parent)
+        self.temps = [temp_path_for(p) for p in self.outputs]
+        self.counts = [0] * num_shards
+        self.next = 0
+        self.writers = []
+        try:
+            for tmp in self.temps:
+                self.writers.append(tf.io.TFRecordWriter(tmp))
+        except BaseException:
+            self.discard()
+            raise
+
+    def write(self, records):
+        for record in records:
+            self.writers[self.next].write(record)
+            self.counts[self.next] += 1
+            self.next = (self.next + 1) % len(self.outputs)
+
+    def close(self):
+        for w in self.writers:
+            w.close()
+        self.writers = []
+
+    def publish(self):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        index = record_index.index_path(self.output_prefix)
+        with _sigint_ignored():  # all the shards or none: Ctrl-C waits for the last rename (milliseconds)
+            if tf.io.gfile.exists(index):  # a previous run's counts must never describe these shards
+                tf.io.gfile.remove(index)
+            for tmp, final in zip(self.temps, self.outputs):
+                tf.io.gfile.rename(tmp, final, overwrite=True)
+            record_index.write_index(index, {os.path.basename(path): (count, tf.io.gfile.stat(path).length)
+                                             for path, count in zip(self.outputs, self.counts)})
+
+    def discard(self):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        self.close()
+        for tmp in self.temps:
+            if tf.io.gfile.exists(tmp):
+                tf.io.gfile.remove(tmp)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
