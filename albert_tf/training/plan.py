@@ -216,24 +216,9 @@ def _check_positive(**values):
             raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {value!r}")
 
 
-def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
-             steps=None, mfu=0.5, peak_flops_per_core=V3_PEAK_FLOPS_PER_CORE, memory_per_core=V3_HBM_PER_CORE,
-             topology=None, accumulation_steps=1):
-    """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
-
-    Args:
-      config: AlbertConfig. global_batch: examples per step. seq_length, max_predictions: the records' lengths.
-      cores: replicas (TPU cores); the global batch must divide evenly. dtype: compute dtype.
-      remat: rematerialize the blocks' activations in the backward pass. steps: training steps (None: no total).
-      mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one core (None: no times).
-      memory_per_core: bytes of one core's memory (None: no fit check). topology: a name, for the output only.
-      accumulation_steps: `--gradient-accumulation-steps`: each core's batch runs as this many micro-batches
-        (activations of one micro-batch; the same FLOPs per optimizer step).
-    Returns:
-      a dict (JSON-ready): parameters, parameter_counts, per_core_batch, micro_batch, flops_per_example,
-      flops_per_step, forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
-      recommended (the flags of a configuration that fits), step_time_s, total_time_s, learning_rate, ...
-    """
+def _check_estimate_arguments(config, global_batch, seq_length, max_predictions, cores, dtype, mfu, steps, topology,
+                              accumulation_steps):
+    """`estimate`'s arguments, each refused with one line naming the flag."""
     _check_positive(batch_size=global_batch, seq_length=seq_length, max_predictions=max_predictions, cores=cores,
                     gradient_accumulation_steps=accumulation_steps)
     if global_batch % cores:
@@ -254,6 +239,27 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
     if steps is not None:
         _check_positive(steps=steps)
 
+
+def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
+             steps=None, mfu=0.5, peak_flops_per_core=V3_PEAK_FLOPS_PER_CORE, memory_per_core=V3_HBM_PER_CORE,
+             topology=None, accumulation_steps=1):
+    """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
+
+    Args:
+      config: AlbertConfig. global_batch: examples per step. seq_length, max_predictions: the records' lengths.
+      cores: replicas (TPU cores); the global batch must divide evenly. dtype: compute dtype.
+      remat: rematerialize the blocks' activations in the backward pass. steps: training steps (None: no total).
+      mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one core (None: no times).
+      memory_per_core: bytes of one core's memory (None: no fit check). topology: a name, for the output only.
+      accumulation_steps: `--gradient-accumulation-steps`: each core's batch runs as this many micro-batches
+        (activations of one micro-batch; the same FLOPs per optimizer step).
+    Returns:
+      a dict (JSON-ready): parameters, parameter_counts, per_core_batch, micro_batch, flops_per_example,
+      flops_per_step, forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
+      recommended (the flags of a configuration that fits), step_time_s, total_time_s, learning_rate, ...
+    """
+    _check_estimate_arguments(config, global_batch, seq_length, max_predictions, cores, dtype, mfu, steps,
+                              topology, accumulation_steps)
     per_core = global_batch // cores
     micro = per_core // accumulation_steps
     counts = parameter_counts(config)
