@@ -52,23 +52,11 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-# The output locks this process holds (released by `abort` too).
 def _run_job(module_name):
     """The `run(args)` of a job module, imported when the command runs (not for `--help`)."""
     def run(args):
         return importlib.import_module(module_name).run(args)
     return run
-
-
-def abort(command, text, code=130):
-    """Ends the process at once, from any thread (a second Ctrl-C): `albert-tf COMMAND: TEXT` on stderr, the output
-    locks released, exit `code` without unwinding (os._exit)."""
-    print(f"albert-tf {command}: {text}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    from albert_tf import lock  # pylint: disable=import-outside-toplevel
-
-    lock.release_held()
-    os._exit(code)  # pylint: disable=protected-access
 
 
 def build_parser(argv=None):

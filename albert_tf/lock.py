@@ -270,7 +270,7 @@ class DirectoryLock:
 
 
 # The locks this process holds (a `with` of DirectoryLock), so that an abort from any thread (a second Ctrl-C,
-# albert_tf.cli.abort, which ends the process without unwinding) can still release them: the one piece of
+# albert_tf.training.loop.StopSignal, which ends the process without unwinding) can still release them: the one piece of
 # module-level mutable state here, on purpose.
 _HELD = []
 

@@ -129,7 +129,7 @@ def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     rc, stdout, stderr = finish(proc)
     assert rc == 130, stdout + stderr
     assert our_lines(stderr) == [
-        "albert-tf finetune: second interrupt (SIGINT): aborted at once; the last checkpoint is intact"], stderr
+        "albert-tf finetune: second interrupt (SIGINT): aborted without saving; the last checkpoint is intact"], stderr
     assert not (out / ".albert_tf.lock").exists()
     assert os.path.exists(f"{out}/checkpoints/ckpt-1.index")
 
@@ -142,7 +142,7 @@ def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handl
     from albert_tf.training.callbacks import StopOnSignal  # pylint: disable=import-outside-toplevel
 
     before = {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS}
-    stop = StopOnSignal(abort=lambda text: pytest.fail(text))
+    stop = StopOnSignal()
     stop.set_model(FakeModel())
     stop.on_train_begin()
     try:
@@ -157,7 +157,7 @@ def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handl
     assert stop.model.stop_training and stop.requested == signal.SIGTERM
     assert (stop.name, stop.exit_code) == ("SIGTERM", 0)
     assert {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS} == before
-    assert all(t.name != "StopOnSignal" for t in threading.enumerate())  # the watcher has ended
+    assert all(t.name != "stop-signal" for t in threading.enumerate())  # the watcher has ended
 
 
 # ---------------------------------------------------------------------------------------------- create-data

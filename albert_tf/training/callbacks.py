@@ -1,15 +1,13 @@
 """`albert-tf finetune`'s Keras callbacks: the per-epoch work (EpochEnd), progress lines for logs (ProgressLog) and
 SIGINT / SIGTERM (StopOnSignal)."""
 import os
-import signal
 import sys
-import threading
 import time
 
 import keras
 import tensorflow as tf
 
-from albert_tf.training.loop import duration_text, write_scalar_summary
+from albert_tf.training.loop import StopSignal, duration_text, write_scalar_summary
 
 
 class EpochEnd(keras.callbacks.Callback):
@@ -118,69 +116,39 @@ class ProgressLog(keras.callbacks.Callback):
                 f"elapsed {duration_text(now - self.started)}, ETA {eta}")
 
 
-def _no_op(signum, frame):  # pylint: disable=unused-argument
-    """The Python-level handler while StopOnSignal is active (its C side writes to the wakeup fd)."""
-
-
 class StopOnSignal(keras.callbacks.Callback):
     """SIGINT (Ctrl-C) and SIGTERM during `model.fit` as a request to stop at the next step boundary: `requested`
     becomes the signal's number and the model's `stop_training` is set (the epoch in progress is then not saved,
-    see EpochEnd). A second SIGINT aborts at once: `abort(line)` is called (it prints the line and exits).
+    see EpochEnd). A second SIGINT aborts at once with one line (exit 130, the output lock released). The
+    mechanism is pretrain's, `loop.StopSignal` (a watcher thread woken through `signal.set_wakeup_fd`, so a second
+    Ctrl-C acts even inside a long TensorFlow call), installed at on_train_begin (the main thread) and removed at
+    on_train_end (the previous handlers come back)."""
 
-    The signals are read by a watcher thread from `signal.set_wakeup_fd`, so that a second Ctrl-C acts even while
-    the main thread is inside a long TensorFlow call (Python runs its own handlers only between bytecodes).
-    Installed at on_train_begin (the main thread), the previous handlers restored at on_train_end."""
+    SIGNALS = StopSignal.SIGNALS
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self, abort):
+    def __init__(self, prog="albert-tf finetune"):
         super().__init__()
-        self.abort = abort
-        self.requested = None
-        self._installed = None
+        self._stop = StopSignal(prog, on_request=self._request)
+
+    def _request(self, signum):  # pylint: disable=unused-argument
+        self.model.stop_training = True
+
+    @property
+    def requested(self):
+        return self._stop.requested
 
     @property
     def name(self):
-        return signal.Signals(self.requested).name if self.requested else None
+        return self._stop.name
 
     @property
     def exit_code(self):
         """130 after SIGINT (the shell's code for an interrupt), 0 after SIGTERM (a preemption: the rerun goes on)."""
-        return 130 if self.requested == signal.SIGINT else 0
+        return self._stop.exit_code
 
     def on_train_begin(self, logs=None):
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(write_fd, False)
-        previous = {s: signal.signal(s, _no_op) for s in self.SIGNALS}
-        previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-        watcher = threading.Thread(target=self._watch, args=(read_fd,), daemon=True, name="StopOnSignal")
-        watcher.start()
-        self._installed = (previous, previous_fd, read_fd, write_fd, watcher)
+        self._stop.__enter__()
 
     def on_train_end(self, logs=None):
-        if self._installed is None:
-            return
-        previous, previous_fd, read_fd, write_fd, watcher = self._installed
-        self._installed = None
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        signal.set_wakeup_fd(previous_fd)
-        os.close(write_fd)  # the watcher reads end-of-file and returns
-        watcher.join()
-        os.close(read_fd)
-
-    def _watch(self, read_fd):
-        while True:
-            data = os.read(read_fd, 64)
-            if not data:
-                return
-            for signum in data:
-                if signum in self.SIGNALS:
-                    self._on_signal(signum)
-
-    def _on_signal(self, signum):
-        if self.requested is None:
-            self.requested = signum
-            self.model.stop_training = True
-        elif signum == signal.SIGINT:
-            self.abort("second interrupt (SIGINT): aborted at once; the last checkpoint is intact")
+        if self._stop._pipe is not None:  # pylint: disable=protected-access
+            self._stop.__exit__(None, None, None)

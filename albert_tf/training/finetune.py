@@ -328,15 +328,8 @@ def make_callbacks(task, tokenizer, plan, state, managers, output, progress):
         first = keras.callbacks.ProgbarLogger()
     else:
         first = ProgressLog(plan.steps_per_epoch, plan.epochs, plan.batch_size, every_steps=progress)
-    stop, epoch_end = StopOnSignal(abort_at_once), EpochEnd(task, tokenizer, plan, state, managers, output)
+    stop, epoch_end = StopOnSignal(), EpochEnd(task, tokenizer, plan, state, managers, output)
     return stop, epoch_end, [first, stop, epoch_end]
-
-
-def abort_at_once(text):
-    """A second Ctrl-C: one line on stderr, the output lock released, exit 130 at once (albert_tf.cli.abort)."""
-    from albert_tf import cli  # pylint: disable=import-outside-toplevel
-
-    cli.abort("finetune", text)
 
 
 def stopped_line(stop, epoch_end, state, managers):

@@ -255,8 +255,8 @@ class StopSignal:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, prog="albert-tf", at_once=None):
-        self.prog, self.at_once = prog, at_once
+    def __init__(self, prog="albert-tf", at_once=None, on_request=None):
+        self.prog, self.at_once, self.on_request = prog, at_once, on_request
         self._requested = None
         self._previous, self._previous_fd, self._pipe, self._watcher = {}, None, None, None
         self._lock = threading.Lock()
@@ -301,11 +301,17 @@ class StopSignal:
                        "intact", sys.stderr, 130)
         if earlier is None and self.at_once:
             self._exit(f"{name}: {self.at_once}; exiting", sys.stdout, self.exit_code)
+        if earlier is None and self.on_request is not None:
+            self.on_request(signum)
 
     @staticmethod
     def _exit(text, stream, code):
+        """One line, the output locks released (albert_tf.lock), exit `code` at once (no unwinding)."""
+        from albert_tf import lock  # pylint: disable=import-outside-toplevel
+
         print(text, file=stream, flush=True)
         sys.stdout.flush()
+        lock.release_held()
         os._exit(code)  # pylint: disable=protected-access
 
     def _watch(self, read_fd):
