@@ -193,7 +193,10 @@ def test_training_path_gradients_match_unfused(kernel_calls):
     want = grads(unfused)
     assert kernel_calls == calls, "a model built with fused=False must not use the fused kernels"
     for g, w, v in zip(got, want, model.trainable_variables):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
+        # atol scaled to the tensor's largest entry: a shared weight's gradient sums the uses of every layer, whose
+        # float32 summation order differs between the paths (fused: a running sum as the backward reaches each
+        # use; seen on TF 2.18: 1.4e-6 on a 0.002 entry of a bias gradient whose largest entry is 1.8)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(w).max())), err_msg=v.path)
 
 
 def test_training_streams_compute_the_same_function():
