@@ -482,5 +482,6 @@ def test_finetune_writes_the_task_export(task, tmp_path, tiny_spm_model):
         assert squad.evaluate(examples, want.answers)["f1"] == pytest.approx(results["f1"])
     else:  # the threshold is the dev set's best_f1_thresh
         assert threshold == results["best_f1_thresh"]
-        scores = squad.evaluate(examples, want.best_span_answers, na_probs=want.null_score_diff, na_prob_thresh=0.0)
+        scores = squad.evaluate(examples, want.best_span_answers, na_probs=want.null_score_diff, na_prob_thresh=0.0,
+                                version_2_with_negative=True)
         assert scores["best_f1"] == pytest.approx(results["best_f1"])
