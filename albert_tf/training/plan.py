@@ -526,7 +526,7 @@ def report(plan):
                       f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
                   f"  albert-tf pretrain --config {plan.get('config_arg') or 'CONFIG'}"
                   + (f" --recipe {plan['recipe_arg']}" if plan.get("recipe_arg") else "")
-                  + f" {pretrain_flags(option)} --tpu TPU_NAME --train-data gs://BUCKET/records/train-*"
+                  + f" {pretrain_flags(option)} --tpu TPU_NAME --train-data 'gs://BUCKET/records/train-*'"
                   " --model-dir gs://BUCKET/model"]
     return "\n".join(lines)
 
