@@ -1,6 +1,7 @@
 """`albert-tf plan`: parameters and FLOPs against hand counts and the built model, memory, fits / does not fit,
 times, the learning-rate rule, input errors, and no TensorFlow import."""
 import json
+import shlex
 import math
 
 import pytest
@@ -161,12 +162,13 @@ def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset,
     global batch, name only pretrain's flags, and fit when planned again."""
     code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2")
     assert code == 0 and "DOES NOT FIT" in out
-    command = out.rstrip().splitlines()[-1].split()
+    command = shlex.split(out.rstrip().splitlines()[-1])  # as a shell reads it, pasted
     assert command[:3] == ["albert-tf", "pretrain", "--config"] and command[3] == preset
     from albert_tf import cli  # pylint: disable=import-outside-toplevel
 
     args = cli.build_parser(["pretrain"]).parse_args(command[1:])  # every flag exists (argparse exits otherwise)
     assert args.train_batch_size == 4096 and args.max_seq_length == 512 and args.recipe == "paper_v2"
+    assert args.train_data == "gs://BUCKET/records/train-*"  # the glob quoted: the shell leaves it to pretrain
     assert args.remat or args.gradient_accumulation_steps > 1
     again = plan.estimate(AlbertConfig.from_preset(preset), 4096, 512, 20, cores=plan.topology_cores(topology),
                           remat=args.remat, accumulation_steps=args.gradient_accumulation_steps)
@@ -175,7 +177,7 @@ def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset,
     flags = ["--remat"] if args.remat else []
     flags += ["--gradient-accumulation-steps", str(args.gradient_accumulation_steps)]
     code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2", *flags)
-    assert "DOES NOT FIT" not in out and out.rstrip().splitlines()[-1].split() == command
+    assert "DOES NOT FIT" not in out and shlex.split(out.rstrip().splitlines()[-1]) == command
 
 
 def test_accumulation_steps_must_divide_the_per_core_batch():
