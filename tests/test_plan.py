@@ -1,8 +1,8 @@
 """`albert-tf plan`: parameters and FLOPs against hand counts and the built model, memory, fits / does not fit,
 times, the learning-rate rule, input errors, and no TensorFlow import."""
 import json
-import shlex
 import math
+import shlex
 
 import pytest
 
