@@ -175,13 +175,11 @@ def _make_directory(directory, flag):
         created = not gfile.exists(directory)
         gfile.makedirs(directory)
         return created
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise ValueError(f"{flag} {directory}: is a file, expected a directory")
+    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+
+    check_output_dir(directory, flag)  # a file in its place, or in the way of its parents
     created = not os.path.exists(directory)
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except (NotADirectoryError, FileExistsError) as e:
-        raise ValueError(f"{flag} {directory}: a part of the path is a file, expected directories") from e
+    os.makedirs(directory, exist_ok=True)
     return created
 
 

@@ -139,6 +139,7 @@ def add_arguments(parser):
 def run(args):
     from albert_tf import configs_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.saved_model import latest_version  # pylint: disable=import-outside-toplevel
     from albert_tf.training.finetune import EVAL_RESULTS_FILE  # pylint: disable=import-outside-toplevel
 
     out = os.path.abspath(args.output)
@@ -190,7 +191,7 @@ def run(args):
     with open(os.path.join(finetune_dir, EVAL_RESULTS_FILE), encoding="utf-8") as f:
         results = json.load(f)
     export_base = os.path.join(finetune_dir, "export")
-    export_dir = os.path.join(export_base, str(max(int(n) for n in os.listdir(export_base) if n.isdigit())))
+    export_dir = latest_version(export_base)
     print(f"[quickstart] dev accuracy {results['dev']['accuracy']:.4f} (chance 0.5, best epoch "
           f"{results['epoch']}); fine-tuned export {export_dir}", flush=True)
     label, probabilities = ask_export(export_dir, REQUEST)

@@ -15,7 +15,8 @@ import os
 from albert_tf.config import CONFIG_FILE
 from albert_tf.data import vocab
 from albert_tf.checkpoints.pretrained import SPM_FILE
-from albert_tf.serving.saved_model import SAVED_MODEL_FILE, ASSETS_EXTRA, keras_weights, next_version, warmup_records, write_saved_model
+from albert_tf.serving.saved_model import (ASSETS_EXTRA, SAVED_MODEL_FILE, keras_weights, latest_version, warmup_records,
+                                           write_saved_model)
 from albert_tf.serving.signatures import encoder_signatures
 
 SPM_ASSET = SPM_FILE  # the vocabulary, in assets.extra/ (exports before 0.2 have none: pass --spm-model)
@@ -91,8 +92,8 @@ def resolve_init(path, flag="--init"):
         raise FileNotFoundError(f"{flag} {path}: no such directory (expected a pretrained-model directory or an "
                                 "`albert-tf export` BASE or BASE/N)")
     exported = tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))
-    if not exported and not tf.io.gfile.exists(pretrained.config_path(path)) and next_version(path) > 1:
-        path = os.path.join(path, str(next_version(path) - 1))  # BASE: its newest version
+    if not exported and not tf.io.gfile.exists(pretrained.config_path(path)) and latest_version(path):
+        path = latest_version(path)  # BASE: its newest version
         exported = tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))
     if not exported:
         spm_model = pretrained.spm_model_path(path) if tf.io.gfile.exists(pretrained.config_path(path)) else None

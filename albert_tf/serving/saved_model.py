@@ -17,14 +17,24 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 TASK_CONFIG_ASSET = "task_config.json"
 
 
-def next_version(output_base):
-    """1 + the largest integer-named subdirectory of output_base (1 when none)."""
+def versions(output_base):
+    """The integer-named subdirectories of output_base (TF Serving's versions), sorted; [] when there is none."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if not tf.io.gfile.isdir(output_base):
-        return 1
-    versions = [int(n.rstrip("/")) for n in tf.io.gfile.listdir(output_base) if re.fullmatch(r"\d+/?", n)]
-    return max(versions, default=0) + 1
+        return []
+    return sorted(int(n.rstrip("/")) for n in tf.io.gfile.listdir(output_base) if re.fullmatch(r"\d+/?", n))
+
+
+def next_version(output_base):
+    """1 + the largest version in output_base (1 when none)."""
+    return max(versions(output_base), default=0) + 1
+
+
+def latest_version(output_base):
+    """BASE/N for the largest version N in output_base, or None when it has none."""
+    found = versions(output_base)
+    return os.path.join(output_base, str(found[-1])) if found else None
 
 
 def write_saved_model(module, output_base, signatures, version=None, overwrite=False, warmup_requests=None,

@@ -405,15 +405,15 @@ def completed_run(output, plan):
     export is its last write)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.serving.saved_model import latest_version  # pylint: disable=import-outside-toplevel
+
     checkpoint = tf.train.latest_checkpoint(os.path.join(output, "checkpoints"))
     export_base = os.path.join(output, "export")
     if checkpoint is None or not tf.io.gfile.exists(os.path.join(output, EVAL_RESULTS_FILE)):
         return None
     if tf.train.load_checkpoint(checkpoint).get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE") < plan.epochs:
         return None
-    versions = [int(v.rstrip("/")) for v in tf.io.gfile.listdir(export_base) if v.rstrip("/").isdigit()] \
-        if tf.io.gfile.isdir(export_base) else []
-    return os.path.join(export_base, str(max(versions))) if versions else None
+    return latest_version(export_base)
 
 
 def build(args, source, config, task, strategy, plan, jit):
