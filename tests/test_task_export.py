@@ -1,5 +1,5 @@
-"""albert_tf.task_export: raw-text SQuAD and RACE SavedModels, loaded in a fresh process (TensorFlow and TF Text
-only), answer as the in-process Keras model + the Python featurizer and post-processing (albert_tf.tasks) do."""
+"""The raw-text SQuAD and RACE SavedModels (albert_tf.tasks.squad.export, tasks.race.export), loaded in a fresh
+process (TensorFlow and TF Text only), answer as the in-process Keras model + the Python featurizer and post-processing (albert_tf.tasks) do."""
 import json
 import os
 import random

@@ -18,7 +18,7 @@ def _with_trimmed_padding(dataset, length_bucket):
     return dataset.map(trim)
 
 
-def _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket):
+def featurized_batches(tokenizer, order, batch_size, featurize, length_bucket):
     """The examples `order` names (int64 [N], N a multiple of batch_size), batched, each batch of indices
     featurized in-graph by `featurize` (with `tokenizer`'s in-graph module), then trimmed (`_with_trimmed_padding`)
     and prefetched."""
@@ -71,7 +71,7 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
             features = {k: tf.reshape(v, [-1, choices, seq_length]) for k, v in features.items()}
         return features if table_labels is None else (features, tf.gather(table_labels, index))
 
-    return _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
+    return featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
 
 
 def array_dataset(features, labels, order, batch_size, length_bucket=0):

@@ -1,7 +1,7 @@
 """Fine-tuning RACE: four (article, question + option) sequences per question, one logit each."""
 from albert_tf.tasks import race
 from albert_tf.tasks.base import FinetuneTask
-from albert_tf.tasks.pipelines import _featurized_batches, predict_in_order
+from albert_tf.tasks.pipelines import featurized_batches, predict_in_order
 
 
 def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_size, labels=True, length_bucket=0):
@@ -30,7 +30,7 @@ def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_si
                                            tf.gather(tables["options"], index), seq_length, max_qa_length)
         return (features, tf.gather(tables["label"], index)) if labels else features
 
-    return _featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
+    return featurized_batches(tokenizer, order, batch_size, featurize, length_bucket)
 
 
 class RaceFinetune(FinetuneTask):
