@@ -8,6 +8,8 @@ Public API:
   AlbertMultipleChoice               SQuAD span QA, RACE multiple choice)
   data.pretraining_dataset           the tf.data input for pretraining
   load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
+  pretrain(PretrainConfig)           pretraining as `albert-tf pretrain` runs it → PretrainResult
+  finetune(FinetuneConfig)           fine-tuning as `albert-tf finetune` runs it → FinetuneResult
 """
 import importlib
 import os
@@ -32,6 +34,12 @@ _LAZY = {
     "AlbertClassifier": "albert_tf.modeling.classifier",
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
+    "pretrain": "albert_tf.training.pretrain",
+    "PretrainConfig": "albert_tf.training.pretrain_config",
+    "PretrainResult": "albert_tf.training.pretrain_config",
+    "finetune": "albert_tf.training.finetune",
+    "FinetuneConfig": "albert_tf.training.finetune_config",
+    "FinetuneResult": "albert_tf.training.finetune_config",
 }
 
 
@@ -51,4 +59,5 @@ def __dir__():
 
 
 __all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "AlbertClassifier",
-           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "configs_dir", "__version__"]
+           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "pretrain", "PretrainConfig", "PretrainResult", "finetune",
+           "FinetuneConfig", "FinetuneResult", "configs_dir", "__version__"]
