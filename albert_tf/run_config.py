@@ -128,8 +128,17 @@ def add_fields_as_arguments(parser, cls):
             target.add_argument(field.metadata["negative"], dest=field.name, action="store_false",
                                 default=argparse.SUPPRESS, help=field.metadata["negative_help"])
         for alias in field.metadata["aliases"]:
-            parser.add_argument(alias, **dict(kwargs, help=argparse.SUPPRESS, required=False,
-                                              action=_deprecated(type(action), flag_of(field))))
+            add_alias(parser, action, alias)
+
+
+def add_alias(parser, action, alias):
+    """Adds `alias`, an old spelling of the flag of `action` (what add_argument returned): hidden from --help,
+    storing into the same place, after a one-line notice on stderr that names the new spelling."""
+    kwargs = {"dest": action.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS,
+              "action": _deprecated(type(action), action.option_strings[0])}
+    if not isinstance(action, argparse._StoreConstAction):  # pylint: disable=protected-access  (store_true: no value)
+        kwargs.update(type=action.type, choices=action.choices, metavar=action.metavar, nargs=action.nargs)
+    parser.add_argument(alias, **kwargs)
 
 
 def given(cls, args):
@@ -253,6 +262,6 @@ def same_on_resume(cls):
     return [f.name for f in dataclasses.fields(cls) if f.metadata.get("same_on_resume")]
 
 
-__all__ = ["option", "add_fields_as_arguments", "config_from_args", "given", "values_from_mapping", "check_fields",
+__all__ = ["option", "add_fields_as_arguments", "config_from_args", "given", "values_from_mapping", "add_alias", "check_fields",
            "record", "read_record", "write_record",
            "check_record", "same_on_resume", "flag_of", "default_of", "parse_key_value"]

@@ -46,12 +46,6 @@ SUM_KEYS = LOSS_SUM_KEYS + ("grad_norm_sum",)
 EVAL_KEYS = LOSS_SUM_KEYS
 LOOP_SECONDS = pretrain_config.LOOP_SECONDS  # the wall time of one compiled call once the step time is known
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
-# What a CPU run needs besides the plan's host estimate (which matches TensorFlow's allocator statistics:
-# benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
-# the allocator's bins over the bytes in use (25%: albert_tiny at batch 4096 peaked at 14.7 GiB RSS where the
-# estimate is 11.7 GiB).
-HOST_OVERHEAD_BYTES = 2**30
-HOST_SLACK = 1.25
 
 
 def add_arguments(parser):
@@ -394,15 +388,14 @@ def check_host_memory(cfg, config, replicas, dtype, total=None):
     """Refuses a CPU run whose model cannot fit in this machine's memory (e.g. the paper's batch 4096 on a laptop),
     saying what to change, instead of being killed by the kernel minutes later without a word. The need is
     albert_tf.training.plan's host estimate (its activation model measured on CPU: benchmarks/plan_memory.py) with
-    HOST_SLACK and HOST_OVERHEAD_BYTES. The advice keeps the global batch first (--gradient-accumulation-steps,
+    its slack and overhead (`planner.host_need_bytes`). The advice keeps the global batch first (--gradient-accumulation-steps,
     --remat), then halves it."""
     if total is None:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        total = planner.host_total_bytes()
 
     def need(batch, remat=cfg.remat, steps=cfg.gradient_accumulation_steps):
-        return HOST_OVERHEAD_BYTES + HOST_SLACK * planner.host_memory_bytes(
-            config, batch, cfg.max_seq_length, cfg.max_predictions, replicas=replicas, dtype=dtype, remat=remat,
-            accumulation_steps=steps)
+        return planner.host_need_bytes(config, batch, cfg.max_seq_length, cfg.max_predictions, replicas=replicas,
+                                       dtype=dtype, remat=remat, accumulation_steps=steps)
 
     if need(cfg.batch_size) <= total:
         return

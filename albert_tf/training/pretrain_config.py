@@ -7,7 +7,9 @@ No TensorFlow here: `albert-tf pretrain --help` builds its flags from these fiel
     PretrainConfig.from_recipe("paper_v2", config="albert_base", train_data=..., model_dir=...)
 
 On the command line each field is a flag (`batch_size` → `--batch-size`, `config_overrides` → `--set KEY=VALUE`).
-The model dir records the config (RECORD_FILE); a resumed run must keep the fields marked `same_on_resume`.
+The model dir records the config (RECORD_FILE); a resumed run must keep the fields marked `same_on_resume`: those
+the data position depends on (the data order is a function of the seed and the step; a step is a global batch).
+Others may change on a resume: a lower learning rate after a divergence, more steps, dropout switched off.
 
 Recipes are named presets of these values, so that nobody retypes the paper's run; `read_recipe` is their one
 reader, for `albert-tf pretrain` and `albert-tf plan`:
@@ -56,10 +58,10 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
     eval_batch_size: int | None = option(None, "global eval batch (default: --batch-size)")
     max_eval_steps: int = option(100, "batches per evaluation")
     eval_every_steps: int | None = option(None, "evaluate every N steps (default: at each checkpoint)")
-    learning_rate: float = option(0.00176, "the peak learning rate", same_on_resume=True)
+    learning_rate: float = option(0.00176, "the peak learning rate")
     num_train_steps: int = option(125000, "training steps in all")
-    num_warmup_steps: int = option(3125, "steps of linear learning-rate warm-up", same_on_resume=True)
-    poly_power: float = option(1.0, "power of the polynomial decay", same_on_resume=True)
+    num_warmup_steps: int = option(3125, "steps of linear learning-rate warm-up")
+    poly_power: float = option(1.0, "power of the polynomial decay")
     steps_per_loop: int = option(
         100, "the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
              f"also ends after about {LOOP_SECONDS:g} s of wall time, so a stop signal is acted on within seconds")
@@ -72,13 +74,12 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
                                      "elsewhere)", choices=("float32", "bfloat16"))
     xla: str = option("auto", "jit-compile the forward/backward on GPU/CPU (TPU always compiles); auto: on for GPU, "
                               "off for CPU", choices=("auto", "on", "off"))
-    no_dropout: bool = option(False, "train without dropout from the start", same_on_resume=True)
-    no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",
-                                               same_on_resume=True)
+    no_dropout: bool = option(False, "train without dropout from the start")
+    no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",)
     dynamic_masking: bool = option(False, "mask in the input pipeline (records made with --no-mask)",
                                    same_on_resume=True)
     init: str | None = option(None, "a pretrained-model directory to start from (weights only)",
-                              aliases=("--init-checkpoint",), same_on_resume=True)
+                              aliases=("--init-checkpoint",))
     spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
     seed: int = option(12345, "seeds the data order and masking (the model init too)", same_on_resume=True)
     cpu_replicas: int | None = option(None, "split the CPU into N replicas (tests the distributed path)")
