@@ -588,7 +588,9 @@ def report(plan):
 def learning_rate_note(plan):
     """The run's learning rate, and (a note, never applied) what square-root scaling would give at its batch."""
     line = f"learning rate: {plan['learning_rate']:.6g}"
-    if abs(plan["scaled_learning_rate"] - plan["learning_rate"]) > 1e-9:
+    if abs(plan["scaled_learning_rate"] - plan["learning_rate"]) <= 1e-9:
+        line += f" ({plan['learning_rate_rule']}: the same at batch {plan['global_batch']})"
+    else:
         line += (f"; note: {plan['learning_rate_rule']} gives {plan['scaled_learning_rate']:.6g} at batch "
                  f"{plan['global_batch']} (not applied: pass --learning-rate {plan['scaled_learning_rate']:.6g} to "
                  "use it)")
