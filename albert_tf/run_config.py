@@ -24,14 +24,16 @@ import typing
 MISSING = dataclasses.MISSING
 
 
-def option(default=MISSING, help="", *, default_factory=MISSING, flag=None, aliases=(), choices=None,  # pylint: disable=redefined-builtin
-           metavar=None, negative=None, negative_help="", same_on_resume=False, hidden=False):
+def option(default=MISSING, help="", *, default_factory=MISSING, flag=None,  # pylint: disable=redefined-builtin
+           aliases=(), choices=None, metavar=None, negative=None, negative_help="", same_on_resume=False,
+           hidden=False):
     """A run-config field. `default` MISSING: required. `flag`: the flag's spelling (default --name-with-dashes);
     `aliases`: old spellings, accepted with a deprecation notice; `negative`: for an optional bool, the flag that
-    sets it False (`--cased` / `--uncased`), with `negative_help`; `same_on_resume`: a resumed run must have the recorded value;
-    `hidden`: a flag left out of --help."""
+    sets it False (`--cased` / `--uncased`), with `negative_help`; `same_on_resume`: a resumed run must have the
+    recorded value; `hidden`: a flag left out of --help."""
     metadata = {"help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices, "metavar": metavar,
-                "negative": negative, "negative_help": negative_help, "same_on_resume": same_on_resume, "hidden": hidden}
+                "negative": negative, "negative_help": negative_help, "same_on_resume": same_on_resume,
+                "hidden": hidden}
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
@@ -262,6 +264,6 @@ def same_on_resume(cls):
     return [f.name for f in dataclasses.fields(cls) if f.metadata.get("same_on_resume")]
 
 
-__all__ = ["option", "add_fields_as_arguments", "config_from_args", "given", "values_from_mapping", "add_alias", "check_fields",
-           "record", "read_record", "write_record",
-           "check_record", "same_on_resume", "flag_of", "default_of", "parse_key_value"]
+__all__ = ["option", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
+           "check_fields", "record", "read_record", "write_record", "check_record", "same_on_resume", "flag_of",
+           "default_of", "parse_key_value"]

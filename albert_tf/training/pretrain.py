@@ -388,8 +388,8 @@ def check_host_memory(cfg, config, replicas, dtype, total=None):
     """Refuses a CPU run whose model cannot fit in this machine's memory (e.g. the paper's batch 4096 on a laptop),
     saying what to change, instead of being killed by the kernel minutes later without a word. The need is
     albert_tf.training.plan's host estimate (its activation model measured on CPU: benchmarks/plan_memory.py) with
-    its slack and overhead (`planner.host_need_bytes`). The advice keeps the global batch first (--gradient-accumulation-steps,
-    --remat), then halves it."""
+    its slack and overhead (`planner.host_need_bytes`). The advice keeps the global batch first
+    (--gradient-accumulation-steps, --remat), then halves it."""
     if total is None:
         total = planner.host_total_bytes()
 
