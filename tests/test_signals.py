@@ -160,6 +160,45 @@ def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handl
     assert all(t.name != "stop-signal" for t in threading.enumerate())  # the watcher has ended
 
 
+def test_stop_signal_off_the_main_thread_installs_nothing():
+    """A run started from a thread (a notebook's background job): Python allows handlers on the main thread only, so
+    StopSignal installs none there and starts no watcher; the process's handlers stay as they are."""
+    from albert_tf.runtime.signals import StopSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
+    seen = []
+
+    def body():
+        with StopSignal("albert-tf test", at_once="nothing to save") as stop:
+            stop.reinstall()
+            seen.append(({s: signal.getsignal(s) for s in StopSignal.SIGNALS}, stop.requested,
+                         [t.name for t in threading.enumerate()]))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join(timeout=30)
+    handlers, requested, threads = seen[0]
+    assert handlers == before and requested is None and "stop-signal" not in threads
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
+
+
+def test_a_library_stop_signal_only_requests_the_stop():
+    """exits=False (albert_tf.pretrain / finetune from Python): a signal before anything is trained and a second
+    SIGINT both just request the stop (with exits=True each would end this process at once)."""
+    from albert_tf.runtime.signals import StopSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
+    with StopSignal("albert-tf test", at_once="nothing to save", exits=False) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.time() + 10
+        while stop.requested is None and time.time() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+    assert (stop.requested, stop.exit_code) == (signal.SIGINT, 130)
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
+
+
 # ---------------------------------------------------------------------------------------------- create-data
 @pytest.mark.slow  # a create-data run with 2 workers, interrupted after its first records (about 20 s)
 def test_ctrl_c_during_create_data_leaves_no_temp_file_and_no_process(tmp_path, tiny_spm_model):
