@@ -541,8 +541,8 @@ def python_config(data_dir, model_dir, **changes):
 
 
 def test_pretrain_from_python_equals_the_cli_and_returns_its_result(data_dir, tmp_path, capsys):
-    """albert_tf.pretrain(config) trains exactly as `albert-tf pretrain` with the same flags (a second process
-    through the CLI must agree, bit for bit), returns the last metrics row (the one metrics.jsonl holds), writes
+    """albert_tf.pretrain(config) trains exactly as `albert-tf pretrain` with the same flags (the CLI's run must
+    agree, bit for bit), returns the last metrics row (the one metrics.jsonl holds), writes
     the config as the run record, and resumes against it: a different --batch-size is refused, naming it."""
     import albert_tf
 
@@ -550,7 +550,7 @@ def test_pretrain_from_python_equals_the_cli_and_returns_its_result(data_dir, tm
     assert (result.status, result.step, result.exit_code) == ("done", 4, 0)
     assert result.checkpoint.endswith("ckpt-4") and result.model_dir == str(tmp_path / "py")
     assert {"split": "train", "step": 4, **result.metrics} == train_metrics(tmp_path / "py")[4]
-    ph.run_cli("pretrain", base_args(data_dir, tmp_path / "cli", steps=4))
+    assert run_in_process(base_args(data_dir, tmp_path / "cli", steps=4)) == 0
     assert_bit_exact(tmp_path / "py", tmp_path / "cli", 4)
     record = json.loads((tmp_path / "py" / "pretrain_config.json").read_text())
     assert (record["batch_size"], record["config_overrides"]) == (16, {})
