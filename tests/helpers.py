@@ -359,6 +359,20 @@ def write_tf1_checkpoints(jobs):
     return paths
 
 
+def write_hf_checkpoint(directory, cfg, tensors):
+    """Writes a Hugging Face ALBERT directory: config.json (from `cfg`) and model.safetensors (`tensors`, named as
+    Hugging Face names them)."""
+    from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+
+    os.makedirs(directory, exist_ok=True)
+    hf_config = {k: v for k, v in cfg.items() if k != "hidden_act"}
+    hf_config.update(hidden_act="gelu_new", model_type="albert", layer_norm_eps=1e-12,
+                     architectures=["AlbertForPreTraining"], pad_token_id=0)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(hf_config, f)
+    save_file(tensors, os.path.join(directory, "model.safetensors"))
+
+
 def write_config(path, cfg):
     """Writes cfg as a released albert_config.json (with the original's unused keys); returns the path."""
     with open(path, "w") as f:
