@@ -1,6 +1,6 @@
 """The flags of `albert-tf convert`, in a module that imports no TensorFlow (`--help` stays fast and quiet)."""
 from albert_tf.checkpoints import releases
-from albert_tf.data import vocab
+from albert_tf.text import vocabulary
 
 
 def add_arguments(parser):
@@ -25,4 +25,4 @@ def add_arguments(parser):
     parser.add_argument("--output",
                         help="the pretrained-model directory to write (required; with --release the default is "
                              "CACHE/models/NAME, reused when already converted)")
-    vocab.add_casing_arguments(parser)
+    vocabulary.add_casing_arguments(parser)
