@@ -309,3 +309,48 @@ def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path
                      tf.make_ndarray(request.inputs["text_a"]).shape[0]))
     assert seen == [("serving_default", ["text_a"], 1), ("serving_default", ["text_a"], 32),
                     ("serving_default", ["text_a", "text_b"], 32), ("text", ["text_a"], 32)]
+
+
+LOAD_EXPORT = """
+import sys, numpy as np, tensorflow as tf
+base, out = sys.argv[1:]
+import albert_tf
+assert "tensorflow_text" not in sys.modules  # nothing has registered the SentencePiece ops yet
+loaded = albert_tf.load_export(base)
+assert "tensorflow_text" in sys.modules
+texts = sys.stdin.read().split(chr(10))
+np.savez(out, **{k: v.numpy() for k, v in loaded.serving_default(text_a=tf.constant(texts)).items()})
+"""
+
+
+def test_load_export_registers_tf_text_ops(model_dirs, exported, tmp_path):
+    """In a fresh process that has not imported tensorflow_text, albert_tf.load_export(BASE) registers TF Text's ops,
+    loads the newest version and serves what the Keras model computes."""
+    out = tmp_path / "served.npz"
+    base = os.path.dirname(exported["uncased"])
+    result = subprocess.run([sys.executable, "-c", LOAD_EXPORT, base, str(out)], input="\n".join(TEXTS[:4]),
+                            capture_output=True, text=True, check=False, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_served_equals_keras(dict(np.load(out)), model_dirs["uncased"], True, TEXTS[:4])
+
+
+def test_load_export_and_export_refuse_what_is_not_theirs(model_dirs, exported, tmp_path, capsys):
+    """load_export: a model dir is not an export. export --model: an export (BASE/N or BASE) and a file each get
+    their own line, before anything is written."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(FileNotFoundError, match="not an export: no saved_model.pb"):
+        albert_tf.load_export(model_dirs["uncased"])
+    config_file = tmp_path / "tiny8k.json"
+    config_file.write_text("{}")
+    base = os.path.dirname(exported["uncased"])
+    out = tmp_path / "b"
+    for model, expected in [(exported["uncased"], "this is an export (BASE/N), not a model dir;"),
+                            (base, f"this is an export base (newest: {exported['uncased']}), not a model dir;"),
+                            (str(config_file), "this is a file; a pretrained-model directory was expected"),
+                            (str(tmp_path / "nope"), "no such directory; a pretrained-model directory was")]:
+        assert cli_main(["export", "--model", model, "--output", str(out), "--no-warmup"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and expected in err, err
+    assert not os.path.exists(out)
