@@ -177,6 +177,21 @@ def make_plan(args, num_train_examples, max_position_embeddings):
         classifier_dropout=paper.classifier_dropout if args.classifier_dropout is None else args.classifier_dropout)
 
 
+#: More passes over the training data than this, from the paper's step count, get a warning (a small task).
+MANY_EPOCHS = 20
+
+
+def many_epochs_warning(args, plan, num_train_examples):
+    """One line when the paper's step count (no --epochs given) means more than MANY_EPOCHS passes over the given
+    training data, naming the flag that sets the passes; None otherwise."""
+    if args.epochs is not None or plan.epochs <= MANY_EPOCHS:
+        return None
+    paper = PAPER_DEFAULTS[args.task]
+    return (f"warning: the paper's {paper.train_steps} steps for {args.task} at batch {plan.batch_size} make "
+            f"{plan.epochs} passes over these {num_train_examples} training examples "
+            f"(a small task overfits); --epochs N sets the number of passes")
+
+
 def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
     """The training examples of epoch `epoch`, in order: a permutation drawn from (seed, epoch) alone, cut to
     whole batches. int64 [steps_per_epoch · batch_size]."""
@@ -367,7 +382,11 @@ def prepare(args):
     strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
     plan = make_plan(args, len(task.train), config.max_position_embeddings)
     # SQuAD trains on one example per window: its count depends on the planned sequence length
-    plan = make_plan(args, task.num_train(tokenizer, plan), config.max_position_embeddings)
+    num_train = task.num_train(tokenizer, plan)
+    plan = make_plan(args, num_train, config.max_position_embeddings)
+    warning = many_epochs_warning(args, plan, num_train)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     replicas = strategy.num_replicas_in_sync
     if plan.batch_size % replicas:
         raise ValueError(f"--batch-size {plan.batch_size} is not divisible by the {replicas} replicas")
