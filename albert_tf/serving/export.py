@@ -21,8 +21,6 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
                    warmup=True, lower_case=None):
     """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
     casing (uncased when none), else it must agree with the record."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.files import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
