@@ -8,7 +8,8 @@ def add_arguments(parser):
     parser.add_argument("--release", metavar="NAME",
                         help="Google's released weights by name, downloaded (resumed, checked) and cached: "
                              f"{', '.join(releases.NAMES)}; or hf:OWNER/NAME, a Hugging Face hub id (needs "
-                             "huggingface_hub). Takes the place of --from/--checkpoint/--config/--spm-model (no default)")
+                             "huggingface_hub). Takes the place of --from/--checkpoint/--config/--spm-model "
+                             "(no default)")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help=f"where --release keeps downloads (default: ${releases.CACHE_ENV}, else "
                              "~/.cache/albert_tf); a cached release needs no network")

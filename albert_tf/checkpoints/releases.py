@@ -29,7 +29,9 @@ A download that fails a check is removed, so it is never cached.
 The cache (a local directory: --cache-dir, else $ALBERT_TF_CACHE, else ~/.cache/albert_tf):
     releases/NAME.tar.gz.part (+ .part.json)   a download under way: the next call resumes it (HTTP Range)
     releases/NAME.tar.gz                       a whole, checked tarball (or one put there by hand), unpacked next
+                                               and then removed
     releases/NAME/                             the unpacked release, with release.json listing its files and sizes
+    releases/.NAME.lock                        one process at a time fetches NAME
 A release found unpacked is used without any network access. $ALBERT_TF_RELEASES_URL replaces the base URL (tests
 serve a tarball from loopback). Hugging Face downloads stay in Hugging Face's own cache (HF_HOME).
 """
@@ -103,29 +105,42 @@ def release_url(name):
 # ---------------------------------------------------------------------------------------------------- the cache
 def fetch_release(name, cache=None, log=None):
     """The unpacked release `name` (one of NAMES) from the cache, else from its tarball in the cache, else
-    downloaded (resumed, checked) into the cache. Returns ReleaseFiles.
+    downloaded (resumed, checked) into the cache. Returns ReleaseFiles. One process at a time fetches a release
+    (a lock file beside it); another one waits, then finds it cached.
 
     Raises ReleaseUnavailable when it is not cached and cannot be downloaded, ValueError when the download or the
     tarball fails a check (a download that fails is removed)."""
+    import fcntl  # pylint: disable=import-outside-toplevel
+
     log = log or _stderr
     name = canonical_name(name)
     root = os.path.join(cache_dir(cache), "releases")
-    unpacked = os.path.join(root, name)
+    unpacked, archive = os.path.join(root, name), os.path.join(root, f"{name}.tar.gz")
     files = cached_release(unpacked)
     if files:
         log(f"{name}: using the cached release in {unpacked}")
         return files
-    archive = os.path.join(root, f"{name}.tar.gz")
-    downloaded = not os.path.exists(archive)
-    if downloaded:
-        download(release_url(name), archive, log)
-    try:
-        return unpack(archive, unpacked)
-    except ValueError as e:
+    os.makedirs(root, exist_ok=True)
+    # the lock file is never removed: a process waiting on a removed one would hold a lock nobody else sees
+    with open(os.path.join(root, f".{name}.lock"), "w", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log(f"{name}: another process is fetching it into {root}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        files = cached_release(unpacked)
+        if files:
+            return files
+        downloaded = not os.path.exists(archive)
         if downloaded:
-            os.remove(archive)
-            raise ValueError(f"{e}; the download was removed: run again to download it anew") from None
-        raise ValueError(f"{e}; replace or remove {archive}") from None
+            download(release_url(name), archive, log)
+        try:
+            return unpack(archive, unpacked)
+        except ValueError as e:
+            if downloaded:
+                os.remove(archive)
+                raise ValueError(f"{e}; the download was removed: run again to download it anew") from None
+            raise ValueError(f"{e}; replace or remove {archive}") from None
 
 
 def cached_release(unpacked):
@@ -238,24 +253,15 @@ def download(url, archive, log=None, attempts=4):
     """Downloads `url` to `archive` through `archive`.part, resuming a part left by an earlier call or a dropped
     connection (HTTP Range, If-Range on the ETag), with progress on stderr. The result is checked against the
     announced length and, when the server sent one, the object's MD5 before it is renamed to `archive`; a mismatch
-    removes the part (ValueError). `attempts`: connection drops in a row without progress before giving up."""
-    import fcntl  # pylint: disable=import-outside-toplevel
-
+    removes the part (ValueError). `attempts`: connection drops in a row without progress before giving up. The
+    caller holds the release's lock (`fetch_release`)."""
     log = log or _stderr
     os.makedirs(os.path.dirname(archive), exist_ok=True)
-    part, state_file, lock_file = f"{archive}.part", f"{archive}.part.json", f"{archive}.lock"
-    with open(lock_file, "w", encoding="utf-8") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise ValueError(f"{archive}: another process is downloading it; wait for it to finish") from None
-        try:
-            _download_locked(url, part, state_file, log, attempts)
-            _verify(url, part, state_file)
-            os.replace(part, archive)
-            os.remove(state_file)
-        finally:
-            os.remove(lock_file)
+    part, state_file = f"{archive}.part", f"{archive}.part.json"
+    _download_locked(url, part, state_file, log, attempts)
+    _verify(url, part, state_file)
+    os.replace(part, archive)
+    os.remove(state_file)
 
 
 def _download_locked(url, part, state_file, log, attempts):
@@ -451,7 +457,8 @@ def fetch_hf(name, log=None):
     repo_id = canonical_name(name)[len(HF_PREFIX):]
     try:
         from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel
-        from huggingface_hub.utils import LocalEntryNotFoundError, RepositoryNotFoundError  # pylint: disable=import-outside-toplevel
+        from huggingface_hub.utils import (  # pylint: disable=import-outside-toplevel
+            LocalEntryNotFoundError, RepositoryNotFoundError)
     except ImportError:
         raise ValueError(f"--release {name}: reading the Hugging Face hub needs huggingface_hub (pip install "
                          "huggingface_hub); or download the repository and pass --from hf --checkpoint DIR") from None
