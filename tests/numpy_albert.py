@@ -1,4 +1,5 @@
-"""An independent float64 numpy ALBERT forward pass, written from the paper and DESIGN.md's numerics.
+"""An independent float64 numpy ALBERT forward pass, written from the paper and the original model's numerics
+(tanh GELU, LayerNorm epsilon 1e-12, post-LN blocks, the embedding LayerNorm at width E, -10000 attention masking).
 
 Weights are a dict keyed by the ORIGINAL google-research/albert TF1 variable names (kernels [in, out],
 cls/seq_relationship/output_weights [2, H]). For the sharing modes the original code does not have, per-layer halves
