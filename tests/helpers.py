@@ -18,6 +18,9 @@ import numpy as np
 
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
+#: The checkout's root (tests/..): the one definition the tests share.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 _WORDS = (
     "the of and to in is was for on that with as by at from his her they which this be are were an had has "
     "not but it or their have one all would there been when who will more no if out so said what up its about "
@@ -124,9 +127,6 @@ EQUALITY_TEXTS = [
 
 
 # ------------------------------------------------------------------------------------ pretraining records
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None, unmasked=False):
     """One record in the original order (label 0) or swapped (label 1).
 

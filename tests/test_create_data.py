@@ -17,6 +17,9 @@ from albert_tf.data.features import feature_spec
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 from albert_tf.text import AlbertTokenizer
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 SEQ, PRED = 64, 10
 
 

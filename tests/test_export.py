@@ -17,9 +17,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.text import AlbertTokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,5 ====== 0xffffffff",
          "a " * 300, "中文 ok 😀", "Ab" * 200 + " é " + "ﬁ" * 300]  # the last: words past MAX_WORD_CHARS
+
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tiny_spm_model):
@@ -27,7 +27,7 @@ def model_dirs(tmp_path_factory, tiny_spm_model):
     out = {}
     for name in ("uncased", "cased"):
         d = tmp_path_factory.mktemp(name)
-        cfg = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_tiny.json")).to_dict()
+        cfg = AlbertConfig.from_json_file(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).to_dict()
         cfg["vocab_size"] = AlbertTokenizer(tiny_spm_model).vocab_size
         AlbertPretrainer(AlbertConfig.from_dict(cfg)).save_pretrained(str(d / "model"), spm_model=tiny_spm_model)
         out[name] = str(d / "model")
@@ -241,7 +241,7 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
 
 def test_bad_arguments_name_the_problem(model_dirs, tmp_path, capsys):
     d = tmp_path / "model"
-    AlbertPretrainer(os.path.join(ROOT, "configs", "albert_tiny.json")).save_pretrained(
+    AlbertPretrainer(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).save_pretrained(
         str(d), spm_model=os.path.join(model_dirs["uncased"], "spm.model"))  # vocab_size 1000 vs 300 pieces
     assert cli_main(["export", "--model", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
     assert "has vocab_size 1000" in capsys.readouterr().err

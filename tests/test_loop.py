@@ -15,6 +15,8 @@ import helpers as ph
 from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
                                      make_train_loop)
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
     strategy = tf.distribute.get_strategy()
