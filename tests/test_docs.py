@@ -102,7 +102,8 @@ def _read(path):
 
 
 def test_slugs_and_links_follow_githubs_rules():
-    assert slug("Reading records: `albert_tf.data.pretraining_dataset`") == "reading-records-albert_tfdatapretraining_dataset"
+    assert slug("Reading records: `albert_tf.data.pretraining_dataset`") == \
+        "reading-records-albert_tfdatapretraining_dataset"
     assert slug("Fitting a model on fewer cores: `--remat`, `--gradient-accumulation-steps`") == \
         "fitting-a-model-on-fewer-cores---remat---gradient-accumulation-steps"
     assert slug("The planner's model, in [detail](x.md)") == "the-planners-model-in-detail"
@@ -118,7 +119,8 @@ def test_a_broken_link_and_a_missing_anchor_are_found(tmp_path, monkeypatch):
                                         "[web](https://example.com/x.md) [self](#readme)\n# README\n",
                                         encoding="utf-8")
     monkeypatch.setattr(sys.modules[__name__], "REPO", str(tmp_path))
-    assert broken_links("README.md") == ["docs/gone.md: no such file", "docs/page.md#nope: no heading with anchor #nope"]
+    assert broken_links("README.md") == ["docs/gone.md: no such file",
+                                         "docs/page.md#nope: no heading with anchor #nope"]
 
 
 @pytest.mark.parametrize("path", markdown_files())
@@ -142,7 +144,9 @@ def test_the_docs_index_lists_every_page():
     assert not [p for p in pages if p not in linked], "docs/README.md does not link every page"
 
 
-_HISTORY = re.compile(r"\bissue[ -]?\d+|\b20\d\d-[01]\d(-[0-3]\d)?\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,10}\b"
+_HISTORY = re.compile(r"\bissue[ -]?\d+"                                        # issue numbers
+                      r"|\b20\d\d-[01]\d(-[0-3]\d)?\b"                           # dates
+                      r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,10}\b"       # commit hashes
                       r"|\bthis session\b", re.IGNORECASE)
 
 
@@ -150,3 +154,11 @@ def test_user_facing_pages_carry_no_development_log():
     paths = [p for p in markdown_files() if p in USER_FACING or p.startswith("docs" + os.sep)]
     found = [f"{p}: {m.group(0)}" for p in paths for line in prose_lines(_read(p)) for m in _HISTORY.finditer(line)]
     assert not found, found
+
+
+def test_the_development_log_pattern():
+    for text in ("(issue 20 item 1)", "on 2026-11-23", "main f067730", "from this session's run"):
+        assert _HISTORY.search(text), text
+    for text in ('preds.answers["56ddde6b9a695914005b9628"]', "tensorflow/serving#2267", "U+1CCD6", "1.33e-5",
+                 "2,325 GiB", "v3-512", "the issues page"):
+        assert not _HISTORY.search(text), text

@@ -25,6 +25,7 @@ import os
 
 import numpy as np
 
+from albert_tf import files
 from albert_tf.text.normalize import as_text, normalize, normalize_with_offsets
 
 SPIECE_UNDERLINE = "\u2581"
@@ -149,7 +150,7 @@ def _read_model(spm_model):
     if isinstance(spm_model, (bytes, bytearray)):
         return bytes(spm_model), "<serialized SentencePiece model>"
     path = os.fspath(spm_model)
-    if "://" in path:
+    if files.is_url(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         if not tf.io.gfile.exists(path):
