@@ -179,7 +179,7 @@ def test_saved_model_cli_show_lists_the_signatures(exported):
 
 
 # saved_model_cli with TF Text's ops registered (its console script imports no op library: "Op type not registered
-# 'SentencepieceOp'"; TF Serving links them into its binary). The command README gives.
+# 'SentencepieceOp'"; TF Serving links them into its binary). The command docs/serving.md gives.
 SAVED_MODEL_CLI = ("import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli import main; "
                    "sys.exit(main())")
 
