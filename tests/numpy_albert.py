@@ -1,5 +1,4 @@
-"""An independent float64 numpy ALBERT forward pass, written from the paper and the original model's numerics
-(tanh GELU, LayerNorm epsilon 1e-12, post-LN blocks, the embedding LayerNorm at width E, -10000 attention masking).
+"""An independent float64 numpy ALBERT forward pass, written from the paper and the original's numerics (docs/numerics.md).
 
 Weights are a dict keyed by the ORIGINAL google-research/albert TF1 variable names (kernels [in, out],
 cls/seq_relationship/output_weights [2, H]). For the sharing modes the original code does not have, per-layer halves

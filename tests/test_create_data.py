@@ -14,8 +14,8 @@ import helpers
 from albert_tf import cli
 from albert_tf.data import instances, record_index
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
+from albert_tf.data.corpus import decode_utf8
 from albert_tf.data.features import feature_spec
-from albert_tf.data.text import decode_utf8
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 from albert_tf.text import AlbertTokenizer
 

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
-                                     make_train_loop)
+from albert_tf.runtime.signals import StopSignal, duration_text
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
 
 pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
@@ -197,11 +197,11 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
 
 
 # A process that sits in StopSignal, its main thread in a sleep; it prints "requested" when a signal is taken as a
-# stop request. StopSignal uses no TensorFlow: a stand-in module spares the import (seconds).
+# stop request. albert_tf.runtime.signals imports no TensorFlow.
 _WAITER = """
-import sys, time, types
-sys.modules["tensorflow"] = types.ModuleType("tensorflow")
-from albert_tf.training.loop import StopSignal
+import sys, time
+from albert_tf.runtime.signals import StopSignal
+assert "tensorflow" not in sys.modules, "albert_tf.runtime.signals imported TensorFlow"
 with StopSignal("prog", at_once=sys.argv[1] or None, on_request=lambda s: print("requested", flush=True)) as stop:
     print("ready", flush=True)
     time.sleep(60)

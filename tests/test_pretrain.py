@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli, host_xla
+from albert_tf import cli
+from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
 
 pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
