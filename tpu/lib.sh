@@ -153,6 +153,71 @@ check_config() {
   [[ $1 != */* || $1 == gs://* ]] || die "--config $1: expected a preset name (albert_base, ...) or a gs:// path"
 }
 
+# flag_value NAME: the value parse_flags stored for --NAME.
+flag_value() {
+  local var=${1//-/_}
+  var=${var^^}
+  printf '%s' "${!var}"
+}
+
+# check_number FLAG VALUE KIND: dies unless VALUE is a positive integer (KIND "positive"), a non-negative integer
+# ("integer") or a non-negative number of seconds, decimals allowed ("seconds").
+check_number() {
+  case $3 in
+    positive) [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 $2: expected a positive integer" ;;
+    integer) [[ $2 =~ ^[0-9]+$ ]] || die "$1 $2: expected a non-negative integer" ;;
+    seconds) [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$1 $2: expected seconds" ;;
+  esac
+}
+
+# save_interval PRETRAIN_FLAGS...: pretrain's --save-checkpoints-secs among them, or its default (600).
+save_interval() {
+  local value=600
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --save-checkpoints-secs=*) value=${1#*=} ;;
+      --save-checkpoints-secs) value=${2:-}; shift ;;
+    esac
+    shift
+  done
+  check_number --save-checkpoints-secs "$value" integer
+  echo "$value"
+}
+
+nap() {
+  sleep "$1"
+}
+
+# epoch_of TIMESTAMP: seconds since 1970 of a UTC time as `gcloud storage ls -l` prints it (2025-01-31T12:00:00Z).
+epoch_of() {
+  date -u -d "$1" +%s 2>/dev/null || date -u -j -f '%Y-%m-%dT%H:%M:%SZ' "$1" +%s
+}
+
+# newest_progress MODEL_DIR: when the run last made progress, in seconds since 1970: the newest modification time of
+# metrics.jsonl, the checkpoint state file and the ckpt-* files (0: none yet). gs:// through `gcloud storage ls -l`,
+# a local directory directly. Fails when the listing fails (progress unknown).
+newest_progress() {
+  local dir=${1%/} newest=0 t size stamp url file listing
+  if [[ $dir == gs://* ]]; then
+    if ! listing=$(gcloud_cmd storage ls -l "$dir/" 2>&1); then
+      [[ $listing == *"matched no objects"* ]] || return 1
+    fi
+    while read -r size stamp url; do
+      case ${url##*/} in metrics.jsonl|checkpoint|ckpt-*) ;; *) continue ;; esac
+      [[ $size =~ ^[0-9]+$ ]] || continue
+      t=$(epoch_of "$stamp") || return 1
+      if [[ $t -gt $newest ]]; then newest=$t; fi
+    done <<< "$listing"
+  else
+    for file in "$dir"/metrics.jsonl "$dir"/checkpoint "$dir"/ckpt-*; do
+      [[ -e $file ]] || continue
+      t=$(stat -c %Y "$file" 2>/dev/null || stat -f %m "$file")
+      if [[ $t -gt $newest ]]; then newest=$t; fi
+    done
+  fi
+  echo "$newest"
+}
+
 # join_quoted WORD...: the words as one shell command line.
 join_quoted() {
   local word sep=""
@@ -168,7 +233,7 @@ join_quoted() {
 # "--" lets the words after `--` through into the array EXTRA. --project, --dry-run and --help are always known.
 # shellcheck disable=SC2034  # EXTRA is read by the scripts that source this file
 parse_flags() {
-  local spec=" $1 project " flag var
+  local spec=" ${1//$'\n'/ } project " flag var
   shift
   EXTRA=()
   while [[ $# -gt 0 ]]; do
