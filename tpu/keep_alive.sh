@@ -199,11 +199,14 @@ replace() {
 }
 
 # ---------------------------------------------------------------------------------------------- the run
+STATUS_COMMAND="if [ -e $WORKER_SCRIPT ]; then $(join_quoted bash "$WORKER_SCRIPT" status "$RUN_DIR"); "
+STATUS_COMMAND+="else echo 'never started'; fi"
+
 # run_status: RUN_STATUS (tpu/on_worker.sh status's first line, "" when ssh failed) and RUN_LAST (the log's last line).
 run_status() {
   local answer
-  answer=$(gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \
-             --command "$(join_quoted bash "$WORKER_SCRIPT" status "$RUN_DIR")" 2>/dev/null) || true
+  answer=$(gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 --command "$STATUS_COMMAND" \
+             2>/dev/null) || true
   RUN_STATUS=${answer%%$'\n'*}
   RUN_LAST=""
   if [[ $answer == *$'\n'* ]]; then RUN_LAST=${answer#*$'\n'}; fi
@@ -295,8 +298,7 @@ dry_run() {
   gcloud_cmd storage ls "$FINAL"
   gcloud_cmd compute tpus tpu-vm describe "$NAME" "--zone=$ZONE" "--format=$DESCRIBE_FORMAT"
   note "READY: is the run alive on worker 0, and making progress?"
-  gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \
-    --command "$(join_quoted bash "$WORKER_SCRIPT" status "$RUN_DIR")"
+  gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 --command "$STATUS_COMMAND"
   gcloud_cmd storage ls -l "$MODEL_DIR/"
   note "stopped with a code that resumes (or never started): launch it (it resumes)"
   "${LAUNCH[@]}"

@@ -24,10 +24,13 @@ usage() {
   exit 2
 }
 
-# Holds the lock while COMMAND runs; forwards SIGTERM/SIGINT/SIGHUP to it; records its exit code.
+# Holds the lock while COMMAND runs (COMMAND inherits it: it stays held while COMMAND lives); forwards
+# SIGTERM/SIGINT/SIGHUP to it; records its exit code.
 supervise() {
-  local run_dir=$1 log_url=$2 log started child copier code="" rc
+  local run_dir=$1 log_url=$2 log started child copier code="" rc lock_fd
   shift 2
+  exec {lock_fd}>> "$run_dir/lock"
+  flock -w 10 "$lock_fd" || exit 1
   while [[ $# -gt 0 && $1 != -- ]]; do export "${1?}"; shift; done
   shift
   log=$run_dir/pretrain.log
@@ -43,7 +46,16 @@ supervise() {
       gcloud storage cp --quiet "$log" "$log_url/pretrain-$started.log" > /dev/null 2>&1 || true
     fi
   }
-  (trap - TERM INT HUP; while sleep "${LOG_COPY_SECONDS:-60}"; do copy_log; done) &
+  # the periodic copy, without the lock (it must not outlive the run holding it)
+  (
+    exec {lock_fd}>&-
+    trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+    while true; do
+      sleep "${LOG_COPY_SECONDS:-60}" & nap=$!
+      wait "$nap"
+      copy_log
+    done
+  ) &
   copier=$!
   # `wait` returns early when a trapped signal arrives (the child still runs): wait again until it has ended.
   while [[ -z $code ]]; do
@@ -97,7 +109,7 @@ case $action in
       exit 0
     fi
     rm -f "$run_dir/exit_code"
-    setsid nohup flock -w 10 "$run_dir/lock" bash "$0" _supervise "$run_dir" "$@" > /dev/null 2>&1 < /dev/null &
+    setsid nohup bash "$0" _supervise "$run_dir" "$@" > /dev/null 2>&1 < /dev/null &
     for _ in $(seq 100); do
       if running "$run_dir" || [[ -e $run_dir/exit_code ]]; then break; fi
       sleep 0.1
