@@ -8,7 +8,7 @@ import sys
 import pytest
 import setuptools
 
-from albert_tf import _requirements
+from albert_tf.runtime import requirements
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,8 +69,8 @@ def test_import_tensorflow_without_tensorflow_says_what_to_install():
 
 def test_the_hint_is_consulted_only_after_every_other_finder():
     meta_path = [object()]
-    finder = _requirements.install_import_hint(meta_path)
-    assert meta_path[-1] is finder and _requirements.install_import_hint(meta_path) is finder  # once
+    finder = requirements.install_import_hint(meta_path)
+    assert meta_path[-1] is finder and requirements.install_import_hint(meta_path) is finder  # once
     assert len(meta_path) == 2
     assert finder.find_spec("numpy") is None  # anything else: not ours
     with pytest.raises(ModuleNotFoundError, match="tensorflow_text"):
@@ -84,5 +84,5 @@ def test_the_hint_is_consulted_only_after_every_other_finder():
     (None, "albert_tf needs TensorFlow"),
 ])
 def test_tensorflow_text_advice_matches_the_installed_tensorflow(monkeypatch, found, want):
-    monkeypatch.setattr(_requirements, "installed_tensorflow", lambda: found)
-    assert want in _requirements.tensorflow_text_advice()
+    monkeypatch.setattr(requirements, "installed_tensorflow", lambda: found)
+    assert want in requirements.tensorflow_text_advice()
