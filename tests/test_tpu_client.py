@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from albert_tf import _requirements
+from albert_tf.runtime import requirements
 
 # TensorFlow's fallback client (tensorflow/python/tpu/client/client.py) imports these two modules.
 CLIENT_MODULES = {"googleapiclient": "google-api-python-client", "oauth2client": "oauth2client"}
@@ -22,7 +22,7 @@ def _client_missing():
 
 def test_resolver_builds_the_first_cloud_tpu_api_request():
     missing = _client_missing()
-    on_tpu_wheel = (_requirements.installed_tensorflow() or ("",))[0] == "tensorflow-tpu"
+    on_tpu_wheel = (requirements.installed_tensorflow() or ("",))[0] == "tensorflow-tpu"
     if missing and on_tpu_wheel:
         pytest.fail(f"tensorflow-tpu is installed without {', '.join(CLIENT_MODULES[m] for m in missing)}: "
                     f"TPUClusterResolver(tpu=NAME) cannot reach the Cloud TPU API (pip install \".[tpu]\")")
