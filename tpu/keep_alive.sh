@@ -115,6 +115,7 @@ describe_once() {
     if [[ ${spot,,} == true ]]; then D_CAPACITY=spot; fi
     if [[ ${preemptible,,} == true ]]; then D_CAPACITY=preemptible; fi
     if [[ ${reserved,,} == true ]]; then D_CAPACITY=reserved; fi
+    if [[ -z $STATE ]]; then STATE=UNKNOWN LAST_ERROR="describe gave no state: $out"; fi
   elif [[ $rc != 0 ]] && grep -q NOT_FOUND "$TMP/err"; then
     STATE=NOT_FOUND
   else
