@@ -34,10 +34,12 @@ class Cloud:
         for name, role in (("gcloud", "gcloud"), ("fake-pretrain", "pretrain"), ("fake-python", "python"),
                            ("fake-install", "install")):
             wrapper = self.bin / name
-            wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -S {shlex.quote(FAKE_CLOUD)} {role} \"$@\"\n")
+            command = f"{shlex.quote(sys.executable)} -S {shlex.quote(FAKE_CLOUD)} {role}"  # -S: a fast start
+            wrapper.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n")
             wrapper.chmod(0o755)
         self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE", "TF_IMAGE_VERSION", "ALBERT_TF", "ALBERT_TF_PYTHON")}
+                    if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE", "TF_IMAGE_VERSION", "ALBERT_TF",
+                                 "ALBERT_TF_PYTHON")}
         self.env.update(PATH=f"{self.bin}:{os.environ['PATH']}", FAKE=str(directory), LOG_COPY_SECONDS="3600",
                         ALBERT_TF=str(self.bin / "fake-pretrain"), ALBERT_TF_PYTHON=str(self.bin / "fake-python"),
                         INSTALL_CMD=str(self.bin / "fake-install"))
@@ -220,6 +222,7 @@ def test_a_hung_run_is_stopped_and_relaunched(cloud):
     warning = next(line for line in result.stderr.splitlines() if "no progress" in line)
     age = int(warning.split(" for ")[1].split("s ")[0])
     assert age >= 2 and "(more than 1 x 1s) while pod is READY" in warning
+    assert "keep_alive.sh: worker 0: killed (SIGKILL) after 0.3s" in result.stderr
     assert [r["resumed_from"] for r in cloud.launches()] == [0, 2]
     log = cloud.read("worker0/albert_tf_run/pretrain.log")
     assert "exit 137" in log  # SIGKILL: the hung run ignored SIGTERM
@@ -239,7 +242,8 @@ def test_a_failed_install_is_retried_by_the_next_launch(cloud):
 
 def test_bad_data_stops_the_keeper_with_one_line(cloud):
     cloud.slice()
-    message = "albert-tf pretrain: error: gs://b/albert/records/train-00000: feature input_ids has 128 values, expected 512"
+    message = ("albert-tf pretrain: error: gs://b/albert/records/train-00000: feature input_ids has 128 values, "
+               "expected 512")
     cloud.script("runs.json", [{"steps": 0, "end": "exit:2", "message": message}])
     result = cloud.keep()
     assert result.returncode == 1

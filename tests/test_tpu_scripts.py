@@ -87,7 +87,8 @@ def test_every_script_has_a_dry_run_case():
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help_and_dry_run(script):
     help_text = run_script(script, "--help").stdout
-    assert "Usage: tpu/" + ("keep_alive.sh" if script == "resume_loop.sh" else script) in help_text and "--dry-run" in help_text and "shellcheck" not in help_text
+    usage = "Usage: tpu/" + ("keep_alive.sh" if script == "resume_loop.sh" else script)  # the keeper's former name
+    assert usage in help_text and "--dry-run" in help_text and "shellcheck" not in help_text
     assert commands(script, *DRY_RUNS[script])
     bad = run_script(script, "--dry-run", *DRY_RUNS[script], "--bogus", check=False)
     assert bad.returncode == 2 and "unknown argument --bogus" in bad.stderr
@@ -151,7 +152,8 @@ TEXT = ["python3", "-m", "pip", "install", "--no-deps", "tensorflow-text==2.18.*
 
 @pytest.mark.parametrize("source, fetch, requirement", [
     (None, [], "albert_tf[cloud-tpu] @ git+https://github.com/OWNER/albert_tf.git"),   # the placeholder (dry run)
-    ("git+https://example.com/a/albert_tf.git@v1", [], "albert_tf[cloud-tpu] @ git+https://example.com/a/albert_tf.git@v1"),
+    ("git+https://example.com/a/albert_tf.git@v1", [],
+     "albert_tf[cloud-tpu] @ git+https://example.com/a/albert_tf.git@v1"),
     ("https://example.com/albert_tf-0.1.0-py3-none-any.whl", [],
      "albert_tf[cloud-tpu] @ https://example.com/albert_tf-0.1.0-py3-none-any.whl"),
     # pip cannot read gs://: the wheel is copied to worker 0 first, under its own name (pip parses wheel names)
@@ -166,7 +168,8 @@ def test_install_on_worker_0_from_a_source_pip_can_read(source, fetch, requireme
 
 def test_install_overrides_and_refusals():
     assert install_words({"INSTALL_CMD": "pip install --no-deps x"})[:4] == ["pip", "install", "--no-deps", "x"]
-    assert install_words({"ALBERT_TF_PYTHON": "/opt/py/bin/python"})[:4] == ["/opt/py/bin/python", "-m", "pip", "install"]
+    python = "/opt/py/bin/python"
+    assert install_words({"ALBERT_TF_PYTHON": python})[:4] == [python, "-m", "pip", "install"]
     for source in ("gs://b/dist/", "albert_tf==0.1.0", "/home/me/albert_tf.whl"):
         result = run_script("install.sh", *DRY_RUNS["install.sh"], "--dry-run", env={"ALBERT_TF_SOURCE": source},
                             check=False)

@@ -234,7 +234,7 @@ relaunch() {
 
 # The watchdog: stops and relaunches a run that made no progress for HANG_FACTOR x the save interval.
 watchdog() {
-  local newest age limit=$((HANG_FACTOR * SAVE_SECS))
+  local newest age stopped limit=$((HANG_FACTOR * SAVE_SECS))
   [[ $limit -gt 0 ]] || return 0
   newest=$(newest_progress "$MODEL_DIR") || return 0  # unknown: nothing to act on
   if [[ $newest -lt $LAUNCHED_AT ]]; then newest=$LAUNCHED_AT; fi
@@ -242,8 +242,9 @@ watchdog() {
   [[ $age -gt $limit ]] || return 0
   note "no progress in $MODEL_DIR for ${age}s (more than $HANG_FACTOR x ${SAVE_SECS}s) while $NAME is READY:" \
        "stopping the run on worker 0 (SIGTERM, SIGKILL after ${KILL_AFTER}s) and relaunching"
-  gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \
-    --command "$(join_quoted bash "$WORKER_SCRIPT" stop "$RUN_DIR" "$KILL_AFTER")" >/dev/null || true
+  stopped=$(gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \
+              --command "$(join_quoted bash "$WORKER_SCRIPT" stop "$RUN_DIR" "$KILL_AFTER")") || true
+  note "worker 0: ${stopped:-no answer}"
   relaunch
 }
 

@@ -113,7 +113,8 @@ install_command() {
   if [[ -n ${INSTALL_CMD:-} ]]; then printf '%s' "$INSTALL_CMD"; return; fi
   local source=$ALBERT_TF_SOURCE fetch="" requirement pip
   if [[ $DRY_RUN == 0 && $source == *github.com/OWNER/* ]]; then
-    printf 'echo %s >&2 && false' "$(quote "albert_tf is not installed on worker 0; set ALBERT_TF_SOURCE (a git URL or a wheel) or INSTALL_CMD")"
+    printf 'echo %s >&2 && false' \
+      "$(quote "albert_tf is not installed on worker 0; set ALBERT_TF_SOURCE (a git URL or a wheel) or INSTALL_CMD")"
     return
   fi
   case $source in
@@ -121,7 +122,8 @@ install_command() {
     gs://*.whl)
       fetch="$(join_quoted mkdir -p "$WHEEL_DIR") && $(join_quoted gcloud storage cp "$source" "$WHEEL_DIR/") && "
       requirement="./$WHEEL_DIR/${source##*/}[cloud-tpu]" ;;
-    *) die "ALBERT_TF_SOURCE $source: expected a git URL (git+https://...), an https:// wheel or a gs:// wheel (.whl)" ;;
+    *) die "ALBERT_TF_SOURCE $source: expected a git URL (git+https://...), an https:// wheel or a gs:// wheel" \
+         "(.whl)" ;;
   esac
   pip=$(join_quoted "$ALBERT_TF_PYTHON" -m pip install)
   printf '%s%s %s && %s --no-deps %s' "$fetch" "$pip" "$(quote "$requirement")" "$pip" \
