@@ -46,14 +46,14 @@ supervise() {
       gcloud storage cp --quiet "$log" "$log_url/pretrain-$started.log" > /dev/null 2>&1 || true
     fi
   }
-  # the periodic copy, without the lock (it must not outlive the run holding it)
+  # The periodic copy: without the lock (it must not hold it after the run), and only while this supervisor lives.
   (
     exec {lock_fd}>&-
-    trap 'kill "$nap" 2>/dev/null; exit 0' TERM
-    while true; do
-      sleep "${LOG_COPY_SECONDS:-60}" & nap=$!
-      wait "$nap"
-      copy_log
+    seconds=0
+    while kill -0 "$$" 2>/dev/null; do
+      sleep 1
+      seconds=$((seconds + 1))
+      if (( seconds % ${LOG_COPY_SECONDS:-60} == 0 )); then copy_log; fi
     done
   ) &
   copier=$!
