@@ -12,8 +12,8 @@ from helpers import REPO
 USAGE_PAGES = ("data.md", "pretraining.md", "tpu.md", "fine-tuning.md", "serving.md", "planning.md",
                "benchmarks.md", "numerics.md")
 README_MAX_LINES = 250
-# Pages a user reads. tpu/README.md is left out until its own rewrite lands.
-USER_FACING = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs")
+# Pages a user reads.
+USER_FACING = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs", os.path.join("tpu", "README.md"))
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")

@@ -63,7 +63,7 @@ V3_CORES_PER_CHIP = 2
 V3_CORES_PER_HOST = 8
 V3_PEAK_FLOPS_PER_CORE = V3_PEAK_FLOPS_PER_CHIP / V3_CORES_PER_CHIP
 V3_HBM_PER_CORE = 16 * 2 ** 30
-TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512)}
+TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512, 1024, 2048)}
 # The share of a core's memory the estimate may take: the rest is left to XLA's temporaries and the runtime.
 HBM_USABLE_FRACTION = 0.9
 
