@@ -17,9 +17,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.text import AlbertTokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,5 ====== 0xffffffff",
          "a " * 300, "中文 ok 😀", "Ab" * 200 + " é " + "ﬁ" * 300]  # the last: words past MAX_WORD_CHARS
+
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tiny_spm_model):
@@ -27,7 +27,7 @@ def model_dirs(tmp_path_factory, tiny_spm_model):
     out = {}
     for name in ("uncased", "cased"):
         d = tmp_path_factory.mktemp(name)
-        cfg = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_tiny.json")).to_dict()
+        cfg = AlbertConfig.from_json_file(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).to_dict()
         cfg["vocab_size"] = AlbertTokenizer(tiny_spm_model).vocab_size
         AlbertPretrainer(AlbertConfig.from_dict(cfg)).save_pretrained(str(d / "model"), spm_model=tiny_spm_model)
         out[name] = str(d / "model")
@@ -51,42 +51,16 @@ def _keras_outputs(model_dir, texts, lower_case, texts_b=None):
     return inputs, {k: np.asarray(out[k]) for k in ("pooled_output", "sequence_output")}
 
 
-SERVE = """
-import sys, json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
-path, requests, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-results = {}
-for name, (loader, texts_a, texts_b) in requests.items():
-    if loader == "tf2":  # tf.saved_model.load: the restored function keeps text_b's default; .signatures wants both
-        model = tf.saved_model.load(path)
-        if texts_b is None:
-            got = model.serving_default(text_a=tf.constant(texts_a))
-        else:
-            got = model.signatures["serving_default"](text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
-        got = {k: v.numpy() for k, v in got.items()}
-    else:  # the TF1 session loader of TF Serving's SavedModelBundle: restore + init op, then Session.run
-        with tf.compat.v1.Session(graph=tf.Graph()) as session:
-            signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serving_default"]
-            feed = {signature.inputs["text_a"].name: texts_a}
-            if texts_b is not None:
-                feed[signature.inputs["text_b"].name] = texts_b
-            got = session.run({k: v.name for k, v in signature.outputs.items()}, feed)
-    results.update({name + "." + k: v for k, v in got.items()})
-np.savez(out, **results)
-assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
-"""
-
-
 def serve_in_fresh_process(path, requests, tmp_path):
-    """{request name: {output: array}} from a process importing only tensorflow and tensorflow_text.
-
-    requests: {name: (loader "tf2" | "tf1", texts_a, texts_b or None)}."""
-    out = tmp_path / "served.npz"
-    result = subprocess.run([sys.executable, "-c", SERVE, path, json.dumps(requests), str(out)],
-                            capture_output=True, text=True, check=False, cwd=str(tmp_path))
-    assert result.returncode == 0, result.stderr[-3000:]
-    served = dict(np.load(out))
-    return {name: {k.split(".", 1)[1]: v for k, v in served.items() if k.split(".", 1)[0] == name}
-            for name in requests}
+    """{request name: {output: array}} of serving_default from a process importing only tensorflow and
+    tensorflow_text. requests: {name: (loader "tf2" | "tf1", texts_a, texts_b or None)}; TF2 without text_b calls
+    the restored function (text_b's default), with it the signature (which wants both)."""
+    calls = {}
+    for name, (loader, texts_a, texts_b) in requests.items():
+        inputs = {"text_a": texts_a} if texts_b is None else {"text_a": texts_a, "text_b": texts_b}
+        loader = "tf2-function" if loader == "tf2" and texts_b is None else loader
+        calls[name] = (loader, "serving_default", inputs)
+    return helpers.serve_in_fresh_process(path, calls, str(tmp_path))
 
 
 def assert_served_equals_keras(served, model_dir, lower_case, texts_a, texts_b=None, atol=1e-5):
@@ -179,7 +153,7 @@ def test_saved_model_cli_show_lists_the_signatures(exported):
 
 
 # saved_model_cli with TF Text's ops registered (its console script imports no op library: "Op type not registered
-# 'SentencepieceOp'"; TF Serving links them into its binary). The command README gives.
+# 'SentencepieceOp'"; TF Serving links them into its binary). The command docs/serving.md gives.
 SAVED_MODEL_CLI = ("import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli import main; "
                    "sys.exit(main())")
 
@@ -241,7 +215,7 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
 
 def test_bad_arguments_name_the_problem(model_dirs, tmp_path, capsys):
     d = tmp_path / "model"
-    AlbertPretrainer(os.path.join(ROOT, "configs", "albert_tiny.json")).save_pretrained(
+    AlbertPretrainer(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).save_pretrained(
         str(d), spm_model=os.path.join(model_dirs["uncased"], "spm.model"))  # vocab_size 1000 vs 300 pieces
     assert cli_main(["export", "--model", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
     assert "has vocab_size 1000" in capsys.readouterr().err

@@ -92,7 +92,7 @@ def add_arguments(parser):
     a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
     a("--collapsed-init", choices=("keep", "reset-biases"), default="keep",
       help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
-           "README 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
+           "docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
            "before fine-tuning (reset-biases). Weights change only when asked")
     a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); paths must be gs://")
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
