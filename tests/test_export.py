@@ -303,8 +303,8 @@ def test_load_export_registers_tf_text_ops(model_dirs, exported, tmp_path):
     out = tmp_path / "served.npz"
     base = os.path.dirname(exported["uncased"])
     result = subprocess.run([sys.executable, "-c", LOAD_EXPORT, base, str(out)], input="\n".join(TEXTS[:4]),
-                            capture_output=True, text=True, check=False, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
+                            capture_output=True, text=True, check=False, cwd=helpers.REPO,
+                            env=dict(os.environ, PYTHONPATH=helpers.REPO, TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert_served_equals_keras(dict(np.load(out)), model_dirs["uncased"], True, TEXTS[:4])
 
