@@ -1,8 +1,8 @@
 """AlbertConfig: the original `albert_config.json` keys, with validation.
 
 The file format is the one google-research/albert released, so released configs load as they are and configs we
-write load in the original code.  Two additions of ours are written only when they differ from the original model:
-`sharing` (the paper's Table 4 cross-layer sharing strategies) and nothing else.
+write load in the original code.  One addition of ours, `sharing` (the paper's Table 4 cross-layer sharing
+strategies), is written only when it differs from the original model's ("all").
 """
 import dataclasses
 import json

@@ -19,6 +19,9 @@ from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
 from albert_tf.training.pretrain_config import PretrainConfig
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 SEQ, PRED = 32, 5
 TINY = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                     intermediate_size=64, max_position_embeddings=64)

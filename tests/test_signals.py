@@ -105,7 +105,7 @@ def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, 
     assert match.group(4) == f"{out}/checkpoints/ckpt-{epoch}" and epoch >= 1
     if match.group(3):  # stopped inside an epoch: the one after the checkpoint's
         assert int(match.group(3)) == epoch + 1
-    assert not (out / ".albert_tf.runtime.lock").exists()  # the output lock is released
+    assert not (out / ".albert_tf.lock").exists()  # the output lock is released
     assert not (out / "eval_results.json").exists()
     if epoch == 3:
         return  # the SIGINT came after the last epoch's checkpoint: nothing left to resume
@@ -130,7 +130,7 @@ def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     assert rc == 130, stdout + stderr
     assert our_lines(stderr) == [
         "albert-tf finetune: second interrupt (SIGINT): aborted without saving; the last checkpoint is intact"], stderr
-    assert not (out / ".albert_tf.runtime.lock").exists()
+    assert not (out / ".albert_tf.lock").exists()
     assert os.path.exists(f"{out}/checkpoints/ckpt-1.index")
 
 

@@ -145,6 +145,21 @@ def make_budget(cfg, num_train_examples, max_position_embeddings):
         classifier_dropout=paper.classifier_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout)
 
 
+#: More passes over the training data than this, from the paper's step count, get a warning (a small task).
+MANY_EPOCHS = 20
+
+
+def many_epochs_warning(cfg, budget, num_train_examples):
+    """One line when the paper's step count (no --epochs given) means more than MANY_EPOCHS passes over the given
+    training data, naming the flag that sets the passes; None otherwise."""
+    if cfg.epochs is not None or budget.epochs <= MANY_EPOCHS:
+        return None
+    paper = PAPER_DEFAULTS[cfg.task]
+    return (f"warning: the paper's {paper.train_steps} steps for {cfg.task} at batch {budget.batch_size} make "
+            f"{budget.epochs} passes over these {num_train_examples} training examples "
+            f"(a small task overfits); --epochs N sets the number of passes")
+
+
 def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
     """The training examples of epoch `epoch`, in order: a permutation drawn from (seed, epoch) alone, cut to
     whole batches. int64 [steps_per_epoch · batch_size]."""
@@ -353,7 +368,11 @@ def prepare(cfg):
     strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas)
     budget = make_budget(cfg, len(task.train), config.max_position_embeddings)
     # SQuAD trains on one example per window: its count depends on the budget's sequence length
-    budget = make_budget(cfg, task.num_train(tokenizer, budget), config.max_position_embeddings)
+    num_train = task.num_train(tokenizer, budget)
+    budget = make_budget(cfg, num_train, config.max_position_embeddings)
+    warning = many_epochs_warning(cfg, budget, num_train)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     replicas = strategy.num_replicas_in_sync
     if budget.batch_size % replicas:
         raise ValueError(f"--batch-size {budget.batch_size} is not divisible by the {replicas} replicas")

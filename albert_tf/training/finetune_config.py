@@ -46,7 +46,7 @@ class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
     seed: int = option(12345, "seeds the head's init, the data order and dropout", same_on_resume=True)
     collapsed_init: str = option(
         "keep", "when the --init encoder maps every input to nearly the same output (a too briefly pretrained "
-                "model, README 'Collapsed init'): keep its weights and warn (default), or zero its biases and "
+                "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and "
                 "LayerNorm betas before fine-tuning (reset-biases). Weights change only when asked",
         choices=("keep", "reset-biases"))
     tpu: str | None = option(None, "TPU name or address (`local` on a TPU VM); paths must be gs://")

@@ -440,7 +440,7 @@ class Setup:
 
 def choose_streams(cfg, micro_batch, on_tpu, use_gpu):
     """--streams, or its default: 2 on CPU, 1 on GPU/TPU and with --remat (with two, TensorFlow's graph optimizer,
-    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, README "Fitting a model on fewer cores");
+    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, docs/benchmarks.md);
     1 where 2 does not divide the per-replica (micro-)batch."""
     streams = cfg.streams or (1 if on_tpu or use_gpu or cfg.remat else 2)
     if micro_batch % streams:
