@@ -168,6 +168,7 @@ def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init, capsys
 
 
 # ---------------------------------------------------------------------------------------------- from Python
+@pytest.mark.slow  # two fine-tuning runs with their exports (about 2 minutes idle, 5 on this shared machine)
 def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, random_init, capsys):
     """albert_tf.finetune(config) runs as `albert-tf finetune` with the same flags (the same eval_results.json),
     returns the best epoch's metrics and the export, records the config with its budget, and is refused when the
@@ -191,6 +192,21 @@ def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, ra
         albert_tf.finetune(albert_tf.FinetuneConfig(output=tmp_path / "py", **{**values, "batch_size": 4}))
     again = albert_tf.finetune(albert_tf.FinetuneConfig(output=tmp_path / "py", **values))
     assert (again.status, again.metrics, again.export) == ("complete", result.metrics, result.export)
+
+
+def test_finetune_from_python_raises_what_the_cli_prints_and_writes_nothing(tmp_path, random_init, capsys):
+    """Bad input from Python is the exception whose message the CLI prints after `error:`; nothing is written."""
+    import albert_tf
+
+    config = albert_tf.FinetuneConfig(task="sst2", data_dir=tmp_path / "missing", init=random_init,
+                                      output=tmp_path / "out")
+    with pytest.raises(FileNotFoundError) as info:
+        albert_tf.finetune(config)
+    code, err = _run(["--task", "sst2", "--data-dir", tmp_path / "missing", "--init", random_init,
+                      "--output", tmp_path / "out"], capsys)
+    assert code == 2 and err == f"albert-tf finetune: error: {info.value}\n"
+    assert str(info.value) == f"--data-dir {tmp_path / 'missing'}: no such directory"
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_record_of_an_earlier_release_is_compared_by_its_budget(tmp_path):

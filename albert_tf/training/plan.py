@@ -370,15 +370,21 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         "scaled_learning_rate": learning_rate_for(global_batch),
         "learning_rate_rule": LEARNING_RATE_RULE,
     }
-    if peak_flops_per_core is not None:
-        plan["step_time_s"] = plan["executed_flops_per_step"] / (mfu * peak_flops_per_core * cores)
-        if steps is not None:
-            plan["total_time_s"] = plan["step_time_s"] * steps
+    return _times_and_advice(config, plan)
+
+
+def _times_and_advice(config, plan):
+    """`plan` with its step and total times (where the peak is known), and what to change when it does not fit or
+    the recommended option when it does."""
+    if plan["peak_flops"] is not None:
+        plan["step_time_s"] = plan["executed_flops_per_step"] / (plan["mfu"] * plan["peak_flops"])
+        if plan["steps"] is not None:
+            plan["total_time_s"] = plan["step_time_s"] * plan["steps"]
     if plan["fits"] is False:
         plan["advice"], plan["recommended"] = _advice(config, plan)
     elif plan["fits"]:
-        plan["recommended"] = _option(plan, plan["global_batch"], remat, accumulation_steps, hbm,
-                                      plan["executed_flops_per_step"])
+        plan["recommended"] = _option(plan, plan["global_batch"], plan["remat"], plan["accumulation_steps"],
+                                      plan["hbm_per_core_bytes"], plan["executed_flops_per_step"])
     return plan
 
 
