@@ -98,7 +98,7 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
 
     @classmethod
     def from_recipe(cls, recipe, **values):
-        """A recipe (a name in albert_tf.training.recipes.RECIPES or a .json file) with `values` over it."""
+        """A recipe (a name in RECIPES or a .json file) with `values` over it."""
         return cls(**{**read_recipe(recipe), **values})
 
 
