@@ -9,8 +9,9 @@ import pytest
 import setuptools
 
 from albert_tf.runtime import requirements
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,9 @@ def test_no_tensorflow_distribution_is_a_hard_requirement(setup_kwargs):
 def test_extras_tf_tpu_and_dev(setup_kwargs):
     extras = setup_kwargs["extras_require"]
     assert _names(extras["tf"]) == {"tensorflow", "tensorflow-text"}
-    assert _names(extras["tpu"]) == {"tensorflow-tpu", "libtpu"}
+    # TPUClusterResolver(tpu=NAME) on a pod imports the Google API client (tests/test_tpu_client.py)
+    assert _names(extras["cloud-tpu"]) == {"google-api-python-client", "oauth2client"}
+    assert _names(extras["tpu"]) == {"tensorflow-tpu", "libtpu"} | _names(extras["cloud-tpu"])
     assert "libtpu>=0.0.14,<0.0.32" in extras["tpu"]  # 0.0.32 and later abort at `import tensorflow`
     assert set(extras["tf"]) <= set(extras["dev"])  # README's `pip install -e ".[dev,beam]"` gets TensorFlow
     assert {"pytest", "pytest-xdist"} <= _names(extras["test"]) <= _names(extras["dev"])

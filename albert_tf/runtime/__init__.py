@@ -1,6 +1,6 @@
 """The process around a job: what every command shares and nothing model-specific. No TensorFlow at import.
 
-    lock          one run per output directory (.albert_tf.runtime.lock, local and gs://), the held-locks list
+    lock          one run per output directory (.albert_tf.lock, local and gs://), the held-locks list
     signals       SIGTERM / SIGINT as a request to stop (StopSignal); the duration format of progress lines
     cluster       who is chief (one rule, from TF_CONFIG or a strategy)
     xla_flags     the XLA flags `import albert_tf` sets before anything compiles

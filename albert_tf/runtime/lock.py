@@ -1,4 +1,4 @@
-"""One run per output directory: a lock file, `.albert_tf.runtime.lock`, in the directory a run writes.
+"""One run per output directory: a lock file, `.albert_tf.lock`, in the directory a run writes.
 
 `pretrain --model-dir` and `finetune --output` hold it for the whole run (taken by `albert_tf.cli` before the
 command starts, released when it ends, errors included). A second run on the same directory is refused with one
@@ -30,7 +30,7 @@ import uuid
 from albert_tf import files
 from albert_tf.runtime import cluster
 
-LOCK_FILE = ".albert_tf.runtime.lock"
+LOCK_FILE = ".albert_tf.lock"
 HEARTBEAT_S = 60       # how often a holder refreshes its heartbeat
 STALE_AFTER_S = 600    # a lock whose heartbeat is older than this is taken over (10 heartbeats missed)
 

@@ -145,12 +145,13 @@ class Progress:
     background thread prints one ending in what it waits for, e.g. `| steps 481..512 running for 25s`. Rates are
     wall-clock rates since the end of the first call (its tracing and compilation left out; saves and evaluations
     counted, so the ETA is what the run will take); until a second call ends, the rate since `started`. Use it as a
-    context manager (the thread lives inside it)."""
+    context manager (the thread lives inside it). `clock` gives the time the lines show; the thread looks at it
+    (`beat`) every `tick` seconds of real time."""
 
     def __init__(self, start_step, total_steps, batch_size, started=None, interval=20.0, echo=print,
-                 clock=time.time):
+                 clock=time.time, tick=1.0):
         self.start_step, self.total_steps, self.batch_size = start_step, total_steps, batch_size
-        self.interval, self.echo, self.clock = interval, echo, clock
+        self.interval, self.echo, self.clock, self.tick = interval, echo, clock, tick
         self.started = clock() if started is None else started
         self.step = start_step
         self._first = None        # (step, time) when the first call ended
@@ -207,12 +208,16 @@ class Progress:
     def elapsed(self):
         return self.clock() - self.started
 
+    def beat(self):
+        """The background thread's look at the clock: prints a line if the host waits (`doing`) and one is due."""
+        with self._lock:
+            now = self.clock()
+            if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
+                self._print(now)
+
     def _heartbeat(self):
-        while not self._stopped.wait(1.0):
-            with self._lock:
-                now = self.clock()
-                if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
-                    self._print(now)
+        while not self._stopped.wait(self.tick):
+            self.beat()
 
     def __enter__(self):
         self._stopped.clear()
