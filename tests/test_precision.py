@@ -40,7 +40,8 @@ def _no_probe(*shape):
     raise AssertionError(f"probed {shape}")
 
 
-def test_an_explicit_dtype_wins_and_tpu_needs_no_probe(tmp_path):
+def test_an_explicit_dtype_wins_and_tpu_needs_no_probe(tmp_path, monkeypatch):
+    monkeypatch.delenv(precision.AUTO_ENV, raising=False)
     for flag in ("float32", "bfloat16"):
         choice = precision.choose(flag, on_tpu=False, use_gpu=False, shape=(16, 8, 8), directory=tmp_path,
                                   probe=_no_probe)
@@ -50,7 +51,18 @@ def test_an_explicit_dtype_wins_and_tpu_needs_no_probe(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing probed, nothing cached
 
 
-def test_the_cpu_probe_is_measured_once_then_read_from_the_cache(tmp_path):
+def test_the_auto_dtype_can_be_fixed_for_every_machine(monkeypatch):
+    monkeypatch.setenv(precision.AUTO_ENV, "bfloat16")
+    choice = precision.choose("auto", on_tpu=False, use_gpu=False, shape=(16, 8, 8), probe=_no_probe)
+    assert choice.dtype == "bfloat16" and precision.AUTO_ENV in choice.reason
+    assert precision.choose("float32", on_tpu=False, use_gpu=False, shape=(16, 8, 8)).dtype == "float32"
+    monkeypatch.setenv(precision.AUTO_ENV, "fp16")
+    with pytest.raises(ValueError, match="ALBERT_TF_AUTO_DTYPE='fp16'"):
+        precision.choose("auto", on_tpu=False, use_gpu=False, shape=(16, 8, 8))
+
+
+def test_the_cpu_probe_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv(precision.AUTO_ENV, raising=False)
     calls = []
 
     def probe(m, k, n):

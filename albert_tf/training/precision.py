@@ -14,7 +14,8 @@ float32 on an Intel Xeon with AVX512-BF16 but no AMX, and at about 2× on an AMD
 
 A CPU probe takes a fraction of a second; its result is kept per machine, TensorFlow version and size in
 `CACHE_DIR/dtype_probe.json` (`ALBERT_TF_CACHE`, else ~/.cache/albert_tf), so later runs do not repeat it. An
-explicit `--dtype float32|bfloat16` always wins.
+explicit `--dtype float32|bfloat16` always wins. `ALBERT_TF_AUTO_DTYPE=float32` (or bfloat16) fixes what `auto`
+means on every machine, for runs that must give the same numbers everywhere (the test suite sets it).
 """
 import dataclasses
 import json
@@ -25,6 +26,7 @@ import time
 DTYPES = ("float32", "bfloat16")
 CHOICES = ("auto",) + DTYPES
 CACHE_ENV = "ALBERT_TF_CACHE"
+AUTO_ENV = "ALBERT_TF_AUTO_DTYPE"  # float32 or bfloat16: what `auto` means on every device (reproducible CI)
 PROBE_FILE = "dtype_probe.json"
 _PROBE_ROWS = (256, 2048)  # the probe matmul's rows: enough to reach the kernel's steady rate ...
 _PROBE_FLOPS_MAX = 1e10    # ... and bounded in work: about 25 ms per matmul at 400 GFLOP/s (xxlarge: 149 rows)
@@ -162,6 +164,11 @@ def choose(flag, on_tpu, use_gpu, shape, directory=None, probe=probe_rates):
         raise ValueError(f"--dtype {flag!r}: expected one of {', '.join(CHOICES)}")
     if flag != "auto":
         return DtypeChoice(flag, "--dtype")
+    pinned = os.environ.get(AUTO_ENV)
+    if pinned:
+        if pinned not in DTYPES:
+            raise ValueError(f"{AUTO_ENV}={pinned!r}: expected one of {', '.join(DTYPES)}")
+        return DtypeChoice(pinned, f"auto, fixed by {AUTO_ENV}")
     if on_tpu:
         return decide("tpu")
     if use_gpu:
