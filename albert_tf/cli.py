@@ -5,6 +5,9 @@ Each subcommand lives in the module that does the work; that module exposes
 their subcommand runs, so `albert-tf --help` is fast; where the job module
 imports TensorFlow at its top, the flags live in a light module of their own
 (FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
+
+Exit codes (albert_tf/exit_codes.py, one meaning each): 0 done, 2 bad flags or data, 3 non-finite loss, 75 stopped
+on a signal after saving, 76 the runtime or a peer went away, 77 the output is locked by another run, 130 Ctrl-C.
 """
 import argparse
 import contextlib
@@ -13,6 +16,8 @@ import os
 import re
 import sys
 import tempfile
+
+from albert_tf import exit_codes
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
@@ -117,13 +122,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         quiet_tensorflow(args.command, args.verbose)
-        return args._run(args) or 0
+        return args._run(args) or exit_codes.DONE
+    except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code
+        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
     except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback
-        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
+        return exit_codes.BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C where a command has no handling of its own: one line, the shell's code
         print(f"albert-tf {args.command}: interrupted", file=sys.stderr, flush=True)
-        return 130
+        return exit_codes.INTERRUPTED
 
 
 if __name__ == "__main__":

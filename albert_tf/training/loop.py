@@ -16,6 +16,7 @@ import time
 
 import tensorflow as tf
 
+from albert_tf import exit_codes
 from albert_tf.checkpoints import pretrained
 
 
@@ -243,8 +244,9 @@ class Progress:
 # ---------------------------------------------------------------------------------------------- signals
 class StopSignal:
     """SIGTERM (a preemption notice) and SIGINT (Ctrl-C) as a request to stop: `requested` becomes the signal
-    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 0 after SIGTERM,
-    130 after SIGINT (the shell's code for an interrupt, so that `albert-tf pretrain ... && next` stops there).
+    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 75 after SIGTERM
+    (stopped before its end, resumable: albert_tf.exit_codes.STOPPED), 130 after SIGINT (the shell's code for an
+    interrupt); neither is 0, so that `albert-tf pretrain ... && next` stops there.
 
     Two cases exit at once with one line, from a watcher thread woken through `signal.set_wakeup_fd` (Python runs
     signal handlers on the main thread only between bytecodes, which a long TensorFlow call holds off):
@@ -269,7 +271,7 @@ class StopSignal:
 
     @property
     def exit_code(self):
-        return 130 if self._requested == signal.SIGINT else 0
+        return exit_codes.INTERRUPTED if self._requested == signal.SIGINT else exit_codes.STOPPED
 
     @property
     def name(self):
@@ -298,7 +300,7 @@ class StopSignal:
         name = signal.Signals(signum).name
         if earlier is not None and signum == signal.SIGINT:
             self._exit(f"{self.prog}: second interrupt ({name}): aborted without saving; the last checkpoint is "
-                       "intact", sys.stderr, 130)
+                       "intact", sys.stderr, exit_codes.INTERRUPTED)
         if earlier is None and self.at_once:
             self._exit(f"{name}: {self.at_once}; exiting", sys.stdout, self.exit_code)
         if earlier is None and self.on_request is not None:

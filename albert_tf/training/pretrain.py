@@ -18,8 +18,12 @@ first file only after the first step has run.
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
 seed and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM
-and SIGINT save at the end of the call in flight and exit 0 / 130 (`loop.StopSignal`; before the first step has
-finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save.
+and SIGINT save at the end of the call in flight and exit 75 / 130 (`loop.StopSignal`; before the first step has
+finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save
+(exit 3). The TPU, its runtime or a peer worker going away (a compiled call or a collective fails: a preempted pod
+slice, a killed worker, a collective past --collective-timeout-secs) ends the run with one line naming the step and
+the last checkpoint, exit 76: a relaunch resumes from that checkpoint, so --save-checkpoints-secs bounds the loss.
+Exit codes: albert_tf/exit_codes.py.
 """
 import dataclasses
 import os
@@ -28,8 +32,9 @@ import time
 
 import tensorflow as tf
 
-from albert_tf import host_xla, lock
+from albert_tf import exit_codes, host_xla, lock
 from albert_tf.checkpoints import pretrained
+from albert_tf.exit_codes import RuntimeLost
 from albert_tf.io import check_input_file, check_output_dir
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
 from albert_tf.training import plan as planner
@@ -248,7 +253,7 @@ def check_flags(args):
     for name in positive:
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
-    for name in ("num_warmup_steps", "save_checkpoints_secs"):
+    for name in ("num_warmup_steps", "save_checkpoints_secs", "collective_timeout_secs"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
     if args.streams is not None and args.streams <= 0:
@@ -456,18 +461,25 @@ def choose_streams(args, micro_batch, on_tpu, use_gpu):
     return streams
 
 
-def prepare(args):
-    """Everything decided before the model is built: the recipe, every check (nothing is written before they
-    pass), the strategy, dtype, XLA and streams; prints the plan's line. Returns a Setup."""
-    import keras  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-
+def apply_flags(args):
+    """The recipe's values and the checks of the flags alone: no device touched, nothing written (what runs before
+    the output lock is taken)."""
     applied = recipes.apply_recipe(args)
     if applied:
         print(f"recipe {args.recipe}: {' '.join(f'{k}={v}' for k, v in applied.items())}", flush=True)
     check_flags(args)
-    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)  # writes nothing
+
+
+def prepare(args):
+    """Everything decided before the model is built, after apply_flags and the output lock: the strategy (on a TPU,
+    the connection and the TPU system's initialization), every check of the inputs (nothing is written before they
+    pass), dtype, XLA and streams; prints the plan's line. Returns a Setup."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+
+    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas,
+                                          collective_timeout_secs=args.collective_timeout_secs)  # writes nothing
     config = load_config(args.config)
     check_inputs(args, config)
     on_tpu, replicas = distribute.is_tpu_strategy(strategy), strategy.num_replicas_in_sync
@@ -534,6 +546,15 @@ def run_steps(train_loop, iterator, num_steps, training, step, manager):
         raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last checkpoint "
                          f"({manager.latest_checkpoint or 'none'}) is intact") from None
     return sums, time.time() - start
+
+
+def runtime_lost(error, step, manager):
+    """The RuntimeLost (exit 76) for a runtime failure (distribute.RUNTIME_ERRORS) after `step`: one line naming
+    the step, what failed and the last checkpoint, which a relaunch of the same command resumes from."""
+    where = f"after step {step}" if step is not None else "before training started"
+    latest = manager.latest_checkpoint if manager is not None else None
+    return RuntimeLost(f"the TPU / runtime or a peer worker went away {where} ({distribute.error_summary(error)}); "
+                       f"the last checkpoint is {latest or 'none'}: relaunch the same command to resume from it")
 
 
 def non_finite(sums, first, last, manager):
@@ -639,7 +660,7 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
                 error = non_finite(sums, step + 1, step + num_steps, manager)
                 if error:
                     print(error, file=sys.stderr, flush=True)
-                    return 3
+                    return exit_codes.NON_FINITE
                 step += num_steps
                 progress.advanced(step)
                 row.add(sums, num_steps, seconds)
@@ -670,27 +691,36 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
                 if done:
                     break
                 end, training, num_steps = next_end, next_training, next_steps
+        except distribute.RUNTIME_ERRORS as e:  # the TPU, its runtime or a peer worker went away mid-run
+            raise runtime_lost(e, step, manager) from None
         finally:
             log.close()
     print(f"done: step {step} in {duration_text(progress.elapsed())}, checkpoint {manager.latest_checkpoint}",
           flush=True)
-    return 0
+    return exit_codes.DONE
 
 
 def run(args):
-    """`albert-tf pretrain`: prepare (checks, strategy, plan), build and restore, train. SIGTERM and SIGINT stop
-    it cleanly (loop.StopSignal): before the first step has finished at once (nothing to save), afterwards at the
-    end of the compiled call in flight, with a checkpoint; exit 0 after SIGTERM, 130 after SIGINT."""
+    """`albert-tf pretrain`: the flags, the output lock, prepare (strategy, checks, plan), build and restore, train.
+    Returns the exit code (albert_tf.exit_codes). The lock comes before the strategy: a second client started by
+    mistake on a TPU is refused before it connects to the TPU and initializes (resets) it under the running job.
+    SIGTERM and SIGINT stop it cleanly (loop.StopSignal): before the first step has finished at once (nothing to
+    save), afterwards at the end of the compiled call in flight, with a checkpoint; exit 75 after SIGTERM (the run
+    is not done: the same command resumes), 130 after SIGINT."""
     started = time.time()
     with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
-        setup = prepare(args)
-        stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
+        apply_flags(args)
         with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.lock)
-            model, optimizer, schedule, manager = build(args, setup)
+            try:
+                setup = prepare(args)
+                stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
+                model, optimizer, schedule, manager = build(args, setup)
+            except distribute.RUNTIME_ERRORS as e:  # the runtime or a peer went away while starting
+                raise runtime_lost(e, None, None) from None
             step = int(optimizer.iterations.numpy())
             if step >= args.num_train_steps:
                 print(f"the run in {args.model_dir} is already complete at step {step} (--num-train-steps "
                       f"{args.num_train_steps}): nothing to train; raise --num-train-steps to train further",
                       flush=True)
-                return 0
+                return exit_codes.DONE
             return train(args, setup, model, optimizer, schedule, manager, stop, started)

@@ -3,6 +3,7 @@ its parser from here and stays fast and quiet (albert_tf/training/pretrain.py do
 from albert_tf.training import recipes
 
 LOOP_SECONDS = 10.0  # the wall time of one compiled call once the step time is known (loop.LoopLength)
+COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
 
 
 def add_arguments(parser):
@@ -42,6 +43,10 @@ def add_arguments(parser):
     a("--spm-model", default=None, help="SentencePiece model copied into the model dir as spm.model (default: none)")
     a("--seed", type=int, default=12345, help="seeds the data order and masking (the model init too)")
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
+    a("--collective-timeout-secs", type=float, default=COLLECTIVE_TIMEOUT_SECS,
+      help="multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer worker fails and "
+           "the run exits 76 to be relaunched (a hung peer; a dead one is noticed within seconds from its missing "
+           "heartbeats); longer than any save or evaluation one worker does alone; 0: no limit")
     a("--streams", type=int, default=None,
       help="split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
            "overlaps elementwise kernels with matmuls; default: 2 on CPU without --remat, else 1)")

@@ -7,7 +7,7 @@ What it runs and checks (exit 1 and one line per failed check otherwise):
   1. reference: one process, `--cpu-replicas N` with one input pipeline per replica (ALBERT_TF_INPUT_PIPELINES=
      per-replica: replica i reads what worker i reads), uninterrupted to the last step;
   2. N workers; once the chief has logged its first loop, SIGTERM to ONE worker (the last): all of them must agree to
-     stop, save the same step and exit 0;
+     stop, save the same step and exit 75 (stopped on a signal after saving, albert_tf/exit_codes.py);
   3. the same N workers again: they resume from that checkpoint to the last step.
 Then: every worker had its own input pipeline (i/N, all distinct); the model dir holds only the chief's files (no
 worker leftovers); the final checkpoint equals the reference's (max |diff| over the model and optimizer variables).
@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from albert_tf import exit_codes
 from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
 from albert_tf.data import record_index
@@ -197,8 +198,9 @@ def rehearse(pretrain_args, workers, work_dir, timeout=900):
     logs = [read(path) for _, path in first]
     report["stopped_at"] = stop_steps(logs)
     report["pipelines"] = input_pipelines(logs)
-    if codes != [0] * workers:
-        fail(f"after SIGTERM to worker {workers - 1}, the workers exited {codes} (want all 0; None: hung)")
+    if codes != [exit_codes.STOPPED] * workers:
+        fail(f"after SIGTERM to worker {workers - 1}, the workers exited {codes} (want all {exit_codes.STOPPED}; "
+             "None: hung)")
     if len(set(report["stopped_at"])) != 1 or None in report["stopped_at"]:
         fail(f"the workers did not all stop at one saved step: {report['stopped_at']}")
     if sorted(report["pipelines"], key=str) != sorted(f"{i + 1}/{workers}" for i in range(workers)):
