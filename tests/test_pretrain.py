@@ -295,6 +295,37 @@ def test_non_finite_loss_stops_without_a_checkpoint(data_dir, tmp_path, capsys):
     assert tf.train.latest_checkpoint(str(model_dir)) is None
 
 
+def test_the_runtime_going_away_mid_run_exits_76_naming_the_step_and_the_checkpoint(data_dir, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A peer or the TPU lost between two calls (here in the workers' agreement, where a multi-worker run's first
+    collective after a call is; the real loss of a worker: tests/test_rehearsal.py): one line, exit 76, and the same
+    command resumes from the last checkpoint."""
+    from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
+
+    agree = pretrain.agree
+
+    def lose_the_peer_at_the_third_call(strategy, num_steps, save_now, stop_now):
+        calls.append(num_steps)
+        if len(calls) == 3:  # after the calls of steps 1, 2 and 3..4; the checkpoint of step 2 is written
+            raise tf.errors.UnavailableError(None, None, "Graph execution error:\n\nCollective ops is aborted by: "
+                                             "The following tasks are unhealthy (stopped sending heartbeats)")
+        return agree(strategy, num_steps, save_now, stop_now)
+
+    calls = []
+    monkeypatch.setattr(pretrain, "agree", lose_the_peer_at_the_third_call)
+    model_dir = tmp_path / "lost"
+    assert run_in_process(base_args(data_dir, model_dir)) == 76
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("albert-tf")]
+    assert err == [f"albert-tf pretrain: error: the TPU / runtime or a peer worker went away after step 4 "
+                   f"(UnavailableError: Collective ops is aborted by: The following tasks are unhealthy (stopped "
+                   f"sending heartbeats)); the last checkpoint is {model_dir}/ckpt-2: relaunch the same command to "
+                   f"resume from it"]
+    assert not (model_dir / ".albert_tf.lock").exists()  # released
+    monkeypatch.setattr(pretrain, "agree", agree)
+    assert run_in_process(base_args(data_dir, model_dir)) == 0
+    assert "resumed from " + str(model_dir / "ckpt-2") in capsys.readouterr().out
+
+
 def test_model_dir_with_a_different_config_is_refused(data_dir, tmp_path, capsys):
     model_dir = tmp_path / "other"
     model_dir.mkdir()
