@@ -82,6 +82,58 @@ def test_one_replica_equals_four_cpu_replicas(data_dir, uninterrupted, tmp_path)
     assert_same_checkpoint(uninterrupted, model_dir, 6)
 
 
+# The compiled loop as it was before the metric sums stayed on the devices (a reduction across replicas every
+# step): the reference the on-device sums must equal. One fresh process runs pretrain twice, with --cpu-replicas 2,
+# once as it is and once with this loop in place of loop.make_train_loop.
+_PER_STEP_REDUCTION = """
+import json, sys
+import tensorflow as tf
+from albert_tf import cli
+from albert_tf.training import pretrain
+
+def per_step_reduction_loop(strategy, step_fn, sum_keys):
+    def loop(iterator, num_steps, *args):
+        sums = {k: tf.constant(0.0) for k in sum_keys}
+        for _ in tf.range(num_steps):
+            per_replica = strategy.run(step_fn, args=(next(iterator), *args))
+            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
+        return sums
+    return tf.function(loop)
+
+on_device, per_step = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert cli.main(["pretrain"] + on_device) == 0
+pretrain.make_train_loop = per_step_reduction_loop
+assert cli.main(["pretrain"] + per_step) == 0
+"""
+
+
+def metric_rows(model_dir):
+    with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        return {(r["split"], r["step"]): r for r in map(json.loads, f)}
+
+
+@pytest.mark.slow  # two 2-replica runs in a fresh process: about a minute and a half on this shared machine
+def test_metrics_summed_on_the_devices_equal_the_per_step_reduction(data_dir, tmp_path):
+    """Every metrics.jsonl row (train and eval) of a 2-replica run equals the row the per-step reduction gives, up
+    to the order of float32 additions; the calls hold several steps (rows every 4 steps, calls of 1, 2, 4 ...)."""
+    runs = {name: base_args(data_dir, tmp_path / name, steps=8, steps_per_loop=4, save_checkpoints_steps=4,
+                            cpu_replicas=2, eval_data=data_dir / "eval.tfrecord", max_eval_steps=2)
+            for name in ("on_device", "per_step")}
+    script = tmp_path / "per_step_reduction.py"  # a file: AutoGraph converts the loop from its source
+    script.write_text(_PER_STEP_REDUCTION, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script), json.dumps(runs["on_device"]), json.dumps(runs["per_step"])],
+                          cwd=ph.REPO, env=ph._checkout_env(), capture_output=True, text=True,  # pylint: disable=protected-access
+                          timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    on_device, per_step = metric_rows(tmp_path / "on_device"), metric_rows(tmp_path / "per_step")
+    assert sorted(on_device) == sorted(per_step) == [("eval", 4), ("eval", 8), ("train", 4), ("train", 8)]
+    keys = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy")
+    for row in on_device:
+        for key in keys + (("grad_norm", "learning_rate") if row[0] == "train" else ()):
+            assert on_device[row][key] == pytest.approx(per_step[row][key], rel=1e-6), (row, key)
+    assert on_device[("train", 8)]["loss"] != on_device[("train", 4)]["loss"]  # it trained
+
+
 # ------------------------------------------------------------------------------------------ faults from outside
 LONG = 40  # steps of the runs stopped from outside: long enough that a signal lands mid-run
 
