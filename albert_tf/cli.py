@@ -116,7 +116,19 @@ def quiet_tensorflow(command, verbose):
             pass  # the job's own `import tensorflow` says what to install (albert_tf/_requirements.py)
 
 
+def exit_at_once(code):
+    """Ends the process with `code` now, without Python's teardown: once the TPU runtime or a peer worker is gone,
+    TensorFlow's destructors (input iterators, the collectives' and the coordination service's state) wait on what
+    is gone; the rehearsal measured 2 to 35 s of it after the error line (albert_tf/training/rehearsal.py)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # pylint: disable=protected-access
+
+
 def main(argv=None):
+    """`albert-tf ARGV` (default sys.argv[1:]); returns the exit code (albert_tf/exit_codes.py). Run as the program
+    (no `argv`), a lost runtime (exit 76) ends the process at once (exit_at_once)."""
+    as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -125,6 +137,8 @@ def main(argv=None):
         return args._run(args) or exit_codes.DONE
     except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
+        if as_program and e.exit_code == exit_codes.RUNTIME_LOST:
+            exit_at_once(e.exit_code)
         return e.exit_code
     except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
