@@ -295,6 +295,7 @@ def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=1
     must resume from the latest checkpoint and finish (exit 0). Returns a report: seconds from the kill to each
     worker's exit, their codes, the step the chief had reached, the step resumed from, the steps and seconds of
     work lost; `failures` lists what went wrong."""
+    os.makedirs(work_dir, exist_ok=True)
     model_dir = os.path.join(work_dir, "lost")
     args = [*pretrain_args, "--model-dir", model_dir]
     report = {"workers": workers, "failures": []}
