@@ -8,27 +8,31 @@ Public API:
   AlbertMultipleChoice               SQuAD span QA, RACE multiple choice)
   data.pretraining_dataset           the tf.data input for pretraining
   load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
+  load_export                        an `albert-tf export` SavedModel (BASE or BASE/N), TF Text's ops registered
+  convert_release                    Google's released weights by name ("albert_base_v2") → a pretrained-model dir
 """
 import importlib
 import os
 
-from albert_tf import _requirements, _xla_flags
+from albert_tf.runtime import requirements, xla_flags
 
 __version__ = "0.1.0"
 
 # Before anything is compiled: XLA:CPU's YNNPACK fusions crash when one kernel runs on two threads at once (see
-# albert_tf/_xla_flags.py).
-_xla_flags.disable_ynn_fusions()
+# albert_tf/runtime/xla_flags.py).
+xla_flags.disable_ynn_fusions()
 # TensorFlow comes from an extra or from the machine (a TPU VM's): if it is missing, `import tensorflow` says what to
-# install (see albert_tf/_requirements.py).
-_requirements.install_import_hint()
+# install (see albert_tf/runtime/requirements.py).
+requirements.install_import_hint()
 
 _LAZY = {
     "AlbertConfig": "albert_tf.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.text",
-    "load_encoder": "albert_tf.serving.encoder",
+    "load_encoder": "albert_tf.checkpoints.load",
+    "load_export": "albert_tf.serving.saved_model",
+    "convert_release": "albert_tf.checkpoints.convert",
     "AlbertClassifier": "albert_tf.modeling.classifier",
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
@@ -51,4 +55,5 @@ def __dir__():
 
 
 __all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "AlbertClassifier",
-           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "configs_dir", "__version__"]
+           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "load_export", "convert_release", "configs_dir",
+           "__version__"]

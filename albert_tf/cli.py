@@ -6,18 +6,18 @@ their subcommand runs, so `albert-tf --help` is fast; where the job module
 imports TensorFlow at its top, the flags live in a light module of their own
 (FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
 
-Exit codes (albert_tf/exit_codes.py, one meaning each): 0 done, 2 bad flags or data, 3 non-finite loss, 75 stopped
-on a signal after saving, 76 the runtime or a peer went away, 77 the output is locked by another run, 130 Ctrl-C.
+Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 2 bad flags or data, 3 non-finite loss,
+75 stopped on a signal after saving, 76 the runtime or a peer went away, 77 the output is locked by another run,
+130 Ctrl-C.
 """
 import argparse
-import contextlib
 import importlib
 import os
 import re
 import sys
 import tempfile
 
-from albert_tf import exit_codes
+from albert_tf.runtime import exit_codes
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
@@ -27,7 +27,7 @@ SUBCOMMANDS = {
     "finetune": ("albert_tf.training.finetune", "fine-tune on GLUE, SQuAD or RACE with model.fit"),
     "convert": ("albert_tf.checkpoints.convert", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
-    "export": ("albert_tf.serving.encoder", "write a SavedModel for TF Serving that takes raw text"),
+    "export": ("albert_tf.serving.export", "write a SavedModel for TF Serving that takes raw text"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
 
@@ -113,21 +113,21 @@ def quiet_tensorflow(command, verbose):
         try:
             _import_tensorflow_quietly()
         except ImportError:
-            pass  # the job's own `import tensorflow` says what to install (albert_tf/_requirements.py)
+            pass  # the job's own `import tensorflow` says what to install (albert_tf/runtime/requirements.py)
 
 
 def exit_at_once(code):
     """Ends the process with `code` now, without Python's teardown: once the TPU runtime or a peer worker is gone,
     TensorFlow's destructors (input iterators, the collectives' and the coordination service's state) wait on what
-    is gone; the rehearsal measured 2 to 35 s of it after the error line (albert_tf/training/rehearsal.py)."""
+    is gone: up to 40 s in the CPU rehearsal (docs/tpu_runtime.md, "What a failure costs")."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # pylint: disable=protected-access
 
 
 def main(argv=None):
-    """`albert-tf ARGV` (default sys.argv[1:]); returns the exit code (albert_tf/exit_codes.py). Run as the program
-    (no `argv`), a lost runtime (exit 76) ends the process at once (exit_at_once)."""
+    """`albert-tf ARGV` (default sys.argv[1:]); returns the exit code (albert_tf/runtime/exit_codes.py). Run as the
+    program (no `argv`), a lost runtime (exit 76) ends the process at once (exit_at_once)."""
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)

@@ -75,7 +75,7 @@ def test_collapse_check_flags_a_bias_dominated_encoder_and_reset_restores_it():
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
     spread, reference = finetune.check_collapse(encoder, inputs, seed=1)
     assert spread > finetune.COLLAPSE_RATIO * reference      # a random encoder is not collapsed
-    # What brief LAMB pretraining does (README, "Collapsed init"): biases of ~0.1 per element beside 0.02-scale kernels.
+    # What brief LAMB pretraining does (docs/fine-tuning.md, "Collapsed init"): biases of ~0.1 per element beside 0.02-scale kernels.
     for v in encoder.trainable_variables:
         if v.path.endswith(("bias", "beta")):
             v.assign(np.asarray(rng.normal(0, 0.3, v.shape), "float32"))
@@ -327,3 +327,30 @@ def test_race_through_the_cli_reports_accuracy_per_level(tmp_path, random_init):
     for name in ("accuracy_middle", "accuracy_high"):
         assert 0 <= dev[name] <= 1 and round(dev[name] * 12, 6) == round(dev[name] * 12)
     assert dev["accuracy"] == pytest.approx((dev["accuracy_middle"] + dev["accuracy_high"]) / 2)
+
+
+def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, capsys):
+    """SST-2's 20935 steps at batch 32 over 960 examples (30 steps a pass): ceil(20935 / 30) = 698 passes, a
+    warm-up of round(1256 / 20935 * 698 * 30) = 1256 steps, and one line naming --epochs."""
+    plan = finetune.make_plan(_args(task="sst2"), num_train_examples=960, max_position_embeddings=512)
+    assert (plan.epochs, plan.warmup_steps) == (698, 1256)
+    warning = finetune.many_epochs_warning(_args(task="sst2"), plan, 960)
+    assert warning.startswith("warning: the paper's 20935 steps for sst2 at batch 32 make 698 passes over these "
+                              "960 training examples") and "--epochs N" in warning and "\n" not in warning
+    assert finetune.many_epochs_warning(_args(task="sst2", epochs=698), plan, 960) is None  # asked for
+    cola = finetune.make_plan(_args(), num_train_examples=8551, max_position_embeddings=512)  # 10 passes
+    assert finetune.many_epochs_warning(_args(), cola, 8551) is None
+    assert finetune.MANY_EPOCHS == 20
+    edge = finetune.make_plan(_args(), num_train_examples=16 * 267, max_position_embeddings=512)  # 5336/267: 20
+    assert edge.epochs == 20 and finetune.many_epochs_warning(_args(), edge, 16 * 267) is None
+    over = finetune.make_plan(_args(), num_train_examples=16 * 266, max_position_embeddings=512)  # 21 passes
+    assert over.epochs == 21 and finetune.many_epochs_warning(_args(), over, 16 * 266) is not None
+    # the run's own check, on a generated SST-2 of 960 examples: the one line on stderr, before anything is written
+    parser = argparse.ArgumentParser()
+    finetune.add_arguments(parser)
+    args = parser.parse_args(["--task", "sst2", "--data-dir", fh.write_sst2(str(tmp_path / "sst2"), num_train=960),
+                              "--init", fh.save_random_init(str(tmp_path / "init"), tiny_spm_model),
+                              "--output", str(tmp_path / "out")])
+    assert finetune.prepare(args)[-2].epochs == 698
+    assert capsys.readouterr().err.strip() == warning
+    assert not os.path.exists(tmp_path / "out")

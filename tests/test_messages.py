@@ -189,7 +189,7 @@ def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpu
 
 
 def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
-    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(tmp_path, "--output")
     check_output_dir(tmp_path / "new" / "deeper", "--output")
@@ -207,8 +207,9 @@ def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, ti
     corpus_dir = os.path.dirname(corpus_file)
     cases = [
         (["export", "--model", tmp_path / "nothing", "--output", tmp_path / "out"],
-         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory (expected a pretrained-model "
-         "directory)"),
+         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory; a pretrained-model "
+         "directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s --model-dir or "
+         "`convert`'s --output)"),
         (["export", "--model", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
          f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
         (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],

@@ -13,8 +13,12 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli, host_xla
+from albert_tf import cli
+from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 SEQ, PRED = 32, 5
 TINY = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
@@ -121,9 +125,9 @@ def test_metrics_summed_on_the_devices_equal_the_per_step_reduction(data_dir, tm
             for name in ("on_device", "per_step")}
     script = tmp_path / "per_step_reduction.py"  # a file: AutoGraph converts the loop from its source
     script.write_text(_PER_STEP_REDUCTION, encoding="utf-8")
+    env = ph._checkout_env()  # pylint: disable=protected-access
     proc = subprocess.run([sys.executable, str(script), json.dumps(runs["on_device"]), json.dumps(runs["per_step"])],
-                          cwd=ph.REPO, env=ph._checkout_env(), capture_output=True, text=True,  # pylint: disable=protected-access
-                          timeout=900, check=False)
+                          cwd=ph.REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     on_device, per_step = metric_rows(tmp_path / "on_device"), metric_rows(tmp_path / "per_step")
     assert sorted(on_device) == sorted(per_step) == [("eval", 4), ("eval", 8), ("train", 4), ("train", 8)]

@@ -10,10 +10,14 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli, host_xla
+from albert_tf import cli
+from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_dataset
 from albert_tf.training import distribute
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 SEQ, PRED, STEPS = 512, 20, 2
 NO_HOST_XLA = "this TensorFlow has no XLA for the host (the TPU wheel): nothing stands in for the TPU's compiler"

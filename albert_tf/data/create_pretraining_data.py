@@ -32,8 +32,8 @@ import sys
 import threading
 import time
 
-from albert_tf.checkpoints.pretrained import SPM_FILE
-from albert_tf.io import check_input_file, check_output_dir, match_files
+from albert_tf.text.vocabulary import SPM_FILE
+from albert_tf.files import check_input_file, check_output_dir, match_files
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
 from albert_tf.data.instances import InstanceOptions
@@ -273,7 +273,7 @@ class _Shards:
     def __init__(self, output_prefix, num_shards):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-        from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+        from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
         self.output_prefix = output_prefix
         self.outputs = shard_paths(output_prefix, num_shards)

@@ -1,9 +1,9 @@
 """SavedModels in TF Serving's layout, written atomically: BASE/N/ with assets.extra/ (configs, warm-up requests).
 
-Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.encoder) and the
+Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.export) and the
 fine-tuned tasks' (classifier, SQuAD, RACE: albert_tf.tasks.*.export). N is the next free integer unless a version is
 given; an existing version is replaced only with overwrite. The SavedModel is written under a hidden temp name in
-BASE and moved to BASE/N when complete (albert_tf.io.atomic_directory): locally one rename, so a server watching
+BASE and moved to BASE/N when complete (albert_tf.files.atomic_directory): locally one rename, so a server watching
 BASE never sees half a model; on gs:// an ordered copy with saved_model.pb last (and an old version's saved_model.pb
 removed first), so a server that keys on saved_model.pb, as TF Serving does, never sees half a model either.
 """
@@ -37,6 +37,42 @@ def latest_version(output_base):
     return os.path.join(output_base, str(found[-1])) if found else None
 
 
+def export_version(path):
+    """The export version directory `path` names: `path` itself when it holds saved_model.pb (BASE/N), else the
+    largest version of `path` taken as a BASE when that one holds saved_model.pb; None when `path` is no export."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = os.fspath(path).rstrip("/")
+    for candidate in (path, latest_version(path)):
+        if candidate and tf.io.gfile.exists(os.path.join(candidate, SAVED_MODEL_FILE)):
+            return candidate
+    return None
+
+
+def load_export(path):
+    """An export (`albert-tf export`'s encoder, or a fine-tuned task's) loaded with tf.saved_model.load, after
+    `import tensorflow_text` has registered the TF Text ops its graph holds (without them the load fails with "Op
+    type not registered 'SentencepieceOp'"). `path`: BASE/N, or BASE for its largest version.
+
+    Returns the loaded object: `loaded.serving_default(text_a=tf.constant([...]))` → {"pooled_output" [B,H],
+    "sequence_output" [B,L,H], "input_mask" [B,L]} for an encoder (`text_b` optional there; the
+    `.signatures["serving_default"]` form wants both)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError as e:
+        raise ImportError("loading an export needs tensorflow-text (the same minor version as tensorflow): "
+                          "pip install 'albert_tf[tf]'") from e
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{path}: no such export (expected `albert-tf export`'s BASE or BASE/N)")
+    found = export_version(path)
+    if found is None:
+        raise FileNotFoundError(f"{path}: not an export: no {SAVED_MODEL_FILE} in it nor in an integer-named "
+                                "version under it (expected `albert-tf export`'s BASE or BASE/N)")
+    return tf.saved_model.load(found)
+
+
 def write_saved_model(module, output_base, signatures, version=None, overwrite=False, warmup_requests=None,
                       extra_assets=None):
     """Saves `module` as output_base/version (TF Serving's layout), atomically; returns that path.
@@ -62,7 +98,7 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     if tf.io.gfile.exists(final) and not overwrite:
         raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
     tf.io.gfile.makedirs(output_base)
-    from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_directory  # pylint: disable=import-outside-toplevel
 
     # overwrite: the old version goes only once the new one is complete (atomic_directory)
     with atomic_directory(final, markers=(SAVED_MODEL_FILE,)) as tmp:

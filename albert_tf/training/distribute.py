@@ -19,8 +19,8 @@ import re
 
 import tensorflow as tf
 
-from albert_tf import _requirements, host_xla
-from albert_tf.exit_codes import RuntimeLost
+from albert_tf.runtime import cluster, host_xla, requirements
+from albert_tf.runtime.exit_codes import RuntimeLost
 
 # Where a TPU VM image or the `libtpu` package puts the TPU runtime, besides $TPU_LIBRARY_PATH.
 LIBTPU_PATHS = ("/lib/libtpu.so", "/usr/lib/libtpu.so", "/usr/local/lib/libtpu.so")
@@ -34,7 +34,7 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeou
     """Returns the tf.distribute.Strategy the flags ask for (see the module docstring for the order).
     `collective_timeout_secs` (multi-worker only; None or 0: no limit): a collective waiting longer than this for
     a peer fails with DeadlineExceededError (one of RUNTIME_ERRORS), where a hung peer would hold it forever.
-    Raises albert_tf.exit_codes.RuntimeLost when the TPU cannot be reached for a reason that may pass
+    Raises albert_tf.runtime.exit_codes.RuntimeLost when the TPU cannot be reached for a reason that may pass
     (connect_tpu)."""
     environ = os.environ if environ is None else environ
     if tpu and cpu_replicas:
@@ -113,7 +113,7 @@ def tpu_connect_error(tpu, error):
                            "relaunch the same command")
     if isinstance(error, RuntimeError) and "Missing runtime dependency" in text:
         return ValueError(f"--tpu {tpu}: TensorFlow's TPU cluster resolver needs the Google API client "
-                          "(googleapiclient, oauth2client): pip install cloud-tpu-client")
+                          "(googleapiclient, oauth2client): pip install \"albert_tf[cloud-tpu]\"")
     if isinstance(error, RuntimeError) and ("is not yet ready" in text or "Failed to connect to master" in text):
         return RuntimeLost(f"--tpu {tpu}: {text}; relaunch the same command when the TPU is READY")
     if isinstance(error, (*RUNTIME_ERRORS, OSError)):  # OSError: the VM's metadata server (project, zone)
@@ -158,11 +158,11 @@ def is_tpu_strategy(strategy):
 
 
 def is_chief(strategy):
-    """True on the worker that writes checkpoints, summaries and the model dir's files."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or is_tpu_strategy(strategy) or not getattr(resolver, "task_type", None):
+    """True on the worker that writes checkpoints, summaries and the model dir's files (albert_tf.runtime.cluster's
+    rule; a TPU client is always its own chief)."""
+    if is_tpu_strategy(strategy):
         return True
-    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0)
+    return cluster.is_chief_of_resolver(getattr(strategy, "cluster_resolver", None))
 
 
 def check_cloud_paths(paths):
@@ -281,7 +281,7 @@ def check_tpu_support(environ=None, tpu="local"):
     TensorFlow build without TPU kernels, or a runtime configuration Google's tests do not run
     (tpu_runtime_problem: the image kind comes from $ALBERT_TF_TPU_IMAGE when set)."""
     environ = os.environ if environ is None else environ
-    found = _requirements.installed_tensorflow()
+    found = requirements.installed_tensorflow()
     this = f"{found[0]} {found[1]}" if found else f"TensorFlow {tf.__version__}"
     if not has_tpu_kernels():
         raise ValueError(f"--tpu: this TensorFlow ({this}) is not a TPU build (no TPU kernels); {INSTALL_FOR_TPU}")

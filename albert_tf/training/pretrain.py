@@ -16,14 +16,14 @@ steps or --save-checkpoints-secs seconds), eval when due. The model dir (albert_
 first file only after the first step has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
-exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
-seed and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM
-and SIGINT save at the end of the call in flight and exit 75 / 130 (`loop.StopSignal`; before the first step has
-finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save
-(exit 3). The TPU, its runtime or a peer worker going away (a compiled call or a collective fails: a preempted pod
-slice, a killed worker, a collective past --collective-timeout-secs) ends the run with one line naming the step and
-the last checkpoint, exit 76: a relaunch resumes from that checkpoint, so --save-checkpoints-secs bounds the loss.
-Exit codes: albert_tf/exit_codes.py.
+exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the seed
+and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM and
+SIGINT save at the end of the call in flight and exit 75 / 130 (`runtime.signals.StopSignal`; before the first step
+has finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any
+save (exit 3). The TPU, its runtime or a peer worker going away (a compiled call or a collective fails: a preempted
+pod slice, a killed worker, a collective past --collective-timeout-secs) ends the run with one line naming the step
+and the last checkpoint, exit 76: a relaunch resumes from that checkpoint, so --save-checkpoints-secs bounds the
+loss. Exit codes: albert_tf/runtime/exit_codes.py.
 """
 import dataclasses
 import os
@@ -32,14 +32,15 @@ import time
 
 import tensorflow as tf
 
-from albert_tf import exit_codes, host_xla, lock
+from albert_tf.runtime import exit_codes, host_xla, lock
+from albert_tf.runtime.exit_codes import RuntimeLost
+from albert_tf.runtime.signals import StopSignal, duration_text
 from albert_tf.checkpoints import pretrained
-from albert_tf.exit_codes import RuntimeLost
-from albert_tf.io import check_input_file, check_output_dir
+from albert_tf.files import check_input_file, check_output_dir, is_url
+from albert_tf.text import vocabulary
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
 from albert_tf.training import plan as planner
-from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
-                                     make_train_loop)
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
 
 # What one step returns per replica, summed over replicas and over the steps of a loop: the loss's sums
 # (pretraining_loss) and the gradient norm.
@@ -265,7 +266,7 @@ def check_flags(args):
                                       "--model-dir": args.model_dir, "--init-checkpoint": args.init_checkpoint})
     check_output_dir(args.model_dir, "--model-dir")
     if args.spm_model:
-        check_input_file(args.spm_model, "--spm-model", pretrained.SPM_FILE)
+        check_input_file(args.spm_model, "--spm-model", vocabulary.SPM_FILE)
 
 
 def check_records(file_pattern, flag, args, vocab_size, walk=8):
@@ -282,7 +283,7 @@ def check_records(file_pattern, flag, args, vocab_size, walk=8):
     files = dataset.data_files(file_pattern, flag)
     sizes = dataset.file_sizes(files)
     entries = record_index.index_entries(files)
-    unlisted = [f for f in files if f not in entries and "://" not in f]
+    unlisted = [f for f in files if f not in entries and not is_url(f)]
     sample = set(unlisted if len(unlisted) <= walk else
                  [unlisted[i * (len(unlisted) - 1) // (walk - 1)] for i in range(walk)])
 
@@ -313,12 +314,12 @@ def check_inputs(args, config):
         raise ValueError(f"--max-seq-length {args.max_seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
     if args.spm_model:
-        pretrained.check_vocabulary(config, args.spm_model)
+        vocabulary.check_vocabulary(config, args.spm_model)
     check_records(args.train_data, "--train-data", args, config.vocab_size)
     if args.eval_data:
         check_records(args.eval_data, "--eval-data", args, config.vocab_size)
     pretrained.check_config(args.model_dir, config)
-    pretrained.check_same_vocabulary(args.model_dir, args.spm_model)  # the vocabulary is part of the model
+    vocabulary.check_same_vocabulary(args.model_dir, args.spm_model)  # the vocabulary is part of the model
 
 
 def data_error(e):
@@ -448,7 +449,7 @@ class Setup:
 
 def choose_streams(args, micro_batch, on_tpu, use_gpu):
     """--streams, or its default: 2 on CPU, 1 on GPU/TPU and with --remat (with two, TensorFlow's graph optimizer,
-    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, README "Fitting a model on fewer cores");
+    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, docs/benchmarks.md);
     1 where 2 does not divide the per-replica (micro-)batch."""
     streams = args.streams or (1 if on_tpu or use_gpu or args.remat else 2)
     if micro_batch % streams:
@@ -702,15 +703,15 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
 
 def run(args):
     """`albert-tf pretrain`: the flags, the output lock, prepare (strategy, checks, plan), build and restore, train.
-    Returns the exit code (albert_tf.exit_codes). The lock comes before the strategy: a second client started by
+    Returns the exit code (albert_tf.runtime.exit_codes). The lock comes before the strategy: a second client started by
     mistake on a TPU is refused before it connects to the TPU and initializes (resets) it under the running job.
-    SIGTERM and SIGINT stop it cleanly (loop.StopSignal): before the first step has finished at once (nothing to
-    save), afterwards at the end of the compiled call in flight, with a checkpoint; exit 75 after SIGTERM (the run
-    is not done: the same command resumes), 130 after SIGINT."""
+    SIGTERM and SIGINT stop it cleanly (runtime.signals.StopSignal): before the first step has finished at once
+    (nothing to save), afterwards at the end of the compiled call in flight, with a checkpoint; exit 75 after SIGTERM
+    (the run is not done: the same command resumes), 130 after SIGINT."""
     started = time.time()
     with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
         apply_flags(args)
-        with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.lock)
+        with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.runtime.lock)
             try:
                 setup = prepare(args)
                 stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler

@@ -7,7 +7,7 @@ What it runs and checks (exit 1 and one line per failed check otherwise):
   1. reference: one process, `--cpu-replicas N` with one input pipeline per replica (ALBERT_TF_INPUT_PIPELINES=
      per-replica: replica i reads what worker i reads), uninterrupted to the last step;
   2. N workers; once the chief has logged its first loop, SIGTERM to ONE worker (the last): all of them must agree to
-     stop, save the same step and exit 75 (stopped on a signal after saving, albert_tf/exit_codes.py);
+     stop, save the same step and exit 75 (stopped on a signal after saving, albert_tf/runtime/exit_codes.py);
   3. the same N workers again: they resume from that checkpoint to the last step.
 Then: every worker had its own input pipeline (i/N, all distinct); the model dir holds only the chief's files (no
 worker leftovers); the final checkpoint equals the reference's (max |diff| over the model and optimizer variables).
@@ -28,13 +28,14 @@ import subprocess
 import sys
 import time
 
-from albert_tf import exit_codes
+from albert_tf.runtime import exit_codes
 from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
 from albert_tf.data import record_index
+from albert_tf.text import vocabulary
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
-MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, pretrained.SPM_FILE, pretrained.METRICS_FILE, "train",
+MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, vocabulary.SPM_FILE, pretrained.METRICS_FILE, "train",
                    "eval", record_index.CACHE_NAME)
 
 

@@ -8,7 +8,8 @@ from albert_tf.tasks.pipelines import array_dataset, predict_in_order
 
 class SquadFinetune(FinetuneTask):
     """SQuAD v1.1 / v2.0: start and end logits over the windows (doc stride 128, max query 64); answers from the
-    n-best (20) spans of at most 30 tokens; v2's no-answer threshold chosen on dev (best_f1_thresh)."""
+    n-best (`squad.N_BEST`) spans of at most `squad.MAX_ANSWER_LENGTH` tokens; v2's no-answer threshold chosen on
+    dev (best_f1_thresh)."""
 
     def __init__(self, args):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -72,7 +73,7 @@ class SquadFinetune(FinetuneTask):
         logits = predict_in_order(model, lambda order: array_dataset(arrays, None, order, plan.batch_size),
                                   len(features), plan.batch_size)
         predictions = squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
-                                             n_best=20, max_answer_length=30, version_2_with_negative=self.v2)
+                                        version_2_with_negative=self.v2)
         if self.v2:
             result = squad.evaluate(examples, predictions.best_span_answers, na_probs=predictions.null_score_diff,
                                     na_prob_thresh=0.0, version_2_with_negative=True)
@@ -86,6 +87,5 @@ class SquadFinetune(FinetuneTask):
         from albert_tf.tasks.squad.export import export_squad  # pylint: disable=import-outside-toplevel
 
         threshold = results["dev"]["best_f1_thresh"] if self.v2 else 0.0
-        return export_squad(model, tokenizer, output_base, plan.max_seq_length,
-                                        max_answer_length=30, n_best=20, version_2_with_negative=self.v2,
-                                        null_score_diff_threshold=threshold, **self.window_sizes(plan))
+        return export_squad(model, tokenizer, output_base, plan.max_seq_length, version_2_with_negative=self.v2,
+                            null_score_diff_threshold=threshold, **self.window_sizes(plan))

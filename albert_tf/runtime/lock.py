@@ -2,8 +2,8 @@
 
 `pretrain --model-dir` and `finetune --output` hold it for the whole run (taken by `albert_tf.cli` before the
 command starts, released when it ends, errors included). A second run on the same directory is refused with one
-line naming the holder (exit 77, albert_tf.exit_codes). The file is JSON: {"host", "pid", "started", "heartbeat",
-"token"} (times in Unix seconds), plus "run_id" when the environment has ALBERT_TF_RUN_ID.
+line naming the holder (exit 77, albert_tf.runtime.exit_codes). The file is JSON: {"host", "pid", "started",
+"heartbeat", "token"} (times in Unix seconds), plus "run_id" when the environment has ALBERT_TF_RUN_ID.
 
 Staleness: a killed run cannot remove its lock, so a lock is taken over (with a line saying so) when
   - its holder ran on this host and its pid is no longer alive, or
@@ -30,7 +30,9 @@ import threading
 import time
 import uuid
 
-from albert_tf.exit_codes import LockHeld
+from albert_tf import files
+from albert_tf.runtime import cluster
+from albert_tf.runtime.exit_codes import LockHeld
 
 LOCK_FILE = ".albert_tf.lock"
 HEARTBEAT_S = 60       # how often a holder refreshes its heartbeat
@@ -44,10 +46,6 @@ def _gfile():
     return tf.io.gfile
 
 
-def _is_url(path):
-    return "://" in path
-
-
 def _pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -56,24 +54,6 @@ def _pid_alive(pid):
     except PermissionError:  # alive, owned by someone else
         return True
     return True
-
-
-def is_chief_from_env(environ=None):
-    """False on a multi-worker pretraining worker that is not the chief (TF_CONFIG), else True."""
-    raw = (environ if environ is not None else os.environ).get("TF_CONFIG")
-    if not raw:
-        return True
-    try:
-        cfg = json.loads(raw)
-    except ValueError:
-        return True
-    task = cfg.get("task") or {}
-    kind, index = task.get("type"), int(task.get("index", 0))
-    if not kind:
-        return True
-    if kind == "chief":
-        return True
-    return kind == "worker" and index == 0 and "chief" not in (cfg.get("cluster") or {})
 
 
 def describe(holder, now=None):
@@ -101,7 +81,7 @@ def stale_reason(holder, now=None, host=None):
 def _read(path):
     """The lock's JSON dict, {} for an unreadable or half-written one, None when there is no lock."""
     try:
-        if _is_url(path):
+        if files.is_url(path):
             gfile = _gfile()
             if not gfile.exists(path):
                 return None
@@ -123,8 +103,8 @@ def _read(path):
 
 def _create_exclusive(path, text):
     """Writes `text` to `path` if no file is there; True when this call created it."""
-    if _is_url(path):
-        from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+    if files.is_url(path):
+        from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
         gfile, tmp = _gfile(), temp_path_for(path)
         with gfile.GFile(tmp, "w") as f:
@@ -150,7 +130,7 @@ def _create_exclusive(path, text):
 
 def _remove(path):
     try:
-        if _is_url(path):
+        if files.is_url(path):
             _gfile().remove(path)
         else:
             os.remove(path)
@@ -160,9 +140,9 @@ def _remove(path):
 
 def _overwrite(path, text):
     """Replaces the lock's content in one step (a reader never sees half of it)."""
-    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
-    if _is_url(path):
+    if files.is_url(path):
         with _gfile().GFile(path, "w") as f:  # a GCS object is replaced whole on close
             f.write(text)
         return
@@ -174,14 +154,14 @@ def _overwrite(path, text):
 
 def _make_directory(directory, flag):
     """Creates `directory` when missing; True if this call created it. A file in its place is refused."""
-    if _is_url(directory):
+    if files.is_url(directory):
         gfile = _gfile()
         if gfile.exists(directory) and not gfile.isdir(directory):
             raise ValueError(f"{flag} {directory}: is a file, expected a directory")
         created = not gfile.exists(directory)
         gfile.makedirs(directory)
         return created
-    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(directory, flag)  # a file in its place, or in the way of its parents
     created = not os.path.exists(directory)
@@ -199,7 +179,7 @@ class DirectoryLock:
       flag: the option that named it, for messages (e.g. "--model-dir").
       run_id: this run's identity across its attempts (default: $ALBERT_TF_RUN_ID; None: none).
     Raises (acquire):
-      albert_tf.exit_codes.LockHeld naming the holder when another live run holds it.
+      albert_tf.runtime.exit_codes.LockHeld naming the holder when another live run holds it.
     """
 
     def __init__(self, directory, flag, run_id=None):
@@ -271,7 +251,7 @@ class DirectoryLock:
             self._thread.join(timeout=5)
         if (_read(self.path) or {}).get("token") == self.token:
             _remove(self.path)
-        if self._created_directory and not _is_url(self.directory):
+        if self._created_directory and not files.is_url(self.directory):
             try:
                 os.rmdir(self.directory)
             except OSError:  # not empty: the run wrote something
@@ -290,7 +270,7 @@ class DirectoryLock:
 
 
 # The locks this process holds (a `with` of DirectoryLock), so that an abort from any thread (a second Ctrl-C,
-# albert_tf.training.loop.StopSignal, which ends the process without unwinding) can still release them: the one piece of
+# albert_tf.runtime.signals.StopSignal, which ends the process without unwinding) can still release them: the one piece of
 # module-level mutable state here, on purpose.
 _HELD = []
 
@@ -309,6 +289,6 @@ def output_lock(directory, flag):
     """The context holding `directory`'s lock for a run: a DirectoryLock on the chief (one process, or the chief
     worker of a multi-worker run), nothing on the other workers. A job takes it once its flags are checked (and,
     on a TPU, the slice is connected) and before it writes or restores anything."""
-    if not is_chief_from_env():
+    if not cluster.is_chief_from_env():
         return contextlib.nullcontext()
     return DirectoryLock(directory, flag)
