@@ -119,6 +119,19 @@ class AlbertConfig:
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 
+    def with_overrides(self, overrides, source="--set"):
+        """A copy with `overrides` ({key: value}, e.g. {"vocab_size": 8000}) applied, then validated: an unknown key
+        or a bad value is refused with one line naming the key and `source`."""
+        known = [f.name for f in dataclasses.fields(self)]
+        for key in overrides:
+            if key not in known:
+                raise ValueError(f"{source} {key}=...: {key!r} is not an AlbertConfig key; expected one of "
+                                 f"{', '.join(known)}")
+        changed = self.__class__.__new__(self.__class__)  # validated once, with `source` in its message
+        changed.__dict__.update({**self.__dict__, **overrides})
+        changed.validate(source)
+        return changed
+
     # ------------------------------------------------------------------ (de)serialization
     @classmethod
     def from_dict(cls, values, source=None):

@@ -253,7 +253,7 @@ def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_
     assert calls == [tpu]
 
 
-@pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init-checkpoint"])
+@pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init"])
 def test_pretrain_with_a_local_path_stops_before_the_resolver(resolver_calls, monkeypatch, capsys, flag):
     calls, _ = resolver_calls
     monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")

@@ -180,7 +180,7 @@ def read_tf1_checkpoint(path):
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
         raise ValueError(f"{path}: a TF2 object-based checkpoint (as albert-tf pretrain and convert write), not a "
                          "TF1 one; its directory is already a pretrained-model directory: load it with "
-                         "from_pretrained or pass it to --init-checkpoint, no conversion needed")
+                         "from_pretrained or pass it to pretrain's or finetune's --init, no conversion needed")
     tensors = {}
     for name in names:
         if _SKIPPED_TF1.search(name):

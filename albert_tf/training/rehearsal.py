@@ -363,7 +363,7 @@ def main(argv=None):
     if not 2 <= args.workers <= 8 or args.batch_size % args.workers:
         parser.error(f"--workers {args.workers} --batch-size {args.batch_size}: want 2-8 workers dividing the batch")
     losing = args.lose_a_worker is not None
-    pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--train-batch-size",
+    pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--batch-size",
                      args.batch_size, "--num-train-steps", args.steps or (400 if losing else 40), "--num-warmup-steps",
                      2, "--learning-rate", 0.01]
     if losing:
