@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -37,6 +38,60 @@ def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
     for n in (1, 2, 5, 9):  # a new length is a new tensor value, not a new trace (on TPU: not a new compile)
         loop(iterator, tf.constant(n), 1.0)
     assert loop.experimental_get_tracing_count() == 2  # one per value of the Python argument (2.0, 1.0)
+
+
+# Two CPU replicas (a fresh process: the CPU is split before TensorFlow initializes its devices), each step's sums
+# depending on the replica's examples and on the replica itself; the sums per call and the ops of the loop's body.
+_TWO_REPLICAS = """
+import json
+import numpy as np
+import tensorflow as tf
+from albert_tf.training.loop import make_train_loop
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")],
+                                          cross_device_ops=tf.distribute.ReductionToOneDevice())
+values = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+batches = tf.data.Dataset.from_tensor_slices(values).batch(4)  # global batch 4: 2 examples per replica
+
+def step(batch, scale):
+    replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+    return {"sum": scale * tf.reduce_sum(batch), "square": tf.reduce_sum(batch ** 2), "replica": replica,
+            "count": tf.cast(tf.shape(batch)[0], tf.float32)}
+
+loop = make_train_loop(strategy, step, ("sum", "square", "replica", "count"))
+iterator = iter(strategy.experimental_distribute_dataset(batches))
+calls = [{k: float(v) for k, v in loop(iterator, tf.constant(n), scale).items()}
+         for n, scale in ((3, 2.0), (4, 1.0), (1, 1.0))]
+concrete = loop.get_concrete_function(iterator, tf.constant(1), 1.0)
+library = {f.signature.name: f for f in concrete.graph.as_graph_def().library.function}
+bodies = [library[op.get_attr("body").name] for op in concrete.graph.get_operations()
+          if op.type in ("While", "StatelessWhile")]
+print(json.dumps({"calls": calls, "values": values.tolist(), "whiles": len(bodies),
+                  "body_ops": sorted({node.op for body in bodies for node in body.node_def})}))
+"""
+
+
+def test_the_loop_sums_on_each_replica_and_reduces_once_per_call():
+    """Per call: Σ over steps and replicas equals numpy's sums over the call's examples; inside the loop's body
+    each replica only adds to its accumulators (AssignAddVariableOp) and nothing is summed across replicas (no
+    AddN, which ReductionToOneDevice's per-step reduction put there, once per step)."""
+    proc = ph.run_python(_TWO_REPLICAS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    values = np.array(got["values"], dtype=np.float64)
+    start = 0
+    for (steps, scale), call in zip(((3, 2.0), (4, 1.0), (1, 1.0)), got["calls"]):
+        examples = values[start:start + 4 * steps]
+        start += 4 * steps
+        want = {"sum": scale * examples.sum(), "square": (examples ** 2).sum(), "replica": steps * (0 + 1),
+                "count": 4.0 * steps}
+        assert call.keys() == want.keys()
+        for key, value in want.items():
+            assert call[key] == pytest.approx(value, rel=1e-6, abs=1e-5), (steps, key)
+    assert got["whiles"] == 1 and "AssignAddVariableOp" in got["body_ops"]
+    assert not {"AddN", "CollectiveReduceV2", "NcclAllReduce"} & set(got["body_ops"]), got["body_ops"]
 
 
 def test_loop_length_starts_at_one_doubles_and_keeps_calls_within_the_target_time():
@@ -188,7 +243,7 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
     with StopSignal() as stop:
         assert stop.requested is None
         os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested == signal.SIGTERM and stop.exit_code == 0 and stop.name == "SIGTERM"
+        assert stop.requested == signal.SIGTERM and stop.exit_code == 75 and stop.name == "SIGTERM"
     with StopSignal() as stop:
         os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt
         assert stop.requested == signal.SIGINT and stop.exit_code == 130
@@ -232,7 +287,7 @@ def test_a_signal_while_nothing_is_to_save_exits_at_once():
     proc = start_waiter("before the first step finished, nothing to save")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0 and err == ""
+    assert proc.returncode == 75 and err == ""  # not done: the same command starts it again
     assert out == "SIGTERM: before the first step finished, nothing to save; exiting\n"
     proc = start_waiter("nothing to save")
     proc.send_signal(signal.SIGINT)

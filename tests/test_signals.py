@@ -155,7 +155,7 @@ def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handl
     finally:
         stop.on_train_end()
     assert stop.model.stop_training and stop.requested == signal.SIGTERM
-    assert (stop.name, stop.exit_code) == ("SIGTERM", 0)
+    assert (stop.name, stop.exit_code) == ("SIGTERM", 75)
     assert {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS} == before
     assert all(t.name != "stop-signal" for t in threading.enumerate())  # the watcher has ended
 

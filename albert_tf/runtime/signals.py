@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from albert_tf.runtime import lock
+from albert_tf.runtime import exit_codes, lock
 
 
 def duration_text(seconds):
@@ -26,8 +26,9 @@ def duration_text(seconds):
 
 class StopSignal:
     """SIGTERM (a preemption notice) and SIGINT (Ctrl-C) as a request to stop: `requested` becomes the signal
-    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 0 after SIGTERM,
-    130 after SIGINT (the shell's code for an interrupt, so that `albert-tf pretrain ... && next` stops there).
+    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 75 after SIGTERM
+    (stopped before its end, resumable: exit_codes.STOPPED), 130 after SIGINT (the shell's code for an interrupt);
+    neither is 0, so that `albert-tf pretrain ... && next` stops there.
 
     Two cases exit at once with one line, from a watcher thread woken through `signal.set_wakeup_fd` (Python runs
     signal handlers on the main thread only between bytecodes, which a long TensorFlow call holds off):
@@ -54,7 +55,7 @@ class StopSignal:
 
     @property
     def exit_code(self):
-        return 130 if self._requested == signal.SIGINT else 0
+        return exit_codes.INTERRUPTED if self._requested == signal.SIGINT else exit_codes.STOPPED
 
     @property
     def name(self):
@@ -83,7 +84,7 @@ class StopSignal:
         name = signal.Signals(signum).name
         if earlier is not None and signum == signal.SIGINT and self.exits:
             self._exit(f"{self.prog}: second interrupt ({name}): aborted without saving; the last checkpoint is "
-                       "intact", sys.stderr, 130)
+                       "intact", sys.stderr, exit_codes.INTERRUPTED)
         if earlier is None and self.at_once and self.exits:
             self._exit(f"{name}: {self.at_once}; exiting", sys.stdout, self.exit_code)
         if earlier is None and self.on_request is not None:

@@ -145,7 +145,7 @@ class StopOnSignal(keras.callbacks.Callback):
 
     @property
     def exit_code(self):
-        """130 after SIGINT (the shell's code for an interrupt), 0 after SIGTERM (a preemption: the rerun goes on)."""
+        """130 after SIGINT (the shell's code for an interrupt), 75 after SIGTERM (a preemption: the rerun goes on)."""
         return self._stop.exit_code
 
     def on_train_begin(self, logs=None):

@@ -17,9 +17,9 @@ Faults: a run killed at any point and started again with the same config resumes
 and reaches the same result: the data order of epoch e is a function of (seed, e) alone, and the checkpoint holds
 everything that changes during training (weights, optimizer moments and step, dropout seed state, the best
 metric so far). SIGINT (Ctrl-C) and SIGTERM stop at the next step boundary (callbacks.StopOnSignal): the epoch in
-progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 0 after
-SIGTERM (as `pretrain`); the same command resumes. On the command line a second Ctrl-C aborts at once (one line,
-exit 130).
+progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 75 after
+SIGTERM (as `pretrain`: stopped before its end, albert_tf/runtime/exit_codes.py); the same command resumes. On the
+command line a second Ctrl-C aborts at once (one line, exit 130).
 """
 import dataclasses
 import json

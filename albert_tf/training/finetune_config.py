@@ -76,7 +76,7 @@ class FinetuneResult:
     epoch: the best epoch (its model is OUTPUT/best and the export); epochs: the run's epochs.
     metrics: the best epoch's official dev metrics ({split: {metric: value}}, as OUTPUT/eval_results.json).
     export: the fine-tuned raw-text SavedModel (OUTPUT/export/N), None unless done or complete.
-    exit_code: the CLI's (0; 130 after SIGINT).
+    exit_code: the CLI's (albert_tf.runtime.exit_codes: 0; 75 after SIGTERM, 130 after SIGINT).
     """
     status: str
     output: str

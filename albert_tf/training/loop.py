@@ -1,6 +1,7 @@
 """Pieces of a training run that pretraining, fine-tuning and the benchmarks share.
 
-    make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop)
+    make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop),
+                                                    metric sums kept on the devices, reduced once per call
     LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
     evaluate(eval_loop, dataset, num_steps)         metric sums over an eval set (the loop compiled once per run)
     MetricsLog(model_dir, chief)                     TensorBoard scalars + metrics.jsonl + a log line per record
@@ -22,14 +23,29 @@ def make_train_loop(strategy, step_fn, sum_keys):
     """A tf.function `loop(iterator, num_steps, *args) → {key: float32 scalar}` that runs `num_steps` steps of
     `strategy.run(step_fn, (next(iterator), *args))` in one compiled call and returns each `sum_keys` value summed
     over replicas and steps. `num_steps` is a tensor (one trace for any count); each distinct Python value among
-    `args` (e.g. the dropout switch) traces once. No host round trip inside the loop."""
+    `args` (e.g. the dropout switch) traces once.
+
+    The sums stay on the devices during the call: each replica adds its step's values to its own accumulators
+    (float32 variables, one per key, made here under `strategy.scope()`: ON_READ, so a replica's update touches its
+    own copy only), set to zero when the call starts and read once when it ends, which sums them over replicas (on
+    a TPU pod one transfer per call, where a reduction per step costs a round trip to the host every step). Call it
+    on every worker of a multi-worker run at the same point (its variables are made together)."""
+    with strategy.scope():
+        totals = {k: tf.Variable(0.0, trainable=False, name=f"sum_{k}", dtype=tf.float32,
+                                 synchronization=tf.VariableSynchronization.ON_READ,
+                                 aggregation=tf.VariableAggregation.SUM) for k in sum_keys}
+
+    def accumulate(batch, *args):
+        sums = step_fn(batch, *args)
+        for k in sum_keys:
+            totals[k].assign_add(tf.cast(sums[k], tf.float32))
 
     def loop(iterator, num_steps, *args):
-        sums = {k: tf.constant(0.0) for k in sum_keys}
+        for total in totals.values():
+            total.assign(0.0)
         for _ in tf.range(num_steps):
-            per_replica = strategy.run(step_fn, args=(next(iterator), *args))
-            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
-        return sums
+            strategy.run(accumulate, args=(next(iterator), *args))
+        return {k: tf.identity(totals[k].read_value()) for k in sum_keys}
 
     return tf.function(loop)
 

@@ -16,10 +16,14 @@ steps or --save-checkpoints-secs seconds), eval when due. The model dir (albert_
 first file only after the first step has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
-exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
-seed and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM
-and SIGINT save at the end of the call in flight and exit 0 / 130 (`runtime.signals.StopSignal`; before the first step has
-finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save.
+exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the seed
+and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM and
+SIGINT save at the end of the call in flight and exit 75 / 130 (`runtime.signals.StopSignal`; before the first step
+has finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any
+save (exit 3). The TPU, its runtime or a peer worker going away (a compiled call or a collective fails: a preempted
+pod slice, a killed worker, a collective past --collective-timeout-secs) ends the run with one line naming the step
+and the last checkpoint, exit 76: a relaunch resumes from that checkpoint, so --save-checkpoints-secs bounds the
+loss. Exit codes: albert_tf/runtime/exit_codes.py.
 """
 import dataclasses
 import os
@@ -28,7 +32,8 @@ import time
 
 import tensorflow as tf
 
-from albert_tf.runtime import host_xla, lock
+from albert_tf.runtime import exit_codes, host_xla, lock
+from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.runtime.signals import StopSignal, duration_text
 from albert_tf.checkpoints import pretrained
 from albert_tf.files import check_input_file, check_output_dir, is_url
@@ -246,7 +251,7 @@ def check_flags(cfg):
     for name in positive:
         if getattr(cfg, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
-    for name in ("num_warmup_steps", "save_checkpoints_secs"):
+    for name in ("num_warmup_steps", "save_checkpoints_secs", "collective_timeout_secs"):
         if getattr(cfg, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.streams is not None and cfg.streams <= 0:
@@ -455,13 +460,14 @@ def choose_streams(cfg, micro_batch, on_tpu, use_gpu):
 
 
 def prepare(cfg):
-    """Everything decided before the model is built: every check (nothing is written before they pass; a model
-    dir's run record must agree), the model config, the strategy, dtype, XLA and streams; prints the plan's line.
+    """Everything decided before the model is built, after check_flags and the output lock: the strategy (on a TPU,
+    the connection and the TPU system's initialization), every check of the inputs (nothing is written before they
+    pass; a model dir's run record must agree), the model config, dtype, XLA and streams; prints the plan's line.
     Returns a Setup."""
     import keras  # pylint: disable=import-outside-toplevel
 
-    check_flags(cfg)
-    strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas)  # writes nothing
+    strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas,
+                                          collective_timeout_secs=cfg.collective_timeout_secs)  # writes nothing
     config = pretrain_config.model_config(cfg.config, cfg.config_overrides, cfg.spm_model)
     check_inputs(cfg, config)
     record = os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE)
@@ -536,6 +542,15 @@ def run_steps(train_loop, iterator, num_steps, training, step, manager):
         raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last checkpoint "
                          f"({manager.latest_checkpoint or 'none'}) is intact") from None
     return sums, time.time() - start
+
+
+def runtime_lost(error, step, manager):
+    """The RuntimeLost (exit 76) for a runtime failure (distribute.RUNTIME_ERRORS) after `step`: one line naming
+    the step, what failed and the last checkpoint, which a relaunch of the same command resumes from."""
+    where = f"after step {step}" if step is not None else "before training started"
+    latest = manager.latest_checkpoint if manager is not None else None
+    return RuntimeLost(f"the TPU / runtime or a peer worker went away {where} ({distribute.error_summary(error)}); "
+                       f"the last checkpoint is {latest or 'none'}: relaunch the same command to resume from it")
 
 
 def non_finite(sums, first, last, manager):
@@ -641,7 +656,7 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
                 error = non_finite(sums, step + 1, step + num_steps, manager)
                 if error:
                     print(error, file=sys.stderr, flush=True)
-                    return result(cfg, "non-finite", step, manager, rows, exit_code=3)
+                    return result(cfg, "non-finite", step, manager, rows, exit_code=exit_codes.NON_FINITE)
                 step += num_steps
                 progress.advanced(step)
                 row.add(sums, num_steps, seconds)
@@ -673,6 +688,8 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
                 if done:
                     break
                 end, training, num_steps = next_end, next_training, next_steps
+        except distribute.RUNTIME_ERRORS as e:  # the TPU, its runtime or a peer worker went away mid-run
+            raise runtime_lost(e, step, manager) from None
         finally:
             log.close()
     print(f"done: step {step} in {duration_text(progress.elapsed())}, checkpoint {manager.latest_checkpoint}",
@@ -687,11 +704,13 @@ def result(cfg, status, step, manager, rows, exit_code=0):
 
 
 def pretrain(config):
-    """Pretrains as `config` (a PretrainConfig) says: prepare (checks, strategy, plan), build and restore, train.
-    Returns a PretrainResult. Usable from a notebook or a script: progress lines as the CLI prints them, errors
-    as ValueError / FileNotFoundError (nothing written before the checks pass), and on the main thread SIGINT /
-    SIGTERM (a notebook's interrupt) stop at the end of the compiled call in flight with a checkpoint
-    (status "stopped"; the same config resumes)."""
+    """Pretrains as `config` (a PretrainConfig) says: the flags' checks, the output lock, prepare (strategy, checks,
+    plan), build and restore, train. Returns a PretrainResult. Usable from a notebook or a script: progress lines as
+    the CLI prints them, errors as ValueError / FileNotFoundError (nothing written before the checks pass), the
+    model dir held by another run as LockHeld, the TPU / runtime or a peer worker gone as RuntimeLost (both in
+    albert_tf.runtime.exit_codes: the same config resumes), and on the main thread SIGINT / SIGTERM (a notebook's
+    interrupt) stop at the end of the compiled call in flight with a checkpoint (status "stopped"; the same config
+    resumes)."""
     return _pretrain(config, exits=False)
 
 
@@ -701,10 +720,16 @@ def _pretrain(cfg, exits):
     started = time.time()
     at_once = "before the first training step finished, nothing to save" if exits else None
     with StopSignal("albert-tf pretrain", at_once=at_once, exits=exits) as stop:
-        setup = prepare(cfg)
-        stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
+        check_flags(cfg)
+        # The lock before the strategy: a second client started by mistake on a TPU is refused before it connects
+        # to the TPU and initializes (resets) it under the running job.
         with lock.output_lock(cfg.model_dir, "--model-dir"):  # one run per model dir (albert_tf.runtime.lock)
-            model, optimizer, schedule, manager = build(cfg, setup)
+            try:
+                setup = prepare(cfg)
+                stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
+                model, optimizer, schedule, manager = build(cfg, setup)
+            except distribute.RUNTIME_ERRORS as e:  # the runtime or a peer went away while starting
+                raise runtime_lost(e, None, None) from None
             step = int(optimizer.iterations.numpy())
             if step >= cfg.num_train_steps:
                 print(f"the run in {cfg.model_dir} is already complete at step {step} (--num-train-steps "
@@ -717,7 +742,8 @@ def _pretrain(cfg, exits):
 def run(args):
     """`albert-tf pretrain`: the flags over the --recipe as a PretrainConfig, then the run. SIGTERM and SIGINT stop
     it cleanly: before the first step has finished at once (nothing to save), afterwards at the end of the compiled
-    call in flight, with a checkpoint; exit 0 after SIGTERM, 130 after SIGINT. Returns the exit code."""
+    call in flight, with a checkpoint; exit 75 after SIGTERM (not done: the same command resumes), 130 after
+    SIGINT. Returns the exit code (albert_tf.runtime.exit_codes)."""
     config, applied = pretrain_config.from_args(args)
     if applied:
         flags = {f.name: run_config.flag_of(f) for f in dataclasses.fields(PretrainConfig)}

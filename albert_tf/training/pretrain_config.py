@@ -35,6 +35,7 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 
 LOOP_SECONDS = 10.0  # the wall time of one compiled call once the step time is known (loop.LoopLength)
+COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
 RECORD_FILE = "pretrain_config.json"  # MODEL_DIR/: the run's config (a resume with other values is refused)
 
 
@@ -84,6 +85,10 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
     spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
     seed: int = option(12345, "seeds the data order and masking (the model init too)", same_on_resume=True)
     cpu_replicas: int | None = option(None, "split the CPU into N replicas (tests the distributed path)")
+    collective_timeout_secs: float = option(
+        COLLECTIVE_TIMEOUT_SECS, "multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer "
+        "worker fails and the run exits 76 to be relaunched (a hung peer; a dead one is noticed within seconds from "
+        "its missing heartbeats); longer than any save or evaluation one worker does alone; 0: no limit")
     streams: int | None = option(
         None, "split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
               "overlaps elementwise kernels with matmuls; default: 2 on CPU without --remat, else 1)")
@@ -111,7 +116,8 @@ class PretrainResult:
       saved, the same config resumes) or "non-finite" (a loss was NaN/inf: stopped without saving).
     step: the last trained (or restored) step. checkpoint: the latest checkpoint's path, or None.
     metrics: the last `train` metrics row (loss, masked_lm_accuracy, ...), eval_metrics: the last `eval` row
-      ({} when none ran in this call). exit_code: the CLI's (0, 130 after SIGINT, 3 non-finite).
+      ({} when none ran in this call). exit_code: the CLI's (albert_tf.runtime.exit_codes: 0 done or complete,
+      75 stopped by SIGTERM, 130 by SIGINT, 3 non-finite).
     """
     status: str
     step: int
