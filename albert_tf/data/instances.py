@@ -34,7 +34,7 @@ import random
 import numpy as np
 
 from albert_tf.data import masking
-from albert_tf.data.text import decode_utf8
+from albert_tf.data.corpus import decode_utf8
 from albert_tf.text import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256

@@ -19,7 +19,7 @@ import os
 import random
 
 from albert_tf.io import match_files
-from albert_tf.data.text import decode_utf8
+from albert_tf.data.corpus import decode_utf8
 from albert_tf.text import normalize
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
