@@ -157,7 +157,7 @@ def test_non_utf8_bytes_are_replaced_counted_and_reported(corpus_dir, tmp_path, 
     assert "hello \ufffd\ufffd world" in sample and "then \ufffd again" in sample
     code = cli.main(["vocab", "--input", str(bad), "--output-prefix", str(tmp_path / "v"), "--vocab-size", "120"])
     assert code == 0
-    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().out
+    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().err  # a warning
 
 
 def test_vocab_size_too_large_for_corpus(tmp_path):
