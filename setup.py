@@ -5,6 +5,10 @@ from setuptools import find_packages, setup
 TENSORFLOW = ["tensorflow>=2.18,<2.22", "tensorflow-text>=2.18,<2.22"]
 SERVING = ["tensorflow-serving-api>=2.18,<2.22"]
 TEST = ["pytest>=8,<10", "pytest-xdist>=3,<4"]
+# What TPUClusterResolver(tpu=NAME) imports on a pod slice to ask the Cloud TPU API for the slice's hosts:
+# TensorFlow's tpu/client/client.py imports `googleapiclient.discovery` and `oauth2client.client` (TensorFlow
+# tries the cloud-tpu-client package first, whose last release is from 2020; its fallback needs only these two).
+CLOUD_TPU = ["google-api-python-client>=1.8,<3", "oauth2client>=4.1.3,<5"]
 
 setup(
     name="albert_tf",
@@ -28,8 +32,10 @@ setup(
     extras_require={
         "tf": TENSORFLOW,
         # A machine without TensorFlow that drives TPUs: the last TPU wheel, with a libtpu that loads with it
-        # (0.0.32 and later abort at `import tensorflow`). On a TPU VM image with TensorFlow, install no extra.
-        "tpu": ["tensorflow-tpu>=2.20,<2.21", "libtpu>=0.0.14,<0.0.32"],
+        # (0.0.32 and later abort at `import tensorflow`), and the Cloud TPU API client.
+        "tpu": ["tensorflow-tpu>=2.20,<2.21", "libtpu>=0.0.14,<0.0.32"] + CLOUD_TPU,
+        # A TPU VM image, which has its own TensorFlow: only the Cloud TPU API client (what tpu/install.sh installs).
+        "cloud-tpu": CLOUD_TPU,
         "beam": ["apache-beam>=2.60,<3"],
         # The official TF Serving protos: export's warm-up records and the README's gRPC client.
         "serving": SERVING,

@@ -12,23 +12,23 @@ Public API:
 import importlib
 import os
 
-from albert_tf import _requirements, _xla_flags
+from albert_tf.runtime import requirements, xla_flags
 
 __version__ = "0.1.0"
 
 # Before anything is compiled: XLA:CPU's YNNPACK fusions crash when one kernel runs on two threads at once (see
-# albert_tf/_xla_flags.py).
-_xla_flags.disable_ynn_fusions()
+# albert_tf/runtime/xla_flags.py).
+xla_flags.disable_ynn_fusions()
 # TensorFlow comes from an extra or from the machine (a TPU VM's): if it is missing, `import tensorflow` says what to
-# install (see albert_tf/_requirements.py).
-_requirements.install_import_hint()
+# install (see albert_tf/runtime/requirements.py).
+requirements.install_import_hint()
 
 _LAZY = {
     "AlbertConfig": "albert_tf.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.text",
-    "load_encoder": "albert_tf.serving.encoder",
+    "load_encoder": "albert_tf.checkpoints.load",
     "AlbertClassifier": "albert_tf.modeling.classifier",
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",

@@ -7,7 +7,6 @@ imports TensorFlow at its top, the flags live in a light module of their own
 (FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
 """
 import argparse
-import contextlib
 import importlib
 import os
 import re
@@ -22,7 +21,7 @@ SUBCOMMANDS = {
     "finetune": ("albert_tf.training.finetune", "fine-tune on GLUE, SQuAD or RACE with model.fit"),
     "convert": ("albert_tf.checkpoints.convert", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
-    "export": ("albert_tf.serving.encoder", "write a SavedModel for TF Serving that takes raw text"),
+    "export": ("albert_tf.serving.export", "write a SavedModel for TF Serving that takes raw text"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
 
@@ -108,7 +107,7 @@ def quiet_tensorflow(command, verbose):
         try:
             _import_tensorflow_quietly()
         except ImportError:
-            pass  # the job's own `import tensorflow` says what to install (albert_tf/_requirements.py)
+            pass  # the job's own `import tensorflow` says what to install (albert_tf/runtime/requirements.py)
 
 
 def main(argv=None):

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import os
 
-from albert_tf import io
+from albert_tf import files
 
 #: The config's file name inside a pretrained-model directory, a pretraining --model-dir and an export's
 #: assets.extra/ (the original's name).
@@ -149,9 +149,9 @@ class AlbertConfig:
     def from_json_file(cls, path):
         """Reads an albert_config.json (local path or any tf.io.gfile URL such as gs://)."""
         path = os.fspath(path)
-        if not io.exists(path):
+        if not files.exists(path):
             raise FileNotFoundError(f"{path}: no such config file")
-        text = io.read_text(path)
+        text = files.read_text(path)
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
@@ -181,7 +181,7 @@ class AlbertConfig:
 
     def to_json_file(self, path):
         """Writes albert_config.json atomically (temp name, then rename)."""
-        io.atomic_write_text(os.fspath(path), self.to_json_string())
+        files.atomic_write_text(os.fspath(path), self.to_json_string())
 
 
 def load_config(config):
@@ -191,7 +191,7 @@ def load_config(config):
     if isinstance(config, dict):
         return AlbertConfig.from_dict(config)
     config = os.fspath(config)
-    if io.isdir(config):
+    if files.isdir(config):
         return read_config(config)
     if config.endswith(".json") or "/" in config:
         return AlbertConfig.from_json_file(config)
@@ -207,10 +207,10 @@ def read_config(directory):
     """The AlbertConfig of a directory holding albert_config.json (a pretrained-model directory, a pretraining
     --model-dir); a clear error when the directory or its config is missing. No TensorFlow import for local paths."""
     directory = os.fspath(directory)
-    if not io.isdir(directory):
+    if not files.isdir(directory):
         raise FileNotFoundError(f"{directory}: no such pretrained-model directory")
     path = config_path(directory)
-    if not io.exists(path):
+    if not files.exists(path):
         raise FileNotFoundError(f"{directory}: not a pretrained-model directory (no {CONFIG_FILE}; one is written "
                                 "by `albert-tf convert` and `albert-tf pretrain`)")
     return AlbertConfig.from_json_file(path)

@@ -139,6 +139,7 @@ def add_arguments(parser):
 def run(args):
     from albert_tf import configs_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import vocabulary  # pylint: disable=import-outside-toplevel
     from albert_tf.serving.saved_model import latest_version  # pylint: disable=import-outside-toplevel
     from albert_tf.training.finetune import EVAL_RESULTS_FILE  # pylint: disable=import-outside-toplevel
 
@@ -149,7 +150,7 @@ def run(args):
     print(f"[quickstart] built-in corpus: {docs} documents, {sents} sentences from the standard library's "
           f"docstrings → {corpus}", flush=True)
     seq, preds = 128, 20
-    config_file, spm_file = os.path.join(out, pretrained.CONFIG_FILE), os.path.join(out, pretrained.SPM_FILE)
+    config_file, spm_file = os.path.join(out, pretrained.CONFIG_FILE), os.path.join(out, vocabulary.SPM_FILE)
     steps = [
         ["vocab", "--input", corpus, "--output-prefix", os.path.join(out, "spm"), "--vocab-size", "2000"],
         ["create-data", "--input", corpus, "--spm-model", spm_file,

@@ -9,7 +9,7 @@ the others are timed), alternating round by round (ours, peer configurations...,
             the MLM + SOP loss, gradients, the cross-replica sum, clipping to global norm 1.0 and the LAMB update
             (`albert_tf.training.pretrain.build_model_and_optimizer`, `make_train_step`, `loop.make_train_loop`), `--steps` steps per
             compiled call as `--steps-per-loop` does. Default configuration: the fastest we found on this CPU
-            (see README.md, "Figures"): mixed_bfloat16, no XLA for the step (the fused elementwise
+            (see docs/benchmarks.md): mixed_bfloat16, no XLA for the step (the fused elementwise
             kernels of albert_tf/modeling/fused.py are XLA-compiled on their own), two concurrent batch slices
             (`--streams 2`, pretrain's default on CPU), TF's default thread pools.
   peer      keras-hub 0.32 `AlbertMaskedLM` (MLM only, so it does less work than ours: no SOP head, no pooler)

@@ -1,4 +1,4 @@
-"""An independent float64 numpy ALBERT forward pass, written from the paper and DESIGN.md's numerics.
+"""An independent float64 numpy ALBERT forward pass, written from the paper and the original's numerics (docs/numerics.md).
 
 Weights are a dict keyed by the ORIGINAL google-research/albert TF1 variable names (kernels [in, out],
 cls/seq_relationship/output_weights [2, H]). For the sharing modes the original code does not have, per-layer halves

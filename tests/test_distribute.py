@@ -132,8 +132,8 @@ def test_the_tpu_check_runs_before_the_resolver(monkeypatch):
 
 
 def test_this_tensorflow_has_tpu_kernels_exactly_when_it_is_the_tpu_wheel():
-    from albert_tf import _requirements
-    assert distribute.has_tpu_kernels() == (_requirements.installed_tensorflow()[0] == "tensorflow-tpu")
+    from albert_tf.runtime import requirements
+    assert distribute.has_tpu_kernels() == (requirements.installed_tensorflow()[0] == "tensorflow-tpu")
 
 
 # ---------------------------------------------------------------------------------------------- --xla
@@ -142,12 +142,12 @@ def test_this_tensorflow_has_tpu_kernels_exactly_when_it_is_the_tpu_wheel():
     ("off", False, True, True, False), ("on", True, False, True, False), ("auto", False, True, False, False),
     ("off", False, False, False, False)])
 def test_use_xla(flag, on_tpu, use_gpu, host, want):
-    from albert_tf import host_xla
+    from albert_tf.runtime import host_xla
     with host_xla.override(host):
         assert distribute.use_xla(flag, on_tpu, use_gpu) is want
 
 
 def test_xla_on_without_host_xla_is_refused():
-    from albert_tf import host_xla
+    from albert_tf.runtime import host_xla
     with host_xla.override(False), pytest.raises(ValueError, match="--xla on: .*no host XLA.*--xla off"):
         distribute.use_xla("on", on_tpu=False, use_gpu=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf.serving.encoder import export_encoder
+from albert_tf.serving.export import export_encoder
 from albert_tf.serving.saved_model import WARMUP_FILE
 from albert_tf.serving.signatures import OUTPUT_NAMES
 from albert_tf.cli import main as cli_main
@@ -179,7 +179,7 @@ def test_saved_model_cli_show_lists_the_signatures(exported):
 
 
 # saved_model_cli with TF Text's ops registered (its console script imports no op library: "Op type not registered
-# 'SentencepieceOp'"; TF Serving links them into its binary). The command README gives.
+# 'SentencepieceOp'"; TF Serving links them into its binary). The command docs/serving.md gives.
 SAVED_MODEL_CLI = ("import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli import main; "
                    "sys.exit(main())")
 
@@ -267,8 +267,8 @@ def test_load_encoder_from_export_and_directory(model_dirs, exported):
 
 def test_resolve_init_reads_model_dirs_export_versions_and_bases(model_dirs, exported, tiny_spm_model, tmp_path):
     """Issue 19 items 5-6: an export is self-contained (config, casing, vocabulary) and every --init form resolves."""
-    from albert_tf.data import vocab  # pylint: disable=import-outside-toplevel
-    from albert_tf.serving.encoder import resolve_init  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import vocabulary  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints.load import resolve_init  # pylint: disable=import-outside-toplevel
 
     with open(tiny_spm_model, "rb") as f:
         spm_bytes = f.read()
@@ -288,7 +288,7 @@ def test_resolve_init_reads_model_dirs_export_versions_and_bases(model_dirs, exp
     # A vocabulary recorded as cased: export follows it, and --uncased contradicting it is refused.
     cased_dir = str(tmp_path / "cased_model")
     AlbertPretrainer(model_config).save_pretrained(cased_dir, spm_model=tiny_spm_model)
-    vocab.write_casing(os.path.join(cased_dir, "spm.model"), False)
+    vocabulary.write_casing(os.path.join(cased_dir, "spm.model"), False)
     assert resolve_init(cased_dir).lower_case is False
     path = export_encoder(cased_dir, str(tmp_path / "base"), seq_length=16, warmup=False)
     assert resolve_init(path).lower_case is False

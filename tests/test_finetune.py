@@ -75,7 +75,7 @@ def test_collapse_check_flags_a_bias_dominated_encoder_and_reset_restores_it():
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
     spread, reference = finetune.check_collapse(encoder, inputs, seed=1)
     assert spread > finetune.COLLAPSE_RATIO * reference      # a random encoder is not collapsed
-    # What brief LAMB pretraining does (README, "Collapsed init"): biases of ~0.1 per element beside 0.02-scale kernels.
+    # What brief LAMB pretraining does (docs/fine-tuning.md, "Collapsed init"): biases of ~0.1 per element beside 0.02-scale kernels.
     for v in encoder.trainable_variables:
         if v.path.endswith(("bias", "beta")):
             v.assign(np.asarray(rng.normal(0, 0.3, v.shape), "float32"))

@@ -1,14 +1,14 @@
-"""albert_tf.host_xla: the probe for XLA on the host, its overrides, and the non-XLA path of the LAMB update and the
+"""albert_tf.runtime.host_xla: the probe for XLA on the host, its overrides, and the non-XLA path of the LAMB update and the
 fused kernels against the XLA path (same numbers) where this TensorFlow has host XLA (not the TPU wheel)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import _requirements, host_xla
+from albert_tf.runtime import requirements, host_xla
 from albert_tf.modeling import fused
 from albert_tf.training import lamb
 
-ON_TPU_WHEEL = _requirements.installed_tensorflow()[0] == "tensorflow-tpu"
+ON_TPU_WHEEL = requirements.installed_tensorflow()[0] == "tensorflow-tpu"
 NO_HOST_XLA = "the TPU wheel has no XLA for the host: only the fallback path runs here"
 
 

@@ -1,4 +1,4 @@
-"""One run per output directory (albert_tf.lock): a second run on a busy --model-dir / --output is refused with one
+"""One run per output directory (albert_tf.runtime.lock): a second run on a busy --model-dir / --output is refused with one
 line naming the holder; a killed run's lock is taken over; the lock is gone when a run ends."""
 import json
 import os
@@ -12,7 +12,7 @@ import time
 import pytest
 
 import helpers as ph
-from albert_tf import lock
+from albert_tf.runtime import cluster, lock
 from test_pretrain import base_args, data_dir  # noqa: F401  # pylint: disable=unused-import
 
 
@@ -57,11 +57,11 @@ def test_stale_rule():
 def test_tf_config_workers_other_than_the_chief_take_no_lock():
     worker = lambda t, i, cluster: {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": t, "index": i}})}
     two = {"worker": ["a:1", "b:1"]}
-    assert lock.is_chief_from_env(worker("worker", 0, two)) and not lock.is_chief_from_env(worker("worker", 1, two))
+    assert cluster.is_chief_from_env(worker("worker", 0, two)) and not cluster.is_chief_from_env(worker("worker", 1, two))
     with_chief = {"chief": ["c:1"], "worker": ["a:1"]}
-    assert lock.is_chief_from_env(worker("chief", 0, with_chief))
-    assert not lock.is_chief_from_env(worker("worker", 0, with_chief))
-    assert lock.is_chief_from_env({})
+    assert cluster.is_chief_from_env(worker("chief", 0, with_chief))
+    assert not cluster.is_chief_from_env(worker("worker", 0, with_chief))
+    assert cluster.is_chief_from_env({})
 
 
 @pytest.mark.slow  # two TensorFlow processes side by side: about a minute on this shared machine

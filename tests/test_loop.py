@@ -8,12 +8,11 @@ import subprocess
 import sys
 import time
 
-import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
-                                     make_train_loop)
+from albert_tf.runtime.signals import StopSignal, duration_text
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
 
 
 def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
@@ -174,12 +173,11 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
     assert signal.set_wakeup_fd(-1) == -1  # no wakeup fd left behind
 
 
-# A process that sits in StopSignal, its main thread in a sleep. StopSignal uses no TensorFlow: a stand-in module
-# spares the import (seconds).
+# A process that sits in StopSignal, its main thread in a sleep. albert_tf.runtime.signals imports no TensorFlow.
 _WAITER = """
-import sys, time, types
-sys.modules["tensorflow"] = types.ModuleType("tensorflow")
-from albert_tf.training.loop import StopSignal
+import sys, time
+from albert_tf.runtime.signals import StopSignal
+assert "tensorflow" not in sys.modules, "albert_tf.runtime.signals imported TensorFlow"
 with StopSignal("prog", at_once=sys.argv[1] or None) as stop:
     print("ready", flush=True)
     time.sleep(60)

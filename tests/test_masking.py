@@ -227,7 +227,7 @@ def test_special_ids_agree_with_the_record_format():
     from albert_tf.data import dynamic_masking  # pylint: disable=import-outside-toplevel
 
     ids = (tokenization.PAD_ID, tokenization.CLS_ID, tokenization.SEP_ID, tokenization.MASK_ID)
-    assert ids == (0, 2, 3, 4)  # DESIGN.md
+    assert ids == (0, 2, 3, 4)  # docs/data.md
     assert (masking.PAD_ID, masking.CLS_ID, masking.SEP_ID, masking.MASK_ID) == ids
     assert (dynamic_masking.PAD_ID, dynamic_masking.CLS_ID, dynamic_masking.SEP_ID, dynamic_masking.MASK_ID) == ids
     tok = tokenization.AlbertTokenizer

@@ -189,7 +189,7 @@ def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpu
 
 
 def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
-    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(tmp_path, "--output")
     check_output_dir(tmp_path / "new" / "deeper", "--output")

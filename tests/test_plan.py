@@ -130,6 +130,20 @@ def test_xxlarge_on_v3_512_fits_and_times():
     assert r["step_time_s"] == pytest.approx((p["flops_per_step"] + extra) / (0.5 * peak))
 
 
+@pytest.mark.parametrize("topology, cores", [("v3-1024", 1024), ("v3-2048", 2048)])
+def test_v3_slices_up_to_2048_cores(topology, cores):
+    """v3 slices go to v3-2048 (256 hosts); the paper's batch of 4096 there is 4 or 2 examples per core, and the
+    step time at the same MFU scales as 1 / cores from v3-512's (the FLOPs per step do not change)."""
+    assert plan.topology_cores(topology) == cores
+    config = AlbertConfig.from_preset("albert_xxlarge")
+    big = plan.estimate(config, 4096, 512, 20, cores=cores, steps=125_000, topology=topology)
+    base = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, topology="v3-512")
+    assert big["per_core_batch"] == 4096 // cores and big["flops_per_step"] == base["flops_per_step"]
+    assert big["peak_flops"] == pytest.approx(cores / 2 * 123e12)
+    assert big["step_time_s"] == pytest.approx(base["step_time_s"] * 512 / cores)
+    assert big["fits"] and big["hbm_per_core_bytes"] < base["hbm_per_core_bytes"]
+
+
 def test_does_not_fit_names_what_to_change():
     config = AlbertConfig.from_preset("albert_xxlarge")
     p = plan.estimate(config, 4096, 384, 20, cores=8, topology="v3-8")   # 512 examples per core
@@ -220,7 +234,7 @@ def test_cli_text_says_how_flops_are_counted(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--topology", "v3-1024"], "--topology 'v3-1024': unknown; expected one of v3-8, v3-32"),
+    (["--topology", "v3-4096"], "--topology 'v3-4096': unknown; expected one of v3-8, v3-32"),
     (["--batch-size", "100"], "--batch-size 100 is not divisible by the 32 cores of v3-32"),
     (["--seq-length", "1024"], "--seq-length 1024 exceeds the config's max_position_embeddings 512"),
     (["--max-predictions", "600"], "--max-predictions 600 exceeds --seq-length 512"),

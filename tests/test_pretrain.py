@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli, host_xla
+from albert_tf import cli
+from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
 
 SEQ, PRED = 32, 5

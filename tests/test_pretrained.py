@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.checkpoints import pretrained
+from albert_tf.text import vocabulary
 from helpers import SMALL, make_inputs
 
 CFG = AlbertConfig.from_dict(dict(SMALL, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
@@ -26,7 +27,7 @@ def test_layout(saved):
     assert pretrained.CONFIG_FILE in files and "checkpoint" in files
     assert pretrained.read_config(directory) == CFG
     assert pretrained.latest_checkpoint(directory).endswith("ckpt-0")
-    assert pretrained.spm_model_path(directory) is None
+    assert vocabulary.spm_model_path(directory) is None
     names = [n for n, _ in tf.train.list_variables(pretrained.latest_checkpoint(directory))]
     assert any(n.startswith("model/encoder/") for n in names) and any(n.startswith("model/mlm_head/") for n in names)
     assert not any(".tmp-" in n for n in os.listdir(os.path.dirname(directory)))  # no temp directory left
@@ -93,9 +94,9 @@ def test_save_is_atomic_and_refuses_a_non_empty_directory(tmp_path, monkeypatch)
 
 
 def test_check_vocabulary_and_config(tmp_path, tiny_spm_model):
-    pretrained.check_vocabulary(CFG.replace(vocab_size=300), tiny_spm_model)
+    vocabulary.check_vocabulary(CFG.replace(vocab_size=300), tiny_spm_model)
     with pytest.raises(ValueError, match="has 300 pieces but the config's vocab_size is 50"):
-        pretrained.check_vocabulary(CFG, tiny_spm_model)
+        vocabulary.check_vocabulary(CFG, tiny_spm_model)
     pretrained.write_files(str(tmp_path), CFG, tiny_spm_model)
     assert open(tmp_path / "spm.model", "rb").read() == open(tiny_spm_model, "rb").read()
     pretrained.check_config(str(tmp_path), CFG)

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli, host_xla
+from albert_tf import cli
+from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
 from test_pretrain import assert_same_checkpoint, base_args, train_metrics
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 import setuptools
 
-from albert_tf import _requirements
+from albert_tf.runtime import requirements
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,7 +42,9 @@ def test_no_tensorflow_distribution_is_a_hard_requirement(setup_kwargs):
 def test_extras_tf_tpu_and_dev(setup_kwargs):
     extras = setup_kwargs["extras_require"]
     assert _names(extras["tf"]) == {"tensorflow", "tensorflow-text"}
-    assert _names(extras["tpu"]) == {"tensorflow-tpu", "libtpu"}
+    # TPUClusterResolver(tpu=NAME) on a pod imports the Google API client (tests/test_tpu_client.py)
+    assert _names(extras["cloud-tpu"]) == {"google-api-python-client", "oauth2client"}
+    assert _names(extras["tpu"]) == {"tensorflow-tpu", "libtpu"} | _names(extras["cloud-tpu"])
     assert "libtpu>=0.0.14,<0.0.32" in extras["tpu"]  # 0.0.32 and later abort at `import tensorflow`
     assert set(extras["tf"]) <= set(extras["dev"])  # README's `pip install -e ".[dev,beam]"` gets TensorFlow
     assert {"pytest", "pytest-xdist"} <= _names(extras["test"]) <= _names(extras["dev"])
@@ -67,8 +69,8 @@ def test_import_tensorflow_without_tensorflow_says_what_to_install():
 
 def test_the_hint_is_consulted_only_after_every_other_finder():
     meta_path = [object()]
-    finder = _requirements.install_import_hint(meta_path)
-    assert meta_path[-1] is finder and _requirements.install_import_hint(meta_path) is finder  # once
+    finder = requirements.install_import_hint(meta_path)
+    assert meta_path[-1] is finder and requirements.install_import_hint(meta_path) is finder  # once
     assert len(meta_path) == 2
     assert finder.find_spec("numpy") is None  # anything else: not ours
     with pytest.raises(ModuleNotFoundError, match="tensorflow_text"):
@@ -82,5 +84,5 @@ def test_the_hint_is_consulted_only_after_every_other_finder():
     (None, "albert_tf needs TensorFlow"),
 ])
 def test_tensorflow_text_advice_matches_the_installed_tensorflow(monkeypatch, found, want):
-    monkeypatch.setattr(_requirements, "installed_tensorflow", lambda: found)
-    assert want in _requirements.tensorflow_text_advice()
+    monkeypatch.setattr(requirements, "installed_tensorflow", lambda: found)
+    assert want in requirements.tensorflow_text_advice()

@@ -629,7 +629,7 @@ def test_pieces_stay_in_words_hand_examples():
 
 
 # Letters whose lowercase mapping arrived in Unicode 14.0: Python 3.11 lowercases them, TF's ICU (tf.strings.lower)
-# does not. Documented in README; the boundary is tested below.
+# does not. Documented in docs/numerics.md; the boundary is tested below.
 UNICODE_14_CASED = [0x2C2F, 0xA7C0, 0xA7D0, 0xA7D6, 0xA7D8] + list(range(0x10570, 0x105A2))
 
 
@@ -643,7 +643,7 @@ def test_icu_and_python_unicode_tables_differ_only_where_documented(tiny_tokeniz
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if tuple(int(x) for x in tf.__version__.split(".")[:2]) < (2, 21):
-        # TF 2.18's ICU is older than Python 3.11's tables: more characters differ there (README: the list is
+        # TF 2.18's ICU is older than Python 3.11's tables: more characters differ there (docs/numerics.md: the list is
         # TensorFlow 2.21's; CI part 2 runs 2.18 and the TPU wheel 2.20).
         pytest.skip(f"the documented list is TensorFlow 2.21's ICU; this is TensorFlow {tf.__version__}")
     chars = [c for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli, host_xla
+from albert_tf import cli
+from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_dataset
 from albert_tf.training import distribute

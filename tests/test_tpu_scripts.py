@@ -1,7 +1,7 @@
 """tpu/*.sh: every script's --dry-run prints the commands it would run (checked word by word: the TPU runtime's
-variables per slice size, the worker, the detached start), --help, bad input, the polling restart loop against a
-fake gcloud, tpu/on_worker.sh's detached run on this machine, and shellcheck on all of them (required when $CI is
-set)."""
+variables per slice size, the worker, the detached start, the install), --help, bad input, tpu/on_worker.sh's
+detached run on this machine, and shellcheck on all of them (required when $CI is set). The keeper
+(tpu/keep_alive.sh) against a fake Google Cloud: tests/test_keeper.py."""
 import glob
 import os
 import shlex
@@ -40,7 +40,8 @@ GUARD = []
 
 def run_script(script, *args, env=None, check=True):
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE", "TF_IMAGE_VERSION", "ALBERT_TF", "LOCAL_CLI")}
+               if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE", "TF_IMAGE_VERSION", "ALBERT_TF", "ALBERT_TF_PYTHON",
+                            "LOCAL_CLI")}
     environ["PATH"] = os.pathsep.join(GUARD + [os.environ["PATH"]])
     environ.update(env or {})
     result = subprocess.run([os.path.join(TPU, script), *args], capture_output=True, text=True, env=environ,
@@ -69,6 +70,8 @@ DRY_RUNS = {
     "prepare_data.sh": ["--root", "gs://b/albert", "--corpus", "corpus/*.txt"],
     "launch_pretrain.sh": ["--name", "vm", "--zone", ZONE, "--type", "v3-8", "--root", "gs://b/albert",
                            "--config", "albert_base"],
+    "keep_alive.sh": ["--name", "pod", "--zone", ZONE, "--type", "v3-32", "--root", "gs://b/albert", "--config",
+                      "albert_base"],
     "resume_loop.sh": ["--name", "pod", "--zone", ZONE, "--type", "v3-32", "--root", "gs://b/albert", "--config",
                        "albert_base"],
     "tensorboard.sh": ["--root", "gs://b/albert", "--config", "albert_base"],
@@ -84,7 +87,8 @@ def test_every_script_has_a_dry_run_case():
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help_and_dry_run(script):
     help_text = run_script(script, "--help").stdout
-    assert "Usage: tpu/" + script in help_text and "--dry-run" in help_text and "shellcheck" not in help_text
+    usage = "Usage: tpu/" + ("keep_alive.sh" if script == "resume_loop.sh" else script)  # the keeper's former name
+    assert usage in help_text and "--dry-run" in help_text and "shellcheck" not in help_text
     assert commands(script, *DRY_RUNS[script])
     bad = run_script(script, "--dry-run", *DRY_RUNS[script], "--bogus", check=False)
     assert bad.returncode == 2 and "unknown argument --bogus" in bad.stderr
@@ -94,16 +98,16 @@ def test_create_single_host_vm():
     create, install = commands("create_tpu.sh", *DRY_RUNS["create_tpu.sh"])
     assert create == ["gcloud", "compute", "tpus", "tpu-vm", "create", "vm", f"--zone={ZONE}",
                       "--accelerator-type=v3-8", "--version=tpu-vm-tf-2.18.0-pjrt"]
-    assert install[:8] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "vm", f"--zone={ZONE}", "--worker=all"]
+    assert install[:8] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "vm", f"--zone={ZONE}", "--worker=0"]
 
 
-@pytest.mark.parametrize("size", [32, 64, 128, 256, 512])
+@pytest.mark.parametrize("size", [32, 64, 128, 256, 512, 1024, 2048])
 def test_create_pod_slice(size):
     create, install = commands("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--spot",
                                "--project", "my-project")
     assert f"--accelerator-type=v3-{size}" in create and "--version=tpu-vm-tf-2.18.0-pod-pjrt" in create
     assert "--spot" in create and create[-1] == install[-1] == "--project=my-project"
-    assert "--worker=all" in install
+    assert "--worker=0" in install and not any("--worker=all" in w for w in install)  # Python runs on worker 0 only
     note = run_script("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--dry-run").stdout
     assert f"{size // 8} host(s)" in note
 
@@ -115,10 +119,14 @@ def test_create_image_overrides():
     (create,) = commands("create_tpu.sh", "--name", "vm", "--zone", ZONE, "--type", "v3-8", "--image", "my-image",
                          "--no-install")
     assert "--version=my-image" in create
+    for capacity in ("--preemptible", "--reserved"):
+        create, _ = commands("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", "v3-2048", capacity)
+        assert create[-1] == capacity and "--spot" not in create
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--type", "v3-1024"], "--type v3-1024: expected one of v3-8 v3-32"),
+    (["--type", "v3-4096"], "--type v3-4096: expected one of v3-8 v3-32"),
+    (["--spot", "--reserved"], "--spot, --preemptible and --reserved: one at most"),
     (["--type", "v4-8"], "--type v4-8: expected one of"),
     (["--zone", "europe"], "--zone europe: expected a zone such as europe-west4-a"),
     (["--name"], "--name needs a value"),
@@ -130,15 +138,44 @@ def test_create_refuses_bad_input(args, message):
     assert result.returncode == 2 and message in result.stderr and not result.stdout
 
 
-def test_install_command():
-    (install,) = commands("install.sh", *DRY_RUNS["install.sh"])
-    remote = install[install.index("--command") + 1]
-    assert remote.startswith('pip install "albert_tf @ git+https://github.com/OWNER/albert_tf.git" && '
-                             'pip install --no-deps "tensorflow-text==2.18.*" && ')
-    (install,) = commands("install.sh", *DRY_RUNS["install.sh"], env={"ALBERT_TF_SOURCE": "gs://b/albert_tf.whl"})
-    assert '"albert_tf @ gs://b/albert_tf.whl"' in install[install.index("--command") + 1]
-    (install,) = commands("install.sh", *DRY_RUNS["install.sh"], env={"INSTALL_CMD": "pip install --no-deps x"})
-    assert inner(install)[:4] == ["pip", "install", "--no-deps", "x"]
+def install_words(env=None):
+    """What install.sh runs on worker 0, as shell words, and the worker."""
+    (install,) = commands("install.sh", *DRY_RUNS["install.sh"], env=env)
+    assert install[:8] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "vm", f"--zone={ZONE}", "--worker=0"]
+    return inner(install)
+
+
+CHECK = ["TPU_LOAD_LIBRARY=0", "python3", "-c",
+         'import albert_tf, tensorflow as tf; print("albert_tf", albert_tf.__version__, "tensorflow", tf.__version__)']
+TEXT = ["python3", "-m", "pip", "install", "--no-deps", "tensorflow-text==2.18.*"]
+
+
+@pytest.mark.parametrize("source, fetch, requirement", [
+    (None, [], "albert_tf[cloud-tpu] @ git+https://github.com/OWNER/albert_tf.git"),   # the placeholder (dry run)
+    ("git+https://example.com/a/albert_tf.git@v1", [],
+     "albert_tf[cloud-tpu] @ git+https://example.com/a/albert_tf.git@v1"),
+    ("https://example.com/albert_tf-0.1.0-py3-none-any.whl", [],
+     "albert_tf[cloud-tpu] @ https://example.com/albert_tf-0.1.0-py3-none-any.whl"),
+    # pip cannot read gs://: the wheel is copied to worker 0 first, under its own name (pip parses wheel names)
+    ("gs://b/dist/albert_tf-0.1.0-py3-none-any.whl",
+     ["mkdir", "-p", "albert_tf_wheel", "&&", "gcloud", "storage", "cp", "gs://b/dist/albert_tf-0.1.0-py3-none-any.whl",
+      "albert_tf_wheel/", "&&"], "./albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl[cloud-tpu]"),
+])
+def test_install_on_worker_0_from_a_source_pip_can_read(source, fetch, requirement):
+    words = install_words({"ALBERT_TF_SOURCE": source} if source else None)
+    assert words == fetch + ["python3", "-m", "pip", "install", requirement, "&&"] + TEXT + ["&&"] + CHECK
+
+
+def test_install_overrides_and_refusals():
+    assert install_words({"INSTALL_CMD": "pip install --no-deps x"})[:4] == ["pip", "install", "--no-deps", "x"]
+    python = "/opt/py/bin/python"
+    assert install_words({"ALBERT_TF_PYTHON": python})[:4] == [python, "-m", "pip", "install"]
+    for source in ("gs://b/dist/", "albert_tf==0.1.0", "/home/me/albert_tf.whl"):
+        result = run_script("install.sh", *DRY_RUNS["install.sh"], "--dry-run", env={"ALBERT_TF_SOURCE": source},
+                            check=False)
+        assert result.returncode == 2 and not result.stdout
+        assert f"ALBERT_TF_SOURCE {source}: expected a git URL (git+https://...), an https:// wheel or a gs://" \
+            in result.stderr
     # a real run with the placeholder source stops before calling gcloud
     result = run_script("install.sh", *DRY_RUNS["install.sh"], check=False)
     assert result.returncode == 2 and "set ALBERT_TF_SOURCE" in result.stderr
@@ -185,19 +222,40 @@ def test_prepare_data_on_dataflow():
 
 def launch(*args, env=None):
     """launch_pretrain.sh's dry run: (scp, ssh, what the ssh runs on worker 0 as
-    {"env": {NAME: VALUE}, "pretrain": [words], "log": LOG_URL, "follow": bool})."""
+    {"install": [words], "env": {NAME: VALUE}, "pretrain": [words], "log": LOG_URL, "follow": bool})."""
     scp, ssh = commands("launch_pretrain.sh", *args, env=env)
     words = inner(ssh)
     start = words.index("start")
-    assert words[:start] == ["mkdir", "-p", "albert_tf_run", "&&", "mv", "-f", "albert_tf_on_worker.sh",
-                             "albert_tf_run/on_worker.sh", "&&", "bash", "albert_tf_run/on_worker.sh"]
+    assert words[:9] == ["mkdir", "-p", "albert_tf_run", "&&", "mv", "-f", "albert_tf_on_worker.sh",
+                         "albert_tf_run/on_worker.sh", "&&"]
+    assert words[start - 3:start] == ["&&", "bash", "albert_tf_run/on_worker.sh"]
     assert words[start + 1] == "albert_tf_run"
     dashes = words.index("--", start)
     end = words.index("&&", dashes) if "&&" in words[dashes:] else len(words)
     env_words = words[start + 3:dashes]
     remote = {"env": dict(w.split("=", 1) for w in env_words), "env_order": [w.split("=")[0] for w in env_words],
-              "pretrain": words[dashes + 1:end], "log": words[start + 2], "follow": words[end:]}
+              "pretrain": words[dashes + 1:end], "log": words[start + 2], "follow": words[end:],
+              "install": words[9:start - 3]}
     return scp, ssh, remote
+
+
+def test_launch_installs_when_albert_tf_is_missing():
+    """The import check (no TPU runtime loaded: a running job holds the TPU), else the install: a failed install
+    fails this launch, and the next launch checks again."""
+    _, _, remote = launch(*DRY_RUNS["launch_pretrain.sh"], env={"INSTALL_CMD": "my-install --now"})
+    assert remote["install"] == ["{", "TPU_LOAD_LIBRARY=0", "python3", "-c", "import albert_tf", "2>/dev/null", "||",
+                                 "{", "echo", "albert_tf is missing on worker 0: installing it", "&&", "my-install",
+                                 "--now;", "};", "}"]
+    _, _, remote = launch(*DRY_RUNS["launch_pretrain.sh"])
+    assert remote["install"][11:16] == ["python3", "-m", "pip", "install",
+                                        "albert_tf[cloud-tpu] @ git+https://github.com/OWNER/albert_tf.git"]
+    # a real launch with the placeholder source: the remote install fails saying what to set (here, run in bash)
+    from_placeholder = subprocess.run(["bash", "-c", ". tpu/lib.sh; DRY_RUN=0; eval \"$(install_command)\""],
+                                      cwd=REPO, capture_output=True, text=True, check=False,
+                                      env={k: v for k, v in os.environ.items()
+                                           if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE")})
+    assert from_placeholder.returncode == 1
+    assert "albert_tf is not installed on worker 0; set ALBERT_TF_SOURCE" in from_placeholder.stderr
 
 
 def test_launch_on_a_single_host_vm_runs_detached_with_the_pjrt_variables():
@@ -259,98 +317,42 @@ def test_launch_refuses_local_paths():
         assert result.returncode == 2 and message in result.stderr
 
 
-def test_resume_loop_dry_run_shows_the_checks_a_relaunch_and_a_recreation():
-    cmds = commands("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--steps", "5000")
+@pytest.mark.parametrize("script", ["keep_alive.sh", "resume_loop.sh"])
+def test_keeper_dry_run_shows_the_checks_a_relaunch_the_watchdog_and_a_recreation(script):
+    cmds = commands(script, *DRY_RUNS[script], "--steps", "5000", "--reserved", "--image", "tpu-vm-tf-2.17.1-pod-pjrt",
+                    "--", "--save-checkpoints-secs", "300")
     heads = [" ".join(c[:5]) for c in cmds]
     assert heads == ["gcloud storage ls gs://b/albert/models/albert_base/ckpt-5000.index",
                      "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm ssh",   # checks
+                     "gcloud storage ls -l gs://b/albert/models/albert_base/",                 # progress
                      "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh",        # relaunch
+                     "gcloud compute tpus tpu-vm ssh",                                          # watchdog stop
                      "gcloud compute tpus tpu-vm delete", "gcloud compute tpus tpu-vm create",  # recreation
-                     "gcloud compute tpus tpu-vm ssh",                                          # install
                      "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh"]        # launch
-    assert inner(cmds[2]) == ["bash", "albert_tf_run/on_worker.sh", "status", "albert_tf_run"]
-    assert "--worker=0" in cmds[2] and "--spot" in cmds[6] and "--accelerator-type=v3-32" in cmds[6]
-    assert "--worker=all" in cmds[7] and "--worker=0" in cmds[9]
-    words = inner(cmds[9])
+    assert cmds[1][-1] == ("--format=csv[no-heading](state,acceleratorType,runtimeVersion,schedulingConfig.spot,"
+                           "schedulingConfig.preemptible,schedulingConfig.reserved)")
+    assert "bash albert_tf_run/on_worker.sh status albert_tf_run" in cmds[2][-1] and "--worker=0" in cmds[2]
+    assert inner(cmds[6]) == ["bash", "albert_tf_run/on_worker.sh", "stop", "albert_tf_run", "120"]
+    assert cmds[8][5:] == ["pod", f"--zone={ZONE}", "--accelerator-type=v3-32", "--version=tpu-vm-tf-2.17.1-pod-pjrt",
+                           "--reserved"]
+    words = inner(cmds[10])
     assert words[words.index("--num-train-steps") + 1] == "5000" and words[words.index("--tpu") + 1] == "pod"
-    assert "TPU_LOAD_LIBRARY=0" in words and "TPU_NAME=pod" in words
+    assert words[words.index("--save-checkpoints-secs") + 1] == "300"
+    assert "TPU_LOAD_LIBRARY=0" in words and "ALBERT_TF_RUN_ID=RUN_ID" in words
+    note = run_script(script, "--dry-run", *DRY_RUNS[script], "--", "--save-checkpoints-secs=300").stdout
+    assert "no progress for 3 x 300s" in note
 
 
-FAKE_GCLOUD = r"""#!/usr/bin/env bash
-# A stand-in for gcloud: logs each call; keeps the TPU's state in $FAKE/state and the run's in $FAKE/run. The first
-# run is preempted (the TPU goes PREEMPTED), the second stops on its own (exit 0, a SIGTERM save), the third
-# finishes. With FAKE_EXIT set, every run stops with that exit code.
-echo "$*" >> "$FAKE/log"
-case "$*" in
-  "storage ls"*) [[ -e $FAKE/final ]] ;;
-  *"tpu-vm describe"*) [[ $(cat "$FAKE/state") != MISSING ]] && cat "$FAKE/state" ;;
-  *"tpu-vm delete"*) echo MISSING > "$FAKE/state"; rm -f "$FAKE/run" ;;
-  *"tpu-vm create"*) echo READY > "$FAKE/state" ;;
-  *"tpu-vm scp"*) ;;
-  *"--worker=all"*) ;;
-  *"on_worker.sh status"*)
-    if [[ -e $FAKE/run ]]; then cat "$FAKE/run"; else echo "bash: albert_tf_run/on_worker.sh: No such file"; fi ;;
-  *"on_worker.sh start"*)
-    n=$(( $(cat "$FAKE/launches" 2>/dev/null || echo 0) + 1 )); echo $n > "$FAKE/launches"
-    if [[ -n ${FAKE_EXIT:-} ]]; then echo "stopped $FAKE_EXIT" > "$FAKE/run"
-    elif [[ $n == 1 ]]; then echo "running 42" > "$FAKE/run"; echo PREEMPTED > "$FAKE/state"
-    elif [[ $n == 2 ]]; then echo "stopped 0" > "$FAKE/run"
-    else touch "$FAKE/final"; echo "stopped 0" > "$FAKE/run"; fi ;;
-  *) echo "unexpected: $*" >&2; exit 9 ;;
-esac
-"""
-
-
-def fake_gcloud(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    gcloud = bin_dir / "gcloud"
-    gcloud.write_text(FAKE_GCLOUD)
-    gcloud.chmod(gcloud.stat().st_mode | stat.S_IEXEC)
-    (tmp_path / "state").write_text("READY\n")
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE": str(tmp_path), "ALBERT_TF_SOURCE": "gs://b/w.whl"}
-
-
-def fake_log(tmp_path):
-    """The fake gcloud's calls, each cut to its command and the remote action."""
-    calls = []
-    for line in (tmp_path / "log").read_text().splitlines():
-        action = next((w for w in ("status", "start") if f"on_worker.sh {w}" in line), None)
-        head = " ".join(line.split(" --")[0].split()[:5])  # the command and its TPU (scp: the file, not the TPU)
-        calls.append(head + (f" [{action}]" if action else ""))
-    return calls
-
-
-def test_resume_loop_polls_relaunches_a_stopped_run_and_recreates_a_preempted_slice(tmp_path):
-    env = fake_gcloud(tmp_path)
-    result = run_script("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--poll", "0", "--wait", "0", "--steps", "10",
-                        env=env)
-    ls, describe = "storage ls gs://b/albert/models/albert_base/ckpt-10.index", "compute tpus tpu-vm describe pod"
-    scp = "compute tpus tpu-vm scp " + os.path.join(TPU, "on_worker.sh")
-    ssh = "compute tpus tpu-vm ssh pod"
-    assert fake_log(tmp_path) == [
-        ls, describe, f"{ssh} [status]",                        # READY, nothing on worker 0 yet
-        scp, f"{ssh} [start]",                                  # launch 1 (then preempted)
-        ls, describe,                                           # PREEMPTED
-        "compute tpus tpu-vm delete pod", "compute tpus tpu-vm create pod", ssh,  # recreate + install (all workers)
-        scp, f"{ssh} [start]",                                  # launch 2: stops on its own (exit 0)
-        ls, describe, f"{ssh} [status]",                        # READY, "stopped 0"
-        scp, f"{ssh} [start]",                                  # launch 3: finishes
-        ls,
-    ], result.stderr
-    assert "run on pod: stopped 0: launching" in result.stderr
-    assert "done: gs://b/albert/models/albert_base/ckpt-10.index" in result.stderr
-
-
-@pytest.mark.parametrize("code, message", [("1", "gave up after 2 relaunches"), ("2", "pretrain on pod stopped 2"),
-                                           ("3", "stopped 3 (bad flags or data, or a non-finite loss)")])
-def test_resume_loop_gives_up(tmp_path, code, message):
-    env = fake_gcloud(tmp_path)
-    result = run_script("resume_loop.sh", *DRY_RUNS["resume_loop.sh"], "--poll", "0", "--max-restarts", "2",
-                        env={**env, "FAKE_EXIT": code}, check=False)
-    assert result.returncode == 2 and message in result.stderr
-    starts = [c for c in fake_log(tmp_path) if c.endswith("[start]")]
-    assert len(starts) == (3 if code == "1" else 1)  # exit 2 or 3: no relaunch
+@pytest.mark.parametrize("args, message", [
+    (["--poll", "soon"], "--poll soon: expected seconds"),
+    (["--hang-factor", "-1"], "--hang-factor -1: expected a non-negative integer"),
+    (["--kill-after", "0.25"], "--kill-after 0.25: expected seconds (one decimal at most)"),
+    (["--", "--save-checkpoints-secs", "1.5"], "--save-checkpoints-secs 1.5: expected a non-negative integer"),
+    (["--model-dir", "/local/dir"], "--model-dir /local/dir: expected a gs:// path"),
+])
+def test_keeper_refuses_bad_flags(args, message):
+    result = run_script("keep_alive.sh", "--dry-run", *DRY_RUNS["keep_alive.sh"], *args, check=False)
+    assert result.returncode == 2 and message in result.stderr and not result.stdout
 
 
 # ---------------------------------------------------------------------------------------------- on_worker.sh
@@ -386,14 +388,26 @@ def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_p
     status = worker("status", run_dir)
     assert status.stdout.startswith("running ")
     assert "already running" in worker("start", run_dir, "-", "--", "true").stdout
-    assert worker("stop", run_dir).stdout.strip() == "sent SIGTERM"
-    wait_until(lambda: worker("status", run_dir, check=False).returncode == 1)
-    assert worker("status", run_dir, check=False).stdout.strip() == "stopped 0"
+    assert worker("stop", run_dir).stdout.strip() == "stopped after SIGTERM"
+    assert worker("status", run_dir, check=False).stdout.splitlines() == ["stopped 0", "saved"]
     log = open(os.path.join(run_dir, "pretrain.log"), encoding="utf-8").read()
     assert "A=1\nsaved\n" in log and log.rstrip().endswith("exit 0")
     # a failing command: its exit code is kept
     worker("start", run_dir, "-", "--", "bash", "-c", "exit 7")
-    wait_until(lambda: worker("status", run_dir, check=False).stdout.strip() == "stopped 7")
+    wait_until(lambda: worker("status", run_dir, check=False).stdout.startswith("stopped 7\n"))
+    assert worker("stop", run_dir).stdout.strip() == "not running"
+
+
+def test_on_worker_stop_kills_a_run_that_ignores_sigterm(tmp_path):
+    """A client hung on a lost host may never act on SIGTERM: `stop RUN_DIR SECONDS` sends SIGKILL SECONDS later."""
+    run_dir = str(tmp_path / "run")
+    worker("start", run_dir, "-", "--", "bash", "-c", 'trap "echo ignored" TERM; while true; do sleep 0.1; done')
+    wait_until(lambda: worker("status", run_dir, check=False).returncode == 0)
+    began = time.time()
+    assert worker("stop", run_dir, "0.5").stdout.strip() == "killed (SIGKILL) after 0.5s"
+    assert 0.5 <= time.time() - began < 10
+    assert worker("status", run_dir, check=False).stdout.splitlines() == ["stopped 137", "ignored"]
+    assert worker("stop", run_dir, "soon", check=False).returncode == 2
 
 
 def test_tensorboard_export_delete():

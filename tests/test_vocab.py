@@ -8,8 +8,8 @@ import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import (USER_DEFINED_SYMBOLS, read_casing, resolve_lower_case, sample_sentences, train_vocab,
-                                  vocab_lines)
+from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
+from albert_tf.text.vocabulary import read_casing, resolve_lower_case
 from albert_tf.text import AlbertTokenizer, normalize
 from helpers import EQUALITY_TEXTS
 

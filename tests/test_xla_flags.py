@@ -1,42 +1,42 @@
 """`import albert_tf` turns XLA:CPU's YNNPACK fusions off (they crash when one kernel runs on two threads at once;
-see albert_tf/_xla_flags.py): the flag's bookkeeping, and the compiled kernels of a fresh process."""
+see albert_tf/runtime/xla_flags.py): the flag's bookkeeping, and the compiled kernels of a fresh process."""
 import glob
 import os
 
 import pytest
 
 import helpers
-from albert_tf import _requirements, _xla_flags
+from albert_tf.runtime import requirements, xla_flags
 
-TF_VERSION = _xla_flags.tensorflow_version()
+TF_VERSION = xla_flags.tensorflow_version()
 NO_YNN = "TensorFlow 2.20 has no YNNPACK fusions to turn off"
 
 
 def test_flag_is_appended_to_existing_flags():
     env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
-    assert _xla_flags.disable_ynn_fusions(env, version=(2, 21))
+    assert xla_flags.disable_ynn_fusions(env, version=(2, 21))
     assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_cpu_experimental_ynn_fusion_type="
-    assert not _xla_flags.disable_ynn_fusions(env, version=(2, 21))  # once only
+    assert not xla_flags.disable_ynn_fusions(env, version=(2, 21))  # once only
     assert env["XLA_FLAGS"].count("ynn") == 1
 
 
 def test_flag_is_set_on_an_empty_environment():
     env = {}
-    assert _xla_flags.disable_ynn_fusions(env, version=(2, 21))
+    assert xla_flags.disable_ynn_fusions(env, version=(2, 21))
     assert env == {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type="}
 
 
 def test_users_own_setting_is_kept():
     env = {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=reduce"}
-    assert not _xla_flags.disable_ynn_fusions(env, version=(2, 21))
+    assert not xla_flags.disable_ynn_fusions(env, version=(2, 21))
     assert env == {"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type=reduce"}
 
 
 def test_tensorflow_2_20_gets_nothing():
     """TF 2.20's XLA has no such flag, and aborts on a flag it does not know."""
     env = {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
-    assert not _xla_flags.disable_ynn_fusions(env, version=(2, 20))
-    assert not _xla_flags.disable_ynn_fusions({}, version=None)  # no TensorFlow found
+    assert not xla_flags.disable_ynn_fusions(env, version=(2, 20))
+    assert not xla_flags.disable_ynn_fusions({}, version=None)  # no TensorFlow found
     assert env == {"XLA_FLAGS": "--xla_dump_to=/tmp/x"}
 
 
@@ -79,5 +79,5 @@ def test_compiled_kernels_have_no_ynn_fusion(tmp_path):
 @pytest.mark.parametrize("version, want", [("2.21.0", (2, 21)), ("2.22.0.dev20251120", (2, 22)),
                                            ("2.21.0rc1", (2, 21)), ("unknown", None)])
 def test_tensorflow_version_reads_major_and_minor(monkeypatch, version, want):
-    monkeypatch.setattr(_requirements.importlib.metadata, "version", lambda name: version)
-    assert _xla_flags.tensorflow_version() == want
+    monkeypatch.setattr(requirements.importlib.metadata, "version", lambda name: version)
+    assert xla_flags.tensorflow_version() == want

@@ -4,14 +4,16 @@
 # runs is a no-op), with the TPU runtime's variables as Google's TF-on-TPU tests set them:
 #   v3-8 (one host, PJRT image):  --tpu local, TPU_NAME=local, NEXT_PLUGGABLE_DEVICE_USE_C_API=true,
 #                                 TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
-#   v3-32 ... v3-512 (pod slice): --tpu NAME, TPU_NAME=NAME, TPU_LOAD_LIBRARY=0, on worker 0 only (the client
-#                                 loads no TPU runtime: the slice's workers run it; each host feeds its own cores)
+#   v3-32 ... v3-2048 (pod slice): --tpu NAME, TPU_NAME=NAME, TPU_LOAD_LIBRARY=0, on worker 0 only (the client
+#                                  loads no TPU runtime: the slice's workers run it; each host feeds its own cores)
 # and ALBERT_TF_TPU_IMAGE=<the image>, which pretrain's runtime check reads. Running it again after the run
 # stopped resumes from the latest checkpoint in the model dir (same learning rate, same data order).
+# When albert_tf does not import on worker 0 (checked with TPU_LOAD_LIBRARY=0), it is installed first (as
+# tpu/install.sh does): a failed install fails this launch, and the next launch tries again.
 #
 # Usage: tpu/launch_pretrain.sh --name NAME --zone ZONE --type TYPE --root gs://BUCKET/PATH --config CONFIG
-#            [--recipe paper_v2] [--model-dir gs://...] [--no-eval] [--image VERSION] [--follow] [--project P]
-#            [--dry-run] [-- PRETRAIN FLAGS]
+#            [--recipe paper_v2] [--model-dir gs://...] [--no-eval] [--image VERSION] [--run-id ID] [--follow]
+#            [--project P] [--dry-run] [-- PRETRAIN FLAGS]
 #   --root       holds spm.model and records/train-* (and records/eval-*), as tpu/prepare_data.sh writes them
 #   --config     a preset name (albert_base, ..., bert_large) or a gs:// albert_config.json
 #   --recipe     the pretraining flag set (default paper_v2: batch 4096, lr 0.00176, 125k steps, 3125 warm-up,
@@ -26,8 +28,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-NAME="" ZONE="" TYPE="" ROOT="" CONFIG="" RECIPE=paper_v2 MODEL_DIR="" NO_EVAL=0 IMAGE="" FOLLOW=0
-parse_flags "name zone type root config recipe model-dir no-eval! image follow! --" "$@"
+NAME="" ZONE="" TYPE="" ROOT="" CONFIG="" RECIPE=paper_v2 MODEL_DIR="" NO_EVAL=0 IMAGE="" RUN_ID="" FOLLOW=0
+parse_flags "name zone type root config recipe model-dir no-eval! image run-id follow! --" "$@"
 require --name "$NAME"
 require --zone "$ZONE"
 require --type "$TYPE"
@@ -57,6 +59,7 @@ else
   fi
 fi
 runtime+=(ALBERT_TF_TPU_IMAGE="$IMAGE")
+if [[ -n $RUN_ID ]]; then runtime+=(ALBERT_TF_RUN_ID="$RUN_ID"); fi
 
 read -r -a cli <<< "$ALBERT_TF"
 words=("${cli[@]}" pretrain --tpu "$TPU" --recipe "$RECIPE" --config "$CONFIG"
@@ -65,6 +68,8 @@ if [[ $NO_EVAL == 0 ]]; then words+=(--eval-data "$ROOT/records/eval-*"); fi
 words+=("${EXTRA[@]}")
 
 remote="$(join_quoted mkdir -p "$RUN_DIR") && $(join_quoted mv -f "$WORKER_SCRIPT_COPY" "$WORKER_SCRIPT") && "
+remote+="{ $(install_check) 2>/dev/null || { echo 'albert_tf is missing on worker 0: installing it' && "
+remote+="$(install_command); }; } && "
 remote+=$(join_quoted bash "$WORKER_SCRIPT" start "$RUN_DIR" "$ROOT/logs/$(basename "$MODEL_DIR")" "${runtime[@]}" -- \
           "${words[@]}")
 if [[ $FOLLOW == 1 ]]; then remote+=" && $(join_quoted bash "$WORKER_SCRIPT" follow "$RUN_DIR")"; fi

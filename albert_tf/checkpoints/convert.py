@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import convert_flags
 from albert_tf.config import AlbertConfig
-from albert_tf.data import vocab
+from albert_tf.text import vocabulary
 
 _SKIPPED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Momentum$|/lamb_[mv]$)")
 
@@ -250,12 +250,12 @@ def _release_casing(source, checkpoint, cased_flag, spm_model):
     google-research/albert release is uncased); None without a vocabulary. A flag contradicting a record: ValueError."""
     if spm_model is None:
         return None
-    recorded, where = vocab.read_casing(spm_model), vocab.casing_path(spm_model)
+    recorded, where = vocabulary.read_casing(spm_model), vocabulary.casing_path(spm_model)
     tokenizer_config = os.path.join(checkpoint, "tokenizer_config.json")
     if source == "hf" and recorded is None and tf.io.gfile.exists(tokenizer_config):
         with tf.io.gfile.GFile(tokenizer_config) as f:
             recorded, where = json.load(f).get("do_lower_case"), tokenizer_config
-    return vocab.resolve_lower_case(recorded if isinstance(recorded, bool) else None, cased_flag, where)
+    return vocabulary.resolve_lower_case(recorded if isinstance(recorded, bool) else None, cased_flag, where)
 
 
 def convert(source, checkpoint, output, config=None, spm_model=None, log=print, cased=None):
@@ -302,7 +302,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from albert_tf.io import check_input_file  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_input_file  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
 
     if args.spm_model:

@@ -1,5 +1,5 @@
 """The flags of `albert-tf convert`, in a module that imports no TensorFlow (`--help` stays fast and quiet)."""
-from albert_tf.data import vocab
+from albert_tf.text import vocabulary
 
 
 def add_arguments(parser):
@@ -15,4 +15,4 @@ def add_arguments(parser):
                         help="the SentencePiece model to copy into the output as spm.model (default: hf: the "
                              "directory's spiece.model if any; tf1: none)")
     parser.add_argument("--output", required=True, help="the pretrained-model directory to write")
-    vocab.add_casing_arguments(parser)
+    vocabulary.add_casing_arguments(parser)

@@ -6,7 +6,7 @@ as its `--model-dir`, and what `from_pretrained`, `--init-checkpoint`, `albert-t
     albert_config.json      the model config (the original albert_config.json keys)
     spm.model               the SentencePiece model, when known
     spm.casing.json         {"lower_case": true|false}: whether text is lowercased for it, when known
-                            (albert_tf.data.vocab.casing_path; carried along with the SentencePiece model)
+                            (albert_tf.data.vocabulary.casing_path; carried along with the SentencePiece model)
     checkpoint, ckpt-N.*    TF checkpoints (tf.train.CheckpointManager); the object graph's root holds the Keras
                             model under `model` (and, in a pretraining run, the optimizer under `optimizer`)
 
@@ -17,22 +17,14 @@ import os
 
 # The directory's config file: its name and its one reader live in albert_tf.config (re-exported here).
 from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
+from albert_tf.text import vocabulary
 
-SPM_FILE = "spm.model"
 CHECKPOINT_STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file (names the latest ckpt-N)
 METRICS_FILE = "metrics.jsonl"  # a pretraining run's metrics, one JSON object per (split, step) line
 MODEL_KEY = "model"          # the checkpoint's root → the Keras model
 OPTIMIZER_KEY = "optimizer"  # the checkpoint's root → the optimizer (pretraining runs only)
 ENCODER_KEY = "encoder"      # a pretrainer / task model → its AlbertEncoder
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-def spm_model_path(directory):
-    """DIR/spm.model if the directory has one, else None."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    path = os.path.join(os.fspath(directory), SPM_FILE)
-    return path if tf.io.gfile.exists(path) else None
 
 
 def latest_checkpoint(directory):
@@ -151,7 +143,7 @@ def restore(model, path_or_directory, part=None):
 
 def save(model, directory, spm_model=None, step=0, lower_case=None):
     """Writes `model` as a new pretrained-model directory: albert_config.json, a TF checkpoint (ckpt-`step`) and
-    spm.model (with its casing record, see `write_files`) when given. Atomic (albert_tf.io.atomic_directory): built
+    spm.model (with its casing record, see `write_files`) when given. Atomic (albert_tf.files.atomic_directory): built
     under a temporary name, then renamed; on gs:// copied with albert_config.json and the `checkpoint` state file
     after the checkpoint data, so `latest_checkpoint` never names a partial checkpoint. An existing non-empty
     `directory` is refused. Returns `directory`."""
@@ -162,7 +154,7 @@ def save(model, directory, spm_model=None, step=0, lower_case=None):
         raise ValueError(f"{directory}: exists and is not empty; give a new or empty directory")
     if spm_model is not None and not tf.io.gfile.exists(os.fspath(spm_model)):
         raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
-    from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_directory  # pylint: disable=import-outside-toplevel
 
     # replaces an empty `directory` (checked above); readers key on the config and the checkpoint state file
     with atomic_directory(directory, markers=(CONFIG_FILE, CHECKPOINT_STATE_FILE)) as tmp:
@@ -177,19 +169,18 @@ def write_files(directory, config, spm_model=None, lower_case=None):
     it has none). A config already in the directory is left as it is (`check_config` refuses a different one)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.data import vocab  # pylint: disable=import-outside-toplevel
-    from albert_tf.io import atomic_copy  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_copy  # pylint: disable=import-outside-toplevel
 
     tf.io.gfile.makedirs(directory)
     if not tf.io.gfile.exists(config_path(directory)):
         config.to_json_file(config_path(directory))
     if spm_model:
-        target = os.path.join(directory, SPM_FILE)
-        recorded = vocab.read_casing(spm_model)
+        target = os.path.join(directory, vocabulary.SPM_FILE)
+        recorded = vocabulary.read_casing(spm_model)
         if lower_case is not None:  # a contradiction with the source's record is refused
-            recorded = vocab.resolve_lower_case(recorded, not lower_case, spm_model)
+            recorded = vocabulary.resolve_lower_case(recorded, not lower_case, spm_model)
         if recorded is not None:
-            vocab.write_casing(target, recorded)
+            vocabulary.write_casing(target, recorded)
         atomic_copy(spm_model, target)
 
 
@@ -207,34 +198,3 @@ def check_config(directory, config):
                          "new --model-dir or the same --config")
 
 
-def _sha256(path):
-    import hashlib  # pylint: disable=import-outside-toplevel
-
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def check_same_vocabulary(directory, spm_model, what="--spm-model"):
-    """`check_config`'s twin for the vocabulary: refuses a SentencePiece model whose bytes differ (SHA-256) from
-    the directory's spm.model. The vocabulary is part of the model: the embedding rows belong to its pieces."""
-    existing = spm_model_path(directory) if spm_model else None
-    if existing is None:
-        return
-    if _sha256(existing) != _sha256(spm_model):
-        raise ValueError(f"{what} {spm_model}: the model dir's {existing} is a different vocabulary (SHA-256 "
-                         "differs); use a new --model-dir, the same --spm-model, or leave --spm-model out to keep "
-                         "the model dir's")
-
-
-def check_vocabulary(config, spm_model, what="--spm-model"):
-    """Refuses a SentencePiece model whose size differs from the config's vocab_size (token ids would run past the
-    embedding table, or leave rows no token reaches)."""
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
-    size = AlbertTokenizer(spm_model).vocab_size  # also checks the special pieces' ids
-    if size != config.vocab_size:
-        raise ValueError(f"{what} {spm_model}: the SentencePiece model has {size:,} pieces but the config's "
-                         f"vocab_size is {config.vocab_size:,}; they must be equal (set vocab_size to {size} or "
-                         "use the vocabulary the model was built for)")

@@ -31,8 +31,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf import lock
-from albert_tf.io import check_output_prefix, match_files
+from albert_tf.runtime import lock
+from albert_tf.files import check_output_prefix, match_files
 from albert_tf.data import create_pretraining_data as local
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
@@ -82,7 +82,7 @@ def _write_shard(shard_records, paths):
     records, bytes)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
     shard, records = shard_records
     path = paths[shard]

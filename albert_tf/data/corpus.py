@@ -13,6 +13,8 @@ import codecs
 import concurrent.futures
 import re
 
+from albert_tf.files import is_url
+
 _ERRORS = "albert_tf_count_replace"
 _replaced = [0]
 
@@ -63,7 +65,7 @@ def check_head(path, head):
 
 def open_binary(path):
     """A binary file object: local paths directly (no TensorFlow), URLs through tf.io.gfile."""
-    if "://" in path:
+    if is_url(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         return tf.io.gfile.GFile(path, "rb")

@@ -33,9 +33,9 @@ import sys
 import threading
 import time
 
-from albert_tf import lock
-from albert_tf.checkpoints.pretrained import SPM_FILE
-from albert_tf.io import check_input_file, check_output_prefix, exists, match_files
+from albert_tf.runtime import lock
+from albert_tf.text.vocabulary import SPM_FILE
+from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
 from albert_tf.data.corpus import check_text_files
@@ -88,7 +88,7 @@ def shard_paths(output_prefix, num_shards):
 def _names_in(directory):
     """The names in `directory` (local or a URL); [] when it does not exist."""
     directory = directory or "."
-    if "://" in directory:
+    if is_url(directory):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         return [n.rstrip("/") for n in tf.io.gfile.listdir(directory)] if tf.io.gfile.isdir(directory) else []
@@ -133,7 +133,7 @@ def earlier_shards(output_prefix, outputs, overwrite):
 
 def remove_leftover_temps(output_prefix):
     """Removes the temporary files that interrupted runs of `output_prefix` left: .NAME-SSSSS-of-NNNNN.tfrecord.tmp-*
-    and the index's (albert_tf.io.temp_path_for's names, only those). Call it holding the prefix's lock (no live
+    and the index's (albert_tf.files.temp_path_for's names, only those). Call it holding the prefix's lock (no live
     run writes them). Returns the removed paths."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -444,7 +444,7 @@ class _Shards:
     def __init__(self, output_prefix, num_shards):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-        from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+        from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
         self.output_prefix = output_prefix
         self.outputs = shard_paths(output_prefix, num_shards)

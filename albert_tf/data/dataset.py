@@ -37,7 +37,7 @@ import struct
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.io import match_files
+from albert_tf.files import match_files
 from albert_tf.data import features, record_index
 from albert_tf.data.dynamic_masking import mask_records
 

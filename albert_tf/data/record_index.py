@@ -20,6 +20,8 @@ import glob as _glob
 import json
 import os
 
+from albert_tf.files import is_url
+
 SUFFIX = ".record_counts.json"
 CACHE_NAME = "record_counts.json"
 FORMAT = "albert_tf.record_counts"
@@ -45,7 +47,7 @@ def _gfile():
 
 
 def _read_text(path):
-    if "://" not in path:
+    if not is_url(path):
         with open(path, encoding="utf-8") as f:
             return f.read()
     with _gfile().GFile(path, "r") as f:
@@ -54,7 +56,7 @@ def _read_text(path):
 
 def write_index(path, entries):
     """Writes `entries` ({name: (records, bytes)}) to `path` atomically (local or gs://)."""
-    from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
 
     files = {name: {"records": int(records), "bytes": int(size)} for name, (records, size) in sorted(entries.items())}
     atomic_write_text(path, json.dumps({"format": FORMAT, "version": VERSION, "files": files}, indent=1) + "\n")
@@ -72,7 +74,7 @@ def read_index(path):
 
 
 def _glob_any(pattern):
-    return _glob.glob(pattern) if "://" not in pattern else _gfile().glob(pattern)
+    return _glob.glob(pattern) if not is_url(pattern) else _gfile().glob(pattern)
 
 
 def index_entries(files):
@@ -122,7 +124,7 @@ def record_counts(files, sizes, cache=None, write_cache=False):
     entries checked by size), else counted; with `write_cache`, counts taken here are added to `cache`."""
     counts = indexed_counts(files, sizes)
     cached = {}
-    if cache and (os.path.exists(cache) if "://" not in cache else _gfile().exists(cache)):
+    if cache and (os.path.exists(cache) if not is_url(cache) else _gfile().exists(cache)):
         cached = read_index(cache)
     by_size = dict(zip(files, sizes))
     counts.update({f: cached[f][0] for f in files if f not in counts and f in cached and cached[f][1] == by_size[f]})

@@ -14,18 +14,17 @@ The summary says how many lines were cut and which share of the corpus's text by
 UTF-32 file is refused (albert_tf.data.corpus).
 
 Casing: beside each SentencePiece model `X.model` a small `X.casing.json` ({"lower_case": true|false}) records
-whether text is lowercased for it (`casing_path`). `vocab` writes it; `pretrain --spm-model`, `convert` and
+whether text is lowercased for it (albert_tf.text.vocabulary). `vocab` writes it; `pretrain --spm-model`, `convert` and
 `export` carry it along with the model; `finetune` and `export` read it (`resolve_lower_case`), and their
 `--cased`/`--uncased` flags must agree with it.
 """
-import json
 import os
 import random
 import sys
 
-from albert_tf.io import check_output_prefix, match_files
+from albert_tf.files import check_output_prefix, is_url, match_files
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
-from albert_tf.text import normalize
+from albert_tf.text import normalize, vocabulary
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
@@ -38,10 +37,6 @@ TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count
 def _csv(symbols):
     """SentencePiece reads repeated flags as CSV: quote a symbol holding '"' or ',' (else '"' opens a field)."""
     return ",".join('"' + s.replace('"', '""') + '"' if ('"' in s or "," in s) else s for s in symbols)
-
-
-def _is_remote(path):
-    return "://" in path
 
 
 def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT):
@@ -102,65 +97,6 @@ def _drain(items):
         yield item
 
 
-# ---------------------------------------------------------------------------------------------- casing record
-CASING_SUFFIX = ".casing.json"
-
-
-def casing_path(spm_model):
-    """The casing record of a SentencePiece model: X.model → X.casing.json (spm.model → spm.casing.json)."""
-    spm_model = os.fspath(spm_model)
-    stem = spm_model[: -len(".model")] if spm_model.endswith(".model") else spm_model
-    return stem + CASING_SUFFIX
-
-
-def write_casing(spm_model, lower_case):
-    """Records beside `spm_model` whether its text is lowercased (atomically); returns the record's path."""
-    from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
-
-    path = casing_path(spm_model)
-    atomic_write_text(path, json.dumps({"lower_case": bool(lower_case)}) + "\n")
-    return path
-
-
-def read_casing(spm_model):
-    """True (uncased: lowercase), False (cased) or None (no record) for the SentencePiece model `spm_model`."""
-    from albert_tf import io  # pylint: disable=import-outside-toplevel
-
-    path = casing_path(spm_model)
-    if not io.exists(path):
-        return None
-    try:
-        value = json.loads(io.read_text(path)).get("lower_case")
-    except (ValueError, AttributeError):
-        value = None
-    if not isinstance(value, bool):
-        raise ValueError(f"{path}: expected {{\"lower_case\": true or false}}")
-    return value
-
-
-def resolve_lower_case(recorded, cased_flag, source):
-    """The lowercasing to tokenize with: the `--cased`/`--uncased` flag (cased_flag True / False / None), else the
-    recorded casing (`read_casing`, or an export's config), else uncased (ALBERT's releases). A flag that
-    contradicts the record is a ValueError naming both (`source`: where the record was read)."""
-    if cased_flag is None:
-        return True if recorded is None else recorded
-    wanted = not cased_flag
-    if recorded is not None and recorded != wanted:
-        said, was = ("--cased", "uncased (lowercased)") if cased_flag else ("--uncased", "cased")
-        raise ValueError(f"{said} contradicts {source}: its vocabulary is recorded as {was}; drop the flag or "
-                         "use the vocabulary the model was trained with")
-    return wanted
-
-
-def add_casing_arguments(parser):
-    """--cased / --uncased (dest cased: True / False / None when neither)."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--cased", dest="cased", action="store_true", default=None,
-                       help="the vocabulary keeps case (default: as recorded beside spm.model, else uncased)")
-    group.add_argument("--uncased", dest="cased", action="store_false",
-                       help="the vocabulary is lowercased (default: as recorded beside spm.model, else uncased)")
-
-
 def vocab_lines(model_proto):
     """The PREFIX.vocab text SentencePiece writes: "piece<TAB>score" per id (score as C++ streams print it)."""
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
@@ -178,7 +114,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
 
     Args:
       input_pattern: UTF-8 text files (local or gs://): a glob, comma-separated globs or a list of globs (see
-        albert_tf.io), one sentence per line (blank lines ignored).
+        albert_tf.files), one sentence per line (blank lines ignored).
       output_prefix: where to write PREFIX.model and PREFIX.vocab (local or gs://).
       vocab_size: number of pieces, special ones included.
       lower_case: normalize to lowercase (False for a cased vocabulary).
@@ -198,7 +134,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
 
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.io import atomic_output  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_output  # pylint: disable=import-outside-toplevel
 
     check_output_prefix(output_prefix, "--output-prefix", "spm")
     files = match_files(input_pattern)
@@ -229,12 +165,12 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
                              f"({stats['sentences']} sentences): {message}") from e
         raise ValueError(f"SentencePiece training on {input_pattern!r} failed: {message}") from e
     output_prefix = os.fspath(output_prefix)
-    if not _is_remote(output_prefix):
+    if not is_url(output_prefix):
         os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
     outputs = {"vocab": output_prefix + ".vocab", "model": output_prefix + ".model"}
     with atomic_output(outputs["vocab"], "w") as f:
         f.write(vocab_lines(model.getvalue()))
-    outputs["casing"] = write_casing(outputs["model"], lower_case)
+    outputs["casing"] = vocabulary.write_casing(outputs["model"], lower_case)
     with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the set is complete
         f.write(model.getvalue())
     stats.update(files=files, **outputs)

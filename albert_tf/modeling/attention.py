@@ -5,7 +5,8 @@ import keras
 from keras import ops
 
 from albert_tf.config import load_config
-from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, split_into_heads, use_fused
+from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, use_fused
+from albert_tf.modeling.primitives import split_into_heads
 from albert_tf.modeling.layers import (
     add_bias_and_norm, dense, dropout_seed, float32_values, layer_norm, seeded_dropout, split_input)
 

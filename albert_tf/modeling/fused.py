@@ -18,21 +18,17 @@ With `fused=True` and the TensorFlow backend, the forward and a hand-written bac
 function (`tf.function(jit_compile=True)`) joined by `tf.custom_gradient`; they compute in float32 whatever the
 input dtype and return the input dtype (biases, γ, β and their gradients stay float32). The matmuls stay outside
 XLA, in TensorFlow's oneDNN kernels (AMX on CPUs that have it), which XLA's CPU backend does not reach for bfloat16.
-Where this TensorFlow has no XLA for the host (the `tensorflow-tpu` wheel; albert_tf/host_xla.py) the kernels are
+Where this TensorFlow has no XLA for the host (the `tensorflow-tpu` wheel; albert_tf/runtime/host_xla.py) the kernels are
 plain tf.functions, the same math op by op.
 
 With `fused=False` (other backends, inference, anything exported: TF Serving does not JIT-compile on CPU by
 default) the same math runs as plain `keras.ops`. A layer built with `fused=True` (the default) takes the fused
 path when called with training=True: `use_fused(training, layer.fused)`.
 """
-import math
-
 import keras
 from keras import ops
 
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
-
+from albert_tf.modeling.primitives import gelu_tanh, split_into_heads
 
 def use_fused(training, enabled=True):
     """Whether a layer built with fused=`enabled` and called with `training` runs its fused training path:
@@ -41,11 +37,6 @@ def use_fused(training, enabled=True):
 
 
 # ---------------------------------------------------------------------------------------------- the math
-def gelu_tanh(z):
-    """GELU, tanh approximation (the original ALBERT `gelu`): 0.5·z·(1 + tanh(√(2/π)·(z + 0.044715·z³)))."""
-    return 0.5 * z * (1.0 + ops.tanh(_GELU_C * (z + _GELU_A * z * z * z)))
-
-
 def _layer_norm(z, gamma, beta, epsilon):
     mean = ops.mean(z, axis=-1, keepdims=True)
     centered = z - mean
@@ -145,16 +136,6 @@ def shared_cast(value, dtype, uses, fused=False):
         cast = ops.cast(value, dtype)
         return [cast] * uses
     return tf_kernels()["shared_cast"](value, dtype, int(uses))
-
-
-def split_into_heads(x, num_heads, parts=1):
-    """[B, L, parts·H] → `parts` tensors [B, N, L, D] (N = num_heads, D = H / N): the head split of q, k and v,
-    computed apart (parts=1) or from one [H, 3H] matmul (parts=3)."""
-    batch, length = ops.shape(x)[0], ops.shape(x)[1]
-    hidden = ops.shape(x)[2] // parts
-    x = ops.reshape(x, (batch, length, parts, num_heads, hidden // num_heads))
-    x = ops.transpose(x, (2, 0, 3, 1, 4))  # [parts, B, N, L, D]
-    return [x[i] for i in range(parts)]
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow kernels

@@ -2,7 +2,8 @@
 import keras
 from keras import ops
 
-from albert_tf.modeling.fused import gelu_tanh, residual_layer_norm
+from albert_tf.modeling.fused import residual_layer_norm
+from albert_tf.modeling.primitives import gelu_tanh
 
 LAYER_NORM_EPSILON = 1e-12
 

@@ -1,5 +1,5 @@
 """The TensorFlow side of albert_tf.modeling.fused: custom-gradient functions whose forward and backward are
-XLA-compiled where the host has XLA (op by op on the TPU wheel, see albert_tf/host_xla.py). Imported on the first
+XLA-compiled where the host has XLA (op by op on the TPU wheel, see albert_tf/runtime/host_xla.py). Imported on the first
 fused call (`fused.tf_kernels()`), so that the model code stays keras.ops only until TensorFlow trains it.
 
     bias_gelu(h, b)                                         gelu_tanh(h + b)
@@ -10,11 +10,11 @@ fused call (`fused.tf_kernels()`), so that the model code stays keras.ops only u
 """
 import tensorflow as tf
 
-from albert_tf import host_xla
-from albert_tf.modeling.fused import _GELU_A, _GELU_C, gelu_tanh, split_into_heads
+from albert_tf.runtime import host_xla
+from albert_tf.modeling.primitives import GELU_A, GELU_C, gelu_tanh, split_into_heads
 
 
-def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (see albert_tf/host_xla.py)
+def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (see albert_tf/runtime/host_xla.py)
     return host_xla.jit_function(fn, autograph=False)
 
 def sum_leading(x):
@@ -30,8 +30,8 @@ def gelu_forward(h, b):
 def gelu_backward(h, b, dy):
     z = tf.cast(h, tf.float32) + tf.cast(b, tf.float32)
     z2 = z * z
-    t = tf.tanh(_GELU_C * z * (1.0 + _GELU_A * z2))
-    dz = tf.cast(dy, tf.float32) * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_A * z2))
+    t = tf.tanh(GELU_C * z * (1.0 + GELU_A * z2))
+    dz = tf.cast(dy, tf.float32) * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * z2))
     return tf.cast(dz, h.dtype), tf.cast(sum_leading(dz), b.dtype)
 
 @tf.custom_gradient

@@ -1,9 +1,9 @@
 """SavedModels in TF Serving's layout, written atomically: BASE/N/ with assets.extra/ (configs, warm-up requests).
 
-Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.encoder) and the
+Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.export) and the
 fine-tuned tasks' (classifier, SQuAD, RACE: albert_tf.tasks.*.export). N is the next free integer unless a version is
 given; an existing version is replaced only with overwrite. The SavedModel is written under a hidden temp name in
-BASE and moved to BASE/N when complete (albert_tf.io.atomic_directory): locally one rename, so a server watching
+BASE and moved to BASE/N when complete (albert_tf.files.atomic_directory): locally one rename, so a server watching
 BASE never sees half a model; on gs:// an ordered copy with saved_model.pb last (and an old version's saved_model.pb
 removed first), so a server that keys on saved_model.pb, as TF Serving does, never sees half a model either.
 """
@@ -62,7 +62,7 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     if tf.io.gfile.exists(final) and not overwrite:
         raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
     tf.io.gfile.makedirs(output_base)
-    from albert_tf.io import atomic_directory  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_directory  # pylint: disable=import-outside-toplevel
 
     # overwrite: the old version goes only once the new one is complete (atomic_directory)
     with atomic_directory(final, markers=(SAVED_MODEL_FILE,)) as tmp:

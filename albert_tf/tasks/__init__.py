@@ -33,14 +33,14 @@ def _adapter_class(task):
 def make_task(args):
     """The fine-tuning adapter for args.task, its files read (args.data_dir; args.max_train_examples keeps a prefix
     of the training set). FileNotFoundError / ValueError name the file when they are missing or malformed."""
-    from albert_tf import io  # pylint: disable=import-outside-toplevel
+    from albert_tf import files  # pylint: disable=import-outside-toplevel
 
-    if not io.isdir(args.data_dir):
-        if io.exists(args.data_dir):
+    if not files.isdir(args.data_dir):
+        if files.exists(args.data_dir):
             raise ValueError(f"--data-dir {args.data_dir} is a file; expected the directory holding the "
                              f"{args.task} files")
         raise FileNotFoundError(f"--data-dir {args.data_dir}: no such directory")
-    if not (io.glob(os.path.join(args.data_dir, "*"))):
+    if not (files.glob(os.path.join(args.data_dir, "*"))):
         raise FileNotFoundError(f"--data-dir {args.data_dir}: the directory is empty (expected the {args.task} "
                                 "files as downloaded)")
     task = _adapter_class(args.task)(args)

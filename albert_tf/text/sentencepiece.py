@@ -25,10 +25,11 @@ import os
 
 import numpy as np
 
+from albert_tf import files
 from albert_tf.text.normalize import as_text, normalize, normalize_with_offsets
 
 SPIECE_UNDERLINE = "\u2581"
-# The special ids, fixed by the vocabulary (DESIGN.md); every other module takes them from here.
+# The special ids, fixed by the vocabulary (docs/data.md); every other module takes them from here.
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 SPECIAL_PIECES = {"[CLS]": CLS_ID, "[SEP]": SEP_ID, "[MASK]": MASK_ID}
 
@@ -72,7 +73,7 @@ def canonical_order(ids, root, power):
     (pip `sentencepiece` >= 0.2.2 one way; <= 0.2.1 and the copy inside TF Text the other). Sorting the runs makes
     the result independent of that choice; ascending is what pip >= 0.2.2 gives. The in-graph twin is
     `_InGraph.canonical_order`. Ties between segmentations that are not rearrangements of each other would need two
-    different sums of float32 scores to be exactly equal; none occurs on the Python documentation (see README).
+    different sums of float32 scores to be exactly equal; none occurs on the Python documentation (see docs/tokenization.md).
 
     Args:
       ids: list of ints (SentencePiece ids).
@@ -149,7 +150,7 @@ def _read_model(spm_model):
     if isinstance(spm_model, (bytes, bytearray)):
         return bytes(spm_model), "<serialized SentencePiece model>"
     path = os.fspath(spm_model)
-    if "://" in path:
+    if files.is_url(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         if not tf.io.gfile.exists(path):

@@ -7,7 +7,8 @@ import time
 import keras
 import tensorflow as tf
 
-from albert_tf.training.loop import StopSignal, duration_text, write_scalar_summary
+from albert_tf.runtime.signals import StopSignal, duration_text
+from albert_tf.training.loop import write_scalar_summary
 
 
 class EpochEnd(keras.callbacks.Callback):
@@ -120,7 +121,7 @@ class StopOnSignal(keras.callbacks.Callback):
     """SIGINT (Ctrl-C) and SIGTERM during `model.fit` as a request to stop at the next step boundary: `requested`
     becomes the signal's number and the model's `stop_training` is set (the epoch in progress is then not saved,
     see EpochEnd). A second SIGINT aborts at once with one line (exit 130, the output lock released). The
-    mechanism is pretrain's, `loop.StopSignal` (a watcher thread woken through `signal.set_wakeup_fd`, so a second
+    mechanism is pretrain's, `runtime.signals.StopSignal` (a watcher thread woken through `signal.set_wakeup_fd`, so a second
     Ctrl-C acts even inside a long TensorFlow call), installed at on_train_begin (the main thread) and removed at
     on_train_end (the previous handlers come back)."""
 

@@ -17,7 +17,7 @@ import re
 
 import tensorflow as tf
 
-from albert_tf import _requirements, host_xla
+from albert_tf.runtime import cluster, host_xla, requirements
 
 # Where a TPU VM image or the `libtpu` package puts the TPU runtime, besides $TPU_LIBRARY_PATH.
 LIBTPU_PATHS = ("/lib/libtpu.so", "/usr/lib/libtpu.so", "/usr/local/lib/libtpu.so")
@@ -90,11 +90,11 @@ def is_tpu_strategy(strategy):
 
 
 def is_chief(strategy):
-    """True on the worker that writes checkpoints, summaries and the model dir's files."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or is_tpu_strategy(strategy) or not getattr(resolver, "task_type", None):
+    """True on the worker that writes checkpoints, summaries and the model dir's files (albert_tf.runtime.cluster's
+    rule; a TPU client is always its own chief)."""
+    if is_tpu_strategy(strategy):
         return True
-    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0)
+    return cluster.is_chief_of_resolver(getattr(strategy, "cluster_resolver", None))
 
 
 def check_cloud_paths(paths):
@@ -213,7 +213,7 @@ def check_tpu_support(environ=None, tpu="local"):
     TensorFlow build without TPU kernels, or a runtime configuration Google's tests do not run
     (tpu_runtime_problem: the image kind comes from $ALBERT_TF_TPU_IMAGE when set)."""
     environ = os.environ if environ is None else environ
-    found = _requirements.installed_tensorflow()
+    found = requirements.installed_tensorflow()
     this = f"{found[0]} {found[1]}" if found else f"TensorFlow {tf.__version__}"
     if not has_tpu_kernels():
         raise ValueError(f"--tpu: this TensorFlow ({this}) is not a TPU build (no TPU kernels); {INSTALL_FOR_TPU}")

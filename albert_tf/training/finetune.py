@@ -27,7 +27,7 @@ import re
 import sys
 import time
 
-from albert_tf.data import vocab
+from albert_tf.text import vocabulary
 from albert_tf.tasks import TASKS, make_task
 
 RUN_CONFIG_FILE = "finetune_config.json"  # OUTPUT/: the run's plan (a restart with other flags is refused)
@@ -78,7 +78,7 @@ def add_arguments(parser):
       "`convert`'s: albert_config.json, checkpoint, spm.model) or an `albert-tf export` BASE/N or BASE (newest)")
     a("--output", required=True, help="output directory: checkpoints, TensorBoard logs, best model, results")
     a("--spm-model", default=None, help="SentencePiece model (default: --init's spm.model)")
-    vocab.add_casing_arguments(parser)
+    vocabulary.add_casing_arguments(parser)
     a("--epochs", type=float, default=None,
       help="passes over the training data (default: the paper's step count for the task, rounded up to passes)")
     a("--learning-rate", type=float, default=None, help="peak learning rate (default: the paper's, per task)")
@@ -92,7 +92,7 @@ def add_arguments(parser):
     a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
     a("--collapsed-init", choices=("keep", "reset-biases"), default="keep",
       help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
-           "README 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
+           "docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
            "before fine-tuning (reset-biases). Weights change only when asked")
     a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); paths must be gs://")
     a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
@@ -206,12 +206,11 @@ def create_optimizer(plan, model):
 
 # ---------------------------------------------------------------------------------------------- --init
 def read_init(init, spm_flag, cased_flag=None):
-    """What --init is (albert_tf.serving.encoder.resolve_init: a pretrained-model directory or an export BASE/N or
+    """What --init is (albert_tf.checkpoints.load.resolve_init: a pretrained-model directory or an export BASE/N or
     BASE), its vocabulary and casing: (InitSource, spm model path, lower_case). Refuses a vocabulary that disagrees
     with the config, and a --cased/--uncased that contradicts the recorded casing."""
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-    from albert_tf.serving.encoder import resolve_init  # pylint: disable=import-outside-toplevel
-    from albert_tf.io import check_input_file  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints.load import resolve_init  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_input_file  # pylint: disable=import-outside-toplevel
 
     try:
         source = resolve_init(init, flag="--init")
@@ -221,15 +220,15 @@ def read_init(init, spm_flag, cased_flag=None):
     spm_model = spm_flag or source.spm_model
     if spm_model is None:
         raise FileNotFoundError(f"--init {init}: no vocabulary in it (no spm.model); give it with --spm-model")
-    check_input_file(spm_model, "--spm-model", pretrained.SPM_FILE)
+    check_input_file(spm_model, "--spm-model", vocabulary.SPM_FILE)
     try:
-        pretrained.check_vocabulary(source.config, spm_model)
+        vocabulary.check_vocabulary(source.config, spm_model)
     except ValueError as e:
         raise ValueError(f"--init {init}: {e}") from None
     recorded, where = source.lower_case, f"--init {source.path}"
     if spm_flag:
-        recorded, where = vocab.read_casing(spm_flag), vocab.casing_path(spm_flag)
-    return source, spm_model, vocab.resolve_lower_case(recorded, cased_flag, where)
+        recorded, where = vocabulary.read_casing(spm_flag), vocabulary.casing_path(spm_flag)
+    return source, spm_model, vocabulary.resolve_lower_case(recorded, cased_flag, where)
 
 
 # ---------------------------------------------------------------------------------------------- the data
@@ -345,10 +344,10 @@ def stopped_line(stop, epoch_end, state, managers):
 # ---------------------------------------------------------------------------------------------- run
 def prepare(args):
     """Everything checked and read before any output is written: (source, config, task, tokenizer, strategy, plan,
-    jit); source: what --init is (albert_tf.serving.encoder.InitSource)."""
+    jit); source: what --init is (albert_tf.checkpoints.load.InitSource)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
 
@@ -383,7 +382,7 @@ def record_run_config(args, plan):
     run's plan is part of the output (a restart with different flags would not resume the same run)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
 
     run_config = {"task": args.task, "init": args.init, "seed": args.seed, **dataclasses.asdict(plan)}
     run_config_path = os.path.join(args.output, RUN_CONFIG_FILE)
@@ -422,7 +421,7 @@ def build(args, source, config, task, strategy, plan, jit):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.serving.encoder import restore_encoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints.load import restore_encoder  # pylint: disable=import-outside-toplevel
 
     with strategy.scope():
         model = task.build_model(AlbertEncoder(config), plan)
@@ -452,8 +451,8 @@ def finish(args, config, task, tokenizer, plan, model, state, managers, started)
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
     directory, and its raw-text export (OUTPUT/export/N)."""
     from albert_tf.config import config_path  # pylint: disable=import-outside-toplevel
-    from albert_tf.io import atomic_write_text  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.loop import duration_text  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
+    from albert_tf.runtime.signals import duration_text  # pylint: disable=import-outside-toplevel
 
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
@@ -469,11 +468,11 @@ def finish(args, config, task, tokenizer, plan, model, state, managers, started)
 
 
 def run(args):
-    from albert_tf import lock  # pylint: disable=import-outside-toplevel
+    from albert_tf.runtime import lock  # pylint: disable=import-outside-toplevel
 
     started = time.monotonic()
     prepared = prepare(args)
-    with lock.output_lock(args.output, "--output"):  # one run per output directory (albert_tf.lock)
+    with lock.output_lock(args.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
         return fine_tune(args, started, *prepared)
 
 

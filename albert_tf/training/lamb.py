@@ -23,7 +23,7 @@ import re
 import keras
 import tensorflow as tf
 
-from albert_tf import host_xla
+from albert_tf.runtime import host_xla
 
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 

@@ -37,8 +37,8 @@ optimizer update are not counted (they are not matmuls). This is the count `albe
     input [b, L, H] is kept, plus the working set of two blocks (the one being recomputed and differentiated, and
     the next one, which a dataflow executor starts as soon as its input gradient exists); the recomputation costs
     one more forward of the blocks per step.
-The activation model is measured against real steps on CPU (benchmarks/plan_memory.py, README "Fitting a model on
-fewer cores"). XLA's own temporaries, the program and the infeed buffers are not modelled: the plan calls a run
+The activation model is measured against real steps on CPU (benchmarks/plan_memory.py, docs/benchmarks.md). XLA's
+own temporaries, the program and the infeed buffers are not modelled: the plan calls a run
 "fits" when the estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it
 is not: first what keeps the run's recipe (`--gradient-accumulation-steps`, `--remat`), then what changes it (a
 smaller global batch, a shorter sequence), and ends with the `albert-tf pretrain` flags of a configuration that fits.
@@ -63,7 +63,7 @@ V3_CORES_PER_CHIP = 2
 V3_CORES_PER_HOST = 8
 V3_PEAK_FLOPS_PER_CORE = V3_PEAK_FLOPS_PER_CHIP / V3_CORES_PER_CHIP
 V3_HBM_PER_CORE = 16 * 2 ** 30
-TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512)}
+TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512, 1024, 2048)}
 # The share of a core's memory the estimate may take: the rest is left to XLA's temporaries and the runtime.
 HBM_USABLE_FRACTION = 0.9
 

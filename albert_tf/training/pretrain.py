@@ -18,7 +18,7 @@ first file only after the first step has run.
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the
 seed and skips the batches already consumed, so neither a resume nor the call lengths change the result. SIGTERM
-and SIGINT save at the end of the call in flight and exit 0 / 130 (`loop.StopSignal`; before the first step has
+and SIGINT save at the end of the call in flight and exit 0 / 130 (`runtime.signals.StopSignal`; before the first step has
 finished they exit at once, nothing being trained; a second SIGINT aborts). A non-finite loss stops before any save.
 """
 import dataclasses
@@ -28,13 +28,14 @@ import time
 
 import tensorflow as tf
 
-from albert_tf import host_xla, lock
+from albert_tf.runtime import host_xla, lock
+from albert_tf.runtime.signals import StopSignal, duration_text
 from albert_tf.checkpoints import pretrained
-from albert_tf.io import check_input_file, check_output_dir
+from albert_tf.files import check_input_file, check_output_dir, is_url
+from albert_tf.text import vocabulary
 from albert_tf.training import distribute, flops, pretrain_flags, recipes
 from albert_tf.training import plan as planner
-from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, StopSignal, duration_text, evaluate,
-                                     make_train_loop)
+from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
 
 # What one step returns per replica, summed over replicas and over the steps of a loop: the loss's sums
 # (pretraining_loss) and the gradient norm.
@@ -260,7 +261,7 @@ def check_flags(args):
                                       "--model-dir": args.model_dir, "--init-checkpoint": args.init_checkpoint})
     check_output_dir(args.model_dir, "--model-dir")
     if args.spm_model:
-        check_input_file(args.spm_model, "--spm-model", pretrained.SPM_FILE)
+        check_input_file(args.spm_model, "--spm-model", vocabulary.SPM_FILE)
 
 
 def check_records(file_pattern, flag, args, vocab_size, walk=8):
@@ -277,7 +278,7 @@ def check_records(file_pattern, flag, args, vocab_size, walk=8):
     files = dataset.data_files(file_pattern, flag)
     sizes = dataset.file_sizes(files)
     entries = record_index.index_entries(files)
-    unlisted = [f for f in files if f not in entries and "://" not in f]
+    unlisted = [f for f in files if f not in entries and not is_url(f)]
     sample = set(unlisted if len(unlisted) <= walk else
                  [unlisted[i * (len(unlisted) - 1) // (walk - 1)] for i in range(walk)])
 
@@ -308,12 +309,12 @@ def check_inputs(args, config):
         raise ValueError(f"--max-seq-length {args.max_seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
     if args.spm_model:
-        pretrained.check_vocabulary(config, args.spm_model)
+        vocabulary.check_vocabulary(config, args.spm_model)
     check_records(args.train_data, "--train-data", args, config.vocab_size)
     if args.eval_data:
         check_records(args.eval_data, "--eval-data", args, config.vocab_size)
     pretrained.check_config(args.model_dir, config)
-    pretrained.check_same_vocabulary(args.model_dir, args.spm_model)  # the vocabulary is part of the model
+    vocabulary.check_same_vocabulary(args.model_dir, args.spm_model)  # the vocabulary is part of the model
 
 
 def data_error(e):
@@ -443,7 +444,7 @@ class Setup:
 
 def choose_streams(args, micro_batch, on_tpu, use_gpu):
     """--streams, or its default: 2 on CPU, 1 on GPU/TPU and with --remat (with two, TensorFlow's graph optimizer,
-    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, README "Fitting a model on fewer cores");
+    Grappler, keeps most of what remat frees: benchmarks/plan_memory.py, docs/benchmarks.md);
     1 where 2 does not divide the per-replica (micro-)batch."""
     streams = args.streams or (1 if on_tpu or use_gpu or args.remat else 2)
     if micro_batch % streams:
@@ -679,13 +680,13 @@ def train(args, setup, model, optimizer, schedule, manager, stop, started):
 
 def run(args):
     """`albert-tf pretrain`: prepare (checks, strategy, plan), build and restore, train. SIGTERM and SIGINT stop
-    it cleanly (loop.StopSignal): before the first step has finished at once (nothing to save), afterwards at the
+    it cleanly (runtime.signals.StopSignal): before the first step has finished at once (nothing to save), afterwards at the
     end of the compiled call in flight, with a checkpoint; exit 0 after SIGTERM, 130 after SIGINT."""
     started = time.time()
     with StopSignal("albert-tf pretrain", at_once="before the first training step finished, nothing to save") as stop:
         setup = prepare(args)
         stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
-        with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.lock)
+        with lock.output_lock(args.model_dir, "--model-dir"):  # one run per model dir (albert_tf.runtime.lock)
             model, optimizer, schedule, manager = build(args, setup)
             step = int(optimizer.iterations.numpy())
             if step >= args.num_train_steps:

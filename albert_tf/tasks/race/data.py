@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from albert_tf import io as files
+from albert_tf import files
 from albert_tf.tasks import metrics as metrics_lib
 
 LEVELS = ("middle", "high")

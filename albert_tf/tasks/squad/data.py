@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from albert_tf import io as files
+from albert_tf import files
 
 
 @dataclasses.dataclass(frozen=True)

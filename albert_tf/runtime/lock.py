@@ -30,6 +30,9 @@ import threading
 import time
 import uuid
 
+from albert_tf import files
+from albert_tf.runtime import cluster
+
 LOCK_FILE = ".albert_tf.lock"
 HEARTBEAT_S = 60       # how often a holder refreshes its heartbeat
 STALE_AFTER_S = 600    # a lock whose heartbeat is older than this is taken over (10 heartbeats missed)
@@ -41,10 +44,6 @@ def _gfile():
     return tf.io.gfile
 
 
-def _is_url(path):
-    return "://" in path
-
-
 def _pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -53,24 +52,6 @@ def _pid_alive(pid):
     except PermissionError:  # alive, owned by someone else
         return True
     return True
-
-
-def is_chief_from_env(environ=None):
-    """False on a multi-worker pretraining worker that is not the chief (TF_CONFIG), else True."""
-    raw = (environ if environ is not None else os.environ).get("TF_CONFIG")
-    if not raw:
-        return True
-    try:
-        cfg = json.loads(raw)
-    except ValueError:
-        return True
-    task = cfg.get("task") or {}
-    kind, index = task.get("type"), int(task.get("index", 0))
-    if not kind:
-        return True
-    if kind == "chief":
-        return True
-    return kind == "worker" and index == 0 and "chief" not in (cfg.get("cluster") or {})
 
 
 def describe(holder, now=None):
@@ -98,7 +79,7 @@ def stale_reason(holder, now=None, host=None):
 def _read(path):
     """The lock's JSON dict, {} for an unreadable or half-written one, None when there is no lock."""
     try:
-        if _is_url(path):
+        if files.is_url(path):
             gfile = _gfile()
             if not gfile.exists(path):
                 return None
@@ -120,8 +101,8 @@ def _read(path):
 
 def _create_exclusive(path, text):
     """Writes `text` to `path` if no file is there; True when this call created it."""
-    if _is_url(path):
-        from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+    if files.is_url(path):
+        from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
         gfile, tmp = _gfile(), temp_path_for(path)
         with gfile.GFile(tmp, "w") as f:
@@ -147,7 +128,7 @@ def _create_exclusive(path, text):
 
 def _remove(path):
     try:
-        if _is_url(path):
+        if files.is_url(path):
             _gfile().remove(path)
         else:
             os.remove(path)
@@ -157,9 +138,9 @@ def _remove(path):
 
 def _overwrite(path, text):
     """Replaces the lock's content in one step (a reader never sees half of it)."""
-    from albert_tf.io import temp_path_for  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
-    if _is_url(path):
+    if files.is_url(path):
         with _gfile().GFile(path, "w") as f:  # a GCS object is replaced whole on close
             f.write(text)
         return
@@ -171,14 +152,14 @@ def _overwrite(path, text):
 
 def _make_directory(directory, flag):
     """Creates `directory` when missing; True if this call created it. A file in its place is refused."""
-    if _is_url(directory):
+    if files.is_url(directory):
         gfile = _gfile()
         if gfile.exists(directory) and not gfile.isdir(directory):
             raise ValueError(f"{flag} {directory}: is a file, expected a directory")
         created = not gfile.exists(directory)
         gfile.makedirs(directory)
         return created
-    from albert_tf.io import check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(directory, flag)  # a file in its place, or in the way of its parents
     created = not os.path.exists(directory)
@@ -255,7 +236,7 @@ class DirectoryLock:
             self._thread.join(timeout=5)
         if (_read(self.path) or {}).get("token") == self.token:
             _remove(self.path)
-        if self._created_directory and not _is_url(self.directory):
+        if self._created_directory and not files.is_url(self.directory):
             try:
                 os.rmdir(self.directory)
             except OSError:  # not empty: the run wrote something
@@ -274,7 +255,7 @@ class DirectoryLock:
 
 
 # The locks this process holds (a `with` of DirectoryLock), so that an abort from any thread (a second Ctrl-C,
-# albert_tf.training.loop.StopSignal, which ends the process without unwinding) can still release them: the one piece of
+# albert_tf.runtime.signals.StopSignal, which ends the process without unwinding) can still release them: the one piece of
 # module-level mutable state here, on purpose.
 _HELD = []
 
@@ -300,6 +281,6 @@ def output_lock(directory, flag):
     """The context holding `directory`'s lock for a run: a DirectoryLock on the chief (one process, or the chief
     worker of a multi-worker run), nothing on the other workers. A job takes it once its flags are checked (and,
     on a TPU, the slice is connected) and before it writes or restores anything."""
-    if not is_chief_from_env():
+    if not cluster.is_chief_from_env():
         return contextlib.nullcontext()
     return DirectoryLock(directory, flag)

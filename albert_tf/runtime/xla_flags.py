@@ -17,7 +17,7 @@ there.
 """
 import os
 
-from albert_tf._requirements import tensorflow_version
+from albert_tf.runtime.requirements import tensorflow_version
 
 YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
 _INSTALLED = object()

@@ -1,4 +1,4 @@
-"""albert_tf.io.atomic_directory where a directory rename is not atomic (URLs such as gs://): marker files
+"""albert_tf.files.atomic_directory where a directory rename is not atomic (URLs such as gs://): marker files
 (saved_model.pb, checkpoint, albert_config.json) land last, a reader never finds a marker beside a partial directory,
 a failed copy leaves no marker and no temp; the encoder export, a task export and pretrained.save go through it.
 
@@ -10,16 +10,16 @@ import uuid
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertEncoder, io
+from albert_tf import AlbertConfig, AlbertEncoder, files
 from albert_tf.checkpoints import pretrained
-from albert_tf.serving.encoder import export_encoder
+from albert_tf.serving.export import export_encoder
 from albert_tf.serving.saved_model import TASK_CONFIG_ASSET, write_task_export
 from albert_tf.text import AlbertTokenizer
 from helpers import SMALL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GFILE = tf.io.gfile
-REAL_COPY = io._copy_file  # pylint: disable=protected-access
+REAL_COPY = files._copy_file  # pylint: disable=protected-access
 TREE = {  # a SavedModel and a checkpoint in one directory: every marker, nested names that are not markers
     "saved_model.pb": b"graph",
     "fingerprint.pb": b"fp",
@@ -55,7 +55,7 @@ def _has_marker(root):
 
 
 class CopyWatcher:
-    """Stands in for io._copy_file: copies, records the order in which files land in `target`, checks before and
+    """Stands in for files._copy_file: copies, records the order in which files land in `target`, checks before and
     after every copy that a marker in `target` means every non-marker file of the source tree is there with equal
     bytes, and raises after `crash_after` files."""
 
@@ -87,7 +87,7 @@ class CopyWatcher:
 @pytest.fixture(name="local_as_url")
 def fixture_local_as_url(monkeypatch):
     """Local paths take the URL route (copy, markers last) instead of a rename."""
-    monkeypatch.setattr(io, "renames_directories_atomically", lambda path: False)
+    monkeypatch.setattr(files, "renames_directories_atomically", lambda path: False)
 
 
 def _write_tree(directory, tree):
@@ -101,8 +101,8 @@ def test_url_tree_lands_with_markers_last_and_never_partial(monkeypatch):
     parent = _url()
     target = f"{parent}/1"
     watcher = CopyWatcher(target)
-    monkeypatch.setattr(io, "_copy_file", watcher)
-    with io.atomic_directory(target, markers=MARKERS_LAST) as tmp:
+    monkeypatch.setattr(files, "_copy_file", watcher)
+    with files.atomic_directory(target, markers=MARKERS_LAST) as tmp:
         _write_tree(tmp, TREE)
     assert watcher.order == sorted(set(TREE) - set(MARKERS_LAST)) + MARKERS_LAST
     assert watcher.violations == []
@@ -118,9 +118,9 @@ def test_a_failure_after_any_file_leaves_no_marker_and_no_temp(monkeypatch, repl
         if replace:
             _write_tree(target, {name: data + b" old" for name, data in TREE.items()} | {"old_only": b"x"})
         watcher = CopyWatcher(target, crash_after=k)
-        monkeypatch.setattr(io, "_copy_file", watcher)
+        monkeypatch.setattr(files, "_copy_file", watcher)
         with pytest.raises(RuntimeError, match=f"crashed after {k} files"):
-            with io.atomic_directory(target, markers=MARKERS_LAST) as tmp:
+            with files.atomic_directory(target, markers=MARKERS_LAST) as tmp:
                 _write_tree(tmp, TREE)
         assert len(watcher.order) == k and watcher.violations == []
         assert not _has_marker(target) and not GFILE.listdir(parent), k  # partial copy and temp removed
@@ -130,8 +130,8 @@ def test_replacing_on_a_url_removes_the_old_markers_before_copying(monkeypatch):
     target = f"{_url()}/model"
     _write_tree(target, {name: data + b" old" for name, data in TREE.items()} | {"old_only": b"x"})
     watcher = CopyWatcher(target)
-    monkeypatch.setattr(io, "_copy_file", watcher)
-    with io.atomic_directory(target, markers=MARKERS_LAST) as tmp:
+    monkeypatch.setattr(files, "_copy_file", watcher)
+    with files.atomic_directory(target, markers=MARKERS_LAST) as tmp:
         _write_tree(tmp, TREE)
     assert watcher.violations == []  # checked before the first copy too: no old marker beside new files
     assert _files(target) == TREE
@@ -141,11 +141,11 @@ def test_local_paths_are_renamed_not_copied(monkeypatch, tmp_path):
     def copy(*args):
         raise AssertionError(f"copied {args}")
 
-    monkeypatch.setattr(io, "_copy_file", copy)
-    with io.atomic_directory(str(tmp_path / "d"), markers=MARKERS_LAST) as tmp:
+    monkeypatch.setattr(files, "_copy_file", copy)
+    with files.atomic_directory(str(tmp_path / "d"), markers=MARKERS_LAST) as tmp:
         _write_tree(tmp, TREE)
     assert _files(str(tmp_path / "d")) == TREE and os.listdir(tmp_path) == ["d"]
-    assert io.renames_directories_atomically("file:///x") and not io.renames_directories_atomically("gs://b/x")
+    assert files.renames_directories_atomically("file:///x") and not files.renames_directories_atomically("gs://b/x")
 
 
 @pytest.mark.usefixtures("local_as_url")
@@ -156,7 +156,7 @@ def test_encoder_export_to_a_url_writes_saved_model_pb_last(monkeypatch, tmp_pat
     pretrained.save(AlbertEncoder(AlbertConfig.from_dict(cfg)), model_dir, spm_model=tiny_spm_model)
     base = str(tmp_path / "export")
     watcher = CopyWatcher(f"{base}/1")
-    monkeypatch.setattr(io, "_copy_file", watcher)
+    monkeypatch.setattr(files, "_copy_file", watcher)
     path = export_encoder(model_dir, base, seq_length=16, warmup=False)
     assert path == f"{base}/1" and watcher.violations == [] and os.listdir(base) == ["1"]
     assert watcher.order[-1] == "saved_model.pb" and "variables/variables.index" in watcher.order
@@ -177,7 +177,7 @@ def test_task_export_to_a_url_writes_saved_model_pb_last(monkeypatch, tmp_path):
     module.serving_default = serving_default
     base = str(tmp_path / "export")
     watcher = CopyWatcher(f"{base}/3")
-    monkeypatch.setattr(io, "_copy_file", watcher)
+    monkeypatch.setattr(files, "_copy_file", watcher)
     path = write_task_export(module, {"serving_default": serving_default.get_concrete_function()}, base,
                              {"task": "sst2"}, version=3)
     assert watcher.violations == [] and watcher.order[-1] == "saved_model.pb" and os.listdir(base) == ["3"]
@@ -190,7 +190,7 @@ def test_pretrained_save_to_a_url_writes_the_checkpoint_state_last(monkeypatch):
     model = AlbertEncoder(cfg)
     directory = f"{_url()}/model"
     watcher = CopyWatcher(directory)
-    monkeypatch.setattr(io, "_copy_file", watcher)
+    monkeypatch.setattr(files, "_copy_file", watcher)
     assert pretrained.save(model, directory, step=7) == directory
     assert watcher.violations == []
     assert watcher.order[-2:] == ["albert_config.json", "checkpoint"]

@@ -3,7 +3,7 @@
 Reading: local paths go through the standard library, URLs through tf.io.gfile, so light tools (`albert-tf plan`,
 `vocab`, create-data's workers, the task readers) never import TensorFlow for local files.
 
-    exists / isdir / isfile / glob / open_text / read_text
+    is_url / exists / isdir / isfile / glob / open_text / read_text
     match_files(patterns, flag)        every --input / --train-data / file-pattern argument
     check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
     check_output_prefix(prefix, flag)  an output file-name prefix that names a directory: one clear error
@@ -25,9 +25,14 @@ import os
 import uuid
 
 
+def is_url(path):
+    """True for a URL (gs://..., any tf.io.gfile scheme), read through tf.io.gfile; False for a local path."""
+    return "://" in os.fspath(path)
+
+
 def _gfile(path):
     """tf.io.gfile for a URL such as gs://..., None for a local path."""
-    if "://" not in path:
+    if not is_url(path):
         return None
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -142,7 +147,7 @@ def check_output_dir(path, flag, prefix=False):
     under one. `prefix`: `path` is a file-name prefix (create-data's PREFIX-00000-of-N.tfrecord): its directory is
     checked."""
     path = os.fspath(path)
-    if "://" in path:
+    if is_url(path):
         return
     blocker = _file_in_the_way((os.path.dirname(path) or ".") if prefix else path)
     if blocker is None:
@@ -207,7 +212,7 @@ def renames_directories_atomically(path):
     """True for local paths (os rename); False for URLs such as gs://, where tf.io.gfile renames a directory object
     by object (copy, then delete), in no particular order."""
     path = os.fspath(path)
-    return "://" not in path or path.startswith("file://")
+    return not is_url(path) or path.startswith("file://")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,88 @@
+"""Reading a pretrained encoder, whatever holds it: a pretrained-model directory (`pretrain`'s, `convert`'s) or an
+`albert-tf export` (BASE/N, or BASE: its newest version).
+
+    resolve_init(path)        what the path is: an InitSource (kind, directory, config, vocabulary, casing)
+    restore_encoder(model, s) the encoder weights of an InitSource into a model (every weight must be found)
+    load_encoder(path)        a trainable AlbertEncoder from either
+
+An export keeps its config (plus lower_case and max_seq_length) and spm.model in assets.extra/ (the serving side's
+layout, albert_tf.serving.saved_model), and its weights under the SavedModel's variables/.
+"""
+import dataclasses
+import json
+import os
+
+from albert_tf.config import CONFIG_FILE
+from albert_tf.serving.saved_model import ASSETS_EXTRA, SAVED_MODEL_FILE, keras_weights, latest_version
+from albert_tf.text import vocabulary
+
+
+@dataclasses.dataclass(frozen=True)
+class InitSource:
+    """What a pretrained-encoder path is (`resolve_init`): a pretrained-model directory (`pretrain`'s, `convert`'s)
+    or an `albert-tf export` version BASE/N."""
+    kind: str         # "model_dir" or "export"
+    path: str         # the directory read (an export base resolved to its newest version)
+    config: object    # AlbertConfig
+    spm_model: str    # its vocabulary, or None when it holds none
+    lower_case: bool  # its recorded casing, or None when not recorded
+
+
+def resolve_init(path, flag="--init"):
+    """Resolves a pretrained-model directory, an export version dir BASE/N or an export base BASE (its newest
+    version) to an InitSource. FileNotFoundError naming `flag` when it is none of them."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+
+    path = os.fspath(path).rstrip("/")
+    if not tf.io.gfile.isdir(path):
+        raise FileNotFoundError(f"{flag} {path}: no such directory (expected a pretrained-model directory or an "
+                                "`albert-tf export` BASE or BASE/N)")
+    exported = tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))
+    if not exported and not tf.io.gfile.exists(pretrained.config_path(path)) and latest_version(path):
+        path = latest_version(path)  # BASE: its newest version
+        exported = tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))
+    if not exported:
+        spm_model = vocabulary.spm_model_path(path) if tf.io.gfile.exists(pretrained.config_path(path)) else None
+        return InitSource("model_dir", path, pretrained.read_config(path), spm_model,
+                          vocabulary.read_casing(spm_model) if spm_model else None)
+    config_file = os.path.join(path, ASSETS_EXTRA, CONFIG_FILE)
+    if not tf.io.gfile.exists(config_file):
+        raise FileNotFoundError(f"{flag} {path}: a SavedModel without {ASSETS_EXTRA}/{CONFIG_FILE} (not an encoder "
+                                "written by `albert-tf export`; a fine-tuned task's export cannot be an --init)")
+    with tf.io.gfile.GFile(config_file) as f:
+        config = json.load(f)
+    lower_case = config.pop("lower_case", None)
+    config.pop("max_seq_length", None)
+    spm_model = os.path.join(path, ASSETS_EXTRA, vocabulary.SPM_FILE)
+    return InitSource("export", path, AlbertConfig.from_dict(config),
+                      spm_model if tf.io.gfile.exists(spm_model) else None, lower_case)
+
+
+def restore_encoder(model, source):
+    """Restores the encoder of `model` (an AlbertEncoder, or a pretrainer / task model holding `.encoder`) from an
+    InitSource; every encoder weight must be found. Returns the checkpoint path read."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+
+    if source.kind == "model_dir":
+        return pretrained.restore(model, source.path, part="encoder")
+    encoder = getattr(model, "encoder", model)
+    variables = os.path.join(source.path, "variables", "variables")
+    status = tf.train.Checkpoint(encoder_weights=keras_weights(encoder)).read(variables)
+    status.expect_partial().assert_existing_objects_matched()
+    return variables
+
+
+def load_encoder(path, dropout=True):
+    """A trainable Keras AlbertEncoder from an export (BASE/N, or BASE: its largest version) or from a
+    pretrained-model directory."""
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+
+    source = resolve_init(path, flag="load_encoder")
+    encoder = AlbertEncoder(source.config, dropout=dropout)
+    restore_encoder(encoder, source)
+    return encoder

@@ -1,0 +1,9 @@
+"""The process around a job: what every command shares and nothing model-specific. No TensorFlow at import.
+
+    lock          one run per output directory (.albert_tf.lock, local and gs://), the held-locks list
+    signals       SIGTERM / SIGINT as a request to stop (StopSignal); the duration format of progress lines
+    cluster       who is chief (one rule, from TF_CONFIG or a strategy)
+    xla_flags     the XLA flags `import albert_tf` sets before anything compiles
+    host_xla      whether XLA runs on this host (the TPU wheel has no XLA:CPU), and the override
+    requirements  which TensorFlow is installed and what to install when it is missing
+"""

@@ -1,0 +1,85 @@
+"""`albert-tf export`: a SavedModel for TF Serving that takes raw text (albert_tf.serving.signatures).
+
+    albert-tf export --model DIR --output BASE [--version N] [--max-seq-length 128] [--spm-model PATH]
+                     [--overwrite] [--no-warmup]
+
+Writes BASE/N/ atomically (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps albert_config.json (the
+config plus lower_case and max_seq_length) and spm.model, so an export is self-contained: `load_encoder` rebuilds a
+trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
+(albert_tf.checkpoints.load, the reading side).
+"""
+import json
+import os
+
+from albert_tf.config import CONFIG_FILE
+from albert_tf.text import vocabulary
+from albert_tf.serving.saved_model import warmup_records, write_saved_model
+from albert_tf.serving.signatures import encoder_signatures
+
+
+def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
+                   warmup=True, lower_case=None):
+    """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
+    casing (uncased when none), else it must agree with the record."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.files import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    model_dir = os.fspath(model_dir)
+    check_output_dir(output_base, "--output")
+    if not tf.io.gfile.isdir(model_dir):
+        raise FileNotFoundError(f"--model {model_dir}: no such directory (expected a pretrained-model directory)")
+    if spm_model is not None:
+        check_input_file(spm_model, "--spm-model", vocabulary.SPM_FILE)
+    if seq_length < 3:
+        raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
+    if spm_model is None:
+        spm_model = vocabulary.spm_model_path(model_dir)
+        if spm_model is None:
+            raise FileNotFoundError(f"{model_dir}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
+    encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
+    if seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
+                         f"{encoder.config.max_position_embeddings}")
+    lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(spm_model), None if lower_case is None else
+                                               not lower_case, vocabulary.casing_path(spm_model))
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    if tokenizer.vocab_size != encoder.config.vocab_size:
+        raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
+                         f"{pretrained.config_path(model_dir)} has vocab_size {encoder.config.vocab_size}")
+    module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
+    requests = None
+    if warmup:
+        one, batch = ["warm-up request"], ["warm-up request"] * 32
+        requests = (warmup_records("serving_default", [{"text_a": one}, {"text_a": batch},
+                                                       {"text_a": batch, "text_b": batch}])
+                    + warmup_records("text", [{"text_a": batch}]))
+    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length))
+    return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
+                             warmup_requests=requests,
+                             extra_assets={CONFIG_FILE: json.dumps(config, indent=2), vocabulary.SPM_FILE: tokenizer.model_proto})
+
+
+# ------------------------------------------------------------------------------------ command line
+def add_arguments(parser):
+    parser.add_argument("--model", required=True, metavar="DIR", help="a pretrained-model directory")
+    parser.add_argument("--output", required=True, metavar="BASE", help="writes BASE/N (TF Serving's layout)")
+    parser.add_argument("--version", type=int, default=None, help="N (default: the next free integer)")
+    parser.add_argument("--max-seq-length", type=int, default=128, help="L, the packed length")
+    parser.add_argument("--spm-model", default=None, metavar="PATH", 
+                        help="the SentencePiece model (default: DIR/spm.model)")
+    vocabulary.add_casing_arguments(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing BASE/N")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="write no warm-up records (they need tensorflow-serving-api)")
+
+
+def run(args):
+    path = export_encoder(args.model, args.output, version=args.version, seq_length=args.max_seq_length,
+                          spm_model=args.spm_model, overwrite=args.overwrite, warmup=not args.no_warmup,
+                          lower_case=None if args.cased is None else not args.cased)
+    print(f"albert-tf export: wrote {path}")
+    return 0
