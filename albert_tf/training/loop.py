@@ -24,11 +24,14 @@ def make_train_loop(strategy, step_fn, sum_keys):
     """A tf.function `loop(iterator, num_steps, *args) → {key: float32 scalar}` that runs `num_steps` steps of
     `strategy.run(step_fn, (next(iterator), *args))` in one compiled call and returns each `sum_keys` value summed
     over replicas and steps. `num_steps` is a tensor (one trace for any count); each distinct Python value among
-    `args` (e.g. the dropout switch) traces once. No host round trip inside the loop."""
+    `args` (e.g. the dropout switch) traces once. No host round trip inside the loop. One step at a time (the
+    while loop's parallel_iterations 1): a step's ops, its updates included, end before the next step reads its
+    batch, so an input error (a changed file) stops the call with the steps before it whole."""
 
     def loop(iterator, num_steps, *args):
         sums = {k: tf.constant(0.0) for k in sum_keys}
         for _ in tf.range(num_steps):
+            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
             per_replica = strategy.run(step_fn, args=(next(iterator), *args))
             sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
         return sums
