@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -430,3 +431,18 @@ def test_a_live_run_on_the_prefix_refuses_the_next_and_keeps_its_temp_files(tmp_
     assert temp.read_bytes() == b"being written"
     assert _cli_run(capsys, *common, "--output", out / "eval")[0] == 0  # another prefix: not held
     assert (out / "eval-00000-of-00001.tfrecord").exists() and not (out / ".eval.albert_tf.lock").exists()
+
+
+def test_summary_goes_to_stdout_progress_and_warnings_to_stderr(tmp_path, tiny_spm_model, capsys):
+    corpus = tmp_path / "c.txt"
+    text = open(helpers.write_corpus(str(tmp_path / "good.txt"), num_docs=10), "rb").read()
+    corpus.write_bytes(text + b"\nNot UTF-8 \xff here.\nAnd a second line.\n")
+    code, stdout, stderr = _cli_run(capsys, "--input", corpus, "--spm-model", tiny_spm_model, "--output",
+                                    tmp_path / "o" / "train", "--max-seq-length", SEQ, "--max-predictions", PRED)
+    assert code == 0
+    out = stdout.splitlines()
+    assert len(out) == 4 and out[0].startswith(f"wrote ") and out[1].startswith("documents 11, skipped")
+    assert out[2].startswith("masked fraction ") and out[3].endswith(" s")
+    err = stderr.splitlines()
+    assert len(err) == 2 and re.fullmatch(r"\[#{20}\] 100\.0%  11 docs .*", err[0]), err
+    assert err[1] == f"warning: {corpus}: replaced 1 bytes of invalid UTF-8 with U+FFFD"

@@ -104,12 +104,13 @@ def assert_bit_exact(dir_a, dir_b, step):
     assert max(float(np.abs(a[n] - b[n]).max()) for n in a) == 0.0
 
 
-def start_cli(args, tmp_path):
-    """`albert-tf pretrain ARGS` in a subprocess with its stdout piped line by line (stderr to a file)."""
+def start_cli(args, tmp_path, merge_stderr=True):
+    """`albert-tf pretrain ARGS` in a subprocess with its stdout piped line by line, stderr (the progress lines)
+    merged into it, or to tmp_path/stderr.txt without `merge_stderr`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ph.REPO, PYTHONUNBUFFERED="1")
     err = open(tmp_path / "stderr.txt", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
     proc = subprocess.Popen([sys.executable, "-m", "albert_tf", "pretrain", *args], cwd=ph.REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=err, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else err, text=True)
     proc.stderr_file = err
     return proc
 
@@ -129,6 +130,7 @@ def read_until(proc, predicate, timeout):
 
 
 def finish(proc, timeout=120):
+    """(stdout, stderr) once the process has ended (stderr is "" when merged into stdout)."""
     out, _ = proc.communicate(timeout=timeout)
     proc.stderr_file.seek(0)
     return out, proc.stderr_file.read()
@@ -616,7 +618,7 @@ def test_data_changed_mid_run_saves_the_last_completed_step_and_names_the_file(t
                          save_checkpoints_steps=save_every)
 
     changed = tmp_path / "changed"
-    proc = start_cli(args(changed), tmp_path)
+    proc = start_cli(args(changed), tmp_path, merge_stderr=False)
     while "progress: step 1/" not in (tmp_path / "stderr.txt").read_text() and proc.poll() is None:
         time.sleep(0.01)
     with open(path, "ab") as f:  # the file grows: a second run of a tool appending to it, say
