@@ -27,7 +27,8 @@ SUBCOMMANDS = {
 
 # Commands whose job module imports TensorFlow at its top: their flags come from a module that does not.
 FLAGS_MODULES = {
-    "pretrain": "albert_tf.training.pretrain_flags",
+    "pretrain": "albert_tf.training.pretrain_config",
+    "finetune": "albert_tf.training.finetune_config",
     "convert": "albert_tf.checkpoints.convert_flags",
 }
 

@@ -1,6 +1,5 @@
 """`albert-tf convert`: checkpoints written in the original TF1 names / Hugging Face names reproduce the numpy
 reference after import; bad checkpoints are refused with errors naming each tensor."""
-import json
 import os
 
 import numpy as np
@@ -9,7 +8,8 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.cli import main as cli_main
-from helpers import SMALL, compare, make_inputs, run_cli, write_config, write_tf1_checkpoints
+from helpers import (SMALL, compare, make_inputs, run_cli, write_config, write_hf_checkpoint,
+                     write_tf1_checkpoints)
 
 
 def _broken(weights):
@@ -94,22 +94,10 @@ def test_convert_refuses_config_that_disagrees(tmp_path, tf1, capsys):
     assert "ffn_1/intermediate/dense/kernel' has shape (16, 32), the model expects (16, 48)" in capsys.readouterr().err
 
 
-def _write_hf(directory, cfg, tensors):
-    from safetensors.numpy import save_file
-
-    os.makedirs(directory, exist_ok=True)
-    hf_config = {k: v for k, v in cfg.items() if k != "hidden_act"}
-    hf_config.update(hidden_act="gelu_new", model_type="albert", layer_norm_eps=1e-12,
-                     architectures=["AlbertForPreTraining"], pad_token_id=0)
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(hf_config, f)
-    save_file(tensors, os.path.join(directory, "model.safetensors"))
-
-
 def test_convert_hf_pretraining_checkpoint(tmp_path):
     weights = ref.random_weights(SMALL, np.random.default_rng(7))
     hf_dir = str(tmp_path / "hf")
-    _write_hf(hf_dir, SMALL, ref.hf_names(weights, SMALL))
+    write_hf_checkpoint(hf_dir, SMALL, ref.hf_names(weights, SMALL))
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
     model = AlbertPretrainer.from_pretrained(out)
@@ -123,7 +111,7 @@ def test_convert_hf_encoder_only_checkpoint(tmp_path, capsys):
     weights = ref.random_weights(SMALL, np.random.default_rng(8))
     tensors = {k[len("albert."):]: v for k, v in ref.hf_names(weights, SMALL).items() if k.startswith("albert.")}
     hf_dir = str(tmp_path / "hf")
-    _write_hf(hf_dir, SMALL, tensors)  # AlbertModel: no prefix, no heads
+    write_hf_checkpoint(hf_dir, SMALL, tensors)  # AlbertModel: no prefix, no heads
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
     assert "encoder-only checkpoint" in capsys.readouterr().err

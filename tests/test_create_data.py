@@ -5,6 +5,7 @@ import json
 import os
 import random
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -14,9 +15,13 @@ import helpers
 from albert_tf import cli
 from albert_tf.data import instances, record_index
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
+from albert_tf.data.corpus import decode_utf8
 from albert_tf.data.features import feature_spec
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 from albert_tf.text import AlbertTokenizer
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 SEQ, PRED = 64, 10
 
@@ -338,14 +343,58 @@ def test_cased_flag_keeps_case(tmp_path, tiny_spm_model, corpus_file):
     assert not upper & set(outputs[False].ravel().tolist())
 
 
-def test_invalid_utf8_counted_after_vocab_module_is_imported(tmp_path, tiny_spm_model, capsys):
-    """vocab and create-data share one decoding error handler; importing one must not break the other's counts."""
-    import importlib
+# (bytes, replaced bytes counted by hand): each invalid sequence the decoder reports is one U+FFFD
+INVALID_UTF8 = [
+    (b"plain", 0), (b"a\xff\xfeb", 2), (b"\xc3\xa9\xff", 1), (b"\xe2\x82", 2), (b"\xe2\x82z", 2),
+    (b"\xf0\x9f\x98 \xf0\x9f\x98\x80", 3), (b"\xed\xa0\x80", 3), (b"\x80" * 7 + b"ok\xc3", 8),
+    ("a U+FFFD in the text: \ufffd".encode("utf-8") + b"\xff", 1), (b"\xe2\xef\xbf\xbd\xef\xbf", 3),
+]
 
-    import albert_tf.data.vocab as vocab_module
 
-    importlib.reload(vocab_module)
-    test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model, capsys)
+@pytest.mark.parametrize("raw,replaced", INVALID_UTF8)
+def test_decode_utf8_gives_pythons_replacement_and_counts_the_bytes(raw, replaced):
+    assert decode_utf8(raw) == (raw.decode("utf-8", "replace"), replaced)
+
+
+def _reference_invalid_bytes(raw):
+    """The bytes of the invalid sequences, from strict decoding resumed after each error the decoder reports."""
+    count = 0
+    while True:
+        try:
+            raw.decode("utf-8")
+            return count
+        except UnicodeDecodeError as error:
+            count += error.end - error.start
+            raw = raw[error.end:]
+
+
+def test_decode_utf8_counts_as_the_reference_on_random_bytes():
+    rng = random.Random(0)
+    pieces = [b"\xef\xbf\xbd", "é中😀 a".encode("utf-8"), b"\xe2\x82", b"\xf0\x9f", b"\x80", b"\xff", b"\xc3"]
+    for _ in range(2000):
+        raw = b"".join(rng.choice(pieces) if rng.random() < 0.7 else bytes([rng.randrange(256)])
+                       for _ in range(rng.randrange(12)))
+        assert decode_utf8(raw) == (raw.decode("utf-8", "replace"), _reference_invalid_bytes(raw)), raw
+
+
+def test_decode_utf8_counts_apart_in_threads_decoding_at_once():
+    """vocab and create-data share decode_utf8; a count is the call's own, whoever else decodes at the same time."""
+    barrier, wrong = threading.Barrier(4), []
+
+    def decode(raw, replaced):
+        barrier.wait()
+        for _ in range(3000):
+            if decode_utf8(raw)[1] != replaced:
+                wrong.append(raw)
+                return
+
+    threads = [threading.Thread(target=decode, args=(raw * 50, replaced * 50))
+               for raw, replaced in INVALID_UTF8[1:5]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
 
 
 # ------------------------------------------------------------------------------------------- the output prefix

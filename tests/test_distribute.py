@@ -6,6 +6,8 @@ import tensorflow as tf
 
 from albert_tf.training import distribute
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 class FakeResolver:
     instances = []

@@ -306,7 +306,7 @@ def test_finetune_packs_an_empty_text_b_as_a_single_sentence(tmp_path, tiny_spm_
     _write(str(tmp_path / "QQP" / "train.tsv"), EMPTY_B_QQP)
     _write(str(tmp_path / "QQP" / "dev.tsv"), EMPTY_B_QQP)
     tokenizer = AlbertTokenizer(tiny_spm_model)
-    task = GlueFinetune(types.SimpleNamespace(task="qqp", data_dir=str(tmp_path)))
+    task = GlueFinetune(str(tmp_path), "qqp")
     seq = 40
     expected = np.zeros([3, 3, seq], np.int32)  # [row, (words, mask, types), L]
     for row, example in enumerate(task.train):
@@ -317,11 +317,11 @@ def test_finetune_packs_an_empty_text_b_as_a_single_sentence(tmp_path, tiny_spm_
         expected[row, 2, len(a):len(a) + len(b)] = 1
     assert expected[0, 1].sum() == len(tokenizer.encode("How do I learn?")) + 2  # no second [SEP]
     assert expected[2, 1].sum() == len(tokenizer.encode("Is it?")) + 3  # " ": an empty segment and its [SEP]
-    plan = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
-    features, labels = next(iter(task.train_dataset(tokenizer, plan, np.arange(3, dtype=np.int64))))
+    budget = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
+    features, labels = next(iter(task.train_dataset(tokenizer, budget, np.arange(3, dtype=np.int64))))
     names = ("input_word_ids", "input_mask", "input_type_ids")
     got = np.stack([features[k].numpy() for k in names], axis=1)
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(labels.numpy(), [0, 1, 0])
-    sample = task.sample_inputs(tokenizer, plan, 3)
+    sample = task.sample_inputs(tokenizer, budget, 3)
     np.testing.assert_array_equal(np.stack([sample[k] for k in names], axis=1), expected)

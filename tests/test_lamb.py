@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from albert_tf.training import LAMB
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 def numpy_lamb(params, grads_per_step, lrs, wd=0.01, b1=0.9, b2=0.999, eps=1e-6,
                exclude_wd=("LayerNorm", "layer_norm", "bias"), exclude_adapt=None):

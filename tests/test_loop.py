@@ -2,11 +2,11 @@
 and SIGTERM / SIGINT handling."""
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import tensorflow as tf
@@ -14,6 +14,8 @@ import tensorflow as tf
 import helpers as ph
 from albert_tf.runtime.signals import StopSignal, duration_text
 from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
 
 def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
@@ -176,14 +178,34 @@ def test_eta_counts_steady_state_steps_only_and_none_before_one_is_known(capsys)
 
 
 def test_progress_prints_while_the_host_waits():
-    lines = []
-    with Progress(0, 10, 4, interval=1.5, echo=lambda t, **k: lines.append(t)) as progress:
-        time.sleep(2.2)
-        assert not lines  # the host is not waiting: it prints its own lines
-        progress.doing("steps 1..1 running")
-        time.sleep(1.6)
-    assert len(lines) >= 1 and LINE.match(lines[0]), lines
-    assert re.search(r"\| steps 1\.\.1 running for [12]s$", lines[0]), lines
+    clock, lines = FakeClock(), []
+    progress = Progress(0, 10, 4, interval=1.5, echo=lambda t, **k: lines.append(t), clock=clock)
+    clock.now += 2.2
+    progress.beat()
+    assert not lines  # the host is not waiting: it prints its own lines
+    progress.doing("steps 1..1 running")
+    clock.now += 1.6
+    progress.beat()
+    progress.beat()  # not due again: 0 s since that line
+    clock.now += 1.4
+    progress.beat()  # 1.4 s < interval
+    clock.now += 0.1
+    progress.beat()
+    assert lines == ["progress: step 0/10 (0.0%) | - steps/s | - examples/s | elapsed 4s | ETA - | "
+                     "steps 1..1 running for 2s",
+                     "progress: step 0/10 (0.0%) | - steps/s | - examples/s | elapsed 5s | ETA - | "
+                     "steps 1..1 running for 3s"]
+    assert all(LINE.match(line) for line in lines), lines
+
+
+def test_progress_thread_beats_while_the_host_waits():
+    clock, printed = FakeClock(), queue.Queue()
+    with Progress(0, 10, 4, interval=20.0, echo=lambda t, **k: printed.put(t), clock=clock, tick=0.01) as progress:
+        progress.doing("saving step 0")
+        clock.now += 25
+        line = printed.get(timeout=30)  # the thread's line, within a few ticks of real time
+    assert line.endswith("| elapsed 25s | ETA - | saving step 0 for 25s"), line
+    assert not progress._thread.is_alive()  # pylint: disable=protected-access
 
 
 def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
@@ -199,12 +221,13 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
     assert signal.set_wakeup_fd(-1) == -1  # no wakeup fd left behind
 
 
-# A process that sits in StopSignal, its main thread in a sleep. albert_tf.runtime.signals imports no TensorFlow.
+# A process that sits in StopSignal, its main thread in a sleep; it prints "requested" when a signal is taken as a
+# stop request. albert_tf.runtime.signals imports no TensorFlow.
 _WAITER = """
 import sys, time
 from albert_tf.runtime.signals import StopSignal
 assert "tensorflow" not in sys.modules, "albert_tf.runtime.signals imported TensorFlow"
-with StopSignal("prog", at_once=sys.argv[1] or None) as stop:
+with StopSignal("prog", at_once=sys.argv[1] or None, on_request=lambda s: print("requested", flush=True)) as stop:
     print("ready", flush=True)
     time.sleep(60)
 print("not reached", flush=True)
@@ -222,7 +245,7 @@ def start_waiter(at_once=""):
 def test_a_second_sigint_aborts_at_once_with_one_line():
     proc = start_waiter()
     proc.send_signal(signal.SIGINT)  # the first: a stop request, the process goes on
-    time.sleep(0.5)
+    assert proc.stdout.readline() == "requested\n"
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=10)

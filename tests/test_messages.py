@@ -208,8 +208,9 @@ def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, ti
     corpus_dir = os.path.dirname(corpus_file)
     cases = [
         (["export", "--model", tmp_path / "nothing", "--output", tmp_path / "out"],
-         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory (expected a pretrained-model "
-         "directory)"),
+         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory; a pretrained-model "
+         "directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s --model-dir or "
+         "`convert`'s --output)"),
         (["export", "--model", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
          f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
         (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],

@@ -1,5 +1,6 @@
 """The pretraining loop: 1 vs 4 replicas, SIGKILL / SIGTERM / SIGINT from outside and the resume (bit-exact),
-progress lines, non-finite loss, refusals, --init-checkpoint, and the XLA-compiled step on CPU."""
+progress lines, non-finite loss, refusals, --init, the XLA-compiled step on CPU, and `albert_tf.pretrain` from
+Python (a result, the run record, no signal handlers off the main thread)."""
 import json
 import os
 import re
@@ -16,6 +17,10 @@ import helpers as ph
 from albert_tf import cli
 from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
+from albert_tf.training.pretrain_config import PretrainConfig
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 SEQ, PRED = 32, 5
 TINY = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
@@ -34,7 +39,7 @@ def data_dir(tmp_path_factory):
 def base_args(data_dir, model_dir, steps=6, **extra):
     args = ["--config", data_dir / "albert_config.json", "--train-data", data_dir / "train.tfrecord",
             "--model-dir", model_dir, "--max-seq-length", SEQ, "--max-predictions", PRED,
-            "--train-batch-size", 16, "--num-train-steps", steps, "--num-warmup-steps", 2, "--steps-per-loop", 2,
+            "--batch-size", 16, "--num-train-steps", steps, "--num-warmup-steps", 2, "--steps-per-loop", 2,
             "--save-checkpoints-steps", 2, "--learning-rate", 0.01]
     for key, value in extra.items():
         args += [f"--{key.replace('_', '-')}"] + ([] if value is True else [value])
@@ -332,12 +337,12 @@ def test_tpu_with_local_paths_is_refused(data_dir, tmp_path, capsys):
     assert "--train-data" in err and "gs://" in err
 
 
-def test_init_checkpoint_loads_the_weights(data_dir, tmp_path):
+def test_init_loads_the_weights(data_dir, tmp_path):
     init_dir = tmp_path / "init"
     assert run_in_process(base_args(data_dir, init_dir, steps=2)) == 0
     model_dir = tmp_path / "from_init"
     # Learning rate 0: after one step the weights are still exactly the initial ones.
-    args = base_args(data_dir, model_dir, steps=1, init_checkpoint=init_dir)
+    args = base_args(data_dir, model_dir, steps=1, init=init_dir)
     args[args.index("--learning-rate") + 1] = "0"
     assert run_in_process(args) == 0
     init, got = checkpoint_values(init_dir, 2), checkpoint_values(model_dir, 1)
@@ -427,7 +432,7 @@ def test_tiny_model_learns_sentence_order_and_masked_tokens(tmp_path):
     TINY.replace(num_hidden_layers=2, initializer_range=0.2).to_json_file(str(tmp_path / "albert_config.json"))
     model_dir = tmp_path / "model"
     args = base_args(tmp_path, model_dir, steps=300, eval_data=tmp_path / "eval.tfrecord", max_eval_steps=8)
-    for flag, value in {"--train-batch-size": "32", "--num-warmup-steps": "20", "--steps-per-loop": "25",
+    for flag, value in {"--batch-size": "32", "--num-warmup-steps": "20", "--steps-per-loop": "25",
                         "--save-checkpoints-steps": "300", "--learning-rate": "0.005"}.items():
         args[args.index(flag) + 1] = value
     assert run_in_process(args) == 0
@@ -509,14 +514,14 @@ def test_rerunning_a_finished_run_says_it_is_complete(data_dir, tmp_path, capsys
 def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tmp_path, capsys):
     from albert_tf.training import pretrain
 
-    args = cli.build_parser(["pretrain"]).parse_args(["pretrain"] + base_args(data_dir, tmp_path / "m"))
-    args.train_batch_size, args.max_seq_length, args.max_predictions = 4096, 512, 20
+    args = PretrainConfig(config="albert_base", train_data="d", model_dir=str(tmp_path / "m"), batch_size=4096,
+                          max_seq_length=512, max_predictions=20)
     base = AlbertConfig.from_preset("albert_base")
     check = lambda: pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # noqa
     with pytest.raises(ValueError) as info:
         check()
     message = str(info.value)
-    assert "--train-batch-size 4096 at --max-seq-length 512 needs about" in message and "16.0 GiB" in message
+    assert "--batch-size 4096 at --max-seq-length 512 needs about" in message and "16.0 GiB" in message
     # what keeps the global batch comes first: the fewest accumulation steps that fit
     steps = int(message.split("(--gradient-accumulation-steps ")[1].split()[0])
     assert "same global batch" in message
@@ -529,6 +534,76 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tm
     args.gradient_accumulation_steps = 1
     with pytest.raises(ValueError, match="no batch fits"):
         pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=2**30)
+
+
+# ------------------------------------------------------------------------------------------ from Python
+def python_config(data_dir, model_dir, **changes):
+    """The PretrainConfig of base_args(data_dir, model_dir, steps=4)."""
+    values = dict(config=data_dir / "albert_config.json", train_data=data_dir / "train.tfrecord", model_dir=model_dir,
+                  max_seq_length=SEQ, max_predictions=PRED, batch_size=16, num_train_steps=4, num_warmup_steps=2,
+                  steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
+    return PretrainConfig(**{**values, **changes})
+
+
+def test_pretrain_from_python_equals_the_cli_and_returns_its_result(data_dir, tmp_path, capsys):
+    """albert_tf.pretrain(config) trains exactly as `albert-tf pretrain` with the same flags (the CLI's run must
+    agree, bit for bit), returns the last metrics row (the one metrics.jsonl holds), writes
+    the config as the run record, and resumes against it: a different --batch-size is refused, naming it."""
+    import albert_tf
+
+    result = albert_tf.pretrain(python_config(data_dir, tmp_path / "py"))
+    assert (result.status, result.step, result.exit_code) == ("done", 4, 0)
+    assert result.checkpoint.endswith("ckpt-4") and result.model_dir == str(tmp_path / "py")
+    assert {"split": "train", "step": 4, **result.metrics} == train_metrics(tmp_path / "py")[4]
+    assert run_in_process(base_args(data_dir, tmp_path / "cli", steps=4)) == 0
+    assert_bit_exact(tmp_path / "py", tmp_path / "cli", 4)
+    record = json.loads((tmp_path / "py" / "pretrain_config.json").read_text())
+    assert (record["batch_size"], record["config_overrides"]) == (16, {})
+    assert record["model_dir"] == str(tmp_path / "py") and record["train_data"] == str(data_dir / "train.tfrecord")
+    again = albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6))  # more steps: resumes
+    assert (again.status, again.step) == ("done", 6)
+    assert albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6)).status == "complete"
+    with pytest.raises(ValueError, match=r"pretrain_config.json: the output directory holds a run with other "
+                                         r"settings: batch_size 8 \(recorded 16\)"):
+        albert_tf.pretrain(python_config(data_dir, tmp_path / "py", batch_size=8, num_train_steps=8))
+
+
+def test_pretrain_on_a_worker_thread_installs_no_signal_handler(data_dir, tmp_path):
+    """From a thread (as a notebook's background job runs it) the run installs no handler: Python allows them on
+    the main thread only. The handlers seen during the run are the process's own."""
+    import threading
+
+    import albert_tf
+    from albert_tf.training import loop
+
+    seen, results = [], []
+    original = loop.write_scalar_summary
+
+    def spy(name, value):
+        seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
+        return original(name, value)
+
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    loop.write_scalar_summary = spy
+    try:
+        worker = threading.Thread(target=lambda: results.append(albert_tf.pretrain(python_config(
+            data_dir, tmp_path / "thread", num_train_steps=2))))
+        worker.start()
+        worker.join(timeout=300)
+    finally:
+        loop.write_scalar_summary = original
+    assert results and results[0].status == "done" and seen and set(seen) == {before}
+
+
+def test_old_flag_spellings_work_with_a_one_line_notice(data_dir, tmp_path, capsys):
+    args = base_args(data_dir, tmp_path / "old", steps=2)
+    args[args.index("--batch-size")] = "--train-batch-size"
+    assert run_in_process(args + ["--init-checkpoint", str(tmp_path / "missing")]) == 2  # parsed as --init
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("albert-tf pretrain: note: --train-batch-size is deprecated and will be removed in the next "
+                      "release; use --batch-size")
+    assert err[1].startswith("albert-tf pretrain: note: --init-checkpoint is deprecated") and err[1].endswith("--init")
+    assert err[2].startswith(f"albert-tf pretrain: error: --init {tmp_path / 'missing'}") and len(err) == 3
 
 
 # ------------------------------------------------------------------------------------------ the data: one run, intact
@@ -614,7 +689,7 @@ def test_data_changed_mid_run_saves_the_last_completed_step_and_names_the_file(t
     TINY.to_json_file(str(tmp_path / "albert_config.json"))
 
     def args(model_dir, save_every=10):
-        return base_args(tmp_path, model_dir, steps=1000, train_batch_size=64, steps_per_loop=10,
+        return base_args(tmp_path, model_dir, steps=1000, batch_size=64, steps_per_loop=10,
                          save_checkpoints_steps=save_every)
 
     changed = tmp_path / "changed"

@@ -19,7 +19,7 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
     ph.write_records(str(tmp_path / "eval-0.tfrecord"), 21, SEQ, PRED, seed=99)  # one file, 2 workers: split by record
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
             "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 4,
-            "--max-predictions", PRED, "--train-batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
             "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
     report = rehearsal.rehearse(args, WORKERS, str(tmp_path / "runs"))
     assert report["failures"] == [], report

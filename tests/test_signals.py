@@ -121,7 +121,7 @@ def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     # one kind sent together merge into one) while the main thread is still inside TensorFlow
     args = finetune_args(tmp_path, tiny_spm_model) + ["--steps-per-execution", 40]
     proc = start("finetune", args, tmp_path)
-    wait_for(stdout_has(proc, "epoch 1/30 "), proc)
+    wait_for(lambda: os.path.exists(f"{out}/checkpoints/ckpt-1.index"), proc)  # epoch 1 saved (after its line)
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.3)
@@ -158,6 +158,45 @@ def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handl
     assert (stop.name, stop.exit_code) == ("SIGTERM", 0)
     assert {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS} == before
     assert all(t.name != "stop-signal" for t in threading.enumerate())  # the watcher has ended
+
+
+def test_stop_signal_off_the_main_thread_installs_nothing():
+    """A run started from a thread (a notebook's background job): Python allows handlers on the main thread only, so
+    StopSignal installs none there and starts no watcher; the process's handlers stay as they are."""
+    from albert_tf.runtime.signals import StopSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
+    seen = []
+
+    def body():
+        with StopSignal("albert-tf test", at_once="nothing to save") as stop:
+            stop.reinstall()
+            seen.append(({s: signal.getsignal(s) for s in StopSignal.SIGNALS}, stop.requested,
+                         [t.name for t in threading.enumerate()]))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join(timeout=30)
+    handlers, requested, threads = seen[0]
+    assert handlers == before and requested is None and "stop-signal" not in threads
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
+
+
+def test_a_library_stop_signal_only_requests_the_stop():
+    """exits=False (albert_tf.pretrain / finetune from Python): a signal before anything is trained and a second
+    SIGINT both just request the stop (with exits=True each would end this process at once)."""
+    from albert_tf.runtime.signals import StopSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
+    with StopSignal("albert-tf test", at_once="nothing to save", exits=False) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.time() + 10
+        while stop.requested is None and time.time() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+    assert (stop.requested, stop.exit_code) == (signal.SIGINT, 130)
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
 
 
 # ---------------------------------------------------------------------------------------------- create-data

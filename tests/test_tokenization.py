@@ -12,6 +12,9 @@ import helpers
 from albert_tf.text import AlbertTokenizer, normalize, normalize_with_offsets, truncated_lengths
 from helpers import EQUALITY_TEXTS
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 # ---------------------------------------------------------------------------------- a hand-made SentencePiece model
 NORMAL, UNKNOWN, CONTROL = 1, 2, 3  # sentencepiece_model.proto ModelProto.SentencePiece.Type
 

@@ -9,7 +9,8 @@ import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
+from albert_tf.data.vocab import (USER_DEFINED_SYMBOLS, sample_sentences, suggest_vocab_size, train_vocab,
+                                  vocab_lines)
 from albert_tf.text.vocabulary import read_casing, resolve_lower_case
 from albert_tf.text import AlbertTokenizer, normalize
 from helpers import EQUALITY_TEXTS
@@ -67,7 +68,7 @@ def test_vocab_cli_end_to_end(cli_model, corpus_dir):
     # the summary reports what an independent count of the corpus says
     lines, sentences = _count_lines(corpus_dir)
     assert f"2 file(s), {lines} lines, {sentences} sentences, {sentences} sampled" in stdout
-    assert f"wrote {prefix}.model, {prefix}.vocab and {prefix}.casing.json (uncased)" in stdout
+    assert f"wrote {prefix}.model, {prefix}.vocab and {prefix}.casing.json (uncased, {VOCAB_SIZE} pieces)" in stdout
     assert "replaced" not in stdout
     # atomic writes leave nothing but the outputs; the casing is recorded beside the model
     assert sorted(os.listdir(os.path.dirname(prefix))) == ["spm.casing.json", "spm.model", "spm.vocab"]
@@ -226,6 +227,30 @@ def test_cased_vocab_is_recorded_and_contradicting_flags_are_refused(corpus_dir,
     (tmp_path / "bad.casing.json").write_text('{"lower_case": "yes"}')
     with pytest.raises(ValueError, match="bad.casing.json: expected"):
         read_casing(str(tmp_path / "bad.model"))
+
+
+def test_suggested_vocab_size_by_hand():
+    # a quarter of the distinct words seen at least twice, rounded to a thousand, within [1000, 30000]
+    words = [f"w{i}" for i in range(24_000)]
+    sample = [" ".join(words), " ".join(words[:21_000]), "once only here"]
+    assert suggest_vocab_size(sample) == 5_000                         # 21,000 repeated words / 4 = 5,250
+    assert suggest_vocab_size(["a b c", "a b c"]) == 1_000               # the smallest
+    assert suggest_vocab_size([" ".join(words * 2 + [f"x{i}" for i in range(200_000)] * 2)]) == 30_000
+
+
+def test_vocab_size_auto_fits_a_small_corpus(corpus_dir, tmp_path, capsys):
+    """auto on a corpus that cannot fill the suggestion: a soft limit, no error; the summary says the size and the
+    flag that carries it to pretrain; the model has that many pieces."""
+    prefix = str(tmp_path / "auto")
+    assert cli.main(["vocab", "--input", str(corpus_dir / "part-*.txt"), "--output-prefix", prefix,
+                     "--vocab-size", "auto"]) == 0
+    out = capsys.readouterr().out
+    size = AlbertTokenizer(prefix + ".model").vocab_size
+    assert size < 1000 and f"(uncased, {size} pieces; --vocab-size auto asked for 1000" in out
+    assert f"--set vocab_size={size}" in out
+    with pytest.raises(SystemExit):
+        cli.main(["vocab", "--input", "x", "--output-prefix", prefix, "--vocab-size", "many"])
+    assert "expected a number of pieces or auto, got 'many'" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------- long lines

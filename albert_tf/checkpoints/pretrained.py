@@ -1,7 +1,7 @@
 """The pretrained-model directory: the one place that knows what it holds and how it is read and written.
 
 A pretrained-model directory (local or gs://) is what `albert-tf convert` writes, what `albert-tf pretrain` writes
-as its `--model-dir`, and what `from_pretrained`, `--init-checkpoint`, `albert-tf export` and fine-tuning read:
+as its `--model-dir`, and what `from_pretrained`, `pretrain --init`, `albert-tf export` and fine-tuning read:
 
     albert_config.json      the model config (the original albert_config.json keys)
     spm.model               the SentencePiece model, when known

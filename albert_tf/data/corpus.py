@@ -6,8 +6,8 @@
     split_long_line(text, limit)       a line → pieces of at most `limit` UTF-8 bytes (sentence ends, else spaces,
                                        else a character boundary)
 
-One error handler for the decoding, registered once for the whole package (codecs handlers are process-global by
-name). No TensorFlow here: create-data's worker processes import this.
+No process-global state (no codecs error handler to register): any number of threads or importers may decode at
+once. No TensorFlow here: create-data's worker processes import this.
 """
 import codecs
 import concurrent.futures
@@ -15,26 +15,24 @@ import re
 
 from albert_tf.files import is_url
 
-_ERRORS = "albert_tf_count_replace"
-_replaced = [0]
-
-
-def _count_and_replace(error):
-    _replaced[0] += error.end - error.start
-    return "\ufffd", error.end
-
-
-codecs.register_error(_ERRORS, _count_and_replace)
+_REPLACEMENT = "\ufffd"
+_REPLACEMENT_BYTES = _REPLACEMENT.encode("utf-8")  # EF BF BD
 
 
 def decode_utf8(raw):
-    """bytes → (str, number of invalid bytes replaced by U+FFFD)."""
-    try:
-        return raw.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        before = _replaced[0]
-        text = raw.decode("utf-8", _ERRORS)
-        return text, _replaced[0] - before
+    """bytes → (str, number of invalid bytes replaced by U+FFFD).
+
+    The text is `raw.decode("utf-8", "replace")`: one U+FFFD for each invalid sequence the decoder reports (a
+    truncated multi-byte sequence is one). The count is the bytes those sequences span: valid sequences encode back
+    to their own bytes and each replaced one became a U+FFFD (3 bytes); a U+FFFD already in `raw` is the bytes
+    EF BF BD, which always decode as themselves (EF is no continuation byte), so those are told apart by counting.
+    Linear in len(raw) however many bytes are invalid.
+    """
+    text = raw.decode("utf-8", "replace")
+    if _REPLACEMENT not in text:
+        return text, 0
+    replacements = text.count(_REPLACEMENT) - raw.count(_REPLACEMENT_BYTES)
+    return text, len(raw) - (len(text.encode("utf-8")) - len(_REPLACEMENT_BYTES) * replacements)
 
 
 # ---------------------------------------------------------------------------------------------- the encoding

@@ -1,7 +1,11 @@
 """`albert-tf vocab`: train ALBERT's SentencePiece vocabulary on raw text.
 
-    albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000] [--cased]
+    albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000|auto] [--cased]
                     [--max-sentences 10000000] [--seed 12345]
+
+`--vocab-size auto` sizes the vocabulary from the corpus (`suggest_vocab_size`: a quarter of the distinct words seen
+at least twice, between 1,000 and 30,000) as a soft limit, so that a small corpus gets a vocabulary it can fill;
+the summary says the size chosen, and `pretrain --set vocab_size=auto` takes the trained model's size.
 
 The original's settings: unigram model, <pad> 0, <unk> 1, control symbols [CLS] [SEP] [MASK] = 2, 3, 4, no bos/eos,
 user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-blank input line is one sentence, passed
@@ -18,6 +22,7 @@ whether text is lowercased for it (albert_tf.text.vocabulary). `vocab` writes it
 `export` carry it along with the model; `finetune` and `export` read it (`resolve_lower_case`), and their
 `--cased`/`--uncased` flags must agree with it.
 """
+import argparse
 import os
 import random
 import sys
@@ -31,6 +36,12 @@ CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 CHARACTER_COVERAGE = 0.99995
 DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
 LINE_LIMIT = 4192  # bytes: SentencePiece's default max_sentence_length; longer lines are cut (sample_sentences)
+# --vocab-size auto: one piece per this many distinct words seen at least twice, rounded to a thousand, in
+# [AUTO_SMALLEST, AUTO_LARGEST]: 1,000 for the quickstart's corpus (6,200 lines, 4,600 such words), 15,000 for the
+# copyright files Debian packages install (360,000 lines, 17 MB, 60,000 such words), 30,000 (the paper's) for a
+# large corpus.
+AUTO_WORDS_PER_PIECE = 4
+AUTO_SMALLEST, AUTO_LARGEST = 1000, 30000
 TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
 
 
@@ -97,6 +108,26 @@ def _drain(items):
         yield item
 
 
+def suggest_vocab_size(sample):
+    """--vocab-size auto's size for a sample of normalized sentences (see AUTO_WORDS_PER_PIECE)."""
+    import collections  # pylint: disable=import-outside-toplevel
+
+    counts = collections.Counter(word for sentence in sample for word in sentence.split())
+    repeated = sum(1 for count in counts.values() if count >= 2)
+    rounded = int(round(repeated / AUTO_WORDS_PER_PIECE, -3))
+    return min(AUTO_LARGEST, max(AUTO_SMALLEST, rounded))
+
+
+def vocab_size_argument(text):
+    """--vocab-size: a positive integer or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of pieces or auto, got {text!r}") from None
+
+
 def vocab_lines(model_proto):
     """The PREFIX.vocab text SentencePiece writes: "piece<TAB>score" per id (score as C++ streams print it)."""
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
@@ -116,7 +147,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
       input_pattern: UTF-8 text files (local or gs://): a glob, comma-separated globs or a list of globs (see
         albert_tf.files), one sentence per line (blank lines ignored).
       output_prefix: where to write PREFIX.model and PREFIX.vocab (local or gs://).
-      vocab_size: number of pieces, special ones included.
+      vocab_size: number of pieces, special ones included, or "auto": `suggest_vocab_size` of the sample, as a
+        soft limit (SentencePiece keeps fewer pieces when the corpus holds fewer).
       lower_case: normalize to lowercase (False for a cased vocabulary).
       max_sentences: at most this many sentences are sampled (seeded reservoir) for training.
       seed: sampling seed.
@@ -124,7 +156,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
         own limit is raised to the longest sentence it is given, so none is skipped.
     Returns:
       dict: files, lines, sentences, sampled, split_lines, text_bytes, sampled_bytes, longest (see
-        `sample_sentences`), replaced_bytes, replaced_bytes_per_file, model, vocab, casing (paths).
+        `sample_sentences`), replaced_bytes, replaced_bytes_per_file, model, vocab, casing (paths), vocab_size (the
+        trained model's pieces), auto (the size `auto` asked for, else None).
     Raises:
       FileNotFoundError: the glob matches no file.
       ValueError: an output prefix that is a directory, a UTF-16 / UTF-32 file, an empty corpus, or a vocab_size
@@ -144,6 +177,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
         raise ValueError(f"--input {input_pattern!r}: {len(files)} file(s), {stats['lines']} line(s), "
                          "but no text to train on (empty corpus)")
     minimum = len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS) + 3
+    auto = suggest_vocab_size(sample) if vocab_size == "auto" else None
+    vocab_size = auto or vocab_size
     if vocab_size < minimum:
         raise ValueError(f"--vocab-size {vocab_size} is too small: the special and user-defined symbols alone "
                          f"take {minimum - 1} ids")
@@ -155,7 +190,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
             pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
             control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
             character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
-            num_threads=TRAINER_THREADS, minloglevel=2,
+            num_threads=TRAINER_THREADS, minloglevel=2, hard_vocab_limit=auto is None,
             max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
         )
     except RuntimeError as e:
@@ -173,7 +208,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     outputs["casing"] = vocabulary.write_casing(outputs["model"], lower_case)
     with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the set is complete
         f.write(model.getvalue())
-    stats.update(files=files, **outputs)
+    stats.update(files=files, vocab_size=len(vocab_lines(model.getvalue()).splitlines()), auto=auto, **outputs)
     return stats
 
 
@@ -184,7 +219,8 @@ def add_arguments(parser):
     parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
                         help="writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json (a file-name prefix, e.g. "
                              "work/spm, not a directory)")
-    parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included")
+    parser.add_argument("--vocab-size", type=vocab_size_argument, default=30000,
+                        help="pieces, special ones included; auto: sized from the corpus (at most what it holds)")
     parser.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased ALBERT)")
     parser.add_argument("--max-sentences", type=int, default=DEFAULT_MAX_SENTENCES,
                         help="train on a seeded uniform sample of at most this many sentences (bounds memory)")
@@ -202,7 +238,10 @@ def summary_lines(stats, cased):
                      "(SentencePiece skips longer ones) were cut into sentences at sentence ends, spaces or "
                      "character boundaries")
     lines.append(f"albert-tf vocab: wrote {stats['model']}, {stats['vocab']} and {stats['casing']} "
-                 f"({'cased' if cased else 'uncased'})")
+                 f"({'cased' if cased else 'uncased'}, {stats['vocab_size']} pieces"
+                 + (f"; --vocab-size auto asked for {stats['auto']} from the corpus: use --set vocab_size="
+                    f"{stats['vocab_size']} (or vocab_size=auto with --spm-model) with pretrain" if stats["auto"]
+                    else "") + ")")
     warnings = []
     if stats["replaced_bytes"]:
         per_file = ", ".join(f"{path}: {n}" for path, n in stats["replaced_bytes_per_file"].items())

@@ -156,12 +156,13 @@ class Progress:
     steady-state wall-clock rates: from the end of the first call (its tracing and compilation left out, which on a
     resume or a TPU can be most of a short run's time) to the end of the last one, saves and evaluations counted so
     that the ETA is what the run will take. Until a second call has ended no rate is known, and the line shows none
-    ("- steps/s", "ETA -"). Use it as a context manager (the thread lives inside it)."""
+    ("- steps/s", "ETA -"). Use it as a context manager (the thread lives inside it). `clock` gives the time the
+    lines show; the thread looks at it (`beat`) every `tick` seconds of real time."""
 
     def __init__(self, start_step, total_steps, batch_size, started=None, interval=20.0, echo=print_to_stderr,
-                 clock=time.time):
+                 clock=time.time, tick=1.0):
         self.start_step, self.total_steps, self.batch_size = start_step, total_steps, batch_size
-        self.interval, self.echo, self.clock = interval, echo, clock
+        self.interval, self.echo, self.clock, self.tick = interval, echo, clock, tick
         self.started = clock() if started is None else started
         self.step = start_step
         self._first = None        # (step, time) when the first call ended
@@ -217,12 +218,16 @@ class Progress:
     def elapsed(self):
         return self.clock() - self.started
 
+    def beat(self):
+        """The background thread's look at the clock: prints a line if the host waits (`doing`) and one is due."""
+        with self._lock:
+            now = self.clock()
+            if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
+                self._print(now)
+
     def _heartbeat(self):
-        while not self._stopped.wait(1.0):
-            with self._lock:
-                now = self.clock()
-                if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
-                    self._print(now)
+        while not self._stopped.wait(self.tick):
+            self.beat()
 
     def __enter__(self):
         self._stopped.clear()

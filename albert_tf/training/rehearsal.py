@@ -250,7 +250,7 @@ def main(argv=None):
     args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
     if not 2 <= args.workers <= 8 or args.batch_size % args.workers:
         parser.error(f"--workers {args.workers} --batch-size {args.batch_size}: want 2-8 workers dividing the batch")
-    pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--train-batch-size",
+    pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--batch-size",
                      args.batch_size, "--num-train-steps", args.steps, "--num-warmup-steps", 2, "--steps-per-loop",
                      2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01, *extra]
     report = rehearse(pretrain_args, args.workers, args.work_dir, args.timeout)

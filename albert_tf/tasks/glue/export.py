@@ -6,7 +6,7 @@ from albert_tf.serving.saved_model import keras_weights, write_saved_model
 from albert_tf.serving.signatures import SERVING_LENGTH_BUCKET, text_to_inputs
 
 
-def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
+def export_classifier(model, tokenizer, budget, pairs, regression, output_base):
     """OUT/export/N: a SavedModel whose serving_default takes raw text (`text_a`, and `text_b` for pair tasks) and
     returns `probabilities` [B, K] and `label` [B] (classification) or `score` [B] (regression); written with
     albert_tf.serving's atomic BASE/N writer and in-graph text packing. Returns the path."""
@@ -18,7 +18,7 @@ def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
     module.tokenizer = tokenizer.in_graph
 
     def outputs(text_a, text_b):
-        inputs = text_to_inputs(tokenizer, text_a, text_b, plan.max_seq_length)
+        inputs = text_to_inputs(tokenizer, text_a, text_b, budget.max_seq_length)
         logits = model(trim_padding(inputs, SERVING_LENGTH_BUCKET), training=False)  # as the encoder export
         if regression:
             return {"score": logits[:, 0]}
