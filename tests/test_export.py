@@ -194,6 +194,7 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
     base = tmp_path / "base"
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup",
                      "--max-seq-length", "16"]) == 0
+    assert capsys.readouterr().out == f"albert-tf export: wrote {base / '1'}\n"  # the result, on stdout
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup"]) == 0
     assert sorted(os.listdir(base)) == ["1", "2"]
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--version", "1",

@@ -152,7 +152,10 @@ class LAMB(keras.optimizers.Optimizer):
                 strategy.extended.update(
                     variable.value, lambda var, g: self.update_step(g, var, learning_rate), args=(grad,),
                     group=False)
-            self._iterations.assign_add(1)
+            # Counted once the gradients exist: a step whose batch could not be read (a data error inside a
+            # compiled loop) counts as no step (the counter has no other tie to the batch).
+            with tf.control_dependencies([t for g in grads for t in strategy.experimental_local_results(g)]):
+                self._iterations.assign_add(1)
 
         tf.distribute.get_replica_context().merge_call(update_all, args=(list(grads),))
 
