@@ -15,12 +15,12 @@ from albert_tf import cli
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
 from albert_tf.training import finetune
-from albert_tf.training.optimizers import AdamWDenseNorm
+from albert_tf.training.optimizers import WEIGHT_DECAY, AdamWDenseNorm, AdamWeightDecay, OPTIMIZERS
 
 
 def _args(**overrides):
     values = dict(task="cola", data_dir="d", epochs=None, learning_rate=None, batch_size=None, max_seq_length=None,
-                  warmup_proportion=None, albert_dropout=None, classifier_dropout=None)
+                  warmup_proportion=None, albert_dropout=None, classifier_dropout=None, optimizer="adamw-original")
     values.update(overrides)
     return argparse.Namespace(**values)
 
@@ -41,6 +41,27 @@ def test_paper_defaults_and_plan():
         finetune.make_plan(_args(max_seq_length=256), 100, 128)
 
 
+def test_optimizer_flag_defaults_to_the_original_and_is_part_of_the_run(tmp_path):
+    parser = argparse.ArgumentParser()
+    finetune.add_arguments(parser)
+    required = ["--task", "mrpc", "--data-dir", "d", "--init", "i", "--output", str(tmp_path)]
+    assert finetune.make_plan(parser.parse_args(required), 100, 128).optimizer == "adamw-original"
+    args = parser.parse_args(required + ["--optimizer", "adamw-keras"])
+    plan = finetune.make_plan(args, 100, 128)
+    assert plan.optimizer == "adamw-keras"
+    with pytest.raises(SystemExit):
+        parser.parse_args(required + ["--optimizer", "sgd"])
+    # A run recorded before --optimizer existed trained with Keras AdamW: it resumes with that, and only that.
+    finetune.record_run_config(args, plan)
+    path = tmp_path / finetune.RUN_CONFIG_FILE
+    recorded = json.loads(path.read_text())
+    del recorded["optimizer"]
+    path.write_text(json.dumps(recorded))
+    finetune.record_run_config(args, plan)
+    with pytest.raises(ValueError, match="differs in optimizer"):
+        finetune.record_run_config(args, finetune.make_plan(parser.parse_args(required), 100, 128))
+
+
 def test_epoch_order_is_a_function_of_seed_and_epoch():
     a = finetune.epoch_order(1, 3, 50, 4, 8)
     np.testing.assert_array_equal(a, finetune.epoch_order(1, 3, 50, 4, 8))
@@ -49,13 +70,15 @@ def test_epoch_order_is_a_function_of_seed_and_epoch():
     assert not np.array_equal(a, finetune.epoch_order(2, 3, 50, 4, 8))
 
 
-def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
+@pytest.mark.parametrize("name, kind", [("adamw-original", AdamWeightDecay), ("adamw-keras", AdamWDenseNorm)])
+def test_optimizers_decay_kernels_but_not_layer_norm_or_bias(name, kind):
+    assert finetune.OPTIMIZERS == OPTIMIZERS  # the flag's choices (kept apart: optimizers imports TensorFlow)
     keras.utils.set_random_seed(0)
     model = AlbertClassifier(AlbertEncoder("albert_tiny"), 2)
     plan = finetune.Plan(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
-                         warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0)
+                         warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0, optimizer=name)
     optimizer = finetune.create_optimizer(plan, model)
-    assert isinstance(optimizer, AdamWDenseNorm) and optimizer.global_clipnorm == 1.0  # the dense-norm clip
+    assert type(optimizer) is kind and optimizer.global_clipnorm == 1.0  # the dense-norm clip
     before = {v.path: np.asarray(v).copy() for v in model.trainable_variables}
     optimizer.apply([keras.ops.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
     for v in model.trainable_variables:
@@ -63,7 +86,7 @@ def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
         if "layer_norm" in v.path or v.path.endswith("bias"):
             np.testing.assert_array_equal(np.asarray(v), old, err_msg=v.path)
         else:  # zero gradient: only the decoupled decay, w ← w − lr·0.01·w (lr at step 0 of the decay: 0.1)
-            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * finetune.WEIGHT_DECAY), rtol=1e-5,
+            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * WEIGHT_DECAY), rtol=1e-5,
                                        err_msg=v.path)
 
 

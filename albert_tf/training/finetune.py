@@ -5,7 +5,8 @@ Read it top to bottom: the per-task defaults (the paper's table), the flags, the
     check the flags and the --init directory (config, spm.model, vocabulary)
     → read the task's official files (albert_tf.tasks.*) → featurize in tf.data (in-graph tokenizer)
     → task model (albert_tf.modeling: classifier, span_qa, multiple_choice) with the encoder restored from --init
-    → AdamW (LayerNorm and biases not decayed) on a linear warm-up + linear decay schedule, clip-norm 1.0
+    → the original's AdamWeightDecay (or Keras AdamW: --optimizer; LayerNorm and biases not decayed) on a linear
+      warm-up + linear decay schedule, clip-norm 1.0
     → model.fit: one Keras "epoch" is one pass over the training data; at each epoch's end the dev set is scored
       with the task's official metric (logged to TensorBoard), the best model is kept in OUTPUT/best, and a
       checkpoint (model, optimizer, epoch, best so far) is written to OUTPUT/checkpoints
@@ -23,12 +24,14 @@ import dataclasses
 import json
 import math
 import os
-import re
 import sys
 import time
 
 from albert_tf.data import vocab
 from albert_tf.tasks import TASKS, make_task
+
+#: `--optimizer`'s choices, the default first (albert_tf.training.optimizers.OPTIMIZERS, which imports TensorFlow).
+OPTIMIZERS = ("adamw-original", "adamw-keras")
 
 RUN_CONFIG_FILE = "finetune_config.json"  # OUTPUT/: the run's plan (a restart with other flags is refused)
 EVAL_RESULTS_FILE = "eval_results.json"   # OUTPUT/: the best epoch's official dev metrics
@@ -65,11 +68,6 @@ PAPER_DEFAULTS = {
     "race": Hyperparameters(2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
 }
 
-#: AdamW as the original fine-tuning optimizer: weight decay 0.01 except LayerNorm and bias, epsilon 1e-6.
-WEIGHT_DECAY = 0.01
-NO_DECAY = ("LayerNorm", "layer_norm", "bias")
-
-
 def add_arguments(parser):
     a = parser.add_argument
     a("--task", required=True, choices=TASKS, help="the task (its data layout, head and metric)")
@@ -90,6 +88,10 @@ def add_arguments(parser):
     a("--albert-dropout", type=float, default=None, help="dropout inside the encoder (default: the paper's)")
     a("--classifier-dropout", type=float, default=None, help="dropout before the head (default: the paper's)")
     a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
+    a("--optimizer", choices=OPTIMIZERS, default=OPTIMIZERS[0],
+      help="adamw-original (default): the original's AdamWeightDecay, with which the paper's learning rates were "
+           "tuned (no bias correction); adamw-keras: Keras AdamW (bias-corrected: smaller early steps). Both: "
+           "weight decay 0.01 except LayerNorm and biases, clip-norm 1.0")
     a("--collapsed-init", choices=("keep", "reset-biases"), default="keep",
       help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
            "README 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
@@ -122,6 +124,7 @@ class Plan:
     albert_dropout: float
     classifier_dropout: float
     length_bucket: int = 0  # 0: batches at max_seq_length; N: at their longest example rounded up to N
+    optimizer: str = OPTIMIZERS[0]  # albert_tf.training.optimizers.make_optimizer's name
 
     @property
     def total_steps(self):
@@ -174,7 +177,8 @@ def make_plan(args, num_train_examples, max_position_embeddings):
         epochs=epochs, steps_per_epoch=steps_per_epoch,
         warmup_steps=int(round(proportion * epochs * steps_per_epoch)),
         albert_dropout=paper.albert_dropout if args.albert_dropout is None else args.albert_dropout,
-        classifier_dropout=paper.classifier_dropout if args.classifier_dropout is None else args.classifier_dropout)
+        classifier_dropout=paper.classifier_dropout if args.classifier_dropout is None else args.classifier_dropout,
+        optimizer=args.optimizer)
 
 
 def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
@@ -188,20 +192,14 @@ def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
 
 # ---------------------------------------------------------------------------------------------- the optimizer
 def create_optimizer(plan, model):
-    """AdamW (β 0.9/0.999, ε 1e-6, weight decay 0.01 except LayerNorm and biases), gradients clipped to global norm
-    1.0 (the dense gradients' norm, as the original's tf.clip_by_global_norm: see albert_tf.training.optimizers), on
-    a linear warm-up then linear decay to 0 at the last step (the original's optimization.py). Builds it."""
-    from albert_tf.training.optimizers import AdamWDenseNorm  # pylint: disable=import-outside-toplevel
+    """plan.optimizer (albert_tf.training.optimizers.make_optimizer: β 0.9/0.999, ε 1e-6, weight decay 0.01 except
+    LayerNorm and biases, gradients clipped to a dense global norm of 1.0) on a linear warm-up then linear decay to
+    0 at the last step (the original's optimization.py), built for the model's trainable variables."""
+    from albert_tf.training.optimizers import make_optimizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
 
     schedule = WarmupPolynomialDecay(plan.learning_rate, plan.total_steps, plan.warmup_steps, power=1.0)
-    optimizer = AdamWDenseNorm(schedule, weight_decay=WEIGHT_DECAY, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                               global_clipnorm=1.0)
-    pattern = re.compile("|".join(NO_DECAY))
-    # Keras matches var_names against the short name ("gamma", "kernel"); match the full path, as the original.
-    optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if pattern.search(v.path)])
-    optimizer.build(model.trainable_variables)
-    return optimizer
+    return make_optimizer(plan.optimizer, schedule, model.trainable_variables)
 
 
 # ---------------------------------------------------------------------------------------------- --init
@@ -390,6 +388,7 @@ def record_run_config(args, plan):
     if tf.io.gfile.exists(run_config_path):
         with tf.io.gfile.GFile(run_config_path) as f:
             existing = json.load(f)
+        existing.setdefault("optimizer", "adamw-keras")  # written before --optimizer existed: Keras AdamW
         if existing != run_config:
             diff = sorted(k for k in run_config if existing.get(k) != run_config[k])
             raise ValueError(f"{run_config_path}: the output directory holds a different run (differs in "
