@@ -42,7 +42,7 @@ import common  # noqa: F401  (puts this checkout first on the path)
 
 DOCS_GLOB = "/usr/share/doc/python3*/html/_sources"
 HELD_OUT = 0.15
-SEQ, PRED, TASK_SEQ = 128, 20, 64
+TASK_SEQ = 64
 # Directives whose body is code or markup, not prose (their indented body is dropped with them).
 SKIPPED_DIRECTIVES = {
     "code-block", "code", "sourcecode", "doctest", "testcode", "testoutput", "testsetup", "testcleanup",
@@ -246,11 +246,12 @@ def bag_of_words_accuracy(train, dev, steps=300, l2=1e-3, lr=0.5):
 
 
 # ------------------------------------------------------------------------------------------ pretraining
-FULL = {"vocab_size": 4000, "steps": 3000, "learning_rate": 0.01,
+FULL = {"vocab_size": 4000, "steps": 3000, "learning_rate": 0.01, "seq": 64, "predictions": 10,
         "config": {"embedding_size": 128, "hidden_size": 128, "num_hidden_layers": 4, "num_hidden_groups": 1,
-                   "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": SEQ,
+                   "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": 64,
                    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}}
-QUICK = {"vocab_size": 2000, "steps": 150, "learning_rate": 0.005, "config": {}}  # albert_tiny's sizes
+QUICK = {"vocab_size": 2000, "steps": 150, "learning_rate": 0.005, "seq": 64, "predictions": 10,
+         "config": {"max_position_embeddings": 64}}  # otherwise albert_tiny's sizes
 
 
 def _step(argv):
@@ -277,10 +278,11 @@ def pretrain(work, corpus, recipe, args):
     _step(["vocab", "--input", corpus, "--output-prefix", os.path.join(work, "spm"),
            "--vocab-size", str(recipe["vocab_size"]), "--seed", str(args.data_seed)])
     _step(["create-data", "--input", corpus, "--spm-model", spm, "--output", os.path.join(work, "data", "train"),
-           "--max-seq-length", str(SEQ), "--max-predictions", str(PRED), "--no-mask", "--seed", str(args.data_seed)])
+           "--max-seq-length", str(recipe["seq"]), "--max-predictions", str(recipe["predictions"]), "--no-mask",
+           "--seed", str(args.data_seed)])
     _step(["pretrain", "--config", config, "--train-data", os.path.join(work, "data", "train*"),
-           "--model-dir", model_dir, "--spm-model", spm, "--max-seq-length", str(SEQ), "--max-predictions",
-           str(PRED), "--train-batch-size", "32", "--learning-rate", str(recipe["learning_rate"]),
+           "--model-dir", model_dir, "--spm-model", spm, "--max-seq-length", str(recipe["seq"]),
+           "--max-predictions", str(recipe["predictions"]), "--train-batch-size", "32", "--learning-rate", str(recipe["learning_rate"]),
            "--num-train-steps", str(steps), "--num-warmup-steps", str(max(1, steps // 10)),
            "--steps-per-loop", "50", "--save-checkpoints-steps", str(steps), "--dynamic-masking",
            "--seed", str(args.data_seed)])
