@@ -558,12 +558,30 @@ def test_pretrain_from_python_equals_the_cli_and_returns_its_result(data_dir, tm
     record = json.loads((tmp_path / "py" / "pretrain_config.json").read_text())
     assert (record["batch_size"], record["config_overrides"]) == (16, {})
     assert record["model_dir"] == str(tmp_path / "py") and record["train_data"] == str(data_dir / "train.tfrecord")
+    assert record["dtype"] == "auto" and record["dtype_choice"]["dtype"] == "float32"  # tests fix auto's meaning
+    assert "ALBERT_TF_AUTO_DTYPE" in record["dtype_choice"]["reason"]
     again = albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6))  # more steps: resumes
     assert (again.status, again.step) == ("done", 6)
     assert albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6)).status == "complete"
     with pytest.raises(ValueError, match=r"pretrain_config.json: the output directory holds a run with other "
                                          r"settings: batch_size 8 \(recorded 16\)"):
         albert_tf.pretrain(python_config(data_dir, tmp_path / "py", batch_size=8, num_train_steps=8))
+
+
+@pytest.mark.slow
+def test_bfloat16_trains_as_float32_does_within_tolerance(data_dir, tmp_path):
+    """Mixed bfloat16 (matmuls and activations in bf16, variables float32) on the tiny config: the same run's
+    losses within a few percent of float32's, and the choice recorded."""
+    import albert_tf
+
+    rows = {}
+    for dtype in ("float32", "bfloat16"):
+        albert_tf.pretrain(python_config(data_dir, tmp_path / dtype, dtype=dtype))
+        rows[dtype] = train_metrics(tmp_path / dtype)[4]
+        record = json.loads((tmp_path / dtype / "pretrain_config.json").read_text())
+        assert record["dtype_choice"] == {"dtype": dtype, "reason": "--dtype", "rates_gflops": None}
+    for key in ("masked_lm_loss", "sentence_order_loss"):
+        assert rows["bfloat16"][key] == pytest.approx(rows["float32"][key], rel=0.03), key
 
 
 def test_pretrain_on_a_worker_thread_installs_no_signal_handler(data_dir, tmp_path):

@@ -34,7 +34,7 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.files import check_input_file, check_output_dir, is_url
 from albert_tf.text import vocabulary
 from albert_tf import run_config
-from albert_tf.training import distribute, flops, pretrain_config
+from albert_tf.training import distribute, flops, precision, pretrain_config
 from albert_tf.training import plan as planner
 from albert_tf.training.pretrain_config import PretrainConfig, PretrainResult
 from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
@@ -436,6 +436,7 @@ class Setup:
     jit: bool
     streams: int
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
+    dtype_choice: object = None  # albert_tf.training.precision.DtypeChoice: why `dtype` (kept in the run record)
 
 
 def choose_streams(cfg, micro_batch, on_tpu, use_gpu):
@@ -473,7 +474,10 @@ def prepare(cfg):
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     micro_batch = check_accumulation(cfg, replicas)
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
-    dtype = cfg.dtype or ("bfloat16" if on_tpu else "float32")
+    choice = precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
+        micro_batch, cfg.max_seq_length, config.hidden_size, config.intermediate_size))
+    print(choice.describe(), flush=True)
+    dtype = choice.dtype
     streams = choose_streams(cfg, micro_batch, on_tpu, use_gpu)
     if not on_tpu and not use_gpu:
         check_host_memory(cfg, config, replicas, dtype)
@@ -486,7 +490,7 @@ def prepare(cfg):
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(cfg.seed)
     return Setup(strategy=strategy, config=config, on_tpu=on_tpu, chief=distribute.is_chief(strategy),
-                 replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype,
+                 replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype, dtype_choice=choice,
                  jit=distribute.use_xla(cfg.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak)
 
 
@@ -513,7 +517,8 @@ def save(cfg, setup, manager, step):
     """Writes the checkpoint of `step` (and, first time, albert_config.json, spm.model and the run record)."""
     if setup.chief:
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
-        run_config.write_record(os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE), run_config.record(cfg))
+        run_config.write_record(os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE),
+                                {**run_config.record(cfg), "dtype_choice": setup.dtype_choice and setup.dtype_choice.to_record()})
     manager.save(checkpoint_number=step)
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
