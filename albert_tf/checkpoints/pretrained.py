@@ -9,6 +9,7 @@ as its `--model-dir`, and what `from_pretrained`, `pretrain --init`, `albert-tf 
                             (albert_tf.data.vocabulary.casing_path; carried along with the SentencePiece model)
     checkpoint, ckpt-N.*    TF checkpoints (tf.train.CheckpointManager); the object graph's root holds the Keras
                             model under `model` (and, in a pretraining run, the optimizer under `optimizer`)
+    pretrain_config.json    a pretraining run's settings (albert_tf.training.pretrain_config: its run record)
 
 Inside `model`, an AlbertPretrainer and every task model hold their AlbertEncoder as `encoder`, so the encoder of
 any of them can be restored into any other (`restore(..., part="encoder")`).
