@@ -33,10 +33,11 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
 from albert_tf.data import record_index
 from albert_tf.text import vocabulary
+from albert_tf.training import pretrain_config
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
 MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, vocabulary.SPM_FILE, pretrained.METRICS_FILE, "train",
-                   "eval", record_index.CACHE_NAME)
+                   "eval", record_index.CACHE_NAME, pretrain_config.RECORD_FILE)
 
 
 def free_ports(count):
