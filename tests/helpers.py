@@ -78,6 +78,23 @@ SMALL = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=
              type_vocab_size=2, initializer_range=0.02)
 
 
+def named_variables(values):
+    """keras.Variables whose paths are the keys of `values` ({"scope/.../name": array}), in that order."""
+    import contextlib  # pylint: disable=import-outside-toplevel
+
+    import keras  # pylint: disable=import-outside-toplevel
+
+    variables = []
+    for path, value in values.items():
+        *scopes, name = path.split("/")
+        with contextlib.ExitStack() as stack:
+            for scope in scopes:
+                stack.enter_context(keras.name_scope(scope))
+            variables.append(keras.Variable(value, name=name))
+    assert [v.path for v in variables] == list(values)
+    return variables
+
+
 def make_inputs(cfg, batch=3, length=12, predictions=4, seed=1):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, cfg["vocab_size"], (batch, length)).astype("int32")

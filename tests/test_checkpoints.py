@@ -61,12 +61,14 @@ def test_convert_tf1_checkpoint_reproduces_reference(tmp_path, tf1, case):
                                atol=1e-5)
 
 
-def test_convert_copies_spm_model(tmp_path, tf1, tiny_spm_model):
+def test_convert_copies_spm_model(tmp_path, tf1, tiny_spm_model, capsys):
     _, cfg, ckpt = tf1["no_slots"]
     write_config(os.path.join(os.path.dirname(ckpt), "albert_config.json"), cfg)  # found beside the checkpoint
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--spm-model", tiny_spm_model,
                      "--output", out]) == 0
+    stdout = capsys.readouterr().out  # the result alone (what was read and restored is reported on stderr)
+    assert len(stdout.splitlines()) == 1 and stdout.startswith(f"wrote {out}: ") and "parameters" in stdout
     with open(os.path.join(out, "spm.model"), "rb") as a, open(tiny_spm_model, "rb") as b:
         assert a.read() == b.read()
 

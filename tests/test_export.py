@@ -84,11 +84,16 @@ def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tm
     texts_b = list(reversed(TEXTS))
     requests = {"tf2": ("tf2", TEXTS, None), "tf1": ("tf1", TEXTS, None)}
     if name == "uncased":
-        requests.update({"tf2_pair": ("tf2", TEXTS, texts_b), "tf1_pair": ("tf1", TEXTS, texts_b)})
+        no_b = ["", " ", "\u0301", "\t"]  # no second segment (albert_tf.text.segments): [CLS] a [SEP]
+        requests.update({"tf2_pair": ("tf2", TEXTS, texts_b), "tf1_pair": ("tf1", TEXTS, texts_b),
+                         "tf1_no_b": ("tf1", TEXTS[:4], no_b)})
     served = serve_in_fresh_process(exported[name], requests, tmp_path)
     for request, (_, texts_a, b) in requests.items():
         diff = assert_served_equals_keras(served[request], model_dirs[name], name == "uncased", texts_a, b)
         print(f"{name} {request}: served vs in-process max|diff| {diff:.2e}")
+    if name == "uncased":
+        for key in ("input_mask", "pooled_output"):
+            np.testing.assert_allclose(served["tf1_no_b"][key], served["tf1"][key][:4], atol=1e-6, rtol=0)
 
 
 @pytest.mark.slow
@@ -194,6 +199,7 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
     base = tmp_path / "base"
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup",
                      "--max-seq-length", "16"]) == 0
+    assert capsys.readouterr().out == f"albert-tf export: wrote {base / '1'}\n"  # the result, on stdout
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup"]) == 0
     assert sorted(os.listdir(base)) == ["1", "2"]
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--version", "1",

@@ -2,6 +2,7 @@
 bad input, `albert_tf.finetune` from Python (its result, its run record), and (slow) a generated GLUE task end to
 end from a briefly pretrained model, and kill-and-resume."""
 import dataclasses
+import argparse
 import json
 import os
 import signal
@@ -17,8 +18,9 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
 from albert_tf.tasks import TASKS
 from albert_tf.training import finetune
+from albert_tf.training import finetune_config
 from albert_tf.training.finetune_config import FinetuneConfig
-from albert_tf.training.optimizers import AdamWDenseNorm
+from albert_tf.training.optimizers import WEIGHT_DECAY, AdamWDenseNorm, AdamWeightDecay, OPTIMIZERS
 
 
 def _args(**overrides):
@@ -41,6 +43,28 @@ def test_paper_defaults_and_budget():
         finetune.make_budget(_args(max_seq_length=256), 100, 128)
 
 
+def test_optimizer_flag_defaults_to_the_original_and_is_part_of_the_run(tmp_path):
+    parser = argparse.ArgumentParser()
+    finetune.add_arguments(parser)
+    required = ["--task", "mrpc", "--data-dir", "d", "--init", "i", "--output", str(tmp_path)]
+    with pytest.raises(SystemExit):
+        parser.parse_args(required + ["--optimizer", "sgd"])
+    cfg = _args(task="mrpc", output=str(tmp_path))
+    assert cfg.optimizer == "adamw-original" and finetune.make_budget(cfg, 100, 128).optimizer == "adamw-original"
+    keras_cfg = _args(task="mrpc", output=str(tmp_path), optimizer="adamw-keras")
+    budget = finetune.make_budget(keras_cfg, 100, 128)
+    assert budget.optimizer == "adamw-keras"
+    # A run recorded before --optimizer existed trained with Keras AdamW: it resumes with that, and only that.
+    finetune.record_run(keras_cfg, budget)
+    path = tmp_path / finetune_config.RECORD_FILE
+    recorded = json.loads(path.read_text())
+    del recorded["budget"]["optimizer"]
+    path.write_text(json.dumps(recorded))
+    finetune.record_run(keras_cfg, budget)
+    with pytest.raises(ValueError, match=r"budget.optimizer 'adamw-original' \(recorded 'adamw-keras'\)"):
+        finetune.record_run(cfg, finetune.make_budget(cfg, 100, 128))
+
+
 def test_epoch_order_is_a_function_of_seed_and_epoch():
     a = finetune.epoch_order(1, 3, 50, 4, 8)
     np.testing.assert_array_equal(a, finetune.epoch_order(1, 3, 50, 4, 8))
@@ -49,13 +73,15 @@ def test_epoch_order_is_a_function_of_seed_and_epoch():
     assert not np.array_equal(a, finetune.epoch_order(2, 3, 50, 4, 8))
 
 
-def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
+@pytest.mark.parametrize("name, kind", [("adamw-original", AdamWeightDecay), ("adamw-keras", AdamWDenseNorm)])
+def test_optimizers_decay_kernels_but_not_layer_norm_or_bias(name, kind):
+    assert finetune.OPTIMIZERS == OPTIMIZERS  # the flag's choices (kept apart: optimizers imports TensorFlow)
     keras.utils.set_random_seed(0)
     model = AlbertClassifier(AlbertEncoder("albert_tiny"), 2)
     budget = finetune.Budget(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
-                             warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0)
+                             warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0, optimizer=name)
     optimizer = finetune.create_optimizer(budget, model)
-    assert isinstance(optimizer, AdamWDenseNorm) and optimizer.global_clipnorm == 1.0  # the dense-norm clip
+    assert type(optimizer) is kind and optimizer.global_clipnorm == 1.0  # the dense-norm clip
     before = {v.path: np.asarray(v).copy() for v in model.trainable_variables}
     optimizer.apply([keras.ops.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
     for v in model.trainable_variables:
@@ -63,7 +89,7 @@ def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
         if "layer_norm" in v.path or v.path.endswith("bias"):
             np.testing.assert_array_equal(np.asarray(v), old, err_msg=v.path)
         else:  # zero gradient: only the decoupled decay, w ← w − lr·0.01·w (lr at step 0 of the decay: 0.1)
-            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * finetune.WEIGHT_DECAY), rtol=1e-5,
+            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * WEIGHT_DECAY), rtol=1e-5,
                                        err_msg=v.path)
 
 

@@ -54,7 +54,7 @@ def test_a_previous_attempt_of_the_same_run_is_taken_over_at_once(tmp_path, monk
     monkeypatch.setenv(lock.RUN_ID_ENV, "albert-xxl-1")
     held = lock.DirectoryLock(tmp_path, "--model-dir").acquire()
     try:
-        assert capsys.readouterr().out.splitlines() == [
+        assert capsys.readouterr().err.splitlines() == [
             "taking over the lock of run albert-xxl-1 from old-worker-0 (pid 4242), last heartbeat 30 s ago"]
         record = read_lock(tmp_path)
         assert record["token"] == held.token and record["run_id"] == "albert-xxl-1"
@@ -158,8 +158,8 @@ def test_a_sigkilled_runs_lock_does_not_block_the_next_run(data_dir, tmp_path): 
     assert killed.returncode == -signal.SIGKILL
     assert (model_dir / lock.LOCK_FILE).exists()  # a killed run cannot remove it
     proc = ph.run_cli("pretrain", args)
-    assert f"taking over the stale lock {model_dir / lock.LOCK_FILE}" in proc.stdout
-    assert "its pid is not running on this host" in proc.stdout
+    assert f"taking over the stale lock {model_dir / lock.LOCK_FILE}" in proc.stderr  # a warning
+    assert "its pid is not running on this host" in proc.stderr
     assert not (model_dir / lock.LOCK_FILE).exists()
 
 
@@ -191,7 +191,7 @@ def test_finetune_output_held_by_another_host(tmp_path, tiny_spm_model, heartbea
         assert sorted(os.listdir(output)) == [lock.LOCK_FILE]  # nothing written
     else:
         assert proc.returncode == 0, proc.stderr
-        assert "taking over the stale lock" in proc.stdout and "no heartbeat for" in proc.stdout
+        assert "taking over the stale lock" in proc.stderr and "no heartbeat for" in proc.stderr
         assert not (output / lock.LOCK_FILE).exists()
         assert (output / "eval_results.json").exists()
 

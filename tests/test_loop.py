@@ -189,8 +189,8 @@ def test_progress_lines_rates_elapsed_eta_and_when_they_are_printed():
     assert progress.line() == ("progress: step 100/1,100 (9.1%) | - steps/s | - examples/s | elapsed 15s | ETA -")
     progress.doing("steps 101..101 running")
     clock.now += 10
-    progress.advanced(101)  # the first call always prints: 1 step in 25 s so far
-    assert lines == ["progress: step 101/1,100 (9.2%) | 0.04 steps/s | 1.28 examples/s | elapsed 25s | ETA 6h56m"]
+    progress.advanced(101)  # the first call always prints; it compiled, so no rate is known yet
+    assert lines == ["progress: step 101/1,100 (9.2%) | - steps/s | - examples/s | elapsed 25s | ETA -"]
     clock.now += 5
     progress.advanced(151)  # not due: 5 s since the last line
     assert len(lines) == 1
@@ -205,6 +205,31 @@ def test_progress_lines_rates_elapsed_eta_and_when_they_are_printed():
     for line in lines:
         assert LINE.match(line), line
     assert progress.elapsed() == 50
+
+
+def test_eta_counts_steady_state_steps_only_and_none_before_one_is_known(capsys):
+    """A resumed run whose first call compiles for 58 s, then steps of 0.05 s: the ETA is the steps left at the
+    steady-state rate (hand-computed), never the compile's; until a second call has ended, no ETA at all. The
+    lines go to stderr (stdout holds results)."""
+    clock = FakeClock()
+    with Progress(399, 2000, 8, started=clock.now, interval=20.0, clock=clock) as progress:
+        progress.doing("steps 400..400 running")
+        clock.now += 58.0  # tracing and compiling, then one step
+        progress.advanced(400)
+        assert progress.rate() is None
+        assert "- steps/s" in progress.line() and "ETA -" in progress.line()
+        clock.now += 0.1
+        progress.advanced(402)  # 2 steps in 0.1 s: 20 steps/s
+        assert progress.rate() == pytest.approx(20.0)
+        assert progress.line().endswith(f"| ETA {duration_text((2000 - 402) / 20.0)}")  # 1m20s, not hours
+        clock.now += 24.9
+        progress.advanced(900)  # 500 steps in 25 s since the first call ended: 20 steps/s
+        assert progress.rate() == pytest.approx(20.0)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "progress: step 400/2,000 (20.0%) | - steps/s | - examples/s | elapsed 58s | ETA -",
+        "progress: step 900/2,000 (45.0%) | 20 steps/s | 160 examples/s | elapsed 1m23s | ETA 55s"]
 
 
 def test_progress_prints_while_the_host_waits():

@@ -227,9 +227,9 @@ def _run_cli(capsys, *argv):
 
 
 def test_cli_text_says_how_flops_are_counted(capsys):
-    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
-                            "--max-seq-length", "512", "--num-train-steps", "125000")
-    assert code == 0
+    code, out, err = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
+                              "--max-seq-length", "512", "--num-train-steps", "125000")
+    assert code == 0 and err == ""  # the plan is the result: stdout
     assert "11,813,810" in out and "3 x forward" in out and "masked positions only" in out
     assert "64 per core" in out and "fits" in out and "125,000 steps" in out and "sqrt(B / 4096)" in out
 

@@ -161,12 +161,13 @@ def assert_bit_exact(dir_a, dir_b, step):
     assert max(float(np.abs(a[n] - b[n]).max()) for n in a) == 0.0
 
 
-def start_cli(args, tmp_path):
-    """`albert-tf pretrain ARGS` in a subprocess with its stdout piped line by line (stderr to a file)."""
+def start_cli(args, tmp_path, merge_stderr=True):
+    """`albert-tf pretrain ARGS` in a subprocess with its stdout piped line by line, stderr (the progress lines)
+    merged into it, or to tmp_path/stderr.txt without `merge_stderr`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ph.REPO, PYTHONUNBUFFERED="1")
     err = open(tmp_path / "stderr.txt", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
     proc = subprocess.Popen([sys.executable, "-m", "albert_tf", "pretrain", *args], cwd=ph.REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=err, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else err, text=True)
     proc.stderr_file = err
     return proc
 
@@ -186,6 +187,7 @@ def read_until(proc, predicate, timeout):
 
 
 def finish(proc, timeout=120):
+    """(stdout, stderr) once the process has ended (stderr is "" when merged into stdout)."""
     out, _ = proc.communicate(timeout=timeout)
     proc.stderr_file.seek(0)
     return out, proc.stderr_file.read()
@@ -641,12 +643,30 @@ def test_pretrain_from_python_equals_the_cli_and_returns_its_result(data_dir, tm
     record = json.loads((tmp_path / "py" / "pretrain_config.json").read_text())
     assert (record["batch_size"], record["config_overrides"]) == (16, {})
     assert record["model_dir"] == str(tmp_path / "py") and record["train_data"] == str(data_dir / "train.tfrecord")
+    assert record["dtype"] == "auto" and record["dtype_choice"]["dtype"] == "float32"  # tests fix auto's meaning
+    assert "ALBERT_TF_AUTO_DTYPE" in record["dtype_choice"]["reason"]
     again = albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6))  # more steps: resumes
     assert (again.status, again.step) == ("done", 6)
     assert albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6)).status == "complete"
     with pytest.raises(ValueError, match=r"pretrain_config.json: the output directory holds a run with other "
                                          r"settings: batch_size 8 \(recorded 16\)"):
         albert_tf.pretrain(python_config(data_dir, tmp_path / "py", batch_size=8, num_train_steps=8))
+
+
+@pytest.mark.slow
+def test_bfloat16_trains_as_float32_does_within_tolerance(data_dir, tmp_path):
+    """Mixed bfloat16 (matmuls and activations in bf16, variables float32) on the tiny config: the same run's
+    losses within a few percent of float32's, and the choice recorded."""
+    import albert_tf
+
+    rows = {}
+    for dtype in ("float32", "bfloat16"):
+        albert_tf.pretrain(python_config(data_dir, tmp_path / dtype, dtype=dtype))
+        rows[dtype] = train_metrics(tmp_path / dtype)[4]
+        record = json.loads((tmp_path / dtype / "pretrain_config.json").read_text())
+        assert record["dtype_choice"] == {"dtype": dtype, "reason": "--dtype", "rates_gflops": None}
+    for key in ("masked_lm_loss", "sentence_order_loss"):
+        assert rows["bfloat16"][key] == pytest.approx(rows["float32"][key], rel=0.03), key
 
 
 def test_pretrain_on_a_worker_thread_installs_no_signal_handler(data_dir, tmp_path):
@@ -685,3 +705,110 @@ def test_old_flag_spellings_work_with_a_one_line_notice(data_dir, tmp_path, caps
                       "release; use --batch-size")
     assert err[1].startswith("albert-tf pretrain: note: --init-checkpoint is deprecated") and err[1].endswith("--init")
     assert err[2].startswith(f"albert-tf pretrain: error: --init {tmp_path / 'missing'}") and len(err) == 3
+
+
+# ------------------------------------------------------------------------------------------ the data: one run, intact
+def write_shards(directory, prefix, total, indexed, records=24, seed=0):
+    """create-data's layout without create-data: PREFIX-SSSSS-of-TOTAL.tfrecord, and its record-count index when
+    `indexed`. Returns the paths."""
+    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
+
+    paths = [ph.write_records(str(directory / f"{prefix}-{i:05d}-of-{total:05d}.tfrecord"), records, SEQ, PRED,
+                              seed=seed + i) for i in range(total)]
+    if indexed:
+        record_index.write_index(record_index.index_path(str(directory / prefix)),
+                                 {os.path.basename(p): (records, os.path.getsize(p)) for p in paths})
+    return paths
+
+
+def test_a_glob_mixing_two_create_data_runs_is_refused_naming_them(data_dir, tmp_path, capsys):
+    """An earlier 4-shard run's files beside a later 2-shard run's (whose index lists only its own): the glob over
+    the prefix is refused with one line naming both runs, and the earlier run's shards alone as not listed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    old = write_shards(data, "train", 4, indexed=False, seed=10)
+    new = write_shards(data, "train", 2, indexed=True)
+    args = base_args(data_dir, tmp_path / "m")
+    args[args.index("--train-data") + 1] = str(data / "train-*")
+    assert run_in_process(args) == 2
+    assert capsys.readouterr().err == (
+        f"albert-tf pretrain: error: --train-data matches the shards of 2 create-data runs of {data / 'train'}: "
+        f"2 of 2 shards ({new[0]}, {new[1]}); 4 of 4 shards ({old[0]}, {old[1]}, {old[2]} and 1 more); delete the "
+        "stale ones (create-data --overwrite removes them) or narrow the pattern\n")
+    args[args.index("--train-data") + 1] = str(data / "train-*-of-00004.tfrecord")
+    assert run_in_process(args) == 2
+    assert capsys.readouterr().err == (
+        f"albert-tf pretrain: error: --train-data matches 4 file(s) that {data / '.train.record_counts.json'}, the "
+        f"record-count index of the last create-data run of {data / 'train'}, does not list: {old[0]}, {old[1]}, "
+        f"{old[2]} and 1 more; they are an earlier run's: delete them or narrow the pattern\n")
+    assert not (tmp_path / "m").exists()
+    # other data sets beside them are not judged: two prefixes, and a file of no create-data name
+    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
+
+    (tmp_path / "other").mkdir()
+    wiki = write_shards(tmp_path / "other", "wiki", 3, indexed=True)
+    record_index.check_one_run(new + wiki + [str(data_dir / "train.tfrecord")], "--train-data")
+
+
+def test_start_up_line_gives_files_and_records_per_pipeline_and_progress_goes_to_stderr(data_dir, tmp_path):
+    """stdout holds the run's record (the start-up lines, metrics rows, the done line), stderr its progress."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_shards(data, "train", 2, indexed=True)
+    args = base_args(data_dir, tmp_path / "m", steps=2)
+    args[args.index("--train-data") + 1] = str(data / "train-*")
+    proc = ph.run_cli("pretrain", args)
+    out, err = proc.stdout.splitlines(), proc.stderr.splitlines()
+    assert "input pipeline 1/1: 2 train file(s) (files 0::1 of the 2 sorted), 48 records" in out
+    assert [line.split(":")[0] for line in out if line.startswith(("train step", "done"))] == ["train step 2", "done"]
+    assert any(line.startswith("progress: step 1/2 ") for line in err), proc.stderr
+    assert not [line for line in out if line.startswith("progress:")]
+    unindexed = ph.run_cli("pretrain", base_args(data_dir, tmp_path / "m2", steps=1)).stdout  # no index: not counted
+    assert ("input pipeline 1/1: 1 train file(s) (files 0::1 of the 1 sorted), records not counted (no record-count "
+            "index beside the files)") in unindexed.splitlines()
+
+
+def test_data_error_lines_name_the_file_without_the_assertions_brackets():
+    from albert_tf.training.pretrain import data_error  # pylint: disable=import-outside-toplevel
+
+    message = ("assertion failed: [/d/train.tfrecord: truncated or corrupt TFRecord file (read 5680340 of 1088974 "
+               "bytes: the file grew after the run started)]\n\t [[{{node Assert/Assert}}]] [Op:__inference_loop_9]")
+    assert data_error(tf.errors.InvalidArgumentError(None, None, message)) == (
+        "/d/train.tfrecord: truncated or corrupt TFRecord file (read 5680340 of 1088974 bytes: the file grew after "
+        "the run started)")
+    assert data_error(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes")) is None
+
+
+@pytest.mark.slow  # two pretraining processes of about 160 steps (two to three minutes on this shared machine)
+def test_data_changed_mid_run_saves_the_last_completed_step_and_names_the_file(tmp_path):
+    """The data file grows under a running pretrain (records appended once the first call has read its first
+    records). The run stops with one line naming the file and its sizes at start and now, after saving the last
+    completed step, whose weights equal those of an undisturbed run at that step (a second process)."""
+    path = tmp_path / "train.tfrecord"
+    ph.write_records(str(path), 2000, SEQ, PRED, seed=0)
+    original = path.read_bytes()
+    TINY.to_json_file(str(tmp_path / "albert_config.json"))
+
+    def args(model_dir, save_every=10):
+        return base_args(tmp_path, model_dir, steps=1000, batch_size=64, steps_per_loop=10,
+                         save_checkpoints_steps=save_every)
+
+    changed = tmp_path / "changed"
+    proc = start_cli(args(changed), tmp_path, merge_stderr=False)
+    while "progress: step 1/" not in (tmp_path / "stderr.txt").read_text() and proc.poll() is None:
+        time.sleep(0.01)
+    with open(path, "ab") as f:  # the file grows: a second run of a tool appending to it, say
+        f.write(original[: len(original) // 4])
+    out, err = finish(proc, timeout=600)
+    assert proc.returncode == 2, out + err
+    step = int(tf.train.latest_checkpoint(str(changed)).rsplit("-", 1)[1])
+    assert 1 < step < 1000 and step % 10 != 0, step  # past the last periodic checkpoint: saved at the error
+    assert err.strip().splitlines()[-1] == (
+        f"albert-tf pretrain: error: --train-data: {path} changed during the run: {len(original):,} bytes at "
+        f"start, {len(original) + len(original) // 4:,} bytes now; saved step {step}, the last completed one, first "
+        f"({changed}/ckpt-{step}). Put the data back as it was and run the same command to resume, or train on new "
+        "data in a new --model-dir")
+    path.write_bytes(original)
+    undisturbed = tmp_path / "undisturbed"  # the same run (same schedule), its first checkpoint at that step
+    ph.run_cli_killed_when("pretrain", args(undisturbed, save_every=step), str(undisturbed / "checkpoint"))
+    assert_bit_exact(undisturbed, changed, step)

@@ -325,6 +325,7 @@ RACE_CASES = [  # (article, question, options)
     (" ".join(helpers.make_sentence(random.Random(5)) for _ in range(20)),   # longer than the window
      "The river _ the city.", ["runs past", "is far from", "_ of", "中文 😀"]),
     ("", "__ two blanks _", ["a", "b", "c", "3.0,"]),
+    ("An article.", "", ["", " ", "x", "y"]),   # an empty ending: still [CLS] article [SEP] [SEP], as the original
 ]
 
 

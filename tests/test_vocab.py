@@ -3,6 +3,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 
 import pytest
 
@@ -158,7 +159,7 @@ def test_non_utf8_bytes_are_replaced_counted_and_reported(corpus_dir, tmp_path, 
     assert "hello \ufffd\ufffd world" in sample and "then \ufffd again" in sample
     code = cli.main(["vocab", "--input", str(bad), "--output-prefix", str(tmp_path / "v"), "--vocab-size", "120"])
     assert code == 0
-    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().out
+    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().err  # a warning
 
 
 def test_vocab_size_too_large_for_corpus(tmp_path):
@@ -250,3 +251,78 @@ def test_vocab_size_auto_fits_a_small_corpus(corpus_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["vocab", "--input", "x", "--output-prefix", prefix, "--vocab-size", "many"])
     assert "expected a number of pieces or auto, got 'many'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- long lines
+def _long_line_corpus(path, seed=3):
+    """A corpus made only of lines over SentencePiece's 4,192-byte limit: generated sentences joined into lines of
+    5-12 KB, and a line of 9,000 bytes without any space; characters that occur only past byte 4,192 of a line
+    (the Greek letters and 語) are what a vocabulary that skipped the long lines would lack. Returns
+    (lines, text bytes of each line, characters only found in the lines' tails)."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(40):
+        words = []
+        while len(" ".join(words).encode()) < rng.randint(5000, 12000):
+            words.append(helpers.make_sentence(rng))
+            if len(" ".join(words).encode()) > 4300:
+                words.append(rng.choice(["αβγ δεζ.", "語語 日本.", "ηθι κλμ!"]))
+        lines.append(" ".join(words))
+    lines.append("x" * 3000 + "é" * 1500 + "ψ" * 1500)  # 9,000 bytes, no space: cut at characters
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    tails = set("αβγδεζηθικλμ語日本ψ")
+    assert all(len(line.encode()) > 4192 for line in lines)
+    assert not tails & set("".join(line.encode()[:4192].decode("utf-8", "ignore") for line in lines))
+    return lines, tails
+
+
+def test_a_corpus_of_only_long_lines_trains_a_vocabulary_that_saw_all_of_it(tmp_path):
+    """Whole CLI run. Before: SentencePiece skipped every line ("INTERNAL: ... [!sentences_.empty()]"). Now each line
+    is cut into sentences of at most 4,192 bytes; the summary counts the lines cut and says the trainer saw all the
+    text; characters found only past byte 4,192 of the lines are in the vocabulary."""
+    lines, tails = _long_line_corpus(tmp_path / "long.txt")
+    proc = helpers.run_cli("vocab", ["--input", tmp_path / "long.txt", "--output-prefix", tmp_path / "out" / "spm",
+                                     "--vocab-size", 200])
+    assert proc.stderr == ""  # no warning: everything is on stdout, the result
+    out = proc.stdout.splitlines()
+    text_bytes = sum(len(line.encode()) for line in lines)
+    match = re.fullmatch(r"albert-tf vocab: 1 file\(s\), 41 lines, (\d+) sentences, \1 sampled: the trainer saw "
+                         r"([\d,]+) of the \2 text bytes \(100\.0%\)", out[0])
+    assert match, out[0]
+    sentences, seen = int(match.group(1)), int(match.group(2).replace(",", ""))
+    assert sentences >= sum(-(-len(line.encode()) // 4192) for line in lines)  # each piece fits the limit
+    # only the single spaces at the cuts are not counted: one per cut at most
+    assert text_bytes - (sentences - len(lines)) <= seen <= text_bytes
+    assert out[1] == ("albert-tf vocab: 41 line(s) longer than 4192 bytes (SentencePiece skips longer ones) were cut "
+                      "into sentences at sentence ends, spaces or character boundaries")
+    assert out[2].startswith("albert-tf vocab: wrote ")
+    tok = AlbertTokenizer(str(tmp_path / "out" / "spm.model"))
+    pieces = "".join(tok.id_to_piece(i) for i in range(tok.vocab_size))
+    assert tails <= set(pieces), tails - set(pieces)
+
+
+def test_sample_sentences_cuts_lines_and_counts_what_the_sample_holds(tmp_path):
+    (tmp_path / "c.txt").write_text("short line.\n" + "word " * 2000 + "\n\n" + "tail.\n", encoding="utf-8")
+    sample, stats = sample_sentences([str(tmp_path / "c.txt")], 100, line_limit=1000)
+    assert stats["split_lines"] == 1 and stats["lines"] == 4
+    assert stats["sentences"] == len(sample) == 2 + 10  # 'word ' x 2000 = 9,999 bytes stripped: 10 pieces
+    assert all(len(s.encode()) <= 1000 for s in sample) and "".join(sample).count("word") == 2000
+    assert stats["sampled_bytes"] == stats["text_bytes"] == len("short line.") + len("tail.") + 9999 - 9
+    few, few_stats = sample_sentences([str(tmp_path / "c.txt")], 3, line_limit=1000)
+    assert len(few) == 3 and few_stats["sampled_bytes"] == sum(len(s.encode()) for s in few)
+    assert few_stats["sampled_bytes"] < few_stats["text_bytes"]
+
+
+@pytest.mark.parametrize("prefix", ["bad/", "existing"])
+def test_an_output_prefix_that_is_a_directory_is_refused_naming_the_flag(corpus_dir, tmp_path, prefix):
+    (tmp_path / "existing").mkdir()
+    output = str(tmp_path / prefix) + ("/" if prefix.endswith("/") else "")
+    proc = helpers.run_cli("vocab", ["--input", corpus_dir / "part-0.txt", "--output-prefix", output,
+                                     "--vocab-size", 120], check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"albert-tf vocab: error: --output-prefix {output} is a directory, not a file-name prefix; "
+                           f"give a prefix inside it, e.g. --output-prefix {output.rstrip('/')}/spm\n")
+    assert sorted(os.listdir(tmp_path)) == ["existing"] and not os.listdir(tmp_path / "existing")

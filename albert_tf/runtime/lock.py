@@ -19,6 +19,8 @@ can still both pass the existence check inside that rename; the read-back makes 
 but a small window remains where both proceed. That race needs two launches of one command at the same moment;
 the lock is meant to catch a second run started by mistake while the first one works.
 
+`create-data --output DIR/NAME` holds DIR/.NAME.albert_tf.lock (`prefix_lock`): one run per output prefix.
+
 Multi-worker pretraining: only the chief (TF_CONFIG task "chief", or worker 0 without one) takes the lock; the
 other workers write only under .worker_N and run alongside it.
 """
@@ -26,6 +28,7 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -178,14 +181,17 @@ class DirectoryLock:
         run left it empty).
       flag: the option that named it, for messages (e.g. "--model-dir").
       run_id: this run's identity across its attempts (default: $ALBERT_TF_RUN_ID; None: none).
+      lock_file: the lock's name in `directory` (`prefix_lock`: one per output prefix).
+      target: what messages name as in use (default: the directory).
     Raises (acquire):
       albert_tf.runtime.exit_codes.LockHeld naming the holder when another live run holds it.
     """
 
-    def __init__(self, directory, flag, run_id=None):
+    def __init__(self, directory, flag, run_id=None, lock_file=LOCK_FILE, target=None):
         self.directory = os.fspath(directory).rstrip("/") or "/"
         self.flag = flag
-        self.path = os.path.join(self.directory, LOCK_FILE)
+        self.target = target or self.directory  # what messages name as in use (a directory, or an output prefix)
+        self.path = os.path.join(self.directory, lock_file)
         self.token = uuid.uuid4().hex
         self.run_id = run_id if run_id is not None else (os.environ.get(RUN_ID_ENV) or None)
         self.record = None
@@ -219,18 +225,18 @@ class DirectoryLock:
             if _create_exclusive(self.path, self._content(time.time())):
                 if (_read(self.path) or {}).get("token") == self.token:
                     break
-                raise LockHeld(f"{self.flag} {self.directory}: another run took the lock at the same moment")
+                raise LockHeld(f"{self.flag} {self.target}: another run took the lock at the same moment")
             holder = _read(self.path)
             if holder is None:
                 continue
             line = self._takeover_line(holder)
             if line is None:
-                raise LockHeld(f"{self.flag} {self.directory} is in use by another run: {describe(holder)}; "
+                raise LockHeld(f"{self.flag} {self.target} is in use by another run: {describe(holder)}; "
                                f"wait for it to end (its lock: {self.path})")
-            print(line, flush=True)
+            print(line, file=sys.stderr, flush=True)
             _remove(self.path)
         else:
-            raise LockHeld(f"{self.flag} {self.directory}: could not take the lock {self.path}")
+            raise LockHeld(f"{self.flag} {self.target}: could not take the lock {self.path}")
         self._thread = threading.Thread(target=self._beat, name="albert_tf-lock-heartbeat", daemon=True)
         self._thread.start()
         return self
@@ -283,6 +289,13 @@ def release_held():
             held.release()
         except Exception:  # pylint: disable=broad-except
             pass
+
+
+def prefix_lock(output_prefix, flag):
+    """The lock of an output file-name prefix DIR/NAME (create-data's shards DIR/NAME-*): DIR/.NAME.albert_tf.lock,
+    so that runs writing other prefixes in the same directory (train and eval data) go on side by side."""
+    directory, name = os.path.split(os.fspath(output_prefix))
+    return DirectoryLock(directory or ".", flag, lock_file=f".{name}{LOCK_FILE}", target=output_prefix)
 
 
 def output_lock(directory, flag):

@@ -79,7 +79,7 @@ class ProgressLog(keras.callbacks.Callback):
 
     Args:
       steps_per_epoch, epochs, batch_size: the run's budget. every_steps, every_seconds: how often to print.
-      clock: seconds (time.monotonic); stream: where lines go (sys.stdout).
+      clock: seconds (time.monotonic); stream: where lines go (sys.stderr: progress, apart from results).
     """
 
     def __init__(self, steps_per_epoch, epochs, batch_size, every_steps=100, every_seconds=30.0,
@@ -105,7 +105,7 @@ class ProgressLog(keras.callbacks.Callback):
             return
         if step - self.last[0] >= self.every_steps or now - self.last[1] >= self.every_seconds:
             self.last = (step, now)
-            print(self.line(step, now, logs or {}), file=self.stream or sys.stdout, flush=True)
+            print(self.line(step, now, logs or {}), file=self.stream or sys.stderr, flush=True)
 
     def line(self, step, now, logs):
         """The progress line at global `step` (1-based) and clock `now`."""

@@ -7,7 +7,8 @@ Read it top to bottom: the per-task defaults (the paper's table), the step and e
     check the config and the --init directory (config, spm.model, vocabulary)
     → read the task's official files (albert_tf.tasks.*) → featurize in tf.data (in-graph tokenizer)
     → task model (albert_tf.modeling: classifier, span_qa, multiple_choice) with the encoder restored from --init
-    → AdamW (LayerNorm and biases not decayed) on a linear warm-up + linear decay schedule, clip-norm 1.0
+    → the original's AdamWeightDecay (or Keras AdamW: --optimizer; LayerNorm and biases not decayed) on a linear
+      warm-up + linear decay schedule, clip-norm 1.0
     → model.fit: one Keras "epoch" is one pass over the training data; at each epoch's end the dev set is scored
       with the task's official metric (logged to TensorBoard), the best model is kept in OUTPUT/best, and a
       checkpoint (model, optimizer, epoch, best so far) is written to OUTPUT/checkpoints
@@ -25,7 +26,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import sys
 import time
 
@@ -33,7 +33,7 @@ from albert_tf import run_config
 from albert_tf.text import vocabulary
 from albert_tf.tasks import make_task
 from albert_tf.training import finetune_config
-from albert_tf.training.finetune_config import EVAL_RESULTS_FILE, FinetuneConfig, FinetuneResult
+from albert_tf.training.finetune_config import EVAL_RESULTS_FILE, OPTIMIZERS, FinetuneConfig, FinetuneResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,11 +67,6 @@ PAPER_DEFAULTS = {
     "race": Hyperparameters(2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
 }
 
-#: AdamW as the original fine-tuning optimizer: weight decay 0.01 except LayerNorm and bias, epsilon 1e-6.
-WEIGHT_DECAY = 0.01
-NO_DECAY = ("LayerNorm", "layer_norm", "bias")
-
-
 def add_arguments(parser):
     """The flags: one per FinetuneConfig field (albert_tf/training/finetune_config.py)."""
     finetune_config.add_arguments(parser)
@@ -90,6 +85,7 @@ class Budget:
     albert_dropout: float
     classifier_dropout: float
     length_bucket: int = 0  # 0: batches at max_seq_length; N: at their longest example rounded up to N
+    optimizer: str = OPTIMIZERS[0]  # albert_tf.training.optimizers.make_optimizer's name
 
     @property
     def total_steps(self):
@@ -142,7 +138,8 @@ def make_budget(cfg, num_train_examples, max_position_embeddings):
         epochs=epochs, steps_per_epoch=steps_per_epoch,
         warmup_steps=int(round(proportion * epochs * steps_per_epoch)),
         albert_dropout=paper.albert_dropout if cfg.albert_dropout is None else cfg.albert_dropout,
-        classifier_dropout=paper.classifier_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout)
+        classifier_dropout=paper.classifier_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout,
+        optimizer=cfg.optimizer)
 
 
 #: More passes over the training data than this, from the paper's step count, get a warning (a small task).
@@ -171,20 +168,14 @@ def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
 
 # ---------------------------------------------------------------------------------------------- the optimizer
 def create_optimizer(budget, model):
-    """AdamW (β 0.9/0.999, ε 1e-6, weight decay 0.01 except LayerNorm and biases), gradients clipped to global norm
-    1.0 (the dense gradients' norm, as the original's tf.clip_by_global_norm: see albert_tf.training.optimizers), on
-    a linear warm-up then linear decay to 0 at the last step (the original's optimization.py). Builds it."""
-    from albert_tf.training.optimizers import AdamWDenseNorm  # pylint: disable=import-outside-toplevel
+    """budget.optimizer (albert_tf.training.optimizers.make_optimizer: β 0.9/0.999, ε 1e-6, weight decay 0.01 except
+    LayerNorm and biases, gradients clipped to a dense global norm of 1.0) on a linear warm-up then linear decay to
+    0 at the last step (the original's optimization.py), built for the model's trainable variables."""
+    from albert_tf.training.optimizers import make_optimizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
 
     schedule = WarmupPolynomialDecay(budget.learning_rate, budget.total_steps, budget.warmup_steps, power=1.0)
-    optimizer = AdamWDenseNorm(schedule, weight_decay=WEIGHT_DECAY, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                               global_clipnorm=1.0)
-    pattern = re.compile("|".join(NO_DECAY))
-    # Keras matches var_names against the short name ("gamma", "kernel"); match the full path, as the original.
-    optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if pattern.search(v.path)])
-    optimizer.build(model.trainable_variables)
-    return optimizer
+    return make_optimizer(budget.optimizer, schedule, model.trainable_variables)
 
 
 # ---------------------------------------------------------------------------------------------- --init
@@ -390,6 +381,8 @@ def record_run(cfg, budget):
 
     path = os.path.join(cfg.output, finetune_config.RECORD_FILE)
     recorded = run_config.read_record(path)
+    if recorded is not None:  # recorded before --optimizer existed: the run trained with Keras AdamW
+        recorded.get("budget", recorded).setdefault("optimizer", "adamw-keras")
     current = {**run_config.record(cfg), "budget": dataclasses.asdict(budget)}
     names = run_config.same_on_resume(FinetuneConfig) + [f"budget.{k}" for k in current["budget"]]
     if recorded is not None and "budget" not in recorded:  # an older release's: the budget beside task, init, seed

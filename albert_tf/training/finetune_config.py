@@ -17,6 +17,8 @@ from albert_tf.tasks import TASKS
 
 RECORD_FILE = "finetune_config.json"  # OUTPUT/: the run's config and budget (a restart with others is refused)
 EVAL_RESULTS_FILE = "eval_results.json"   # OUTPUT/: the best epoch's official dev metrics
+#: `--optimizer`'s choices, the default first (albert_tf.training.optimizers.OPTIMIZERS, which imports TensorFlow).
+OPTIMIZERS = ("adamw-original", "adamw-keras")
 
 
 @dataclasses.dataclass
@@ -44,6 +46,10 @@ class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
     albert_dropout: float | None = option(None, "dropout inside the encoder (default: the paper's)")
     classifier_dropout: float | None = option(None, "dropout before the head (default: the paper's)")
     seed: int = option(12345, "seeds the head's init, the data order and dropout", same_on_resume=True)
+    optimizer: str = option(
+        OPTIMIZERS[0], "adamw-original: the original's AdamWeightDecay, with which the paper's learning rates were "
+                       "tuned (no bias correction); adamw-keras: Keras AdamW (bias-corrected: smaller early steps). "
+                       "Both: weight decay 0.01 except LayerNorm and biases, clip-norm 1.0", choices=OPTIMIZERS)
     collapsed_init: str = option(
         "keep", "when the --init encoder maps every input to nearly the same output (a too briefly pretrained "
                 "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and "

@@ -654,9 +654,15 @@ def topology_setup(cfg):
     """(cores, peak FLOP/s per core, memory per core, usable fraction, dtype) of the plan's --topology."""
     if cfg.topology == CPU_TOPOLOGY:
         replicas, total = cfg.cpu_replicas or 1, host_total_bytes()
-        return replicas, None, total // replicas, host_usable_fraction(total), cfg.dtype or "float32"
+        # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
+        return replicas, None, total // replicas, host_usable_fraction(total), _planned_dtype(cfg.dtype, "float32")
     return (topology_cores(cfg.topology), V3_PEAK_FLOPS_PER_CORE, V3_HBM_PER_CORE, HBM_USABLE_FRACTION,
-            cfg.dtype or "bfloat16")
+            _planned_dtype(cfg.dtype, "bfloat16"))
+
+
+def _planned_dtype(flag, auto):
+    """The dtype the plan assumes for pretrain's --dtype `flag` (auto or unset: `auto`, the device's)."""
+    return flag if flag in ("float32", "bfloat16") else auto
 
 
 def _shared_words(recipe, typed):

@@ -27,6 +27,7 @@ loss. Exit codes: albert_tf/runtime/exit_codes.py.
 """
 import dataclasses
 import os
+import re
 import sys
 import time
 
@@ -39,7 +40,7 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.files import check_input_file, check_output_dir, is_url
 from albert_tf.text import vocabulary
 from albert_tf import run_config
-from albert_tf.training import distribute, flops, pretrain_config
+from albert_tf.training import distribute, flops, precision, pretrain_config
 from albert_tf.training import plan as planner
 from albert_tf.training.pretrain_config import PretrainConfig, PretrainResult
 from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
@@ -204,25 +205,35 @@ def record_counts(cfg, file_pattern, write_cache):
                                       write_cache=write_cache)
 
 
+def pipeline_line(files, counts, pipeline_id, num_pipelines):
+    """The start-up line of one training input pipeline: the files it reads (files i, i + n, ... of the sorted
+    list, as pretraining_dataset takes them) and the records they hold (`counts`: {file: records}, those known)."""
+    mine = files[pipeline_id::num_pipelines]
+    records = (f"{sum(counts[f] for f in mine):,} records" if all(f in counts for f in mine) else
+               "records not counted (no record-count index beside the files)")
+    return (f"input pipeline {pipeline_id + 1}/{num_pipelines}: {len(mine)} train file(s) (files "
+            f"{pipeline_id}::{num_pipelines} of the {len(files)} sorted), {records}")
+
+
 def make_dataset_fn(cfg, config, file_pattern, global_batch_size, is_training, skip_global_batches=0,
-                    counts=None):
+                    counts=None, known_counts=None):
     """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes.
 
     Replicas of one input pipeline take consecutive per-replica batches, so a global batch is the same examples
     whatever the number of replicas. Resuming positions each pipeline at the global batch `skip_global_batches`
     without reading what comes before (the data order is a function of (seed, step); `counts`: the files' record
     counts, `record_counts()`). Eval (`is_training=False`): every pipeline yields the same number of padded
-    batches, at most --max-eval-steps global batches in all (`eval_steps()`).
+    batches, at most --max-eval-steps global batches in all (`eval_steps()`). Training prints each pipeline's
+    `pipeline_line` (`known_counts`: (sorted files, {file: records known})).
     """
     from albert_tf.data import pretraining_dataset  # pylint: disable=import-outside-toplevel
 
     def dataset_fn(input_context):
         # batch_size is the global batch: with input_context the pipeline yields per-replica batches.
         replicas_per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-        if is_training:  # which share of the files this pipeline reads (pretraining_dataset: files i, i + n, ...)
-            print(f"input pipeline {input_context.input_pipeline_id + 1}/{input_context.num_input_pipelines}: "
-                  f"train files {input_context.input_pipeline_id}::{input_context.num_input_pipelines} of the sorted "
-                  f"list", flush=True)
+        if is_training and known_counts:  # the share of the files this pipeline reads, and its records
+            print(pipeline_line(*known_counts, input_context.input_pipeline_id, input_context.num_input_pipelines),
+                  flush=True)
         return pretraining_dataset(
             file_pattern, seq_length=cfg.max_seq_length, max_predictions=cfg.max_predictions,
             batch_size=global_batch_size, is_training=is_training, input_context=input_context,
@@ -270,14 +281,16 @@ def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
     """Refuses, before anything is built: a pattern matching nothing; records whose lengths disagree with the flags
     or whose token ids run past the vocabulary (each file's first record); files cut short: a file that create-data's
     record-count index lists must have the size it records, and the record headers of up to `walk` other local
-    files (spread over the list) are walked. The files are checked in parallel (on gs:// each read is a round trip),
-    so start-up hardly grows with the number of shards; the input pipeline checks every file again as it reads it.
-    Returns the files."""
+    files (spread over the list) are walked; create-data shards of one prefix from different runs
+    (record_index.check_one_run). The files are checked in parallel (on gs:// each read is a round trip), so
+    start-up hardly grows with the number of shards; the input pipeline checks every file again as it reads it.
+    Returns {file: its size in bytes} (the sizes at start, which a data error mid-run is compared with)."""
     import concurrent.futures  # pylint: disable=import-outside-toplevel
 
     from albert_tf.data import dataset, record_index  # pylint: disable=import-outside-toplevel
 
     files = dataset.data_files(file_pattern, flag)
+    record_index.check_one_run(files, flag)
     sizes = dataset.file_sizes(files)
     entries = record_index.index_entries(files)
     unlisted = [f for f in files if f not in entries and not is_url(f)]
@@ -301,31 +314,85 @@ def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
                 future.result()
             except ValueError as e:
                 raise ValueError(f"{flag}: {e}") from None
-    return files
+    return dict(zip(files, sizes))
 
 
 def check_inputs(cfg, config):
     """Everything that can be checked before the model dir gets its first file: the config against the flags, the
-    vocabulary, the records, the model dir's own config, and (TPU) the paths."""
+    vocabulary, the records, the model dir's own config, and (TPU) the paths. Returns {flag: {file: size at start}}
+    for --train-data and --eval-data."""
     if cfg.max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {cfg.max_seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
     if cfg.spm_model:
         vocabulary.check_vocabulary(config, cfg.spm_model)
-    check_records(cfg.train_data, "--train-data", cfg, config.vocab_size)
+    sizes = {"--train-data": check_records(cfg.train_data, "--train-data", cfg, config.vocab_size)}
     if cfg.eval_data:
-        check_records(cfg.eval_data, "--eval-data", cfg, config.vocab_size)
+        sizes["--eval-data"] = check_records(cfg.eval_data, "--eval-data", cfg, config.vocab_size)
     pretrained.check_config(cfg.model_dir, config)
     vocabulary.check_same_vocabulary(cfg.model_dir, cfg.spm_model)  # the vocabulary is part of the model
+    return sizes
+
+
+_ASSERTION = re.compile(r"assertion failed: \[(.*)\]")
 
 
 def data_error(e):
-    """A data error raised inside the compiled loop (the input pipeline's check of a truncated or corrupt file) as
-    one line naming the file, or None if `e` is something else."""
+    """A data error raised inside the compiled loop (the input pipeline's check of a truncated, corrupt or changed
+    file, TensorFlow's own record check, a file gone) as one line naming the file, or None if `e` is something
+    else."""
+    if isinstance(e, tf.errors.NotFoundError):
+        return str(e).strip().splitlines()[0] if str(e).strip() else None
     for line in str(e).splitlines():
         if "truncated or corrupt" in line or "corrupted record" in line.lower():
-            return line.strip().strip("[]").strip()
+            match = _ASSERTION.search(line)
+            return (match.group(1) if match else line).strip()
     return None
+
+
+def changed_files(sizes):
+    """[(flag, path, size at start, size now or None: gone)] of the data files whose size is not what it was
+    (`sizes`: {flag: {path: size at start}}, from check_inputs)."""
+    changed = []
+    for flag, by_path in sizes.items():
+        for path, size in by_path.items():
+            now = tf.io.gfile.stat(path).length if tf.io.gfile.exists(path) else None
+            if now != size:
+                changed.append((flag, path, size, now))
+    return changed
+
+
+def data_error_line(detail, cfg, setup, manager, step):
+    """The error a data error mid-run ends the run with, once the last good state is saved (`save_last_good`):
+    which file changed and how (its size at start and now), or the reader's own line (`detail`) when no file
+    changed size (corrupt in place)."""
+    changed = changed_files(setup.data_sizes)
+    saved = save_last_good(cfg, setup, manager, step)
+    if not changed:
+        flag = "--eval-data" if any(detail.startswith(p) for p in setup.data_sizes.get("--eval-data", {})) else \
+            "--train-data"
+        return f"{flag}: {detail}; {saved}"
+    flag, path, before, now = changed[0]
+    more = f" (and {len(changed) - 1} more file(s))" if len(changed) > 1 else ""
+    return (f"{flag}: {path} changed during the run{more}: {before:,} bytes at start, "
+            f"{'gone' if now is None else f'{now:,} bytes'} now; {saved}. Put the data back as it was and run the "
+            "same command to resume, or train on new data in a new --model-dir")
+
+
+def save_last_good(cfg, setup, manager, step):
+    """Saves the state of the last completed step `step` (the variables hold it: a step's update runs only after
+    its batch was read) when no checkpoint has it yet; one client only (a multi-worker save needs every worker).
+    Returns the phrase that says what was kept."""
+    latest = manager.latest_checkpoint
+    if latest and int(latest.rsplit("-", 1)[1]) == step:
+        return f"the last checkpoint ({latest}, step {step}) is intact"
+    if isinstance(setup.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return f"stopped at step {step}, the last checkpoint ({latest or 'none'}) is intact"
+    try:
+        save(cfg, setup, manager, step)
+    except Exception as e:  # pylint: disable=broad-except  # the device may be unusable after the error
+        return f"saving step {step} failed ({type(e).__name__}); the last checkpoint ({latest or 'none'}) is intact"
+    return f"saved step {step}, the last completed one, first ({manager.latest_checkpoint})"
 
 
 # ---------------------------------------------------------------------------------------------- the run
@@ -441,6 +508,8 @@ class Setup:
     jit: bool
     streams: int
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
+    dtype_choice: object = None  # albert_tf.training.precision.DtypeChoice: why `dtype` (kept in the run record)
+    data_sizes: dict = dataclasses.field(default_factory=dict)  # {flag: {file: bytes}} at start (check_inputs)
 
 
 def choose_streams(cfg, micro_batch, on_tpu, use_gpu):
@@ -468,7 +537,7 @@ def prepare(cfg):
     strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas,
                                           collective_timeout_secs=cfg.collective_timeout_secs)  # writes nothing
     config = pretrain_config.model_config(cfg.config, cfg.config_overrides, cfg.spm_model)
-    check_inputs(cfg, config)
+    data_sizes = check_inputs(cfg, config)
     record = os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE)
     run_config.check_record(record, run_config.read_record(record), run_config.record(cfg),
                             run_config.same_on_resume(PretrainConfig), "use a new --model-dir or the same values")
@@ -479,7 +548,10 @@ def prepare(cfg):
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     micro_batch = check_accumulation(cfg, replicas)
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
-    dtype = cfg.dtype or ("bfloat16" if on_tpu else "float32")
+    choice = precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
+        micro_batch, cfg.max_seq_length, config.hidden_size, config.intermediate_size))
+    print(choice.describe(), flush=True)
+    dtype = choice.dtype
     streams = choose_streams(cfg, micro_batch, on_tpu, use_gpu)
     if not on_tpu and not use_gpu:
         check_host_memory(cfg, config, replicas, dtype)
@@ -492,8 +564,9 @@ def prepare(cfg):
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(cfg.seed)
     return Setup(strategy=strategy, config=config, on_tpu=on_tpu, chief=distribute.is_chief(strategy),
-                 replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype,
-                 jit=distribute.use_xla(cfg.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak)
+                 replicas=replicas, eval_batch_size=eval_batch_size, dtype=dtype, dtype_choice=choice,
+                 jit=distribute.use_xla(cfg.xla, on_tpu, use_gpu), streams=streams, peak_flops=peak,
+                 data_sizes=data_sizes)
 
 
 def build(cfg, setup):
@@ -519,23 +592,17 @@ def save(cfg, setup, manager, step):
     """Writes the checkpoint of `step` (and, first time, albert_config.json, spm.model and the run record)."""
     if setup.chief:
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
-        run_config.write_record(os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE), run_config.record(cfg))
+        run_config.write_record(os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE),
+                                {**run_config.record(cfg), "dtype_choice": setup.dtype_choice and setup.dtype_choice.to_record()})
     manager.save(checkpoint_number=step)
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
 
 
-def run_steps(train_loop, iterator, num_steps, training, step, manager):
-    """One compiled call of `num_steps` steps from `step`. Returns (sums {key: float}, wall seconds). A data error
-    inside the call (a truncated or corrupt file) becomes one line naming the file."""
+def run_steps(train_loop, iterator, num_steps, training):
+    """One compiled call of `num_steps` steps. Returns (sums {key: float}, wall seconds)."""
     start = time.time()
-    try:
-        sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
-    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
-        if data_error(e) is None:
-            raise
-        raise ValueError(f"--train-data: {data_error(e)}; stopped at step {step}, the last checkpoint "
-                         f"({manager.latest_checkpoint or 'none'}) is intact") from None
+    sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
     return sums, time.time() - start
 
 
@@ -620,10 +687,16 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
     (loop.LoopLength): between calls the host acts on a stop signal, the save clock and progress. After a call:
     the progress line, the metrics row when a --steps-per-loop span ends, a checkpoint and an evaluation when
     due. Returns a PretrainResult."""
+    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
+
     strategy, step, rows = setup.strategy, int(optimizer.iterations.numpy()), {}
+    counts = record_counts(cfg, cfg.train_data, setup.chief) if step else None
+    sizes = setup.data_sizes["--train-data"]
+    known = counts or record_index.known_counts(list(sizes), list(sizes.values()),
+                                                os.path.join(cfg.model_dir, record_index.CACHE_NAME))
     train_iterator = iter(strategy.distribute_datasets_from_function(make_dataset_fn(
         cfg, setup.config, cfg.train_data, cfg.batch_size, True, skip_global_batches=step,
-        counts=record_counts(cfg, cfg.train_data, setup.chief) if step else None)))  # positioned, not skipped
+        counts=counts, known_counts=(list(sizes), known))))  # positioned, not skipped
     train_loop = make_train_loop(strategy, make_train_step(
         model, optimizer, cfg.batch_size, setup.jit, cfg.gradient_accumulation_steps), SUM_KEYS)
     evaluation = make_evaluation(cfg, setup, model, step)
@@ -645,7 +718,7 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
         try:
             while True:
                 progress.doing(f"steps {step + 1}..{step + num_steps} running")
-                sums, seconds = run_steps(train_loop, train_iterator, num_steps, training, step, manager)
+                sums, seconds = run_steps(train_loop, train_iterator, num_steps, training)
                 stop.at_once = None  # trained: from now on a signal saves first
                 lengths.record(num_steps, seconds)
                 error = non_finite(sums, step + 1, step + num_steps, manager)
@@ -683,6 +756,12 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
                 if done:
                     break
                 end, training, num_steps = next_end, next_training, next_steps
+        except (tf.errors.InvalidArgumentError, tf.errors.DataLossError, tf.errors.NotFoundError) as e:
+            detail = data_error(e)
+            if detail is None:
+                raise
+            raise ValueError(data_error_line(detail, cfg, setup, manager, int(optimizer.iterations.numpy()))) \
+                from None
         except distribute.RUNTIME_ERRORS as e:  # the TPU, its runtime or a peer worker went away mid-run
             raise runtime_lost(e, step, manager) from None
         finally:

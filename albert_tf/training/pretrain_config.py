@@ -71,8 +71,9 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
         600, "also save when this many seconds have passed since the last save (0: off); bounds what a failure "
              "without notice loses")
     keep_checkpoint_max: int = option(5, "checkpoints kept (the oldest are deleted)")
-    dtype: str | None = option(None, "compute dtype; variables stay float32 (default: bfloat16 on TPU, float32 "
-                                     "elsewhere)", choices=("float32", "bfloat16"))
+    dtype: str = option("auto", "compute dtype; variables stay float32. auto: bfloat16 on TPU and on GPUs of compute "
+                                "capability >= 8.0; on a CPU whichever a short matmul probe finds faster (kept per "
+                                "machine)", choices=("auto", "float32", "bfloat16"))
     xla: str = option("auto", "jit-compile the forward/backward on GPU/CPU (TPU always compiles); auto: on for GPU, "
                               "off for CPU", choices=("auto", "on", "off"))
     no_dropout: bool = option(False, "train without dropout from the start")

@@ -17,15 +17,14 @@ class GlueFinetune(FinetuneTask):
         self.pairs = any(e.text_b is not None for e in self.train)
 
     def _columns(self, examples):
-        """(text_a str [E], text_b str [E] or None, labels [E], pair_rows bool [E] or None): pair_rows marks the
-        examples with a second text when some lack one (an empty text_b: packed [CLS] a [SEP], as the original)."""
+        """(text_a str [E], text_b str [E] or None, labels [E]); a missing text_b is "": no second segment, packed
+        [CLS] a [SEP] as the original and the export do (albert_tf.text.segments)."""
         import numpy as np  # pylint: disable=import-outside-toplevel
 
         a = np.array([e.text_a for e in examples], dtype=object).astype(str)
         b = np.array([e.text_b or "" for e in examples], dtype=object).astype(str) if self.pairs else None
         labels = np.array([e.label for e in examples], np.float32 if self.regression else np.int32)
-        pair_rows = np.array([e.text_b is not None for e in examples], bool) if self.pairs else None
-        return a, b, labels, None if pair_rows is None or pair_rows.all() else pair_rows
+        return a, b, labels
 
     def build_model(self, encoder, budget):
         from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=import-outside-toplevel
@@ -48,19 +47,18 @@ class GlueFinetune(FinetuneTask):
         return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
     def train_dataset(self, tokenizer, budget, order):
-        a, b, labels, pair_rows = self._columns(self.train)
+        a, b, labels = self._columns(self.train)
         return pack_dataset(tokenizer, budget.max_seq_length, a, b, labels, order, budget.batch_size,
-                            length_bucket=budget.length_bucket, pair_rows=pair_rows)
+                            length_bucket=budget.length_bucket)
 
     def evaluate(self, model, tokenizer, budget):
         """{dev split: official metrics}."""
         results = {}
         for split, examples in self.dev.items():
-            a, b, labels, pair_rows = self._columns(examples)
+            a, b, labels = self._columns(examples)
             logits = predict_in_order(
                 model, lambda order: pack_dataset(tokenizer, budget.max_seq_length, a, b, None, order,
-                                                  budget.batch_size, length_bucket=budget.length_bucket,
-                                                  pair_rows=pair_rows),
+                                                  budget.batch_size, length_bucket=budget.length_bucket),
                 len(examples), budget.batch_size)
             predictions = logits[:, 0] if self.regression else logits.argmax(-1)
             results[split] = {k: float(v) for k, v in glue.compute_metrics(self.spec, predictions,
