@@ -2,6 +2,7 @@
 decision table of image kind x environment x --tpu), the multi-step training loop compiles as one XLA program at
 the paper's shapes (seq 512, 20 predictions, bfloat16 compute), per-host input pipelines read disjoint files that
 cover the data, only the chief writes, and `--tpu NAME` / `--tpu local` reach the resolver with gs:// paths."""
+import contextlib
 import types
 
 import keras
@@ -11,7 +12,7 @@ import tensorflow as tf
 
 import helpers as ph
 from albert_tf import cli
-from albert_tf.runtime import host_xla
+from albert_tf.runtime import host_xla, lock
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_dataset
 from albert_tf.training import distribute
@@ -232,7 +233,12 @@ def resolver_calls(monkeypatch):
         calls.append(tpu)
         raise StopAtResolver(tpu)
 
+    def output_lock(directory, flag):  # the bucket is not reachable here: the lock records when it is taken
+        calls.append(("lock", directory, flag))
+        return contextlib.nullcontext()
+
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", resolver)
+    monkeypatch.setattr(lock, "output_lock", output_lock)
     return calls, StopAtResolver
 
 
@@ -250,7 +256,8 @@ def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_
         monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")  # a pod slice's client, as Google's tests run it
     with pytest.raises(stop):
         cli.main(_pretrain_args(tpu, **{"--eval-data": "gs://bucket/data/eval-*"}))
-    assert calls == [tpu]
+    # the model dir's lock first: a second client started by mistake must not reach (and reset) the TPU
+    assert calls == [("lock", "gs://bucket/m", "--model-dir"), tpu]
 
 
 @pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init"])
