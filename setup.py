@@ -42,6 +42,8 @@ setup(
         # The viewer for pretrain's and finetune's event files (TensorFlow 2.21 no longer depends on it; the events
         # are written without it).
         "tensorboard": ["tensorboard>=2.18,<2.22"],
+        # `albert-tf convert --release hf:OWNER/NAME`: reading the Hugging Face hub.
+        "hf": ["huggingface_hub>=0.20,<2"],
         "test": TEST,
         # A development checkout on a CPU/GPU machine (README's set-up command): the tests and TensorFlow.
         "dev": TEST + TENSORFLOW + SERVING,

@@ -8,6 +8,10 @@ Public API:
   AlbertMultipleChoice               SQuAD span QA, RACE multiple choice)
   data.pretraining_dataset           the tf.data input for pretraining
   load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
+  load_export                        an `albert-tf export` SavedModel (BASE or BASE/N), TF Text's ops registered
+  convert_release                    Google's released weights by name ("albert_base_v2") → a pretrained-model dir
+  pretrain(PretrainConfig)           pretraining as `albert-tf pretrain` runs it → PretrainResult
+  finetune(FinetuneConfig)           fine-tuning as `albert-tf finetune` runs it → FinetuneResult
 """
 import importlib
 import os
@@ -29,9 +33,17 @@ _LAZY = {
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.text",
     "load_encoder": "albert_tf.checkpoints.load",
+    "load_export": "albert_tf.serving.saved_model",
+    "convert_release": "albert_tf.checkpoints.convert",
     "AlbertClassifier": "albert_tf.modeling.classifier",
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
+    "pretrain": "albert_tf.training.pretrain",
+    "PretrainConfig": "albert_tf.training.pretrain_config",
+    "PretrainResult": "albert_tf.training.pretrain_config",
+    "finetune": "albert_tf.training.finetune",
+    "FinetuneConfig": "albert_tf.training.finetune_config",
+    "FinetuneResult": "albert_tf.training.finetune_config",
 }
 
 
@@ -51,4 +63,6 @@ def __dir__():
 
 
 __all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "AlbertClassifier",
-           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "configs_dir", "__version__"]
+           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "load_export", "convert_release", "pretrain",
+           "PretrainConfig", "PretrainResult", "finetune", "FinetuneConfig", "FinetuneResult", "configs_dir",
+           "__version__"]

@@ -5,6 +5,10 @@ Each subcommand lives in the module that does the work; that module exposes
 their subcommand runs, so `albert-tf --help` is fast; where the job module
 imports TensorFlow at its top, the flags live in a light module of their own
 (FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
+
+Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 2 bad flags or data, 3 non-finite loss,
+75 stopped on a signal after saving, 76 the runtime or a peer went away, 77 the output is locked by another run,
+130 Ctrl-C.
 """
 import argparse
 import importlib
@@ -12,6 +16,8 @@ import os
 import re
 import sys
 import tempfile
+
+from albert_tf.runtime import exit_codes
 
 SUBCOMMANDS = {
     # name: (module, one-line help)
@@ -27,7 +33,8 @@ SUBCOMMANDS = {
 
 # Commands whose job module imports TensorFlow at its top: their flags come from a module that does not.
 FLAGS_MODULES = {
-    "pretrain": "albert_tf.training.pretrain_flags",
+    "pretrain": "albert_tf.training.pretrain_config",
+    "finetune": "albert_tf.training.finetune_config",
     "convert": "albert_tf.checkpoints.convert_flags",
 }
 
@@ -110,19 +117,36 @@ def quiet_tensorflow(command, verbose):
             pass  # the job's own `import tensorflow` says what to install (albert_tf/runtime/requirements.py)
 
 
+def exit_at_once(code):
+    """Ends the process with `code` now, without Python's teardown: once the TPU runtime or a peer worker is gone,
+    TensorFlow's destructors (input iterators, the collectives' and the coordination service's state) wait on what
+    is gone: up to 40 s in the CPU rehearsal (docs/tpu_runtime.md, "What a failure costs")."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # pylint: disable=protected-access
+
+
 def main(argv=None):
+    """`albert-tf ARGV` (default sys.argv[1:]); returns the exit code (albert_tf/runtime/exit_codes.py). Run as the
+    program (no `argv`), a lost runtime (exit 76) ends the process at once (exit_at_once)."""
+    as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         quiet_tensorflow(args.command, args.verbose)
-        return args._run(args) or 0
+        return args._run(args) or exit_codes.DONE
+    except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code
+        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
+        if as_program and e.exit_code == exit_codes.RUNTIME_LOST:
+            exit_at_once(e.exit_code)
+        return e.exit_code
     except (ValueError, FileNotFoundError) as e:  # user errors: one clear line, no traceback
-        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
+        return exit_codes.BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C where a command has no handling of its own: one line, the shell's code
         print(f"albert-tf {args.command}: interrupted", file=sys.stderr, flush=True)
-        return 130
+        return exit_codes.INTERRUPTED
 
 
 if __name__ == "__main__":

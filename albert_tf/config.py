@@ -1,8 +1,8 @@
 """AlbertConfig: the original `albert_config.json` keys, with validation.
 
 The file format is the one google-research/albert released, so released configs load as they are and configs we
-write load in the original code.  Two additions of ours are written only when they differ from the original model:
-`sharing` (the paper's Table 4 cross-layer sharing strategies) and nothing else.
+write load in the original code.  One addition of ours, `sharing` (the paper's Table 4 cross-layer sharing
+strategies), is written only when it differs from the original model's ("all").
 """
 import dataclasses
 import json
@@ -118,6 +118,19 @@ class AlbertConfig:
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
+
+    def with_overrides(self, overrides, source="--set"):
+        """A copy with `overrides` ({key: value}, e.g. {"vocab_size": 8000}) applied, then validated: an unknown key
+        or a bad value is refused with one line naming the key and `source`."""
+        known = [f.name for f in dataclasses.fields(self)]
+        for key in overrides:
+            if key not in known:
+                raise ValueError(f"{source} {key}=...: {key!r} is not an AlbertConfig key; expected one of "
+                                 f"{', '.join(known)}")
+        changed = self.__class__.__new__(self.__class__)  # validated once, with `source` in its message
+        changed.__dict__.update({**self.__dict__, **overrides})
+        changed.validate(source)
+        return changed
 
     # ------------------------------------------------------------------ (de)serialization
     @classmethod

@@ -6,6 +6,7 @@ Reading: local paths go through the standard library, URLs through tf.io.gfile, 
     is_url / exists / isdir / isfile / glob / open_text / read_text
     match_files(patterns, flag)        every --input / --train-data / file-pattern argument
     check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
+    check_output_prefix(prefix, flag)  an output file-name prefix that names a directory: one clear error
     check_input_file(path, flag)       an input file that is missing or a directory: one clear error
 
 Writing: a crash leaves either the old result or the new one, never half of one (for directories on URL
@@ -154,6 +155,18 @@ def check_output_dir(path, flag, prefix=False):
     if blocker == os.path.abspath(os.path.expanduser(path)):
         raise ValueError(f"{flag} {path} is a file; expected a directory")
     raise ValueError(f"{flag} {path}: {blocker} is a file, not a directory")
+
+
+def check_output_prefix(prefix, flag, example_name):
+    """Refuses (ValueError naming `flag`) an output prefix that names a directory (an existing one, or a path ending
+    in a separator: the outputs would be hidden files such as DIR/.model), or lies under a file (`check_output_dir`).
+    `example_name`: a file-name prefix to suggest inside the directory (e.g. "spm")."""
+    prefix = os.fspath(prefix)
+    if prefix.endswith(("/", os.sep)) or (prefix and isdir(prefix)):
+        example = prefix.rstrip("/" + os.sep) + "/" + example_name
+        raise ValueError(f"{flag} {prefix} is a directory, not a file-name prefix; give a prefix inside it, e.g. "
+                         f"{flag} {example}")
+    check_output_dir(prefix, flag, prefix=True)
 
 
 def check_input_file(path, flag, usual_name=None):

@@ -129,8 +129,11 @@ def ask_export(export_dir, text):
 
 
 def add_arguments(parser):
+    from albert_tf.run_config import add_alias  # pylint: disable=import-outside-toplevel
+
     parser.add_argument("--output", default="albert_quickstart", help="working directory")
-    parser.add_argument("--steps", type=int, default=300, help="pretraining steps")
+    add_alias(parser, parser.add_argument("--num-train-steps", type=int, default=300, help="pretraining steps"),
+              "--steps")
     parser.add_argument("--finetune-epochs", type=int, default=4, help="fine-tuning passes over the task (at batch "
                         "16: a tiny model sits at chance for its first 60-100 steps)")
     parser.add_argument("--seed", type=int, default=12345, help="seeds every step")
@@ -159,8 +162,8 @@ def run(args):
         ["pretrain", "--config", config_file,
          "--train-data", os.path.join(out, "data", "train-*"), "--model-dir", os.path.join(out, "model"),
          "--spm-model", spm_file, "--max-seq-length", str(seq), "--max-predictions",
-         str(preds), "--train-batch-size", "32", "--learning-rate", "0.002", "--num-train-steps", str(args.steps),
-         "--num-warmup-steps", str(max(1, args.steps // 10)), "--steps-per-loop", "25",
+         str(preds), "--batch-size", "32", "--learning-rate", "0.002", "--num-train-steps", str(args.num_train_steps),
+         "--num-warmup-steps", str(max(1, args.num_train_steps // 10)), "--steps-per-loop", "25",
          "--save-checkpoints-steps", "100", "--seed", str(args.seed)],
     ]
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
@@ -186,7 +189,10 @@ def run(args):
     code = _step(["finetune", "--task", "sst2", "--data-dir", task_dir, "--init", os.path.join(out, "model"),
                   "--output", finetune_dir, "--epochs", str(args.finetune_epochs), "--batch-size", "16",
                   "--max-seq-length", "64", "--learning-rate", "0.001", "--warmup-proportion", "0.1",
-                  "--classifier-dropout", "0.0", "--seed", str(args.seed), "--collapsed-init", "reset-biases"])
+                  "--classifier-dropout", "0.0", "--seed", str(args.seed), "--collapsed-init", "reset-biases",
+                  # lr 1e-3 was tuned with Keras AdamW (README's figures); the original's optimizer takes 3-6x
+                  # larger early steps and at 1e-3 leaves some seeds at chance (docs/fine-tuning-quality.md)
+                  "--optimizer", "adamw-keras"])
     if code:
         return code
     with open(os.path.join(finetune_dir, EVAL_RESULTS_FILE), encoding="utf-8") as f:
@@ -205,21 +211,47 @@ def run(args):
     return 0
 
 
-def next_steps(export_base):
+# The "your own corpus" steps: albert_base at 128 tokens (create-data's and pretrain's 20 predictions), the batch
+# this machine holds (at most NEXT_BATCH), the learning rate square-root scaled to it, NEXT_STEPS steps.
+NEXT_CONFIG, NEXT_SEQ, NEXT_BATCH, NEXT_STEPS = "albert_base", 128, 256, 10000
+
+
+def own_corpus_steps(memory=None):
+    """The commands of "next: your own corpus", as argv lists: the vocabulary sized from the corpus (`--vocab-size
+    auto`), records, pretraining with the config's vocab_size taken from that vocabulary (`--set vocab_size=auto`)
+    at the largest power-of-two batch that `memory` bytes (default: this machine's) hold by pretrain's own rule
+    (albert_tf.training.plan.host_batch_that_fits, for the largest vocabulary `auto` picks), then an export."""
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.vocab import AUTO_LARGEST  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import plan  # pylint: disable=import-outside-toplevel
+
+    largest = AlbertConfig.from_preset(NEXT_CONFIG).replace(vocab_size=AUTO_LARGEST)
+    batch = max(1, plan.host_batch_that_fits(largest, NEXT_SEQ, 20, total=memory, largest=NEXT_BATCH))
+    return [
+        ["vocab", "--input", "corpus/*.txt", "--output-prefix", "work/spm", "--vocab-size", "auto"],
+        ["create-data", "--input", "corpus/*.txt", "--spm-model", "work/spm.model", "--output", "work/data/train",
+         "--max-seq-length", str(NEXT_SEQ)],
+        ["pretrain", "--config", NEXT_CONFIG, "--set", "vocab_size=auto", "--spm-model", "work/spm.model",
+         "--train-data", "work/data/train-*", "--model-dir", "work/model", "--max-seq-length", str(NEXT_SEQ),
+         "--batch-size", str(batch), "--learning-rate", f"{plan.learning_rate_for(batch):.2g}",
+         "--num-train-steps", str(NEXT_STEPS), "--num-warmup-steps", str(NEXT_STEPS // 10)],
+        ["export", "--model", "work/model", "--output", "work/export"],
+    ]
+
+
+def next_steps(export_base, memory=None):
     """The closing lines: serve the export, run on your own corpus, fine-tune a GLUE task (commands pasteable)."""
     mount = shlex.quote(f"{export_base}:/models/albert")
+    corpus = own_corpus_steps(memory)
+    batch = corpus[2][corpus[2].index("--batch-size") + 1]
     return [
         "next: serve the export with TF Serving (REST on 8501, gRPC on 8500):",
         f"  docker run -p 8500:8500 -p 8501:8501 -v {mount} -e MODEL_NAME=albert tensorflow/serving:2.20.0 "
         "--enable_model_warmup=true",
-        "next: your own corpus (text files, one sentence per line, a blank line between documents):",
-        "  " + shlex.join(["albert-tf", "vocab", "--input", "corpus/*.txt", "--output-prefix", "work/spm"]),
-        "  " + shlex.join(["albert-tf", "create-data", "--input", "corpus/*.txt", "--spm-model", "work/spm.model",
-                           "--output", "work/data/train", "--max-seq-length", "128"]),
-        "  " + shlex.join(["albert-tf", "pretrain", "--config", "albert_base", "--train-data", "work/data/train-*",
-                           "--model-dir", "work/model", "--spm-model", "work/spm.model", "--max-seq-length", "128",
-                           "--train-batch-size", "256"]),
-        "  " + shlex.join(["albert-tf", "export", "--model", "work/model", "--output", "work/export"]),
+        "next: your own corpus (text files, one sentence per line, a blank line between documents); batch "
+        f"{batch} is what this machine's memory holds for {NEXT_CONFIG} at {NEXT_SEQ} tokens (`albert-tf plan "
+        "--topology cpu` shows the plan), its learning rate square-root scaled from the paper's:",
+        *("  " + shlex.join(["albert-tf", *argv]) for argv in corpus),
         "next: fine-tune a GLUE task (the task folder as downloaded, e.g. SST-2):",
         "  " + shlex.join(["albert-tf", "finetune", "--task", "sst2", "--data-dir", "glue/SST-2", "--init",
                            "work/model", "--output", "work/sst2"]),

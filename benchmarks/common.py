@@ -330,3 +330,84 @@ def export_by_checkout(checkout, model_dir, output_base, seq_length):
                     "--version", "1", "--overwrite", "--no-warmup", "--max-seq-length", str(seq_length)],
                    env=env, cwd=checkout, check=True)
     return os.path.join(output_base, "1")
+
+
+# ------------------------------------------------------------------------------------------ fine-tuning runs
+class FineTuner:
+    """One classifier (AlbertClassifier on the pooled output, no dropout) and its optimizer, compiled once and
+    reset before each run, so that every run reuses one traced train step (tracing costs more than fine-tuning
+    a small model on a few hundred examples).
+
+    A run: the encoder's weights set (pretrained, or a random init), the head drawn from the run's seed, the
+    optimizer's slots and step zeroed; then `epochs` passes over the training examples in a seeded order at
+    `batch_size` (whole batches), with `optimizer` (albert_tf.training.optimizers.make_optimizer's name) on a
+    linear warm-up (10 % of the steps) and linear decay from `learning_rate`.
+
+    Args:
+      config: the AlbertConfig; tokenizer: an AlbertTokenizer; task: {"train": (texts, labels), "dev": ...}
+      (single texts, int labels in [0, num_classes)); seq_length: packed length.
+    """
+
+    def __init__(self, config, tokenizer, task, seq_length, epochs, batch_size, learning_rate, optimizer,
+                 num_classes=2):
+        import keras  # pylint: disable=import-outside-toplevel
+        import numpy as np  # pylint: disable=import-outside-toplevel
+
+        from albert_tf import AlbertClassifier  # pylint: disable=import-outside-toplevel
+        from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+        from albert_tf.training.optimizers import make_optimizer  # pylint: disable=import-outside-toplevel
+        from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
+
+        self.config, self.epochs, self.batch_size = config, epochs, batch_size
+        self.x_train = tokenizer.pack(task["train"][0], seq_length=seq_length)
+        self.y_train = np.asarray(task["train"][1], np.int32)
+        self.x_dev = tokenizer.pack(task["dev"][0], seq_length=seq_length)
+        self.y_dev = np.asarray(task["dev"][1])
+        self.batches = len(self.y_train) // batch_size
+        steps = epochs * self.batches
+        self.model = AlbertClassifier(AlbertEncoder(config), num_classes, dropout=0.0)
+        schedule = WarmupPolynomialDecay(learning_rate, steps, int(0.1 * steps))
+        self.optimizer = make_optimizer(optimizer, schedule, self.model.trainable_variables)
+        self.model.compile(optimizer=self.optimizer,
+                           loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def random_encoder_weights(self, seed):
+        """The weights of a fresh AlbertEncoder of the config, drawn from `seed`."""
+        import keras  # pylint: disable=import-outside-toplevel
+
+        from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+
+        keras.utils.set_random_seed(seed)
+        return AlbertEncoder(self.config).get_weights()
+
+    def run(self, encoder_weights, seed):
+        """Fine-tunes from `encoder_weights` with `seed` (head init, data order). Returns (dev accuracy, the last
+        epoch's mean training loss, seconds)."""
+        import keras  # pylint: disable=import-outside-toplevel
+        import numpy as np  # pylint: disable=import-outside-toplevel
+
+        started = time.monotonic()
+        self.model.encoder.set_weights(encoder_weights)
+        head = self.model.get_layer("classifier")
+        init = keras.initializers.TruncatedNormal(stddev=self.config.initializer_range, seed=seed)
+        head.kernel.assign(init(head.kernel.shape))
+        head.bias.assign(np.zeros(head.bias.shape, "float32"))
+        for variable in self.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+        rng = np.random.default_rng(seed)
+        loss = float("nan")
+        for _ in range(self.epochs):
+            order = rng.permutation(len(self.y_train))[: self.batches * self.batch_size]
+            history = self.model.fit({k: v[order] for k, v in self.x_train.items()}, self.y_train[order],
+                                     batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0)
+            loss = float(history.history["loss"][-1])
+        logits = self.model.predict(self.x_dev, batch_size=256, verbose=0)
+        accuracy = float((np.asarray(logits).argmax(-1) == self.y_dev).mean())
+        return accuracy, loss, time.monotonic() - started
+
+
+def summary(values):
+    """(mean, sample std, "mean ± std" with 3 decimals) of a list of floats (std 0 for one value)."""
+    mean = statistics.mean(values)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return mean, spread, f"{mean:.3f} ± {spread:.3f}"

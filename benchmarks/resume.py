@@ -101,7 +101,7 @@ def _time_to_first_step(repo, pattern, model_dir, step, batch_size):
     """Seconds from the start of `albert-tf pretrain` (from `repo`) to its first train log line."""
     command = [sys.executable, "-u", "-m", "albert_tf", "pretrain", "--config",
                os.path.join(REPO, "configs", "albert_tiny.json"), "--train-data", pattern, "--model-dir", model_dir,
-               "--max-seq-length", str(SEQ), "--max-predictions", str(PRED), "--train-batch-size", str(batch_size),
+               "--max-seq-length", str(SEQ), "--max-predictions", str(PRED), "--batch-size", str(batch_size),
                "--num-train-steps", str(step + 1), "--num-warmup-steps", "0", "--steps-per-loop", "1",
                "--save-checkpoints-steps", str(10**9)]
     env = dict(os.environ, PYTHONPATH=repo, TF_CPP_MIN_LOG_LEVEL="2")

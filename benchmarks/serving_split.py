@@ -6,7 +6,7 @@
 The parent builds what benchmarks/serving.py serves (`common.prepare_export`: the generated vocabulary, random
 weights of the config's sizes, `albert-tf export`, the requests from `--seed`), plus
   * `tokenize`, a SavedModel holding only the text → ids part of serving_default (the same in-graph tokenizer and
-    `albert_tf.serving.signatures.optional_pair_inputs`);
+    `albert_tf.serving.signatures.text_to_inputs`);
   * with `--before-checkout DIR`, the same model exported by that checkout's `albert-tf export` (e.g. the previous
     main), timed beside this checkout's export in the same rounds.
 One worker process (tensorflow and tensorflow_text only) loads them and, each round, times in turn
@@ -14,8 +14,8 @@ One worker process (tensorflow and tensorflow_text only) loads them and, each ro
   encoder    each export's `encode` signature on those ids (the encoder with the signature's length trimming),
   whole      each export's serving_default(text_a, text_b=<empty>), what a client calls,
 `--batches` calls at batch B and `--singles` at batch 1; per call the median of the round, then the median over
-`--rounds`. overhead = whole − tokenize − encoder: what the signature adds (the cond on text_b, the dict of inputs,
-padding sequence_output back to L, the function call). `--ops` adds, per export, TensorFlow's own per-op-type
+`--rounds`. overhead = whole − tokenize − encoder: what the signature adds (the dict of inputs, padding
+sequence_output back to L, the function call). `--ops` adds, per export, TensorFlow's own per-op-type
 times for one serving_default call at batch B and at batch 1 (the TF1 session loader, as TF Serving runs it,
 with a full trace).
 The last lines: per export, `NAME: batch B tokenize_ms=… encoder_ms=… whole_ms=… overhead_ms=… examples_per_sec=…`
@@ -132,7 +132,7 @@ def _tokenize_model(spm, seq_length, path):
     """Saves the text → ids part of serving_default as its own SavedModel at `path`."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.serving.signatures import optional_pair_inputs  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.signatures import text_to_inputs  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer, vocabulary  # pylint: disable=import-outside-toplevel
 
     tokenizer = AlbertTokenizer(spm, lower_case=vocabulary.resolve_lower_case(
@@ -143,7 +143,7 @@ def _tokenize_model(spm, seq_length, path):
 
     @tf.function(input_signature=[text, text])
     def pack(text_a, text_b):
-        return optional_pair_inputs(tokenizer, text_a, text_b, seq_length)
+        return text_to_inputs(tokenizer, text_a, text_b, seq_length)
 
     module.pack = pack
     tf.saved_model.save(module, path, signatures={"serving_default": pack.get_concrete_function()})

@@ -18,6 +18,9 @@ import numpy as np
 
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
+#: The checkout's root (tests/..): the one definition the tests share.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 _WORDS = (
     "the of and to in is was for on that with as by at from his her they which this be are were an had has "
     "not but it or their have one all would there been when who will more no if out so said what up its about "
@@ -75,6 +78,23 @@ SMALL = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=
              type_vocab_size=2, initializer_range=0.02)
 
 
+def named_variables(values):
+    """keras.Variables whose paths are the keys of `values` ({"scope/.../name": array}), in that order."""
+    import contextlib  # pylint: disable=import-outside-toplevel
+
+    import keras  # pylint: disable=import-outside-toplevel
+
+    variables = []
+    for path, value in values.items():
+        *scopes, name = path.split("/")
+        with contextlib.ExitStack() as stack:
+            for scope in scopes:
+                stack.enter_context(keras.name_scope(scope))
+            variables.append(keras.Variable(value, name=name))
+    assert [v.path for v in variables] == list(values)
+    return variables
+
+
 def make_inputs(cfg, batch=3, length=12, predictions=4, seed=1):
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, cfg["vocab_size"], (batch, length)).astype("int32")
@@ -124,9 +144,6 @@ EQUALITY_TEXTS = [
 
 
 # ------------------------------------------------------------------------------------ pretraining records
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def make_example(rng, seq_length, max_predictions, vocab_size, alphabet=None, unmasked=False):
     """One record in the original order (label 0) or swapped (label 1).
 
@@ -359,6 +376,20 @@ def write_tf1_checkpoints(jobs):
     return paths
 
 
+def write_hf_checkpoint(directory, cfg, tensors):
+    """Writes a Hugging Face ALBERT directory: config.json (from `cfg`) and model.safetensors (`tensors`, named as
+    Hugging Face names them)."""
+    from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+
+    os.makedirs(directory, exist_ok=True)
+    hf_config = {k: v for k, v in cfg.items() if k != "hidden_act"}
+    hf_config.update(hidden_act="gelu_new", model_type="albert", layer_norm_eps=1e-12,
+                     architectures=["AlbertForPreTraining"], pad_token_id=0)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(hf_config, f)
+    save_file(tensors, os.path.join(directory, "model.safetensors"))
+
+
 def write_config(path, cfg):
     """Writes cfg as a released albert_config.json (with the original's unused keys); returns the path."""
     with open(path, "w") as f:
@@ -367,30 +398,32 @@ def write_config(path, cfg):
     return path
 
 
-# ------------------------------------------------------------------------------------ TF Serving's loader
-_TF1_SESSION_SERVE = """
-import sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
-path, signature_name, inputs_npz, out = sys.argv[1:]
-inputs = dict(np.load(inputs_npz))
-with tf.compat.v1.Session(graph=tf.Graph()) as session:
-    signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def[signature_name]
-    result = session.run({k: t.name for k, t in signature.outputs.items()},
-                         {signature.inputs[k].name: v for k, v in inputs.items()})
-def text(v):  # string outputs come back as bytes objects
-    return np.array([x.decode("utf-8") for x in v.ravel()]).reshape(v.shape) if v.dtype == object else v
-np.savez(out, **{k: text(v) for k, v in result.items()})
-assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
-"""
+# ------------------------------------------------------------------------------------ serving in a fresh process
+def serve_in_fresh_process(path, calls, work_dir):
+    """Answers requests through the SavedModel at `path` in a fresh process that imports only TensorFlow and TF Text
+    (tests/serve_saved_model.py; it fails if albert_tf gets imported).
 
-
-def serve_with_tf1_session(path, signature_name, inputs, work_dir):
-    """Answers `inputs` ({name: numpy array; strings as str arrays}) through `signature_name` of the SavedModel at
-    `path` the way TF Serving's SavedModelBundle does (TF1 session: restore + init op, then Session.run), in a fresh
-    process that imports only tensorflow and tensorflow_text. Returns {output: numpy array} (strings as str)."""
-    inputs_path, out = os.path.join(work_dir, "tf1_inputs.npz"), os.path.join(work_dir, "tf1_outputs.npz")
-    np.savez(inputs_path, **{k: np.asarray(v) for k, v in inputs.items()})
-    result = subprocess.run([sys.executable, "-c", _TF1_SESSION_SERVE, path, signature_name, inputs_path, out],
-                            capture_output=True, text=True, check=False, cwd=work_dir,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    Args:
+      path: the SavedModel directory.
+      calls: {name: (loader, signature, {input: array or list; strings as str})}; loader "tf2" (the loaded
+        object's .signatures), "tf2-function" (its restored tf.function of that name: defaults apply) or "tf1"
+        (TF Serving's way: a TF1 session, Session.run of the SignatureDef).
+      work_dir: a directory for the request and answer files.
+    Returns:
+      {name: {output: numpy array (strings as str)}}.
+    """
+    inputs = {}
+    for name, (_, _, arrays) in calls.items():
+        assert "/" not in name, name
+        inputs.update({f"{name}/{k}": np.asarray(v) for k, v in arrays.items()})
+    inputs_path = os.path.join(work_dir, "serve_inputs.npz")
+    out = os.path.join(work_dir, "serve_outputs.npz")
+    np.savez(inputs_path, **inputs)
+    script = os.path.join(REPO, "tests", "serve_saved_model.py")
+    result = subprocess.run(
+        [sys.executable, script, path, json.dumps({n: [c[0], c[1]] for n, c in calls.items()}), inputs_path, out],
+        capture_output=True, text=True, check=False, cwd=work_dir, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-3000:]
-    return dict(np.load(out))
+    served = dict(np.load(out))
+    return {name: {k.split("/", 1)[1]: v for k, v in served.items() if k.split("/", 1)[0] == name}
+            for name in calls}

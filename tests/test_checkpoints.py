@@ -1,6 +1,5 @@
 """`albert-tf convert`: checkpoints written in the original TF1 names / Hugging Face names reproduce the numpy
 reference after import; bad checkpoints are refused with errors naming each tensor."""
-import json
 import os
 
 import numpy as np
@@ -9,7 +8,8 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.cli import main as cli_main
-from helpers import SMALL, compare, make_inputs, run_cli, write_config, write_tf1_checkpoints
+from helpers import (SMALL, compare, make_inputs, run_cli, write_config, write_hf_checkpoint,
+                     write_tf1_checkpoints)
 
 
 def _broken(weights):
@@ -61,12 +61,14 @@ def test_convert_tf1_checkpoint_reproduces_reference(tmp_path, tf1, case):
                                atol=1e-5)
 
 
-def test_convert_copies_spm_model(tmp_path, tf1, tiny_spm_model):
+def test_convert_copies_spm_model(tmp_path, tf1, tiny_spm_model, capsys):
     _, cfg, ckpt = tf1["no_slots"]
     write_config(os.path.join(os.path.dirname(ckpt), "albert_config.json"), cfg)  # found beside the checkpoint
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "tf1", "--checkpoint", ckpt, "--spm-model", tiny_spm_model,
                      "--output", out]) == 0
+    stdout = capsys.readouterr().out  # the result alone (what was read and restored is reported on stderr)
+    assert len(stdout.splitlines()) == 1 and stdout.startswith(f"wrote {out}: ") and "parameters" in stdout
     with open(os.path.join(out, "spm.model"), "rb") as a, open(tiny_spm_model, "rb") as b:
         assert a.read() == b.read()
 
@@ -92,22 +94,10 @@ def test_convert_refuses_config_that_disagrees(tmp_path, tf1, capsys):
     assert "ffn_1/intermediate/dense/kernel' has shape (16, 32), the model expects (16, 48)" in capsys.readouterr().err
 
 
-def _write_hf(directory, cfg, tensors):
-    from safetensors.numpy import save_file
-
-    os.makedirs(directory, exist_ok=True)
-    hf_config = {k: v for k, v in cfg.items() if k != "hidden_act"}
-    hf_config.update(hidden_act="gelu_new", model_type="albert", layer_norm_eps=1e-12,
-                     architectures=["AlbertForPreTraining"], pad_token_id=0)
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump(hf_config, f)
-    save_file(tensors, os.path.join(directory, "model.safetensors"))
-
-
 def test_convert_hf_pretraining_checkpoint(tmp_path):
     weights = ref.random_weights(SMALL, np.random.default_rng(7))
     hf_dir = str(tmp_path / "hf")
-    _write_hf(hf_dir, SMALL, ref.hf_names(weights, SMALL))
+    write_hf_checkpoint(hf_dir, SMALL, ref.hf_names(weights, SMALL))
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
     model = AlbertPretrainer.from_pretrained(out)
@@ -121,7 +111,7 @@ def test_convert_hf_encoder_only_checkpoint(tmp_path, capsys):
     weights = ref.random_weights(SMALL, np.random.default_rng(8))
     tensors = {k[len("albert."):]: v for k, v in ref.hf_names(weights, SMALL).items() if k.startswith("albert.")}
     hf_dir = str(tmp_path / "hf")
-    _write_hf(hf_dir, SMALL, tensors)  # AlbertModel: no prefix, no heads
+    write_hf_checkpoint(hf_dir, SMALL, tensors)  # AlbertModel: no prefix, no heads
     out = str(tmp_path / "out")
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
     assert "encoder-only checkpoint" in capsys.readouterr().err

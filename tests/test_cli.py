@@ -1,4 +1,6 @@
-"""The `albert-tf` command line: every subcommand's --help, --version, and the quickstart end to end."""
+"""The `albert-tf` command line: every subcommand's --help, --version, the flags made from the run configs' fields
+(flags == fields), the quickstart end to end and its printed next steps run on a generated corpus."""
+import dataclasses
 import glob
 import json
 import math
@@ -8,7 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from albert_tf import __version__, cli
+from albert_tf import __version__, cli, run_config
+from albert_tf.training.finetune_config import FinetuneConfig
+from albert_tf.training.plan import PlanConfig
+from albert_tf.training.pretrain_config import PretrainConfig
 from helpers import run_cli
 
 
@@ -41,7 +46,7 @@ def test_quickstart_end_to_end(tmp_path):
     """The README's first command, with fewer steps: vocab → create-data → pretrain on the built-in corpus, then
     finetune on the document task built from it, and one raw-text request through the fine-tuned export."""
     out = tmp_path / "qs"
-    proc = run_cli("quickstart", ["--output", out, "--steps", 20, "--finetune-epochs", 1], check=False)
+    proc = run_cli("quickstart", ["--output", out, "--num-train-steps", 20, "--finetune-epochs", 1], check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     model = out / "model"
     files = set(os.listdir(model))
@@ -81,3 +86,107 @@ def test_quickstart_end_to_end(tmp_path):
     np.testing.assert_allclose([float(p) for p in answer.group(3).split(",")], probabilities, atol=1e-4)
     assert sum(probabilities) == pytest.approx(1.0, abs=1e-5)
     assert "[quickstart] done" in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------ flags == fields
+CONFIGS = {"pretrain": PretrainConfig, "finetune": FinetuneConfig, "plan": PlanConfig}
+EXTRA_FLAGS = {"pretrain": {"--recipe"}, "finetune": set(), "plan": {"--recipe"}}  # not settings: where they come from
+
+
+def _parser(command):
+    import argparse  # pylint: disable=import-outside-toplevel
+    import importlib  # pylint: disable=import-outside-toplevel
+
+    parser = argparse.ArgumentParser(prog=f"albert-tf {command}")
+    importlib.import_module(cli.FLAGS_MODULES.get(command, cli.SUBCOMMANDS[command][0])).add_arguments(parser)
+    return parser
+
+
+def _other_value(cls, field):
+    """A value of the field's type that is not its default (what a test types for it)."""
+    kind, _ = run_config.base_type(cls, field)
+    default, choices = run_config.default_of(field), field.metadata["choices"]
+    if choices:
+        return next(c for c in choices if c != default)
+    if kind in (str, dict, bool):
+        return {str: f"/x/{field.name}", dict: {"vocab_size": 8000}, bool: default is None or not default}[kind]
+    return (0 if default in (None, dataclasses.MISSING) else default) + kind(3)
+
+
+def _words(cls, field, value):
+    flag = run_config.flag_of(field)
+    if isinstance(value, bool):
+        return [flag if value else field.metadata["negative"]]
+    if isinstance(value, dict):
+        return [w for k, v in value.items() for w in (flag, f"{k}={v}")]
+    return [flag, str(value)]
+
+
+@pytest.mark.parametrize("command", sorted(CONFIGS))
+def test_every_field_has_exactly_one_flag_and_every_flag_is_a_field(command):
+    import argparse  # pylint: disable=import-outside-toplevel
+
+    cls, parser = CONFIGS[command], _parser(command)
+    shown = [a for a in parser._actions if a.help != argparse.SUPPRESS and a.dest != "help"]  # pylint: disable=W0212
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    flags = {}
+    for action in shown:
+        for option in action.option_strings:
+            flags[option] = action.dest
+    negatives = {f.metadata["negative"] for f in fields.values() if f.metadata["negative"]}
+    hidden = {f.name for f in fields.values() if f.metadata["hidden"]}
+    assert {flags[run_config.flag_of(f)] for f in fields.values() if f.name not in hidden} == set(fields) - hidden
+    assert sorted(dest for flag, dest in flags.items() if flag not in negatives | EXTRA_FLAGS[command]) == \
+        sorted(set(fields) - hidden)  # one shown flag per field, none that is not a field
+
+
+@pytest.mark.parametrize("command", sorted(CONFIGS))
+def test_the_cli_and_the_python_api_give_the_same_config(command):
+    """Defaults: the flags left out give the dataclass's defaults. Values: every field typed on the command line
+    (a value other than its default) gives the config built in Python from the same values."""
+    cls, parser = CONFIGS[command], _parser(command)
+    fields = dataclasses.fields(cls)
+    required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
+    argv = [w for f in fields if f.name in required for w in _words(cls, f, required[f.name])]
+    assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**required)
+    for f in fields:
+        if f.name not in required:
+            assert getattr(cls(**required), f.name) == run_config.default_of(f), f.name
+    values = {f.name: _other_value(cls, f) for f in fields}
+    argv = [w for f in fields for w in _words(cls, f, values[f.name])]
+    assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**values)
+
+
+@pytest.mark.slow  # albert_base: a pretraining step, an export and a fine-tuning epoch on CPU (a few minutes)
+def test_the_quickstarts_next_steps_run_on_a_generated_corpus(tmp_path, monkeypatch, capsys):
+    """The printed "next: your own corpus" commands, pasted, run to the end on a small corpus: the vocabulary sized
+    from it, pretrain's vocab_size taken from that vocabulary, the batch from the memory model (here for a 4 GiB
+    machine, to keep the test short). Only the run lengths are shortened, by flags appended after the printed ones
+    (argparse keeps the last). Then the printed GLUE step on a generated SST-2 folder, shortened likewise."""
+    import shlex  # pylint: disable=import-outside-toplevel
+
+    import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+    import helpers  # pylint: disable=import-outside-toplevel
+    from albert_tf import quickstart  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus").mkdir()
+    for i in range(2):
+        helpers.write_corpus(str(tmp_path / "corpus" / f"part{i}.txt"), num_docs=60, seed=i)
+    fh.write_sst2(str(tmp_path / "glue" / "SST-2"), 32, 16)
+    lines = quickstart.next_steps(str(tmp_path / "unused"), memory=4 * 2 ** 30)
+    commands = [shlex.split(line) for line in lines if line.startswith("  albert-tf ")]
+    assert [c[1] for c in commands] == ["vocab", "create-data", "pretrain", "export", "finetune"]
+    shorter = {"pretrain": ["--num-train-steps", "1", "--num-warmup-steps", "0"],
+               "finetune": ["--epochs", "1", "--batch-size", "8", "--max-seq-length", "32"]}
+    for command in commands:
+        code = cli.main(command[1:] + shorter.get(command[1], []))
+        assert code == 0, (command, capsys.readouterr())
+    out = capsys.readouterr().out
+    pretrain = commands[2]
+    assert pretrain[pretrain.index("--batch-size") + 1] == "16"  # what 4 GiB holds of albert_base at 128 tokens
+    vocab_size = int(re.search(r"(\d+) pieces", out).group(1))
+    config = json.loads((tmp_path / "work" / "model" / "albert_config.json").read_text())
+    assert config["vocab_size"] == vocab_size < 1000 and config["hidden_size"] == 768  # albert_base, sized vocab
+    assert (tmp_path / "work" / "export" / "1" / "saved_model.pb").exists()
+    assert json.loads((tmp_path / "work" / "sst2" / "eval_results.json").read_text())["dev"]["accuracy"] >= 0

@@ -4,6 +4,8 @@ import glob
 import json
 import os
 import random
+import re
+import threading
 
 import numpy as np
 import pytest
@@ -13,9 +15,13 @@ import helpers
 from albert_tf import cli
 from albert_tf.data import instances, record_index
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
+from albert_tf.data.corpus import decode_utf8
 from albert_tf.data.features import feature_spec
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 from albert_tf.text import AlbertTokenizer
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 SEQ, PRED = 64, 10
 
@@ -243,7 +249,7 @@ def test_failure_leaves_no_files(tmp_path, tiny_spm_model, monkeypatch):
     monkeypatch.setattr(instances.BlockProcessor, "process", failing)
     with pytest.raises(RuntimeError, match="disk on fire"):
         _make(tmp_path, corpus, tiny_spm_model, num_shards=2, block_documents=5)
-    assert os.listdir(tmp_path / "out") == []
+    assert not (tmp_path / "out").exists()  # nothing left, not even the folder the run made
 
 
 # ------------------------------------------------------------------------------------------- bad input (CLI)
@@ -279,9 +285,9 @@ def test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model,
     path.write_bytes("The river was old.\nThe city is new \xff\xfe here.\n\nMusic and science.\nWater.\n"
                      .encode("latin-1"))
     assert _cli(tmp_path, tiny_spm_model, str(path), "--no-mask") == 0
-    err = capsys.readouterr().err
-    assert "bad.txt: replaced 2 bytes of invalid UTF-8" in err
-    assert "documents 2, skipped (fewer than 2 sentences) 0" in err
+    captured = capsys.readouterr()
+    assert "bad.txt: replaced 2 bytes of invalid UTF-8" in captured.err  # a warning; the summary is the result
+    assert "documents 2, skipped (fewer than 2 sentences) 0" in captured.out
     raw, rec = _read(sorted(glob.glob(str(tmp_path / "o" / "data-*.tfrecord"))))
     assert len(raw) >= 2
 
@@ -337,11 +343,155 @@ def test_cased_flag_keeps_case(tmp_path, tiny_spm_model, corpus_file):
     assert not upper & set(outputs[False].ravel().tolist())
 
 
-def test_invalid_utf8_counted_after_vocab_module_is_imported(tmp_path, tiny_spm_model, capsys):
-    """vocab and create-data share one decoding error handler; importing one must not break the other's counts."""
-    import importlib
+# (bytes, replaced bytes counted by hand): each invalid sequence the decoder reports is one U+FFFD
+INVALID_UTF8 = [
+    (b"plain", 0), (b"a\xff\xfeb", 2), (b"\xc3\xa9\xff", 1), (b"\xe2\x82", 2), (b"\xe2\x82z", 2),
+    (b"\xf0\x9f\x98 \xf0\x9f\x98\x80", 3), (b"\xed\xa0\x80", 3), (b"\x80" * 7 + b"ok\xc3", 8),
+    ("a U+FFFD in the text: \ufffd".encode("utf-8") + b"\xff", 1), (b"\xe2\xef\xbf\xbd\xef\xbf", 3),
+]
 
-    import albert_tf.data.vocab as vocab_module
 
-    importlib.reload(vocab_module)
-    test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model, capsys)
+@pytest.mark.parametrize("raw,replaced", INVALID_UTF8)
+def test_decode_utf8_gives_pythons_replacement_and_counts_the_bytes(raw, replaced):
+    assert decode_utf8(raw) == (raw.decode("utf-8", "replace"), replaced)
+
+
+def _reference_invalid_bytes(raw):
+    """The bytes of the invalid sequences, from strict decoding resumed after each error the decoder reports."""
+    count = 0
+    while True:
+        try:
+            raw.decode("utf-8")
+            return count
+        except UnicodeDecodeError as error:
+            count += error.end - error.start
+            raw = raw[error.end:]
+
+
+def test_decode_utf8_counts_as_the_reference_on_random_bytes():
+    rng = random.Random(0)
+    pieces = [b"\xef\xbf\xbd", "é中😀 a".encode("utf-8"), b"\xe2\x82", b"\xf0\x9f", b"\x80", b"\xff", b"\xc3"]
+    for _ in range(2000):
+        raw = b"".join(rng.choice(pieces) if rng.random() < 0.7 else bytes([rng.randrange(256)])
+                       for _ in range(rng.randrange(12)))
+        assert decode_utf8(raw) == (raw.decode("utf-8", "replace"), _reference_invalid_bytes(raw)), raw
+
+
+def test_decode_utf8_counts_apart_in_threads_decoding_at_once():
+    """vocab and create-data share decode_utf8; a count is the call's own, whoever else decodes at the same time."""
+    barrier, wrong = threading.Barrier(4), []
+
+    def decode(raw, replaced):
+        barrier.wait()
+        for _ in range(3000):
+            if decode_utf8(raw)[1] != replaced:
+                wrong.append(raw)
+                return
+
+    threads = [threading.Thread(target=decode, args=(raw * 50, replaced * 50))
+               for raw, replaced in INVALID_UTF8[1:5]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
+
+
+# ------------------------------------------------------------------------------------------- the output prefix
+def _cli_run(capsys, *argv):
+    """`albert-tf create-data ARGV` (in this process); returns (exit code, stdout, stderr)."""
+    code = cli.main(["create-data", *map(str, argv)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_rerun_with_other_shards_is_refused_then_overwrite_replaces_only_create_datas(tmp_path, tiny_spm_model,
+                                                                                         capsys):
+    """An earlier 4-shard run under the prefix: a 2-shard run is refused with one line naming the 4 files and
+    --overwrite, and writes nothing; with --overwrite the 4 go once the 2 are in place, and nothing else of the
+    folder is touched. A file named like a shard that no index lists is never removed."""
+    corpus = helpers.write_corpus(str(tmp_path / "c.txt"), num_docs=30)
+    out = tmp_path / "data"
+    common = ["--input", corpus, "--spm-model", tiny_spm_model, "--output", out / "train", "--max-seq-length", SEQ,
+              "--max-predictions", PRED]
+    assert _cli_run(capsys, *common, "--num-shards", 4)[0] == 0
+    old = [f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
+    theirs = ["train-notes.txt", "train-00000-of-00004.tfrecord.bak", "train2-00000-of-00001.tfrecord", "x.txt"]
+    for name in theirs:
+        (out / name).write_text("the user's own")
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+
+    code, stdout, stderr = _cli_run(capsys, *common, "--num-shards", 2)
+    assert (code, stdout) == (2, "")
+    assert stderr == (f"albert-tf create-data: error: --output {out / 'train'}: an earlier run's shards that this run "
+                      "(--num-shards 2) would not replace, and that a glob over the prefix would mix in: 4 file(s): "
+                      + ", ".join(str(out / n) for n in old) + "; pass --overwrite to remove them once this run "
+                      "succeeds, or choose another --output\n")
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before  # nothing written or removed
+
+    code, stdout, stderr = _cli_run(capsys, *common, "--num-shards", 2, "--overwrite")
+    assert code == 0 and "wrote " in stdout, stderr
+    new = [f"train-{i:05d}-of-00002.tfrecord" for i in range(2)]
+    assert sorted(os.listdir(out)) == sorted(new + theirs + [".train.record_counts.json"])
+    assert sorted(record_index.read_index(str(out / ".train.record_counts.json"))) == new
+    assert all((out / name).read_text() == "the user's own" for name in theirs)
+
+    (out / "train-00007-of-00009.tfrecord").write_bytes(b"not create-data's")  # named like a shard, not listed
+    code, stdout, stderr = _cli_run(capsys, *common, "--num-shards", 3, "--overwrite")
+    assert (code, stdout) == (2, "")
+    assert stderr == (f"albert-tf create-data: error: --output {out / 'train'}: 1 file(s): "
+                      f"{out / 'train-00007-of-00009.tfrecord'} named like its shards, not listed in its record-count "
+                      f"index {out / '.train.record_counts.json'}, so not known to be create-data's: move or delete "
+                      "them yourself, or choose another --output\n")
+    assert (out / "train-00007-of-00009.tfrecord").read_bytes() == b"not create-data's"
+
+
+@pytest.mark.parametrize("prefix", ["dir/", "existing"])
+def test_an_output_prefix_that_is_a_directory_is_refused(tmp_path, tiny_spm_model, corpus_file, capsys, prefix):
+    (tmp_path / "existing").mkdir()
+    output = str(tmp_path / prefix) + ("/" if prefix.endswith("/") else "")
+    code, stdout, stderr = _cli_run(capsys, "--input", corpus_file, "--spm-model", tiny_spm_model, "--output", output)
+    assert (code, stdout) == (2, "")
+    assert stderr == (f"albert-tf create-data: error: --output {output} is a directory, not a file-name prefix; give "
+                      f"a prefix inside it, e.g. --output {output.rstrip('/')}/train\n")
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "existing"]
+
+
+def test_a_live_run_on_the_prefix_refuses_the_next_and_keeps_its_temp_files(tmp_path, tiny_spm_model, corpus_file,
+                                                                          capsys):
+    """Temp files are removed only by a run that holds the prefix's lock: while a live run holds it, the next one
+    is refused with one line and touches nothing. Another prefix in the same folder is not held."""
+    import socket  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+
+    out = tmp_path / "data"
+    out.mkdir()
+    temp = out / ".train-00000-of-00001.tfrecord.tmp-0123456789ab"
+    temp.write_bytes(b"being written")
+    now = time.time()
+    (out / ".train.albert_tf.lock").write_text(json.dumps(
+        {"host": socket.gethostname(), "pid": os.getpid(), "started": now, "heartbeat": now, "token": "theirs"}))
+    common = ["--input", corpus_file, "--spm-model", tiny_spm_model, "--max-seq-length", SEQ]
+    code, stdout, stderr = _cli_run(capsys, *common, "--output", out / "train")
+    assert (code, stdout) == (2, "")
+    assert stderr.startswith(f"albert-tf create-data: error: --output {out / 'train'} is in use by another run: "
+                             f"host {socket.gethostname()} pid {os.getpid()} since ")
+    assert stderr.endswith(f"wait for it to end (its lock: {out / '.train.albert_tf.lock'})\n")
+    assert temp.read_bytes() == b"being written"
+    assert _cli_run(capsys, *common, "--output", out / "eval")[0] == 0  # another prefix: not held
+    assert (out / "eval-00000-of-00001.tfrecord").exists() and not (out / ".eval.albert_tf.lock").exists()
+
+
+def test_summary_goes_to_stdout_progress_and_warnings_to_stderr(tmp_path, tiny_spm_model, capsys):
+    corpus = tmp_path / "c.txt"
+    text = open(helpers.write_corpus(str(tmp_path / "good.txt"), num_docs=10), "rb").read()
+    corpus.write_bytes(text + b"\nNot UTF-8 \xff here.\nAnd a second line.\n")
+    code, stdout, stderr = _cli_run(capsys, "--input", corpus, "--spm-model", tiny_spm_model, "--output",
+                                    tmp_path / "o" / "train", "--max-seq-length", SEQ, "--max-predictions", PRED)
+    assert code == 0
+    out = stdout.splitlines()
+    assert len(out) == 4 and out[0].startswith(f"wrote ") and out[1].startswith("documents 11, skipped")
+    assert out[2].startswith("masked fraction ") and out[3].endswith(" s")
+    err = stderr.splitlines()
+    assert len(err) == 2 and re.fullmatch(r"\[#{20}\] 100\.0%  11 docs .*", err[0]), err
+    assert err[1] == f"warning: {corpus}: replaced 1 bytes of invalid UTF-8 with U+FFFD"

@@ -14,6 +14,9 @@ from albert_tf.data.dataset import pretraining_dataset
 from albert_tf.data.instances import InstanceOptions
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 SEQ, PRED, VOCAB = 32, 5, 500
 
 

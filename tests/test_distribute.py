@@ -1,10 +1,16 @@
-"""Strategy selection from the flags; the TPU path up to the cluster resolver, with the resolver mocked."""
+"""Strategy selection from the flags; the TPU path up to the cluster resolver, with the resolver mocked; a failure
+to reach the TPU told apart (may pass: exit 76; a bad name or setup: exit 2) through TensorFlow's own resolver and
+Cloud TPU client, with only the API's HTTP answers faked."""
+import functools
 import types
 
 import pytest
 import tensorflow as tf
 
+from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.training import distribute
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
 
 class FakeResolver:
@@ -60,10 +66,13 @@ def test_tpu_wins_over_tf_config_and_excludes_cpu_replicas(fake_tpu):
         distribute.create_strategy(tpu="t", cpu_replicas=2)
 
 
-def test_tf_config_selects_multi_worker(monkeypatch):
+def test_tf_config_selects_multi_worker_with_bounded_collectives(monkeypatch):
     made = []
-    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", lambda: made.append("mwms") or "MWMS")
-    assert distribute.create_strategy(environ={"TF_CONFIG": '{"cluster": {}}'}) == "MWMS"
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy",
+                        lambda communication_options: made.append(communication_options) or "MWMS")
+    assert distribute.create_strategy(environ={"TF_CONFIG": '{"cluster": {}}'}, collective_timeout_secs=30) == "MWMS"
+    assert distribute.create_strategy(environ={"TF_CONFIG": '{"cluster": {}}'}, collective_timeout_secs=0) == "MWMS"
+    assert [options.timeout_seconds for options in made] == [30, None]  # 0: no limit
     with pytest.raises(ValueError, match="TF_CONFIG: not valid JSON"):
         distribute.create_strategy(environ={"TF_CONFIG": "{oops"})
 
@@ -151,3 +160,85 @@ def test_xla_on_without_host_xla_is_refused():
     from albert_tf.runtime import host_xla
     with host_xla.override(False), pytest.raises(ValueError, match="--xla on: .*no host XLA.*--xla off"):
         distribute.use_xla("on", on_tpu=False, use_gpu=False)
+
+
+# ---------------------------------------------------------------------------------------------- reaching the TPU
+class HttpError(Exception):
+    """An error as googleapiclient's HttpError prints itself (its status and the request)."""
+
+    def __init__(self, status, reason):
+        super().__init__(status, reason)
+        self.status, self.reason = status, reason
+
+    def __str__(self):
+        return (f'<HttpError {self.status} when requesting https://tpu.googleapis.com/v1/projects/p/locations/z/nodes/'
+                f'a-slice?alt=json returned "{self.reason}". Details: "{self.reason}">')
+
+
+class FakeTpuApi:
+    """The Cloud TPU API's `projects().locations().nodes().get(name=...).execute()`, answering `answer` (raised
+    when it is an exception); the names asked for are kept in `calls`."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def projects(self):
+        return self
+
+    def locations(self):
+        return self
+
+    def nodes(self):
+        return self
+
+    def get(self, name):
+        self.calls.append(name)
+        return self
+
+    def execute(self):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize("answer, lost, says", [
+    (HttpError(503, "The service is currently unavailable."), True, "the Cloud TPU API did not answer (<HttpError 503"),
+    (HttpError(429, "Quota exceeded"), True, "the Cloud TPU API did not answer (<HttpError 429"),
+    (TimeoutError("timed out"), True, "the Cloud TPU API did not answer (timed out)"),
+    ({"state": "REPAIRING"}, True, 'TPU "a-slice" is not yet ready; state: "REPAIRING"; relaunch'),
+    (HttpError(404, "Resource not found"), False, "the Cloud TPU API refused: <HttpError 404"),
+    (HttpError(403, "Permission denied"), False, "the Cloud TPU API refused: <HttpError 403"),
+])
+def test_a_tpu_api_failure_that_may_pass_is_runtime_lost_not_a_bad_flag(answer, lost, says):
+    """TensorFlow's TPUClusterResolver and Cloud TPU client, real, up to their first API call (`service=` takes the
+    API object; nothing reaches the network): the client wraps every failure of that call in a ValueError, which
+    the CLI would print as a bad flag (exit 2). A transient one (5xx, 429, a connection error, a TPU not READY) is
+    RuntimeLost (exit 76: relaunch); a refusal that a retry cannot change (404, 403) stays a ValueError."""
+    api = FakeTpuApi(answer)
+    resolver = functools.partial(tf.distribute.cluster_resolver.TPUClusterResolver, zone="z", project="p",
+                                 service=api)
+    with pytest.raises(RuntimeLost if lost else ValueError) as info:
+        distribute.connect_tpu("a-slice", make_resolver=resolver)
+    assert isinstance(info.value, RuntimeLost) == lost and str(info.value).startswith(f"--tpu a-slice: {says}")
+    assert api.calls == ["projects/p/locations/z/nodes/a-slice"]
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_a_missing_google_api_client_says_what_to_install():
+    error = RuntimeError("Missing runtime dependency on the Google API client. Run `pip install cloud-tpu-client` "
+                         "to fix.")
+    mapped = distribute.tpu_connect_error("a-slice", error)
+    assert type(mapped) is ValueError and 'pip install "albert_tf[cloud-tpu]"' in str(mapped)
+    assert distribute.tpu_connect_error("a-slice", KeyError("x")) is None  # anything else is raised as it is
+
+
+def test_error_summary_keeps_the_line_that_says_what_happened():
+    message = ("Graph execution error:\n\nDetected at node CollectiveReduceV2 defined at (most recent call last):\n"
+               '  File "/x/pretrain.py", line 9, in <module>\n\nCollective ops is aborted by: The following tasks '
+               "are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
+               "\t [[{{node CollectiveReduceV2}}]]")
+    summary = distribute.error_summary(tf.errors.UnavailableError(None, None, message))
+    assert summary == ("UnavailableError: Collective ops is aborted by: The following tasks are unhealthy (stopped "
+                       "sending heartbeats):")
+    assert distribute.error_summary(tf.errors.InternalError(None, None, "x" * 500), limit=40) == (
+        "InternalError: " + "x" * 22 + "...")

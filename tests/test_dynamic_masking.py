@@ -12,6 +12,9 @@ import tensorflow as tf
 from albert_tf.data.dynamic_masking import RANDOM_ID_START, mask_records, masking_budget, select_ngram_spans
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 VOCAB = 1000
 
 

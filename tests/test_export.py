@@ -17,9 +17,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.text import AlbertTokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,5 ====== 0xffffffff",
          "a " * 300, "中文 ok 😀", "Ab" * 200 + " é " + "ﬁ" * 300]  # the last: words past MAX_WORD_CHARS
+
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tiny_spm_model):
@@ -27,7 +27,7 @@ def model_dirs(tmp_path_factory, tiny_spm_model):
     out = {}
     for name in ("uncased", "cased"):
         d = tmp_path_factory.mktemp(name)
-        cfg = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_tiny.json")).to_dict()
+        cfg = AlbertConfig.from_json_file(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).to_dict()
         cfg["vocab_size"] = AlbertTokenizer(tiny_spm_model).vocab_size
         AlbertPretrainer(AlbertConfig.from_dict(cfg)).save_pretrained(str(d / "model"), spm_model=tiny_spm_model)
         out[name] = str(d / "model")
@@ -51,42 +51,16 @@ def _keras_outputs(model_dir, texts, lower_case, texts_b=None):
     return inputs, {k: np.asarray(out[k]) for k in ("pooled_output", "sequence_output")}
 
 
-SERVE = """
-import sys, json, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
-path, requests, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-results = {}
-for name, (loader, texts_a, texts_b) in requests.items():
-    if loader == "tf2":  # tf.saved_model.load: the restored function keeps text_b's default; .signatures wants both
-        model = tf.saved_model.load(path)
-        if texts_b is None:
-            got = model.serving_default(text_a=tf.constant(texts_a))
-        else:
-            got = model.signatures["serving_default"](text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
-        got = {k: v.numpy() for k, v in got.items()}
-    else:  # the TF1 session loader of TF Serving's SavedModelBundle: restore + init op, then Session.run
-        with tf.compat.v1.Session(graph=tf.Graph()) as session:
-            signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serving_default"]
-            feed = {signature.inputs["text_a"].name: texts_a}
-            if texts_b is not None:
-                feed[signature.inputs["text_b"].name] = texts_b
-            got = session.run({k: v.name for k, v in signature.outputs.items()}, feed)
-    results.update({name + "." + k: v for k, v in got.items()})
-np.savez(out, **results)
-assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
-"""
-
-
 def serve_in_fresh_process(path, requests, tmp_path):
-    """{request name: {output: array}} from a process importing only tensorflow and tensorflow_text.
-
-    requests: {name: (loader "tf2" | "tf1", texts_a, texts_b or None)}."""
-    out = tmp_path / "served.npz"
-    result = subprocess.run([sys.executable, "-c", SERVE, path, json.dumps(requests), str(out)],
-                            capture_output=True, text=True, check=False, cwd=str(tmp_path))
-    assert result.returncode == 0, result.stderr[-3000:]
-    served = dict(np.load(out))
-    return {name: {k.split(".", 1)[1]: v for k, v in served.items() if k.split(".", 1)[0] == name}
-            for name in requests}
+    """{request name: {output: array}} of serving_default from a process importing only tensorflow and
+    tensorflow_text. requests: {name: (loader "tf2" | "tf1", texts_a, texts_b or None)}; TF2 without text_b calls
+    the restored function (text_b's default), with it the signature (which wants both)."""
+    calls = {}
+    for name, (loader, texts_a, texts_b) in requests.items():
+        inputs = {"text_a": texts_a} if texts_b is None else {"text_a": texts_a, "text_b": texts_b}
+        loader = "tf2-function" if loader == "tf2" and texts_b is None else loader
+        calls[name] = (loader, "serving_default", inputs)
+    return helpers.serve_in_fresh_process(path, calls, str(tmp_path))
 
 
 def assert_served_equals_keras(served, model_dir, lower_case, texts_a, texts_b=None, atol=1e-5):
@@ -110,11 +84,16 @@ def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tm
     texts_b = list(reversed(TEXTS))
     requests = {"tf2": ("tf2", TEXTS, None), "tf1": ("tf1", TEXTS, None)}
     if name == "uncased":
-        requests.update({"tf2_pair": ("tf2", TEXTS, texts_b), "tf1_pair": ("tf1", TEXTS, texts_b)})
+        no_b = ["", " ", "\u0301", "\t"]  # no second segment (albert_tf.text.segments): [CLS] a [SEP]
+        requests.update({"tf2_pair": ("tf2", TEXTS, texts_b), "tf1_pair": ("tf1", TEXTS, texts_b),
+                         "tf1_no_b": ("tf1", TEXTS[:4], no_b)})
     served = serve_in_fresh_process(exported[name], requests, tmp_path)
     for request, (_, texts_a, b) in requests.items():
         diff = assert_served_equals_keras(served[request], model_dirs[name], name == "uncased", texts_a, b)
         print(f"{name} {request}: served vs in-process max|diff| {diff:.2e}")
+    if name == "uncased":
+        for key in ("input_mask", "pooled_output"):
+            np.testing.assert_allclose(served["tf1_no_b"][key], served["tf1"][key][:4], atol=1e-6, rtol=0)
 
 
 #: --dtype bfloat16 against the float32 export, tiny model (measured: 2.3e-3 and 4.5e-2, |sequence_output| <= 3.5)
@@ -150,9 +129,10 @@ def test_bfloat16_export_is_near_the_float32_export(model_dirs, exported, tmp_pa
 
 def test_auto_dtype_is_the_faster_on_this_machine(model_dirs, monkeypatch, tmp_path):
     """--dtype auto on a CPU: the dtype whose probe rate is higher; an explicit dtype is kept; a bad one named."""
-    pytest.importorskip("albert_tf.training.precision")
     from albert_tf.serving.export import export_dtype  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.precision import AUTO_ENV  # pylint: disable=import-outside-toplevel
 
+    monkeypatch.delenv(AUTO_ENV, raising=False)  # the suite pins auto to float32 (tests/conftest.py)
     monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "cache"))
     config = AlbertConfig.from_json_file(os.path.join(model_dirs["uncased"], "albert_config.json"))
     shapes = []
@@ -273,6 +253,7 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
     base = tmp_path / "base"
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup",
                      "--max-seq-length", "16"]) == 0
+    assert capsys.readouterr().out == f"albert-tf export: wrote {base / '1'}\n"  # the result, on stdout
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup"]) == 0
     assert sorted(os.listdir(base)) == ["1", "2"]
     assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--version", "1",
@@ -294,7 +275,7 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
 
 def test_bad_arguments_name_the_problem(model_dirs, tmp_path, capsys):
     d = tmp_path / "model"
-    AlbertPretrainer(os.path.join(ROOT, "configs", "albert_tiny.json")).save_pretrained(
+    AlbertPretrainer(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).save_pretrained(
         str(d), spm_model=os.path.join(model_dirs["uncased"], "spm.model"))  # vocab_size 1000 vs 300 pieces
     assert cli_main(["export", "--model", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
     assert "has vocab_size 1000" in capsys.readouterr().err
@@ -362,3 +343,48 @@ def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path
                      tf.make_ndarray(request.inputs["text_a"]).shape[0]))
     assert seen == [("serving_default", ["text_a"], 1), ("serving_default", ["text_a"], 32),
                     ("serving_default", ["text_a", "text_b"], 32), ("text", ["text_a"], 32)]
+
+
+LOAD_EXPORT = """
+import sys, numpy as np, tensorflow as tf
+base, out = sys.argv[1:]
+import albert_tf
+assert "tensorflow_text" not in sys.modules  # nothing has registered the SentencePiece ops yet
+loaded = albert_tf.load_export(base)
+assert "tensorflow_text" in sys.modules
+texts = sys.stdin.read().split(chr(10))
+np.savez(out, **{k: v.numpy() for k, v in loaded.serving_default(text_a=tf.constant(texts)).items()})
+"""
+
+
+def test_load_export_registers_tf_text_ops(model_dirs, exported, tmp_path):
+    """In a fresh process that has not imported tensorflow_text, albert_tf.load_export(BASE) registers TF Text's ops,
+    loads the newest version and serves what the Keras model computes."""
+    out = tmp_path / "served.npz"
+    base = os.path.dirname(exported["uncased"])
+    result = subprocess.run([sys.executable, "-c", LOAD_EXPORT, base, str(out)], input="\n".join(TEXTS[:4]),
+                            capture_output=True, text=True, check=False, cwd=helpers.REPO,
+                            env=dict(os.environ, PYTHONPATH=helpers.REPO, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert_served_equals_keras(dict(np.load(out)), model_dirs["uncased"], True, TEXTS[:4])
+
+
+def test_load_export_and_export_refuse_what_is_not_theirs(model_dirs, exported, tmp_path, capsys):
+    """load_export: a model dir is not an export. export --model: an export (BASE/N or BASE) and a file each get
+    their own line, before anything is written."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(FileNotFoundError, match="not an export: no saved_model.pb"):
+        albert_tf.load_export(model_dirs["uncased"])
+    config_file = tmp_path / "tiny8k.json"
+    config_file.write_text("{}")
+    base = os.path.dirname(exported["uncased"])
+    out = tmp_path / "b"
+    for model, expected in [(exported["uncased"], "this is an export (BASE/N), not a model dir;"),
+                            (base, f"this is an export base (newest: {exported['uncased']}), not a model dir;"),
+                            (str(config_file), "this is a file; a pretrained-model directory was expected"),
+                            (str(tmp_path / "nope"), "no such directory; a pretrained-model directory was")]:
+        assert cli_main(["export", "--model", model, "--output", str(out), "--no-warmup"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and expected in err, err
+    assert not os.path.exists(out)

@@ -15,9 +15,8 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.serving.export import export_encoder
 from albert_tf.serving.saved_model import TASK_CONFIG_ASSET, write_task_export
 from albert_tf.text import AlbertTokenizer
-from helpers import SMALL
+from helpers import REPO, SMALL
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GFILE = tf.io.gfile
 REAL_COPY = files._copy_file  # pylint: disable=protected-access
 TREE = {  # a SavedModel and a checkpoint in one directory: every marker, nested names that are not markers
@@ -150,7 +149,7 @@ def test_local_paths_are_renamed_not_copied(monkeypatch, tmp_path):
 
 @pytest.mark.usefixtures("local_as_url")
 def test_encoder_export_to_a_url_writes_saved_model_pb_last(monkeypatch, tmp_path, tiny_spm_model):
-    cfg = AlbertConfig.from_json_file(os.path.join(ROOT, "configs", "albert_tiny.json")).to_dict()
+    cfg = AlbertConfig.from_json_file(os.path.join(REPO, "configs", "albert_tiny.json")).to_dict()
     cfg["vocab_size"] = AlbertTokenizer(tiny_spm_model).vocab_size
     model_dir = str(tmp_path / "model")
     pretrained.save(AlbertEncoder(AlbertConfig.from_dict(cfg)), model_dir, spm_model=tiny_spm_model)

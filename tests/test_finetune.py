@@ -1,5 +1,7 @@
-"""`albert-tf finetune`: the paper's defaults and the plan, the optimizer's decay exclusions, the collapse check,
-bad input, and (slow) a generated GLUE task end to end from a briefly pretrained model, and kill-and-resume."""
+"""`albert-tf finetune`: the paper's defaults and the budget, the optimizer's decay exclusions, the collapse check,
+bad input, `albert_tf.finetune` from Python (its result, its run record), and (slow) a generated GLUE task end to
+end from a briefly pretrained model, and kill-and-resume."""
+import dataclasses
 import argparse
 import json
 import os
@@ -14,31 +16,53 @@ import helpers
 from albert_tf import cli
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
+from albert_tf.tasks import TASKS
 from albert_tf.training import finetune
-from albert_tf.training.optimizers import AdamWDenseNorm
+from albert_tf.training import finetune_config
+from albert_tf.training.finetune_config import FinetuneConfig
+from albert_tf.training.optimizers import WEIGHT_DECAY, AdamWDenseNorm, AdamWeightDecay, OPTIMIZERS
 
 
 def _args(**overrides):
-    values = dict(task="cola", data_dir="d", epochs=None, learning_rate=None, batch_size=None, max_seq_length=None,
-                  warmup_proportion=None, albert_dropout=None, classifier_dropout=None)
-    values.update(overrides)
-    return argparse.Namespace(**values)
+    return FinetuneConfig(**{**dict(task="cola", data_dir="d", init="i", output="o"), **overrides})
 
 
-def test_paper_defaults_and_plan():
+def test_paper_defaults_and_budget():
     cola = finetune.PAPER_DEFAULTS["cola"]  # Table 16 / run_glue.sh: CoLA 320 warm-up, 1e-5, 5336 steps, batch 16
     assert (cola.learning_rate, cola.batch_size, cola.train_steps, cola.warmup_steps) == (1e-5, 16, 5336, 320)
-    assert set(finetune.PAPER_DEFAULTS) == set(finetune.TASKS)
-    plan = finetune.make_plan(_args(), num_train_examples=8551, max_position_embeddings=512)
-    assert plan.steps_per_epoch == 8551 // 16 == 534
-    assert plan.epochs == 10                                      # ceil(5336 / 534)
-    assert plan.warmup_steps == round(320 / 5336 * 10 * 534)
-    plan = finetune.make_plan(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 128)
-    assert (plan.epochs, plan.steps_per_epoch, plan.warmup_steps, plan.max_seq_length) == (2, 10, 2, 64)
+    assert set(finetune.PAPER_DEFAULTS) == set(TASKS)
+    budget = finetune.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)
+    assert budget.steps_per_epoch == 8551 // 16 == 534
+    assert budget.epochs == 10                                      # ceil(5336 / 534)
+    assert budget.warmup_steps == round(320 / 5336 * 10 * 534)
+    budget = finetune.make_budget(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 128)
+    assert (budget.epochs, budget.steps_per_epoch, budget.warmup_steps, budget.max_seq_length) == (2, 10, 2, 64)
     with pytest.raises(ValueError, match="fewer than one batch"):
-        finetune.make_plan(_args(), 3, 512)
+        finetune.make_budget(_args(), 3, 512)
     with pytest.raises(ValueError, match="max_position_embeddings"):
-        finetune.make_plan(_args(max_seq_length=256), 100, 128)
+        finetune.make_budget(_args(max_seq_length=256), 100, 128)
+
+
+def test_optimizer_flag_defaults_to_the_original_and_is_part_of_the_run(tmp_path):
+    parser = argparse.ArgumentParser()
+    finetune.add_arguments(parser)
+    required = ["--task", "mrpc", "--data-dir", "d", "--init", "i", "--output", str(tmp_path)]
+    with pytest.raises(SystemExit):
+        parser.parse_args(required + ["--optimizer", "sgd"])
+    cfg = _args(task="mrpc", output=str(tmp_path))
+    assert cfg.optimizer == "adamw-original" and finetune.make_budget(cfg, 100, 128).optimizer == "adamw-original"
+    keras_cfg = _args(task="mrpc", output=str(tmp_path), optimizer="adamw-keras")
+    budget = finetune.make_budget(keras_cfg, 100, 128)
+    assert budget.optimizer == "adamw-keras"
+    # A run recorded before --optimizer existed trained with Keras AdamW: it resumes with that, and only that.
+    finetune.record_run(keras_cfg, budget)
+    path = tmp_path / finetune_config.RECORD_FILE
+    recorded = json.loads(path.read_text())
+    del recorded["budget"]["optimizer"]
+    path.write_text(json.dumps(recorded))
+    finetune.record_run(keras_cfg, budget)
+    with pytest.raises(ValueError, match=r"budget.optimizer 'adamw-original' \(recorded 'adamw-keras'\)"):
+        finetune.record_run(cfg, finetune.make_budget(cfg, 100, 128))
 
 
 def test_epoch_order_is_a_function_of_seed_and_epoch():
@@ -49,13 +73,15 @@ def test_epoch_order_is_a_function_of_seed_and_epoch():
     assert not np.array_equal(a, finetune.epoch_order(2, 3, 50, 4, 8))
 
 
-def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
+@pytest.mark.parametrize("name, kind", [("adamw-original", AdamWeightDecay), ("adamw-keras", AdamWDenseNorm)])
+def test_optimizers_decay_kernels_but_not_layer_norm_or_bias(name, kind):
+    assert finetune.OPTIMIZERS == OPTIMIZERS  # the flag's choices (kept apart: optimizers imports TensorFlow)
     keras.utils.set_random_seed(0)
     model = AlbertClassifier(AlbertEncoder("albert_tiny"), 2)
-    plan = finetune.Plan(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
-                         warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0)
-    optimizer = finetune.create_optimizer(plan, model)
-    assert isinstance(optimizer, AdamWDenseNorm) and optimizer.global_clipnorm == 1.0  # the dense-norm clip
+    budget = finetune.Budget(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
+                             warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0, optimizer=name)
+    optimizer = finetune.create_optimizer(budget, model)
+    assert type(optimizer) is kind and optimizer.global_clipnorm == 1.0  # the dense-norm clip
     before = {v.path: np.asarray(v).copy() for v in model.trainable_variables}
     optimizer.apply([keras.ops.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
     for v in model.trainable_variables:
@@ -63,7 +89,7 @@ def test_adamw_decays_kernels_but_not_layer_norm_or_bias():
         if "layer_norm" in v.path or v.path.endswith("bias"):
             np.testing.assert_array_equal(np.asarray(v), old, err_msg=v.path)
         else:  # zero gradient: only the decoupled decay, w ← w − lr·0.01·w (lr at step 0 of the decay: 0.1)
-            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * finetune.WEIGHT_DECAY), rtol=1e-5,
+            np.testing.assert_allclose(np.asarray(v), old * (1 - 0.1 * WEIGHT_DECAY), rtol=1e-5,
                                        err_msg=v.path)
 
 
@@ -99,24 +125,20 @@ class _SampleTask:  # the one method handle_collapse asks of a task
     def __init__(self, inputs):
         self.inputs = inputs
 
-    def sample_inputs(self, tokenizer, plan, count):  # pylint: disable=unused-argument
+    def sample_inputs(self, tokenizer, budget, count):  # pylint: disable=unused-argument
         return self.inputs
 
 
 def test_collapsed_init_is_only_measured_by_default_and_reset_only_when_asked(capsys):
     """Issue 19 item 7: the default measures and warns; weights change only with --collapsed-init reset-biases."""
-    parser = argparse.ArgumentParser()
-    finetune.add_arguments(parser)
-    required = ["--task", "sst2", "--data-dir", "d", "--init", "i", "--output", "o"]
     rng = np.random.default_rng(1)
     ids = rng.integers(5, 1000, (8, 12)).astype("int32")
     task = _SampleTask({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)})
-    plan = finetune.Plan(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0)
-    for argv, changed in ((required, False), (required + ["--collapsed-init", "reset-biases"], True)):
-        args = parser.parse_args(argv)
+    budget = finetune.Budget(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0)
+    for config, changed in ((_args(task="sst2"), False), (_args(task="sst2", collapsed_init="reset-biases"), True)):
         encoder = _collapsed_tiny_encoder(np.random.default_rng(2))
         before = {v.path: np.array(v) for v in encoder.weights}
-        assert finetune.handle_collapse(encoder, task, None, plan, args) is True
+        assert finetune.handle_collapse(encoder, task, None, budget, config) is True
         out = capsys.readouterr()
         assert "input spread" in out.out and len(out.err.strip().splitlines()) == 1, out
         biases = [p for p in before if p.endswith(("bias", "beta"))]
@@ -171,6 +193,67 @@ def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init, capsys
     assert code == 2 and "train.tsv line 34" in err and "'positive'" in err
 
 
+# ---------------------------------------------------------------------------------------------- from Python
+@pytest.mark.slow  # two fine-tuning runs with their exports (about 2 minutes idle, 5 on this shared machine)
+def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, random_init, capsys):
+    """albert_tf.finetune(config) runs as `albert-tf finetune` with the same flags (the same eval_results.json),
+    returns the best epoch's metrics and the export, records the config with its budget, and is refused when the
+    output holds a run of another budget (naming the field); run again as it was, it says the run is complete."""
+    import albert_tf
+
+    data = fh.write_sst2(str(tmp_path / "sst2"), 48, 16)
+    values = dict(task="sst2", data_dir=data, init=random_init, epochs=2, batch_size=8, max_seq_length=16,
+                  learning_rate=2e-3, warmup_proportion=0.1, seed=3)
+    result = albert_tf.finetune(albert_tf.FinetuneConfig(output=tmp_path / "py", **values))
+    report = json.loads((tmp_path / "py" / "eval_results.json").read_text())
+    assert (result.status, result.exit_code, result.epochs, result.epoch) == ("done", 0, 2, report["epoch"])
+    assert result.metrics == {"dev": report["dev"]} and result.export == str(tmp_path / "py" / "export" / "1")
+    argv = [w for k, v in values.items() for w in (f"--{k.replace('_', '-')}", v)]
+    assert _run([*argv, "--output", tmp_path / "cli"], capsys)[0] == 0
+    assert json.loads((tmp_path / "cli" / "eval_results.json").read_text()) == report
+    record = json.loads((tmp_path / "py" / "finetune_config.json").read_text())
+    assert record["batch_size"] == 8 and record["budget"]["steps_per_epoch"] == 6 and record["budget"]["epochs"] == 2
+    with pytest.raises(ValueError, match=r"finetune_config.json: the output directory holds a run with other "
+                                         r"settings: budget.batch_size 4 \(recorded 8\)"):
+        albert_tf.finetune(albert_tf.FinetuneConfig(output=tmp_path / "py", **{**values, "batch_size": 4}))
+    again = albert_tf.finetune(albert_tf.FinetuneConfig(output=tmp_path / "py", **values))
+    assert (again.status, again.metrics, again.export) == ("complete", result.metrics, result.export)
+
+
+def test_finetune_from_python_raises_what_the_cli_prints_and_writes_nothing(tmp_path, random_init, capsys):
+    """Bad input from Python is the exception whose message the CLI prints after `error:`; nothing is written."""
+    import albert_tf
+
+    config = albert_tf.FinetuneConfig(task="sst2", data_dir=tmp_path / "missing", init=random_init,
+                                      output=tmp_path / "out")
+    with pytest.raises(FileNotFoundError) as info:
+        albert_tf.finetune(config)
+    code, err = _run(["--task", "sst2", "--data-dir", tmp_path / "missing", "--init", random_init,
+                      "--output", tmp_path / "out"], capsys)
+    assert code == 2 and err == f"albert-tf finetune: error: {info.value}\n"
+    assert str(info.value) == f"--data-dir {tmp_path / 'missing'}: no such directory"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_record_of_an_earlier_release_is_compared_by_its_budget(tmp_path):
+    """Records written before the config was recorded hold the budget at the top level beside task, init and seed."""
+    budget = finetune.Budget(1e-3, 8, 12, 2, 5, 1, 0.0, 0.1, length_bucket=16)
+    config = _args(task="sst2", output=str(tmp_path))
+    legacy = {"task": "sst2", "init": "i", "seed": 12345, **dataclasses.asdict(budget)}
+    (tmp_path / "finetune_config.json").write_text(json.dumps(legacy))
+    finetune.record_run(config, budget)  # the same run: accepted, the record left as it is
+    assert json.loads((tmp_path / "finetune_config.json").read_text()) == legacy
+    with pytest.raises(ValueError, match=r"epochs 3 \(recorded 2\)"):
+        finetune.record_run(config, finetune.Budget(1e-3, 8, 12, 3, 5, 1, 0.0, 0.1, length_bucket=16))
+
+
+def test_bad_settings_from_python_are_refused_with_one_line():
+    with pytest.raises(ValueError, match="FinetuneConfig: batch_size: expected an integer, got '8'"):
+        _args(batch_size="8")
+    with pytest.raises(ValueError, match="FinetuneConfig: task: expected one of cola, sst2"):
+        _args(task="sst-2")
+
+
 # ---------------------------------------------------------------------------------------------- end to end (slow)
 
 
@@ -193,7 +276,7 @@ def briefly_pretrained(tmp_path_factory, tiny_spm_model):
         vocab_size=300).to_json_file(str(d / "albert_config.json"))
     helpers.run_cli("pretrain", ["--config", d / "albert_config.json", "--train-data", str(d / "data" / "train*"),
                                  "--model-dir", d / "model", "--spm-model", tiny_spm_model, "--max-seq-length", 32,
-                                 "--max-predictions", 5, "--train-batch-size", 32, "--learning-rate", 0.002,
+                                 "--max-predictions", 5, "--batch-size", 32, "--learning-rate", 0.002,
                                  "--num-train-steps", 100, "--num-warmup-steps", 10, "--steps-per-loop", 50,
                                  "--save-checkpoints-steps", 100])
     return str(d / "model")
@@ -327,3 +410,27 @@ def test_race_through_the_cli_reports_accuracy_per_level(tmp_path, random_init):
     for name in ("accuracy_middle", "accuracy_high"):
         assert 0 <= dev[name] <= 1 and round(dev[name] * 12, 6) == round(dev[name] * 12)
     assert dev["accuracy"] == pytest.approx((dev["accuracy_middle"] + dev["accuracy_high"]) / 2)
+
+
+def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, capsys):
+    """SST-2's 20935 steps at batch 32 over 960 examples (30 steps a pass): ceil(20935 / 30) = 698 passes, a
+    warm-up of round(1256 / 20935 * 698 * 30) = 1256 steps, and one line naming --epochs."""
+    plan = finetune.make_budget(_args(task="sst2"), num_train_examples=960, max_position_embeddings=512)
+    assert (plan.epochs, plan.warmup_steps) == (698, 1256)
+    warning = finetune.many_epochs_warning(_args(task="sst2"), plan, 960)
+    assert warning.startswith("warning: the paper's 20935 steps for sst2 at batch 32 make 698 passes over these "
+                              "960 training examples") and "--epochs N" in warning and "\n" not in warning
+    assert finetune.many_epochs_warning(_args(task="sst2", epochs=698), plan, 960) is None  # asked for
+    cola = finetune.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)  # 10 passes
+    assert finetune.many_epochs_warning(_args(), cola, 8551) is None
+    assert finetune.MANY_EPOCHS == 20
+    edge = finetune.make_budget(_args(), num_train_examples=16 * 267, max_position_embeddings=512)  # 5336/267: 20
+    assert edge.epochs == 20 and finetune.many_epochs_warning(_args(), edge, 16 * 267) is None
+    over = finetune.make_budget(_args(), num_train_examples=16 * 266, max_position_embeddings=512)  # 21 passes
+    assert over.epochs == 21 and finetune.many_epochs_warning(_args(), over, 16 * 266) is not None
+    # the run's own check, on a generated SST-2 of 960 examples: the one line on stderr, before anything is written
+    config = _args(task="sst2", data_dir=fh.write_sst2(str(tmp_path / "sst2"), num_train=960),
+                   init=fh.save_random_init(str(tmp_path / "init"), tiny_spm_model), output=str(tmp_path / "out"))
+    assert finetune.prepare(config).budget.epochs == 698
+    assert capsys.readouterr().err.strip() == warning
+    assert not os.path.exists(tmp_path / "out")

@@ -10,6 +10,8 @@ from albert_tf.checkpoints.convert import assign_from_tensors, tf1_name_map
 from albert_tf.modeling import fused
 from helpers import SMALL, compare, make_inputs
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 def _value_and_grads(fn, inputs, seed=0):
     """fn(*inputs), and the gradients of Σ fn(*inputs)·w (w random) with respect to every input."""

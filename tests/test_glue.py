@@ -286,7 +286,8 @@ EMPTY_B_QQP = [["id", "qid1", "qid2", "question1", "question2", "is_duplicate"],
 
 
 def test_empty_text_b_is_none(tmp_path):
-    """The original's convert_single_example packs `if example.text_b:`: "" gives [CLS] a [SEP]; " " is a text."""
+    """The reader gives None for "" (the original's `if example.text_b:`) and " " as it is (packed as none too: see
+    test_finetune_packs_an_empty_text_b_as_a_single_sentence)."""
     _write(str(tmp_path / "QQP" / "train.tsv"), EMPTY_B_QQP)
     _write(str(tmp_path / "MNLI" / "train.tsv"), [MNLI_HEAD + ["label1", "gold_label"],
                                                   _mnli_row(0, "A sentence.", "", ["neutral", "neutral"])])
@@ -296,8 +297,9 @@ def test_empty_text_b_is_none(tmp_path):
 
 
 def test_finetune_packs_an_empty_text_b_as_a_single_sentence(tmp_path, tiny_spm_model):
-    """`finetune`'s GLUE pipeline (tf.data, in-graph) and its sample inputs: [CLS] a [SEP] for the empty text_b,
-    [CLS] a [SEP] b [SEP] (types 1 on b) for the others, from the Python ids of each text."""
+    """`finetune`'s GLUE pipeline (tf.data, in-graph) and its sample inputs: [CLS] a [SEP] for the empty and the
+    whitespace-only text_b (the original's `if tokens_b:` after preprocess_text), [CLS] a [SEP] b [SEP] (types 1
+    on b) for the other, from the Python ids of each text."""
     import types  # pylint: disable=import-outside-toplevel
 
     from albert_tf.tasks.glue.finetune import GlueFinetune  # pylint: disable=import-outside-toplevel
@@ -306,22 +308,92 @@ def test_finetune_packs_an_empty_text_b_as_a_single_sentence(tmp_path, tiny_spm_
     _write(str(tmp_path / "QQP" / "train.tsv"), EMPTY_B_QQP)
     _write(str(tmp_path / "QQP" / "dev.tsv"), EMPTY_B_QQP)
     tokenizer = AlbertTokenizer(tiny_spm_model)
-    task = GlueFinetune(types.SimpleNamespace(task="qqp", data_dir=str(tmp_path)))
+    task = GlueFinetune(str(tmp_path), "qqp")
     seq = 40
     expected = np.zeros([3, 3, seq], np.int32)  # [row, (words, mask, types), L]
     for row, example in enumerate(task.train):
         a = [tokenizer.cls_id] + tokenizer.encode(example.text_a) + [tokenizer.sep_id]
-        b = [] if example.text_b is None else tokenizer.encode(example.text_b) + [tokenizer.sep_id]
+        b = tokenizer.encode(example.text_b or "")
+        b = b + [tokenizer.sep_id] if b else []
         expected[row, 0, :len(a) + len(b)] = a + b
         expected[row, 1, :len(a) + len(b)] = 1
         expected[row, 2, len(a):len(a) + len(b)] = 1
     assert expected[0, 1].sum() == len(tokenizer.encode("How do I learn?")) + 2  # no second [SEP]
-    assert expected[2, 1].sum() == len(tokenizer.encode("Is it?")) + 3  # " ": an empty segment and its [SEP]
-    plan = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
-    features, labels = next(iter(task.train_dataset(tokenizer, plan, np.arange(3, dtype=np.int64))))
+    assert expected[2, 1].sum() == len(tokenizer.encode("Is it?")) + 2  # " ": no second [SEP] either
+    budget = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
+    features, labels = next(iter(task.train_dataset(tokenizer, budget, np.arange(3, dtype=np.int64))))
     names = ("input_word_ids", "input_mask", "input_type_ids")
     got = np.stack([features[k].numpy() for k in names], axis=1)
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(labels.numpy(), [0, 1, 0])
-    sample = task.sample_inputs(tokenizer, plan, 3)
+    sample = task.sample_inputs(tokenizer, budget, 3)
     np.testing.assert_array_equal(np.stack([sample[k] for k in names], axis=1), expected)
+
+
+# ----------------------------------------------- trained ids == served ids for a row without a second sentence
+PAIR_TASKS = [name for name, spec in glue.TASKS.items() if spec.text_b]
+LONG_A = " ".join(["the river runs past the old city"] * 4)  # longer than L: a keeps L - 2 ids, not L - 3
+
+
+def _rows_without_text_b(spec, rows):
+    """The task's train.tsv rows (FILES) plus one row with text_b "" and one with text_b " ", text_a LONG_A."""
+    header = rows[0]
+    a, b = header.index(spec.text_a), header.index(spec.text_b)
+    extra = []
+    for text_b in ("", " "):
+        row = list(rows[-1])
+        row[a], row[b] = LONG_A, text_b
+        extra.append(row)
+    return rows + extra
+
+
+@pytest.mark.parametrize("task", [t if t in ("qqp", "mnli", "stsb") else pytest.param(t, marks=pytest.mark.slow)
+                                  for t in PAIR_TASKS])
+def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_model):
+    """A pair task's export (loaded as TF Serving loads it: a TF1 session in a fresh process) answers a row whose
+    text_b is "", " " or omitted (the signature's default) exactly as the fine-tuned model answers the ids the
+    training pipeline made for that row; [CLS] a [SEP] [SEP] (the old serving packing) would answer otherwise."""
+    import types  # pylint: disable=import-outside-toplevel
+
+    import keras  # pylint: disable=import-outside-toplevel
+
+    import helpers  # pylint: disable=import-outside-toplevel
+    from albert_tf import AlbertClassifier, AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.glue.finetune import GlueFinetune  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    spec = glue.TASKS[task]
+    for name, rows in FILES.items():
+        if name.startswith(spec.folder + "/"):
+            _write(str(tmp_path / name), _rows_without_text_b(spec, rows) if name.endswith("train.tsv") else rows)
+    finetune = GlueFinetune(types.SimpleNamespace(task=task, data_dir=str(tmp_path / spec.folder)))
+    assert [e.text_b for e in finetune.train[-2:]] == [None, " "]
+    tokenizer = AlbertTokenizer(tiny_spm_model)
+    plan = types.SimpleNamespace(max_seq_length=16, batch_size=2, length_bucket=0)
+    order = np.arange(len(finetune.train) - 2, len(finetune.train), dtype=np.int64)
+    trained, _ = next(iter(finetune.train_dataset(tokenizer, plan, order)))
+    trained = {k: v.numpy() for k, v in trained.items()}
+    np.testing.assert_array_equal(trained["input_word_ids"],
+                                  np.stack([tokenizer.pack(LONG_A, seq_length=16)["input_word_ids"]] * 2))
+
+    keras.utils.set_random_seed(0)
+    config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
+        vocab_size=tokenizer.vocab_size, initializer_range=0.2)  # 10x the usual: outputs that tell ids apart
+    model = AlbertClassifier(AlbertEncoder(config), spec.num_labels, dropout=0.0)
+    path = finetune.export(model, tokenizer, plan, {}, str(tmp_path / "export"))
+    output = "score" if spec.num_labels == 1 else "probabilities"
+
+    def answer(inputs):
+        logits = np.asarray(model(inputs, training=False))
+        return logits[:, 0] if spec.num_labels == 1 else np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+
+    want = answer(trained)
+    ids = [tokenizer.cls_id] + tokenizer.encode(LONG_A)[:13] + [tokenizer.sep_id] * 2  # pair packing, empty b
+    old = {"input_word_ids": np.array([ids], np.int32), "input_mask": np.ones([1, 16], np.int32),
+           "input_type_ids": np.array([[0] * 15 + [1]], np.int32)}
+    assert np.abs(answer(old)[0] - want[0]).max() > 1e-3  # 100x the tolerance below
+    for inputs in ({"text_a": np.array([LONG_A] * 2), "text_b": np.array(["", " "])},
+                   {"text_a": np.array([LONG_A] * 2)}):  # text_b omitted: the SignatureDef's default
+        served = helpers.serve_with_tf1_session(path, "serving_default", inputs, str(tmp_path))
+        np.testing.assert_allclose(served[output], want, atol=1e-5, rtol=0, err_msg=str(list(inputs)))

@@ -56,4 +56,5 @@ def test_help_shows_the_parsed_default():
     """The appended default is the value the parser really uses (vocab --vocab-size: 30000, once)."""
     proc = run_python(_HELP.format(command="vocab"), COLUMNS="250")
     entry = _option_blocks(proc.stdout)["--vocab-size"]
-    assert entry.endswith("pieces, special ones included (default: 30000)"), entry
+    assert entry.endswith("pieces, special ones included; auto: sized from the corpus (at most what it holds) "
+                          "(default: 30000)"), entry

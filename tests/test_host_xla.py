@@ -8,6 +8,9 @@ from albert_tf.runtime import requirements, host_xla
 from albert_tf.modeling import fused
 from albert_tf.training import lamb
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 ON_TPU_WHEEL = requirements.installed_tensorflow()[0] == "tensorflow-tpu"
 NO_HOST_XLA = "the TPU wheel has no XLA for the host: only the fallback path runs here"
 

@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 KEEPER = os.path.join(REPO, "tpu", "keep_alive.sh")
 ON_WORKER = os.path.join(REPO, "tpu", "on_worker.sh")
 FAKE_CLOUD = os.path.join(REPO, "tests", "fake_cloud.py")

@@ -1,5 +1,4 @@
 """LAMB against a hand-written numpy LAMB (the original lamb_optimizer.py semantics) over several steps."""
-import contextlib
 import re
 
 import keras
@@ -7,7 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from albert_tf.training import LAMB
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
 
 def numpy_lamb(params, grads_per_step, lrs, wd=0.01, b1=0.9, b2=0.999, eps=1e-6,
@@ -40,15 +42,7 @@ def _make_variables(rng):
         "encoder/layer_norm/gamma": (1 + 0.1 * rng.normal(size=(4,))).astype(np.float32),
         "zero_init/kernel": np.zeros((2, 2), np.float32),  # ‖w‖ = 0 on the first step → trust ratio 1
     }
-    variables = []
-    for path, value in values.items():
-        *scopes, name = path.split("/")
-        with contextlib.ExitStack() as stack:
-            for scope in scopes:
-                stack.enter_context(keras.name_scope(scope))
-            variables.append(keras.Variable(value, name=name))
-    assert [v.path for v in variables] == list(values)
-    return values, variables
+    return values, helpers.named_variables(values)
 
 
 @pytest.mark.parametrize("exclude_adapt", [None, ("bias",)])

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import helpers as ph
-from albert_tf.runtime import cluster, lock
+from albert_tf.runtime import cluster, exit_codes, lock
 from test_pretrain import base_args, data_dir  # noqa: F401  # pylint: disable=unused-import
 
 
@@ -34,12 +34,79 @@ def error_lines(stderr):
     return [line for line in stderr.splitlines() if line.startswith("albert-tf")]
 
 
-def write_lock(directory, host, pid, heartbeat_age):
+def write_lock(directory, host, pid, heartbeat_age, **extra):
     os.makedirs(directory, exist_ok=True)
     now = time.time()
     with open(os.path.join(directory, lock.LOCK_FILE), "w", encoding="utf-8") as f:
         json.dump({"host": host, "pid": pid, "started": now - 3600, "heartbeat": now - heartbeat_age,
-                   "token": "theirs"}, f)
+                   "token": "theirs", **extra}, f)
+
+
+def read_lock(directory):
+    with open(os.path.join(directory, lock.LOCK_FILE), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def test_a_previous_attempt_of_the_same_run_is_taken_over_at_once(tmp_path, monkeypatch, capsys):
+    """A recreated TPU worker 0 has a new host name and the old attempt's heartbeat is fresh: the pid rule and the
+    staleness rule do not apply, the run id does (ALBERT_TF_RUN_ID, recorded in the lock)."""
+    write_lock(tmp_path, "old-worker-0", 4242, 30, run_id="albert-xxl-1")
+    monkeypatch.setenv(lock.RUN_ID_ENV, "albert-xxl-1")
+    held = lock.DirectoryLock(tmp_path, "--model-dir").acquire()
+    try:
+        assert capsys.readouterr().err.splitlines() == [
+            "taking over the lock of run albert-xxl-1 from old-worker-0 (pid 4242), last heartbeat 30 s ago"]
+        record = read_lock(tmp_path)
+        assert record["token"] == held.token and record["run_id"] == "albert-xxl-1"
+        assert (record["host"], record["pid"]) == (socket.gethostname(), os.getpid())
+    finally:
+        held.release()
+    assert not (tmp_path / lock.LOCK_FILE).exists()
+
+
+@pytest.mark.parametrize("theirs, ours", [("albert-xxl-1", "albert-xxl-2"), (None, "albert-xxl-1"),
+                                          ("albert-xxl-1", None)])
+def test_another_runs_live_lock_is_refused_with_exit_77(tmp_path, monkeypatch, theirs, ours):
+    """Another run id, or a run id on one side only: a live holder (fresh heartbeat, another host) keeps its lock;
+    the refusal is LockHeld, which the CLI turns into exit 77 ("wait, retry"), not 2 ("bad flags")."""
+    write_lock(tmp_path, "other-host", 4242, 5, **({"run_id": theirs} if theirs else {}))
+    if ours:
+        monkeypatch.setenv(lock.RUN_ID_ENV, ours)
+    else:
+        monkeypatch.delenv(lock.RUN_ID_ENV, raising=False)
+    with pytest.raises(exit_codes.LockHeld, match="is in use by another run: host other-host pid 4242") as info:
+        lock.DirectoryLock(tmp_path, "--model-dir").acquire()
+    assert info.value.exit_code == 77 and not isinstance(info.value, ValueError)
+    assert read_lock(tmp_path)["token"] == "theirs"  # left alone
+
+
+def test_a_lock_without_a_run_id_records_none(tmp_path, monkeypatch):
+    monkeypatch.delenv(lock.RUN_ID_ENV, raising=False)
+    with lock.DirectoryLock(tmp_path, "--model-dir") as held:
+        assert "run_id" not in read_lock(tmp_path) and held.run_id is None
+
+
+# A second `pretrain` on a held model dir, as the chief of a 2-worker cluster whose other worker never starts:
+# creating the MultiWorkerMirroredStrategy waits for that worker (minutes), so only a run that takes the lock
+# before the strategy is made can end within the test's bound. The same order keeps a second client on a TPU from
+# initializing (resetting) the TPU under the running job.
+def test_the_lock_is_taken_before_the_strategy_is_made(data_dir, tmp_path):  # noqa: F811
+    model_dir = tmp_path / "model"
+    write_lock(model_dir, socket.gethostname(), os.getpid(), 5)  # this test process: a live holder on this host
+    ports = ",".join(f'"127.0.0.1:{port}"' for port in (1, 2))  # nothing listens there: worker 1 never comes
+    tf_config = '{"cluster": {"worker": [%s]}, "task": {"type": "worker", "index": 0}}' % ports
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "albert_tf", "pretrain", *base_args(data_dir, model_dir)],
+                          cwd=ph.REPO, env=ph._checkout_env(TF_CONFIG=tf_config),  # pylint: disable=protected-access
+                          capture_output=True, text=True, timeout=120, check=False)
+    seconds = time.time() - started
+    assert proc.returncode == 77, proc.stdout + proc.stderr
+    assert error_lines(proc.stderr) == [
+        f"albert-tf pretrain: error: --model-dir {model_dir} is in use by another run: host {socket.gethostname()} "
+        f"pid {os.getpid()} since " + error_lines(proc.stderr)[0].split(" since ", 1)[1]]
+    assert "Traceback" not in proc.stderr and "plan:" not in proc.stdout  # refused before the strategy and the plan
+    assert seconds < 100, seconds  # a TensorFlow import, no wait for the missing worker
+    assert read_lock(model_dir)["token"] == "theirs"
 
 
 def test_stale_rule():
@@ -72,14 +139,14 @@ def test_second_pretrain_on_a_busy_model_dir_is_refused_then_the_first_ends_and_
         wait_for(model_dir / lock.LOCK_FILE, first)
         second = ph.run_cli("pretrain", base_args(data_dir, model_dir), check=False)
     finally:
-        first.send_signal(signal.SIGTERM)  # saves and exits 0
+        first.send_signal(signal.SIGTERM)  # saves and exits 75
         out, err = first.communicate(timeout=300)
-    assert second.returncode == 2, second.stderr
+    assert second.returncode == 77, second.stderr  # the lock is held by a live run: wait, retry
     lines = error_lines(second.stderr)
     assert len(lines) == 1 and "Traceback" not in second.stderr
     assert lines[0].startswith(f"albert-tf pretrain: error: --model-dir {model_dir} is in use by another run: "
                                f"host {socket.gethostname()} pid {first.pid} since ")
-    assert first.returncode == 0, out + err
+    assert first.returncode == 75, out + err
     assert not (model_dir / lock.LOCK_FILE).exists()  # released at the end
 
 
@@ -91,8 +158,8 @@ def test_a_sigkilled_runs_lock_does_not_block_the_next_run(data_dir, tmp_path): 
     assert killed.returncode == -signal.SIGKILL
     assert (model_dir / lock.LOCK_FILE).exists()  # a killed run cannot remove it
     proc = ph.run_cli("pretrain", args)
-    assert f"taking over the stale lock {model_dir / lock.LOCK_FILE}" in proc.stdout
-    assert "its pid is not running on this host" in proc.stdout
+    assert f"taking over the stale lock {model_dir / lock.LOCK_FILE}" in proc.stderr  # a warning
+    assert "its pid is not running on this host" in proc.stderr
     assert not (model_dir / lock.LOCK_FILE).exists()
 
 
@@ -114,7 +181,7 @@ def test_finetune_output_held_by_another_host(tmp_path, tiny_spm_model, heartbea
     args = finetune_args(init, data, output) + ["--batch-size", 8, "--max-seq-length", 16]
     proc = ph.run_cli("finetune", args, check=False)
     if refused:
-        assert proc.returncode == 2
+        assert proc.returncode == 77
         err = error_lines(proc.stderr)
         assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert err[0].startswith(f"albert-tf finetune: error: --output {output} is in use by another run: "
@@ -124,7 +191,7 @@ def test_finetune_output_held_by_another_host(tmp_path, tiny_spm_model, heartbea
         assert sorted(os.listdir(output)) == [lock.LOCK_FILE]  # nothing written
     else:
         assert proc.returncode == 0, proc.stderr
-        assert "taking over the stale lock" in proc.stdout and "no heartbeat for" in proc.stdout
+        assert "taking over the stale lock" in proc.stderr and "no heartbeat for" in proc.stderr
         assert not (output / lock.LOCK_FILE).exists()
         assert (output / "eval_results.json").exists()
 

@@ -2,17 +2,21 @@
 and SIGTERM / SIGINT handling."""
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
-import time
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
 import helpers as ph
 from albert_tf.runtime.signals import StopSignal, duration_text
 from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
 
 def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
@@ -34,6 +38,60 @@ def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
     for n in (1, 2, 5, 9):  # a new length is a new tensor value, not a new trace (on TPU: not a new compile)
         loop(iterator, tf.constant(n), 1.0)
     assert loop.experimental_get_tracing_count() == 2  # one per value of the Python argument (2.0, 1.0)
+
+
+# Two CPU replicas (a fresh process: the CPU is split before TensorFlow initializes its devices), each step's sums
+# depending on the replica's examples and on the replica itself; the sums per call and the ops of the loop's body.
+_TWO_REPLICAS = """
+import json
+import numpy as np
+import tensorflow as tf
+from albert_tf.training.loop import make_train_loop
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")],
+                                          cross_device_ops=tf.distribute.ReductionToOneDevice())
+values = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+batches = tf.data.Dataset.from_tensor_slices(values).batch(4)  # global batch 4: 2 examples per replica
+
+def step(batch, scale):
+    replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+    return {"sum": scale * tf.reduce_sum(batch), "square": tf.reduce_sum(batch ** 2), "replica": replica,
+            "count": tf.cast(tf.shape(batch)[0], tf.float32)}
+
+loop = make_train_loop(strategy, step, ("sum", "square", "replica", "count"))
+iterator = iter(strategy.experimental_distribute_dataset(batches))
+calls = [{k: float(v) for k, v in loop(iterator, tf.constant(n), scale).items()}
+         for n, scale in ((3, 2.0), (4, 1.0), (1, 1.0))]
+concrete = loop.get_concrete_function(iterator, tf.constant(1), 1.0)
+library = {f.signature.name: f for f in concrete.graph.as_graph_def().library.function}
+bodies = [library[op.get_attr("body").name] for op in concrete.graph.get_operations()
+          if op.type in ("While", "StatelessWhile")]
+print(json.dumps({"calls": calls, "values": values.tolist(), "whiles": len(bodies),
+                  "body_ops": sorted({node.op for body in bodies for node in body.node_def})}))
+"""
+
+
+def test_the_loop_sums_on_each_replica_and_reduces_once_per_call():
+    """Per call: Σ over steps and replicas equals numpy's sums over the call's examples; inside the loop's body
+    each replica only adds to its accumulators (AssignAddVariableOp) and nothing is summed across replicas (no
+    AddN, which ReductionToOneDevice's per-step reduction put there, once per step)."""
+    proc = ph.run_python(_TWO_REPLICAS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    values = np.array(got["values"], dtype=np.float64)
+    start = 0
+    for (steps, scale), call in zip(((3, 2.0), (4, 1.0), (1, 1.0)), got["calls"]):
+        examples = values[start:start + 4 * steps]
+        start += 4 * steps
+        want = {"sum": scale * examples.sum(), "square": (examples ** 2).sum(), "replica": steps * (0 + 1),
+                "count": 4.0 * steps}
+        assert call.keys() == want.keys()
+        for key, value in want.items():
+            assert call[key] == pytest.approx(value, rel=1e-6, abs=1e-5), (steps, key)
+    assert got["whiles"] == 1 and "AssignAddVariableOp" in got["body_ops"]
+    assert not {"AddN", "CollectiveReduceV2", "NcclAllReduce"} & set(got["body_ops"]), got["body_ops"]
 
 
 def test_loop_length_starts_at_one_doubles_and_keeps_calls_within_the_target_time():
@@ -131,8 +189,8 @@ def test_progress_lines_rates_elapsed_eta_and_when_they_are_printed():
     assert progress.line() == ("progress: step 100/1,100 (9.1%) | - steps/s | - examples/s | elapsed 15s | ETA -")
     progress.doing("steps 101..101 running")
     clock.now += 10
-    progress.advanced(101)  # the first call always prints: 1 step in 25 s so far
-    assert lines == ["progress: step 101/1,100 (9.2%) | 0.04 steps/s | 1.28 examples/s | elapsed 25s | ETA 6h56m"]
+    progress.advanced(101)  # the first call always prints; it compiled, so no rate is known yet
+    assert lines == ["progress: step 101/1,100 (9.2%) | - steps/s | - examples/s | elapsed 25s | ETA -"]
     clock.now += 5
     progress.advanced(151)  # not due: 5 s since the last line
     assert len(lines) == 1
@@ -149,15 +207,60 @@ def test_progress_lines_rates_elapsed_eta_and_when_they_are_printed():
     assert progress.elapsed() == 50
 
 
+def test_eta_counts_steady_state_steps_only_and_none_before_one_is_known(capsys):
+    """A resumed run whose first call compiles for 58 s, then steps of 0.05 s: the ETA is the steps left at the
+    steady-state rate (hand-computed), never the compile's; until a second call has ended, no ETA at all. The
+    lines go to stderr (stdout holds results)."""
+    clock = FakeClock()
+    with Progress(399, 2000, 8, started=clock.now, interval=20.0, clock=clock) as progress:
+        progress.doing("steps 400..400 running")
+        clock.now += 58.0  # tracing and compiling, then one step
+        progress.advanced(400)
+        assert progress.rate() is None
+        assert "- steps/s" in progress.line() and "ETA -" in progress.line()
+        clock.now += 0.1
+        progress.advanced(402)  # 2 steps in 0.1 s: 20 steps/s
+        assert progress.rate() == pytest.approx(20.0)
+        assert progress.line().endswith(f"| ETA {duration_text((2000 - 402) / 20.0)}")  # 1m20s, not hours
+        clock.now += 24.9
+        progress.advanced(900)  # 500 steps in 25 s since the first call ended: 20 steps/s
+        assert progress.rate() == pytest.approx(20.0)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "progress: step 400/2,000 (20.0%) | - steps/s | - examples/s | elapsed 58s | ETA -",
+        "progress: step 900/2,000 (45.0%) | 20 steps/s | 160 examples/s | elapsed 1m23s | ETA 55s"]
+
+
 def test_progress_prints_while_the_host_waits():
-    lines = []
-    with Progress(0, 10, 4, interval=1.5, echo=lambda t, **k: lines.append(t)) as progress:
-        time.sleep(2.2)
-        assert not lines  # the host is not waiting: it prints its own lines
-        progress.doing("steps 1..1 running")
-        time.sleep(1.6)
-    assert len(lines) >= 1 and LINE.match(lines[0]), lines
-    assert re.search(r"\| steps 1\.\.1 running for [12]s$", lines[0]), lines
+    clock, lines = FakeClock(), []
+    progress = Progress(0, 10, 4, interval=1.5, echo=lambda t, **k: lines.append(t), clock=clock)
+    clock.now += 2.2
+    progress.beat()
+    assert not lines  # the host is not waiting: it prints its own lines
+    progress.doing("steps 1..1 running")
+    clock.now += 1.6
+    progress.beat()
+    progress.beat()  # not due again: 0 s since that line
+    clock.now += 1.4
+    progress.beat()  # 1.4 s < interval
+    clock.now += 0.1
+    progress.beat()
+    assert lines == ["progress: step 0/10 (0.0%) | - steps/s | - examples/s | elapsed 4s | ETA - | "
+                     "steps 1..1 running for 2s",
+                     "progress: step 0/10 (0.0%) | - steps/s | - examples/s | elapsed 5s | ETA - | "
+                     "steps 1..1 running for 3s"]
+    assert all(LINE.match(line) for line in lines), lines
+
+
+def test_progress_thread_beats_while_the_host_waits():
+    clock, printed = FakeClock(), queue.Queue()
+    with Progress(0, 10, 4, interval=20.0, echo=lambda t, **k: printed.put(t), clock=clock, tick=0.01) as progress:
+        progress.doing("saving step 0")
+        clock.now += 25
+        line = printed.get(timeout=30)  # the thread's line, within a few ticks of real time
+    assert line.endswith("| elapsed 25s | ETA - | saving step 0 for 25s"), line
+    assert not progress._thread.is_alive()  # pylint: disable=protected-access
 
 
 def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
@@ -165,7 +268,7 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
     with StopSignal() as stop:
         assert stop.requested is None
         os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested == signal.SIGTERM and stop.exit_code == 0 and stop.name == "SIGTERM"
+        assert stop.requested == signal.SIGTERM and stop.exit_code == 75 and stop.name == "SIGTERM"
     with StopSignal() as stop:
         os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt
         assert stop.requested == signal.SIGINT and stop.exit_code == 130
@@ -173,12 +276,13 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
     assert signal.set_wakeup_fd(-1) == -1  # no wakeup fd left behind
 
 
-# A process that sits in StopSignal, its main thread in a sleep. albert_tf.runtime.signals imports no TensorFlow.
+# A process that sits in StopSignal, its main thread in a sleep; it prints "requested" when a signal is taken as a
+# stop request. albert_tf.runtime.signals imports no TensorFlow.
 _WAITER = """
 import sys, time
 from albert_tf.runtime.signals import StopSignal
 assert "tensorflow" not in sys.modules, "albert_tf.runtime.signals imported TensorFlow"
-with StopSignal("prog", at_once=sys.argv[1] or None) as stop:
+with StopSignal("prog", at_once=sys.argv[1] or None, on_request=lambda s: print("requested", flush=True)) as stop:
     print("ready", flush=True)
     time.sleep(60)
 print("not reached", flush=True)
@@ -196,7 +300,7 @@ def start_waiter(at_once=""):
 def test_a_second_sigint_aborts_at_once_with_one_line():
     proc = start_waiter()
     proc.send_signal(signal.SIGINT)  # the first: a stop request, the process goes on
-    time.sleep(0.5)
+    assert proc.stdout.readline() == "requested\n"
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=10)
@@ -208,7 +312,7 @@ def test_a_signal_while_nothing_is_to_save_exits_at_once():
     proc = start_waiter("before the first step finished, nothing to save")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0 and err == ""
+    assert proc.returncode == 75 and err == ""  # not done: the same command starts it again
     assert out == "SIGTERM: before the first step finished, nothing to save; exiting\n"
     proc = start_waiter("nothing to save")
     proc.send_signal(signal.SIGINT)

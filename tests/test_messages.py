@@ -145,11 +145,12 @@ def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_pat
     data = fh.write_sst2(str(tmp_path / "sst2"), 48, 8)
     proc = run_cli("finetune", ["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out",
                                 "--epochs", 1, "--batch-size", 16, "--max-seq-length", 16, "--log-every", 1])
-    progress = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("step ")]  # progress: stderr
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("step ")]
     number = r"\d+(\.\d+)?"
     pattern = (rf"step (?P<step>[23])/3 \(epoch 1/1\): loss {number}, {number} steps/s, {number} examples/s, "
                r"elapsed (\d+[dhm])?\d+[hms], ETA (\d+[dhm])?\d+[hms]")
-    assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stdout
+    assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stderr
     assert "\x08" not in proc.stdout and "━" not in proc.stdout  # no progress bar in a log
     assert re.search(r"^done in (\d+[dhm])?\d+[hms]: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout
 
@@ -207,8 +208,9 @@ def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, ti
     corpus_dir = os.path.dirname(corpus_file)
     cases = [
         (["export", "--model", tmp_path / "nothing", "--output", tmp_path / "out"],
-         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory (expected a pretrained-model "
-         "directory)"),
+         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory; a pretrained-model "
+         "directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s --model-dir or "
+         "`convert`'s --output)"),
         (["export", "--model", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
          f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
         (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],

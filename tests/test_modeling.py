@@ -8,6 +8,9 @@ from albert_tf.checkpoints.convert import assign_from_tensors, tf1_name_map
 from albert_tf.modeling.base import count_params
 from helpers import SMALL, compare, make_inputs
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 @pytest.mark.parametrize("sharing,embedding_size", [
     ("all", 8), ("attention", 8), ("ffn", 8), ("none", 8), ("all", 16),  # the last: E == H, no projection
 ])

@@ -181,15 +181,16 @@ def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset,
     from albert_tf import cli  # pylint: disable=import-outside-toplevel
 
     args = cli.build_parser(["pretrain"]).parse_args(command[1:])  # every flag exists (argparse exits otherwise)
-    assert args.train_batch_size == 4096 and args.max_seq_length == 512 and args.recipe == "paper_v2"
+    assert args.batch_size == 4096 and args.max_seq_length == 512 and args.recipe == "paper_v2"
     assert args.train_data == "gs://BUCKET/records/train-*"  # the glob quoted: the shell leaves it to pretrain
-    assert args.remat or args.gradient_accumulation_steps > 1
+    remat, steps = getattr(args, "remat", False), getattr(args, "gradient_accumulation_steps", 1)
+    assert remat or steps > 1
     again = plan.estimate(AlbertConfig.from_preset(preset), 4096, 512, 20, cores=plan.topology_cores(topology),
-                          remat=args.remat, accumulation_steps=args.gradient_accumulation_steps)
+                          remat=remat, accumulation_steps=steps)
     assert again["fits"] and again["hbm_per_core_bytes"] <= 0.9 * 16 * 2 ** 30
     # the plan run with those flags fits as is and still ends with the command
-    flags = ["--remat"] if args.remat else []
-    flags += ["--gradient-accumulation-steps", str(args.gradient_accumulation_steps)]
+    flags = ["--remat"] if remat else []
+    flags += ["--gradient-accumulation-steps", str(steps)]
     code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2", *flags)
     assert "DOES NOT FIT" not in out and shlex.split(out.rstrip().splitlines()[-1]) == command
 
@@ -226,9 +227,9 @@ def _run_cli(capsys, *argv):
 
 
 def test_cli_text_says_how_flops_are_counted(capsys):
-    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
-                            "--seq-length", "512", "--steps", "125000")
-    assert code == 0
+    code, out, err = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
+                              "--max-seq-length", "512", "--num-train-steps", "125000")
+    assert code == 0 and err == ""  # the plan is the result: stdout
     assert "11,813,810" in out and "3 x forward" in out and "masked positions only" in out
     assert "64 per core" in out and "fits" in out and "125,000 steps" in out and "sqrt(B / 4096)" in out
 
@@ -236,15 +237,17 @@ def test_cli_text_says_how_flops_are_counted(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--topology", "v3-4096"], "--topology 'v3-4096': unknown; expected one of v3-8, v3-32"),
     (["--batch-size", "100"], "--batch-size 100 is not divisible by the 32 cores of v3-32"),
-    (["--seq-length", "1024"], "--seq-length 1024 exceeds the config's max_position_embeddings 512"),
-    (["--max-predictions", "600"], "--max-predictions 600 exceeds --seq-length 512"),
+    (["--max-seq-length", "1024"], "--max-seq-length 1024 exceeds the config's max_position_embeddings 512"),
+    (["--max-predictions", "600"], "--max-predictions 600 exceeds --max-seq-length 512"),
     (["--mfu", "1.5"], "--mfu 1.5: expected a fraction in (0, 1]"),
     (["--batch-size", "0"], "--batch-size: expected a positive integer, got 0"),
-    (["--steps", "-3"], "--steps: expected a positive integer, got -3"),
+    (["--num-train-steps", "-3"], "--num-train-steps: expected a positive integer, got -3"),
     (["--config", "no_such_model"], "unknown preset 'no_such_model'"),
+    (["--set", "vocab_sise=8000"], "--set vocab_sise=...: 'vocab_sise' is not an AlbertConfig key"),
+    (["--set", "hidden_size=100"], "--set: AlbertConfig field 'hidden_size': 100 is not divisible by"),
 ])
 def test_cli_errors(capsys, argv, message):
-    args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--seq-length": "512"}
+    args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--max-seq-length": "512"}
     extra = []
     for flag, value in zip(argv[::2], argv[1::2]):
         if flag in args:
@@ -263,7 +266,7 @@ def test_json_and_no_tensorflow_import():
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    rc = main(['plan', '--config', 'albert_xxlarge', '--topology', 'v3-512', '--batch-size', '4096',\n"
-        "               '--seq-length', '512', '--steps', '125000', '--remat', '--json'])\n"
+        "               '--max-seq-length', '512', '--num-train-steps', '125000', '--remat', '--json'])\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'numpy'))\n"
         "print(json.dumps({'rc': rc, 'heavy': heavy, 'plan': json.loads(out.getvalue())}))\n"
     )
@@ -279,3 +282,60 @@ def test_json_and_no_tensorflow_import():
     assert p["flops_per_step"] == 4096 * plan.training_flops_per_example(
         AlbertConfig.from_preset("albert_xxlarge"), 512, 20)
     assert math.isclose(p["total_time_s"], 125_000 * p["step_time_s"])
+
+
+def test_set_overrides_the_config_and_is_repeated_in_the_command(capsys):
+    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--set", "vocab_size=8000", "--topology", "v3-8",
+                            "--batch-size", "256", "--max-seq-length", "128", "--json")
+    got = json.loads(out)
+    expected = plan.parameter_counts(AlbertConfig.from_preset("albert_base").replace(vocab_size=8000))["total"]
+    assert code == 0 and got["parameters"] == expected and got["config"]["vocab_size"] == 8000
+    assert "--config albert_base --set vocab_size=8000 --batch-size 256" in got["pretrain_command"]
+
+
+def test_old_plan_spellings_work_with_a_notice(capsys):
+    code, out, err = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-8", "--seq-length", "128",
+                              "--steps", "10", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["seq_length"] == 128 and got["steps"] == 10
+    assert err.splitlines() == [
+        "albert-tf plan: note: --seq-length is deprecated and will be removed in the next release; use "
+        "--max-seq-length",
+        "albert-tf plan: note: --steps is deprecated and will be removed in the next release; use --num-train-steps"]
+
+
+def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(capsys, monkeypatch):
+    """--topology cpu: the host's memory holds every replica, with the overhead and slack pretrain checks a CPU run
+    against (plan.host_need_bytes): the plan fits exactly when pretrain's check passes, and the batch the plan
+    recommends when it does not fit passes that check."""
+    total = 8 * 2 ** 30
+    monkeypatch.setattr(plan, "host_total_bytes", lambda: total)
+    base = AlbertConfig.from_preset("albert_base")
+    for batch in (16, 64, 256):
+        code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "cpu", "--batch-size", str(batch),
+                                "--max-seq-length", "128", "--json")
+        got = json.loads(out)
+        need = plan.host_need_bytes(base, batch, 128, 20)
+        assert code == 0 and got["fits"] is (need <= total) and got["dtype"] == "float32" and got["cores"] == 1
+        assert got["step_time_s"] is None  # no peak FLOP/s for a CPU
+        command = got["pretrain_command"]
+        assert command.endswith("--train-data 'data/train-*' --model-dir model") and "--tpu" not in command
+        if not got["fits"]:
+            option = got["recommended"]["flags"]
+            assert plan.host_need_bytes(base, option["--batch-size"], 128, 20,
+                                        remat=option.get("--remat", False),
+                                        accumulation_steps=option.get("--gradient-accumulation-steps", 1)) <= total
+    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "cpu", "--cpu-replicas", "2",
+                            "--batch-size", "16", "--max-seq-length", "128")
+    assert code == 0 and "this machine's CPU (2 replica(s))" in out and "GiB RAM" in out
+    assert "--cpu-replicas 2" in out.rstrip().splitlines()[-1]
+
+
+def test_host_batch_that_fits():
+    base = AlbertConfig.from_preset("albert_base").replace(vocab_size=8000)
+    total = 24 * 2 ** 30
+    batch = plan.host_batch_that_fits(base, 128, 20, total=total)
+    assert batch in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert plan.host_need_bytes(base, batch, 128, 20) <= total
+    assert batch == 256 or plan.host_need_bytes(base, 2 * batch, 128, 20) > total
+    assert plan.host_batch_that_fits(base, 128, 20, total=2 ** 30) == 0  # the overhead alone takes it

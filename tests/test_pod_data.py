@@ -12,6 +12,9 @@ from albert_tf.data import dataset, record_index
 from albert_tf.data.dataset import pretraining_dataset
 from albert_tf.training import pretrain
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 SEQ, PRED, VOCAB = 32, 5, 1000
 TRAIN_COUNTS = [9, 0, 13, 4, 21, 6, 11, 17, 3]  # one empty file; lengths cross the (shrunk) chunk size
 EVAL_COUNTS = [3, 14, 7, 9, 1, 12, 5, 8, 11, 2, 6, 10, 4, 13, 7, 9]  # 16 files, 121 records

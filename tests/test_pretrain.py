@@ -1,5 +1,6 @@
 """The pretraining loop: 1 vs 4 replicas, SIGKILL / SIGTERM / SIGINT from outside and the resume (bit-exact),
-progress lines, non-finite loss, refusals, --init-checkpoint, and the XLA-compiled step on CPU."""
+progress lines, non-finite loss, refusals, --init, the XLA-compiled step on CPU, and `albert_tf.pretrain` from
+Python (a result, the run record, no signal handlers off the main thread)."""
 import json
 import os
 import re
@@ -16,6 +17,10 @@ import helpers as ph
 from albert_tf import cli
 from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
+from albert_tf.training.pretrain_config import PretrainConfig
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 SEQ, PRED = 32, 5
 TINY = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
@@ -34,7 +39,7 @@ def data_dir(tmp_path_factory):
 def base_args(data_dir, model_dir, steps=6, **extra):
     args = ["--config", data_dir / "albert_config.json", "--train-data", data_dir / "train.tfrecord",
             "--model-dir", model_dir, "--max-seq-length", SEQ, "--max-predictions", PRED,
-            "--train-batch-size", 16, "--num-train-steps", steps, "--num-warmup-steps", 2, "--steps-per-loop", 2,
+            "--batch-size", 16, "--num-train-steps", steps, "--num-warmup-steps", 2, "--steps-per-loop", 2,
             "--save-checkpoints-steps", 2, "--learning-rate", 0.01]
     for key, value in extra.items():
         args += [f"--{key.replace('_', '-')}"] + ([] if value is True else [value])
@@ -83,6 +88,58 @@ def test_one_replica_equals_four_cpu_replicas(data_dir, uninterrupted, tmp_path)
     assert_same_checkpoint(uninterrupted, model_dir, 6)
 
 
+# The compiled loop as it was before the metric sums stayed on the devices (a reduction across replicas every
+# step): the reference the on-device sums must equal. One fresh process runs pretrain twice, with --cpu-replicas 2,
+# once as it is and once with this loop in place of loop.make_train_loop.
+_PER_STEP_REDUCTION = """
+import json, sys
+import tensorflow as tf
+from albert_tf import cli
+from albert_tf.training import pretrain
+
+def per_step_reduction_loop(strategy, step_fn, sum_keys):
+    def loop(iterator, num_steps, *args):
+        sums = {k: tf.constant(0.0) for k in sum_keys}
+        for _ in tf.range(num_steps):
+            per_replica = strategy.run(step_fn, args=(next(iterator), *args))
+            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
+        return sums
+    return tf.function(loop)
+
+on_device, per_step = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert cli.main(["pretrain"] + on_device) == 0
+pretrain.make_train_loop = per_step_reduction_loop
+assert cli.main(["pretrain"] + per_step) == 0
+"""
+
+
+def metric_rows(model_dir):
+    with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        return {(r["split"], r["step"]): r for r in map(json.loads, f)}
+
+
+@pytest.mark.slow  # two 2-replica runs in a fresh process: about a minute and a half on this shared machine
+def test_metrics_summed_on_the_devices_equal_the_per_step_reduction(data_dir, tmp_path):
+    """Every metrics.jsonl row (train and eval) of a 2-replica run equals the row the per-step reduction gives, up
+    to the order of float32 additions; the calls hold several steps (rows every 4 steps, calls of 1, 2, 4 ...)."""
+    runs = {name: base_args(data_dir, tmp_path / name, steps=8, steps_per_loop=4, save_checkpoints_steps=4,
+                            cpu_replicas=2, eval_data=data_dir / "eval.tfrecord", max_eval_steps=2)
+            for name in ("on_device", "per_step")}
+    script = tmp_path / "per_step_reduction.py"  # a file: AutoGraph converts the loop from its source
+    script.write_text(_PER_STEP_REDUCTION, encoding="utf-8")
+    env = ph._checkout_env()  # pylint: disable=protected-access
+    proc = subprocess.run([sys.executable, str(script), json.dumps(runs["on_device"]), json.dumps(runs["per_step"])],
+                          cwd=ph.REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    on_device, per_step = metric_rows(tmp_path / "on_device"), metric_rows(tmp_path / "per_step")
+    assert sorted(on_device) == sorted(per_step) == [("eval", 4), ("eval", 8), ("train", 4), ("train", 8)]
+    keys = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy")
+    for row in on_device:
+        for key in keys + (("grad_norm", "learning_rate") if row[0] == "train" else ()):
+            assert on_device[row][key] == pytest.approx(per_step[row][key], rel=1e-6), (row, key)
+    assert on_device[("train", 8)]["loss"] != on_device[("train", 4)]["loss"]  # it trained
+
+
 # ------------------------------------------------------------------------------------------ faults from outside
 LONG = 40  # steps of the runs stopped from outside: long enough that a signal lands mid-run
 
@@ -104,12 +161,13 @@ def assert_bit_exact(dir_a, dir_b, step):
     assert max(float(np.abs(a[n] - b[n]).max()) for n in a) == 0.0
 
 
-def start_cli(args, tmp_path):
-    """`albert-tf pretrain ARGS` in a subprocess with its stdout piped line by line (stderr to a file)."""
+def start_cli(args, tmp_path, merge_stderr=True):
+    """`albert-tf pretrain ARGS` in a subprocess with its stdout piped line by line, stderr (the progress lines)
+    merged into it, or to tmp_path/stderr.txt without `merge_stderr`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ph.REPO, PYTHONUNBUFFERED="1")
     err = open(tmp_path / "stderr.txt", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
     proc = subprocess.Popen([sys.executable, "-m", "albert_tf", "pretrain", *args], cwd=ph.REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=err, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge_stderr else err, text=True)
     proc.stderr_file = err
     return proc
 
@@ -129,6 +187,7 @@ def read_until(proc, predicate, timeout):
 
 
 def finish(proc, timeout=120):
+    """(stdout, stderr) once the process has ended (stderr is "" when merged into stdout)."""
     out, _ = proc.communicate(timeout=timeout)
     proc.stderr_file.seek(0)
     return out, proc.stderr_file.read()
@@ -175,7 +234,7 @@ def test_sigkill_after_a_checkpoint_then_resume_is_bit_exact(data_dir, long_unin
 def test_sigterm_mid_run_saves_within_the_bound_then_resume_is_bit_exact(data_dir, long_uninterrupted, tmp_path):
     model_dir = tmp_path / "preempted"
     proc, out, err, seconds = stop_after_first_call(data_dir, model_dir, tmp_path, signal.SIGTERM)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 75, err  # stopped before its end: resumable, not done
     stopped_at = int(tf.train.latest_checkpoint(str(model_dir)).rsplit("-", 1)[1])
     assert 1 <= stopped_at < LONG  # it stopped mid-run, at the end of the call in flight
     assert f"SIGTERM: saved step {stopped_at} ({model_dir}/ckpt-{stopped_at}); exiting" in out
@@ -214,7 +273,7 @@ def test_default_flags_show_progress_within_30s_and_sigterm_saves_within_one_cal
         time.sleep(0.05)
     seconds = time.time() - sent
     out, err = finish(proc, timeout=600)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 75, err
     stopped_at = int(tf.train.latest_checkpoint(str(model_dir)).rsplit("-", 1)[1])
     assert stopped_at in (2, 3), out  # the call in flight when the signal came (1 or 2 steps after the first call)
     stop_row = [line for line in out.splitlines() if line.startswith(f"train step {stopped_at}: ")][0]
@@ -260,7 +319,7 @@ def run_in_process(args):
     return cli.main(["pretrain"] + args)
 
 
-def test_sigterm_in_process_saves_after_the_next_call_and_exits_zero(data_dir, tmp_path, monkeypatch, capsys):
+def test_sigterm_in_process_saves_after_the_next_call_and_exits_75(data_dir, tmp_path, monkeypatch, capsys):
     from albert_tf.training import loop
 
     sent = []
@@ -273,7 +332,7 @@ def test_sigterm_in_process_saves_after_the_next_call_and_exits_zero(data_dir, t
     monkeypatch.setattr(loop, "write_scalar_summary", preempt_on_first_log)
     model_dir = tmp_path / "preempted"
     sigint_before = signal.getsignal(signal.SIGINT)
-    assert run_in_process(base_args(data_dir, model_dir, steps=100, save_checkpoints_steps=50)) == 0
+    assert run_in_process(base_args(data_dir, model_dir, steps=100, save_checkpoints_steps=50)) == 75
     saved = tf.train.get_checkpoint_state(str(model_dir)).all_model_checkpoint_paths
     assert len(saved) == 1 and saved[0].endswith(("ckpt-3", "ckpt-4"))  # calls of <= 2 steps (--steps-per-loop)
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"SIGTERM: saved step {saved[0][-1]} (")
@@ -294,6 +353,37 @@ def test_non_finite_loss_stops_without_a_checkpoint(data_dir, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "non-finite loss in step 1 (" in err and "stopped without saving" in err  # the first call: 1 step
     assert tf.train.latest_checkpoint(str(model_dir)) is None
+
+
+def test_the_runtime_going_away_mid_run_exits_76_naming_the_step_and_the_checkpoint(data_dir, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A peer or the TPU lost between two calls (here in the workers' agreement, where a multi-worker run's first
+    collective after a call is; the real loss of a worker: tests/test_rehearsal.py): one line, exit 76, and the same
+    command resumes from the last checkpoint."""
+    from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
+
+    agree = pretrain.agree
+
+    def lose_the_peer_at_the_third_call(strategy, num_steps, save_now, stop_now):
+        calls.append(num_steps)
+        if len(calls) == 3:  # after the calls of steps 1, 2 and 3..4; the checkpoint of step 2 is written
+            raise tf.errors.UnavailableError(None, None, "Graph execution error:\n\nCollective ops is aborted by: "
+                                             "The following tasks are unhealthy (stopped sending heartbeats)")
+        return agree(strategy, num_steps, save_now, stop_now)
+
+    calls = []
+    monkeypatch.setattr(pretrain, "agree", lose_the_peer_at_the_third_call)
+    model_dir = tmp_path / "lost"
+    assert run_in_process(base_args(data_dir, model_dir)) == 76
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("albert-tf")]
+    assert err == [f"albert-tf pretrain: error: the TPU / runtime or a peer worker went away after step 4 "
+                   f"(UnavailableError: Collective ops is aborted by: The following tasks are unhealthy (stopped "
+                   f"sending heartbeats)); the last checkpoint is {model_dir}/ckpt-2: relaunch the same command to "
+                   f"resume from it"]
+    assert not (model_dir / ".albert_tf.lock").exists()  # released
+    monkeypatch.setattr(pretrain, "agree", agree)
+    assert run_in_process(base_args(data_dir, model_dir)) == 0
+    assert "resumed from " + str(model_dir / "ckpt-2") in capsys.readouterr().out
 
 
 def test_model_dir_with_a_different_config_is_refused(data_dir, tmp_path, capsys):
@@ -330,12 +420,12 @@ def test_tpu_with_local_paths_is_refused(data_dir, tmp_path, capsys):
     assert "--train-data" in err and "gs://" in err
 
 
-def test_init_checkpoint_loads_the_weights(data_dir, tmp_path):
+def test_init_loads_the_weights(data_dir, tmp_path):
     init_dir = tmp_path / "init"
     assert run_in_process(base_args(data_dir, init_dir, steps=2)) == 0
     model_dir = tmp_path / "from_init"
     # Learning rate 0: after one step the weights are still exactly the initial ones.
-    args = base_args(data_dir, model_dir, steps=1, init_checkpoint=init_dir)
+    args = base_args(data_dir, model_dir, steps=1, init=init_dir)
     args[args.index("--learning-rate") + 1] = "0"
     assert run_in_process(args) == 0
     init, got = checkpoint_values(init_dir, 2), checkpoint_values(model_dir, 1)
@@ -425,7 +515,7 @@ def test_tiny_model_learns_sentence_order_and_masked_tokens(tmp_path):
     TINY.replace(num_hidden_layers=2, initializer_range=0.2).to_json_file(str(tmp_path / "albert_config.json"))
     model_dir = tmp_path / "model"
     args = base_args(tmp_path, model_dir, steps=300, eval_data=tmp_path / "eval.tfrecord", max_eval_steps=8)
-    for flag, value in {"--train-batch-size": "32", "--num-warmup-steps": "20", "--steps-per-loop": "25",
+    for flag, value in {"--batch-size": "32", "--num-warmup-steps": "20", "--steps-per-loop": "25",
                         "--save-checkpoints-steps": "300", "--learning-rate": "0.005"}.items():
         args[args.index(flag) + 1] = value
     assert run_in_process(args) == 0
@@ -507,14 +597,14 @@ def test_rerunning_a_finished_run_says_it_is_complete(data_dir, tmp_path, capsys
 def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tmp_path, capsys):
     from albert_tf.training import pretrain
 
-    args = cli.build_parser(["pretrain"]).parse_args(["pretrain"] + base_args(data_dir, tmp_path / "m"))
-    args.train_batch_size, args.max_seq_length, args.max_predictions = 4096, 512, 20
+    args = PretrainConfig(config="albert_base", train_data="d", model_dir=str(tmp_path / "m"), batch_size=4096,
+                          max_seq_length=512, max_predictions=20)
     base = AlbertConfig.from_preset("albert_base")
     check = lambda: pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # noqa
     with pytest.raises(ValueError) as info:
         check()
     message = str(info.value)
-    assert "--train-batch-size 4096 at --max-seq-length 512 needs about" in message and "16.0 GiB" in message
+    assert "--batch-size 4096 at --max-seq-length 512 needs about" in message and "16.0 GiB" in message
     # what keeps the global batch comes first: the fewest accumulation steps that fit
     steps = int(message.split("(--gradient-accumulation-steps ")[1].split()[0])
     assert "same global batch" in message
@@ -527,3 +617,198 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tm
     args.gradient_accumulation_steps = 1
     with pytest.raises(ValueError, match="no batch fits"):
         pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=2**30)
+
+
+# ------------------------------------------------------------------------------------------ from Python
+def python_config(data_dir, model_dir, **changes):
+    """The PretrainConfig of base_args(data_dir, model_dir, steps=4)."""
+    values = dict(config=data_dir / "albert_config.json", train_data=data_dir / "train.tfrecord", model_dir=model_dir,
+                  max_seq_length=SEQ, max_predictions=PRED, batch_size=16, num_train_steps=4, num_warmup_steps=2,
+                  steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
+    return PretrainConfig(**{**values, **changes})
+
+
+def test_pretrain_from_python_equals_the_cli_and_returns_its_result(data_dir, tmp_path, capsys):
+    """albert_tf.pretrain(config) trains exactly as `albert-tf pretrain` with the same flags (the CLI's run must
+    agree, bit for bit), returns the last metrics row (the one metrics.jsonl holds), writes
+    the config as the run record, and resumes against it: a different --batch-size is refused, naming it."""
+    import albert_tf
+
+    result = albert_tf.pretrain(python_config(data_dir, tmp_path / "py"))
+    assert (result.status, result.step, result.exit_code) == ("done", 4, 0)
+    assert result.checkpoint.endswith("ckpt-4") and result.model_dir == str(tmp_path / "py")
+    assert {"split": "train", "step": 4, **result.metrics} == train_metrics(tmp_path / "py")[4]
+    assert run_in_process(base_args(data_dir, tmp_path / "cli", steps=4)) == 0
+    assert_bit_exact(tmp_path / "py", tmp_path / "cli", 4)
+    record = json.loads((tmp_path / "py" / "pretrain_config.json").read_text())
+    assert (record["batch_size"], record["config_overrides"]) == (16, {})
+    assert record["model_dir"] == str(tmp_path / "py") and record["train_data"] == str(data_dir / "train.tfrecord")
+    assert record["dtype"] == "auto" and record["dtype_choice"]["dtype"] == "float32"  # tests fix auto's meaning
+    assert "ALBERT_TF_AUTO_DTYPE" in record["dtype_choice"]["reason"]
+    again = albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6))  # more steps: resumes
+    assert (again.status, again.step) == ("done", 6)
+    assert albert_tf.pretrain(python_config(data_dir, tmp_path / "py", num_train_steps=6)).status == "complete"
+    with pytest.raises(ValueError, match=r"pretrain_config.json: the output directory holds a run with other "
+                                         r"settings: batch_size 8 \(recorded 16\)"):
+        albert_tf.pretrain(python_config(data_dir, tmp_path / "py", batch_size=8, num_train_steps=8))
+
+
+@pytest.mark.slow
+def test_bfloat16_trains_as_float32_does_within_tolerance(data_dir, tmp_path):
+    """Mixed bfloat16 (matmuls and activations in bf16, variables float32) on the tiny config: the same run's
+    losses within a few percent of float32's, and the choice recorded."""
+    import albert_tf
+
+    rows = {}
+    for dtype in ("float32", "bfloat16"):
+        albert_tf.pretrain(python_config(data_dir, tmp_path / dtype, dtype=dtype))
+        rows[dtype] = train_metrics(tmp_path / dtype)[4]
+        record = json.loads((tmp_path / dtype / "pretrain_config.json").read_text())
+        assert record["dtype_choice"] == {"dtype": dtype, "reason": "--dtype", "rates_gflops": None}
+    for key in ("masked_lm_loss", "sentence_order_loss"):
+        assert rows["bfloat16"][key] == pytest.approx(rows["float32"][key], rel=0.03), key
+
+
+def test_pretrain_on_a_worker_thread_installs_no_signal_handler(data_dir, tmp_path):
+    """From a thread (as a notebook's background job runs it) the run installs no handler: Python allows them on
+    the main thread only. The handlers seen during the run are the process's own."""
+    import threading
+
+    import albert_tf
+    from albert_tf.training import loop
+
+    seen, results = [], []
+    original = loop.write_scalar_summary
+
+    def spy(name, value):
+        seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
+        return original(name, value)
+
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    loop.write_scalar_summary = spy
+    try:
+        worker = threading.Thread(target=lambda: results.append(albert_tf.pretrain(python_config(
+            data_dir, tmp_path / "thread", num_train_steps=2))))
+        worker.start()
+        worker.join(timeout=300)
+    finally:
+        loop.write_scalar_summary = original
+    assert results and results[0].status == "done" and seen and set(seen) == {before}
+
+
+def test_old_flag_spellings_work_with_a_one_line_notice(data_dir, tmp_path, capsys):
+    args = base_args(data_dir, tmp_path / "old", steps=2)
+    args[args.index("--batch-size")] = "--train-batch-size"
+    assert run_in_process(args + ["--init-checkpoint", str(tmp_path / "missing")]) == 2  # parsed as --init
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("albert-tf pretrain: note: --train-batch-size is deprecated and will be removed in the next "
+                      "release; use --batch-size")
+    assert err[1].startswith("albert-tf pretrain: note: --init-checkpoint is deprecated") and err[1].endswith("--init")
+    assert err[2].startswith(f"albert-tf pretrain: error: --init {tmp_path / 'missing'}") and len(err) == 3
+
+
+# ------------------------------------------------------------------------------------------ the data: one run, intact
+def write_shards(directory, prefix, total, indexed, records=24, seed=0):
+    """create-data's layout without create-data: PREFIX-SSSSS-of-TOTAL.tfrecord, and its record-count index when
+    `indexed`. Returns the paths."""
+    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
+
+    paths = [ph.write_records(str(directory / f"{prefix}-{i:05d}-of-{total:05d}.tfrecord"), records, SEQ, PRED,
+                              seed=seed + i) for i in range(total)]
+    if indexed:
+        record_index.write_index(record_index.index_path(str(directory / prefix)),
+                                 {os.path.basename(p): (records, os.path.getsize(p)) for p in paths})
+    return paths
+
+
+def test_a_glob_mixing_two_create_data_runs_is_refused_naming_them(data_dir, tmp_path, capsys):
+    """An earlier 4-shard run's files beside a later 2-shard run's (whose index lists only its own): the glob over
+    the prefix is refused with one line naming both runs, and the earlier run's shards alone as not listed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    old = write_shards(data, "train", 4, indexed=False, seed=10)
+    new = write_shards(data, "train", 2, indexed=True)
+    args = base_args(data_dir, tmp_path / "m")
+    args[args.index("--train-data") + 1] = str(data / "train-*")
+    assert run_in_process(args) == 2
+    assert capsys.readouterr().err == (
+        f"albert-tf pretrain: error: --train-data matches the shards of 2 create-data runs of {data / 'train'}: "
+        f"2 of 2 shards ({new[0]}, {new[1]}); 4 of 4 shards ({old[0]}, {old[1]}, {old[2]} and 1 more); delete the "
+        "stale ones (create-data --overwrite removes them) or narrow the pattern\n")
+    args[args.index("--train-data") + 1] = str(data / "train-*-of-00004.tfrecord")
+    assert run_in_process(args) == 2
+    assert capsys.readouterr().err == (
+        f"albert-tf pretrain: error: --train-data matches 4 file(s) that {data / '.train.record_counts.json'}, the "
+        f"record-count index of the last create-data run of {data / 'train'}, does not list: {old[0]}, {old[1]}, "
+        f"{old[2]} and 1 more; they are an earlier run's: delete them or narrow the pattern\n")
+    assert not (tmp_path / "m").exists()
+    # other data sets beside them are not judged: two prefixes, and a file of no create-data name
+    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
+
+    (tmp_path / "other").mkdir()
+    wiki = write_shards(tmp_path / "other", "wiki", 3, indexed=True)
+    record_index.check_one_run(new + wiki + [str(data_dir / "train.tfrecord")], "--train-data")
+
+
+def test_start_up_line_gives_files_and_records_per_pipeline_and_progress_goes_to_stderr(data_dir, tmp_path):
+    """stdout holds the run's record (the start-up lines, metrics rows, the done line), stderr its progress."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_shards(data, "train", 2, indexed=True)
+    args = base_args(data_dir, tmp_path / "m", steps=2)
+    args[args.index("--train-data") + 1] = str(data / "train-*")
+    proc = ph.run_cli("pretrain", args)
+    out, err = proc.stdout.splitlines(), proc.stderr.splitlines()
+    assert "input pipeline 1/1: 2 train file(s) (files 0::1 of the 2 sorted), 48 records" in out
+    assert [line.split(":")[0] for line in out if line.startswith(("train step", "done"))] == ["train step 2", "done"]
+    assert any(line.startswith("progress: step 1/2 ") for line in err), proc.stderr
+    assert not [line for line in out if line.startswith("progress:")]
+    unindexed = ph.run_cli("pretrain", base_args(data_dir, tmp_path / "m2", steps=1)).stdout  # no index: not counted
+    assert ("input pipeline 1/1: 1 train file(s) (files 0::1 of the 1 sorted), records not counted (no record-count "
+            "index beside the files)") in unindexed.splitlines()
+
+
+def test_data_error_lines_name_the_file_without_the_assertions_brackets():
+    from albert_tf.training.pretrain import data_error  # pylint: disable=import-outside-toplevel
+
+    message = ("assertion failed: [/d/train.tfrecord: truncated or corrupt TFRecord file (read 5680340 of 1088974 "
+               "bytes: the file grew after the run started)]\n\t [[{{node Assert/Assert}}]] [Op:__inference_loop_9]")
+    assert data_error(tf.errors.InvalidArgumentError(None, None, message)) == (
+        "/d/train.tfrecord: truncated or corrupt TFRecord file (read 5680340 of 1088974 bytes: the file grew after "
+        "the run started)")
+    assert data_error(tf.errors.InvalidArgumentError(None, None, "Incompatible shapes")) is None
+
+
+@pytest.mark.slow  # two pretraining processes of about 160 steps (two to three minutes on this shared machine)
+def test_data_changed_mid_run_saves_the_last_completed_step_and_names_the_file(tmp_path):
+    """The data file grows under a running pretrain (records appended once the first call has read its first
+    records). The run stops with one line naming the file and its sizes at start and now, after saving the last
+    completed step, whose weights equal those of an undisturbed run at that step (a second process)."""
+    path = tmp_path / "train.tfrecord"
+    ph.write_records(str(path), 2000, SEQ, PRED, seed=0)
+    original = path.read_bytes()
+    TINY.to_json_file(str(tmp_path / "albert_config.json"))
+
+    def args(model_dir, save_every=10):
+        return base_args(tmp_path, model_dir, steps=1000, batch_size=64, steps_per_loop=10,
+                         save_checkpoints_steps=save_every)
+
+    changed = tmp_path / "changed"
+    proc = start_cli(args(changed), tmp_path, merge_stderr=False)
+    while "progress: step 1/" not in (tmp_path / "stderr.txt").read_text() and proc.poll() is None:
+        time.sleep(0.01)
+    with open(path, "ab") as f:  # the file grows: a second run of a tool appending to it, say
+        f.write(original[: len(original) // 4])
+    out, err = finish(proc, timeout=600)
+    assert proc.returncode == 2, out + err
+    step = int(tf.train.latest_checkpoint(str(changed)).rsplit("-", 1)[1])
+    assert 1 < step < 1000 and step % 10 != 0, step  # past the last periodic checkpoint: saved at the error
+    assert err.strip().splitlines()[-1] == (
+        f"albert-tf pretrain: error: --train-data: {path} changed during the run: {len(original):,} bytes at "
+        f"start, {len(original) + len(original) // 4:,} bytes now; saved step {step}, the last completed one, first "
+        f"({changed}/ckpt-{step}). Put the data back as it was and run the same command to resume, or train on new "
+        "data in a new --model-dir")
+    path.write_bytes(original)
+    undisturbed = tmp_path / "undisturbed"  # the same run (same schedule), its first checkpoint at that step
+    ph.run_cli_killed_when("pretrain", args(undisturbed, save_every=step), str(undisturbed / "checkpoint"))
+    assert_bit_exact(undisturbed, changed, step)

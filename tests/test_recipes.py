@@ -1,104 +1,128 @@
-"""Pretraining recipes: `--recipe` fills the flags the user did not type, typed flags win, bad recipes are refused."""
+"""Pretraining recipes: named presets of PretrainConfig values, merged preset → recipe file → typed flags; one reader
+for `pretrain` and `plan`, which both refuse a misspelled key with one line."""
 import argparse
 import json
+import shlex
 
 import pytest
 
 from albert_tf.cli import main
-from albert_tf.training import recipes
+from albert_tf.training import pretrain_config
+from albert_tf.training.pretrain_config import PretrainConfig
 
 REQUIRED = ["--config", "albert_tiny", "--train-data", "d-*", "--model-dir", "m"]
-PAPER = {"train_batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
+PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
          "max_seq_length": 512, "max_predictions": 20}
 
 
-def pretrain_parser():
-    from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
-
-    parser = argparse.ArgumentParser()
-    pretrain.add_arguments(parser)  # which ends with recipes.add_arguments
-    return parser
-
-
 def parse(*argv):
-    parser = pretrain_parser()
-    args = parser.parse_args([*REQUIRED, *argv])
-    return args, recipes.apply_recipe(args, parser)
+    """(PretrainConfig, what the recipe set) of `albert-tf pretrain REQUIRED ARGV`."""
+    parser = argparse.ArgumentParser(prog="albert-tf pretrain")
+    pretrain_config.add_arguments(parser)
+    return pretrain_config.from_args(parser.parse_args([*REQUIRED, *argv]))
 
 
-def test_paper_v2_sets_the_paper_flags_and_no_dropout():
-    args, applied = parse("--recipe", "paper_v2", "--steps-per-loop", "7")
-    assert {k: getattr(args, k) for k in PAPER} == PAPER and args.no_dropout is True
-    assert applied["no-dropout"] is True and args.steps_per_loop == 7
-    # every value is a plain int/float/str again, as argparse would give without a recipe
-    assert type(args.train_batch_size) is int and type(args.learning_rate) is float and type(args.xla) is str
-    args, _ = parse("--recipe", "paper_v1")
-    assert args.no_dropout is False and args.num_warmup_steps == 3125
+def test_paper_v2_sets_the_paper_values_and_no_dropout():
+    config, applied = parse("--recipe", "paper_v2", "--steps-per-loop", "7")
+    assert {k: getattr(config, k) for k in PAPER} == PAPER and config.no_dropout is True
+    assert applied["no_dropout"] is True and config.steps_per_loop == 7 and "steps_per_loop" not in applied
+    config, _ = parse("--recipe", "paper_v1")
+    assert config.no_dropout is False and config.num_warmup_steps == 3125
 
 
-def test_typed_flags_win_even_when_equal_to_the_default(tmp_path):
+def test_paper_v1_equals_the_defaults():
+    defaults, _ = parse()
+    assert parse("--recipe", "paper_v1")[0] == defaults
+
+
+def test_preset_then_file_then_typed_flags(tmp_path):
+    """A file over its base preset, typed flags over both, even a typed value equal to the default."""
     path = tmp_path / "mine.json"
-    path.write_text(json.dumps({"description": "small", "flags": {"learning-rate": 0.001, "train-batch-size": 256,
-                                                                  "dynamic-masking": True, "eval-batch-size": 64}}))
-    args, applied = parse("--recipe", str(path), "--learning-rate", "0.00176")   # the default, but typed
-    assert args.learning_rate == 0.00176 and args.train_batch_size == 256
-    assert args.dynamic_masking is True and args.eval_batch_size == 64
-    assert "learning-rate" not in applied and applied["train-batch-size"] == 256
-    args, applied = parse("--recipe", str(path), "--train-batch-size", "32", "--eval-batch-size", "8")
-    assert (args.train_batch_size, args.eval_batch_size, args.learning_rate) == (32, 8, 0.001)
+    path.write_text(json.dumps({"description": "small", "base": "paper_v2",
+                                "flags": {"learning-rate": 0.001, "batch-size": 256, "dynamic_masking": True,
+                                          "eval-batch-size": 64, "set": {"vocab_size": 8000}}}))
+    config, applied = parse("--recipe", str(path), "--learning-rate", "0.00176")   # the default, but typed
+    assert config.learning_rate == 0.00176 and config.batch_size == 256 and config.num_train_steps == 125000
+    assert config.dynamic_masking is True and config.eval_batch_size == 64 and config.no_dropout is True
+    assert config.config_overrides == {"vocab_size": 8000}
+    assert "learning_rate" not in applied and applied["batch_size"] == 256
+    config, _ = parse("--recipe", str(path), "--batch-size", "32", "--eval-batch-size", "8")
+    assert (config.batch_size, config.eval_batch_size, config.learning_rate) == (32, 8, 0.001)
 
 
-def test_without_a_recipe_nothing_changes():
-    plain = argparse.ArgumentParser()
-    from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
+def test_the_python_api_merges_the_same_way(tmp_path):
+    config = PretrainConfig.from_recipe("paper_v2", config="albert_base", train_data="d-*", model_dir="m",
+                                        batch_size=512)
+    assert config.batch_size == 512 and config.no_dropout and config.num_train_steps == 125000
 
-    pretrain.add_arguments(plain)
-    expected = {k: v for k, v in vars(plain.parse_args(REQUIRED)).items() if k != "recipe"}
-    args, applied = parse()
-    assert applied == {} and {k: v for k, v in vars(args).items() if k != "recipe"} == expected
-    assert all(type(v) in (int, float, str, bool, type(None)) for v in vars(args).values())
+
+def test_an_old_spelling_in_a_recipe_file_works_with_a_notice(tmp_path, capsys):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"flags": {"train-batch-size": 128}}))
+    assert parse("--recipe", str(path))[0].batch_size == 128
+    err = capsys.readouterr().err
+    assert "'train-batch-size' is deprecated" in err and "'batch-size'" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("content, message", [
-    ({"flags": {"no-such-flag": 1}}, "flag 'no-such-flag' is not a flag of this command"),
-    ({"flags": {"train-batch-size": "big"}}, "flag 'train-batch-size': expected a value like 4096, got 'big'"),
-    ({"flags": {"no-dropout": 1}}, "flag 'no-dropout': expected a value like False, got 1"),
+    ({"flags": {"no-such-flag": 1}}, "unknown setting 'no-such-flag'; expected one of config, train-data"),
+    ({"flags": {"batch-size": "big"}}, "'batch-size': expected an integer, got 'big'"),
+    ({"flags": {"no-dropout": 1}}, "'no-dropout': expected true or false, got 1"),
+    ({"flags": {"xla": "maybe"}}, "'xla': expected one of auto, on, off, got 'maybe'"),
     ({"learning-rate": 0.1}, "field 'flags': expected an object of pretrain flags"),
     ({"flags": {}, "steps": 3}, "unknown field(s) steps"),
+    ({"flags": {}, "base": "paper_v3"}, "field 'base': expected one of paper_v2, paper_v1"),
     ("{not json", "not valid JSON"),
 ])
-def test_bad_recipes(tmp_path, content, message):
+def test_bad_recipes_are_refused_by_pretrain_and_plan_alike(tmp_path, capsys, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content if isinstance(content, str) else json.dumps(content))
-    with pytest.raises(ValueError, match=None) as e:
+    with pytest.raises(ValueError) as e:
         parse("--recipe", str(path))
     assert message in str(e.value)
+    assert main(["plan", "--config", "albert_base", "--topology", "v3-64", "--recipe", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1
 
 
 def test_unknown_names():
     with pytest.raises(ValueError, match="--recipe 'paper_v3': unknown; expected one of paper_v2, paper_v1"):
-        recipes.load_recipe("paper_v3")
+        pretrain_config.read_recipe("paper_v3")
     with pytest.raises(FileNotFoundError, match="no such file"):
-        recipes.load_recipe("/nonexistent/recipe.json")
-
-
-def test_recipe_arguments():
-    assert recipes.recipe_arguments("paper_v2") == [
-        "--train-batch-size", "4096", "--learning-rate", "0.00176", "--num-train-steps", "125000",
-        "--num-warmup-steps", "3125", "--max-seq-length", "512", "--max-predictions", "20", "--no-dropout"]
-    assert "--no-dropout" not in recipes.recipe_arguments("paper_v1")
+        pretrain_config.read_recipe("/nonexistent/recipe.json")
 
 
 def test_plan_takes_a_recipe(capsys):
     assert main(["plan", "--config", "albert_base", "--topology", "v3-64", "--recipe", "paper_v2", "--json"]) == 0
     from_recipe = json.loads(capsys.readouterr().out)
-    assert main(["plan", "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096", "--seq-length",
-                 "512", "--max-predictions", "20", "--steps", "125000", "--json"]) == 0
+    assert main(["plan", "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
+                 "--max-seq-length", "512", "--max-predictions", "20", "--num-train-steps", "125000", "--json"]) == 0
     from_flags = json.loads(capsys.readouterr().out)
-    # the same plan; only the echo of how it was asked for (the recommended command repeats --recipe) differs
-    assert from_recipe.pop("recipe_arg") == "paper_v2" and from_flags.pop("recipe_arg") is None
+    # the same plan; only the command it recommends differs (it repeats --recipe)
+    assert "--recipe paper_v2 " in from_recipe.pop("pretrain_command")
+    assert "--recipe" not in from_flags.pop("pretrain_command")
     assert from_flags == from_recipe
     assert main(["plan", "--config", "albert_base", "--topology", "v3-64", "--recipe", "paper_v2", "--batch-size",
                  "1024", "--json"]) == 0
     smaller = json.loads(capsys.readouterr().out)
     assert smaller["global_batch"] == 1024 and smaller["steps"] == 125000
+
+
+def test_plan_keeps_the_recipes_learning_rate_and_notes_the_scaling(tmp_path, capsys):
+    """A recipe's learning rate stays what the printed command trains with; the square-root rule is a note."""
+    path = tmp_path / "lr.json"
+    path.write_text(json.dumps({"flags": {"learning-rate": 0.0005, "batch-size": 1024}}))
+    assert main(["plan", "--config", "albert_base", "--topology", "v3-8", "--recipe", str(path)]) == 0
+    out = capsys.readouterr().out
+    lr_line = next(line for line in out.splitlines() if line.startswith("learning rate:"))
+    assert lr_line.startswith("learning rate: 0.0005; note: square-root scaling") and "0.00088 at batch 1024" in lr_line
+    command = out.rstrip().splitlines()[-1]
+    assert "--recipe " + str(path) in command and "--learning-rate" not in command
+    parser = argparse.ArgumentParser()  # the command parses as pretrain's and trains at the recipe's rate
+    pretrain_config.add_arguments(parser)
+    config, _ = pretrain_config.from_args(parser.parse_args(shlex.split(command)[2:]))
+    assert config.learning_rate == 0.0005 and config.batch_size == 1024
+    # asked for: a typed --learning-rate is repeated in the command
+    assert main(["plan", "--config", "albert_base", "--topology", "v3-8", "--recipe", str(path),
+                 "--learning-rate", "0.00088"]) == 0
+    assert "--learning-rate 0.00088" in capsys.readouterr().out.rstrip().splitlines()[-1]

@@ -19,7 +19,7 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
     ph.write_records(str(tmp_path / "eval-0.tfrecord"), 21, SEQ, PRED, seed=99)  # one file, 2 workers: split by record
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
             "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 4,
-            "--max-predictions", PRED, "--train-batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
             "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
     report = rehearsal.rehearse(args, WORKERS, str(tmp_path / "runs"))
     assert report["failures"] == [], report
@@ -36,6 +36,39 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
         steps = [r["step"] for r in rows if r["split"] == split]
         assert steps == sorted(set(steps)), (split, steps)
     assert {r["step"] for r in rows if r["split"] == "train"} >= {stopped, 40}
+
+
+@pytest.mark.slow  # two launches of 2 workers (compiles of a minute or more each on this shared machine)
+def test_a_worker_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes_from_the_last_checkpoint(tmp_path):
+    """SIGKILL to worker 1 (no handler runs: a host that goes away) 12 s after the chief's first checkpoint, with a
+    save every 5 s by the clock: the chief exits 76 within seconds (the coordination service's heartbeats; the
+    collectives are bounded by --collective-timeout-secs besides), having saved by the clock in between; the
+    relaunch of both workers resumes from the last checkpoint and finishes."""
+    for f in range(FILES):
+        ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
+    save_secs = 5
+    args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 400, "--num-warmup-steps", 2,
+            "--steps-per-loop", 10, "--save-checkpoints-steps", 100000, "--save-checkpoints-secs", save_secs,
+            "--learning-rate", 0.01, "--collective-timeout-secs", 30]
+    report = rehearsal.lose_a_worker([str(a) for a in args], WORKERS, str(tmp_path / "runs"), kill_delay=12.0,
+                                     exit_bound=60)
+    print(f"worker loss: {json.dumps(report)}")
+    assert report["failures"] == [], report
+    assert report["exit_codes"] == [76, -9] and report["seconds_to_exit"][0] <= 60
+    # saved by the clock after the first checkpoint, so the loss is bounded by the save interval and one call
+    assert report["saved_step"] > report["first_saved_step"] and report["checkpoint_age_at_kill_s"] <= save_secs + 10
+    assert report["resumed_step"] == report["saved_step"] and report["steps_lost"] >= 0
+
+
+def test_lost_worker_logs_and_checkpoint_state(tmp_path):
+    line = ("albert-tf pretrain: error: the TPU / runtime or a peer worker went away after step 30 (UnavailableError: "
+            "...); the last checkpoint is m/ckpt-20: relaunch the same command to resume from it")
+    assert rehearsal.lost_after_step(line) == 30 and rehearsal.lost_after_step("done: step 40") is None
+    assert rehearsal.saved_step(str(tmp_path)) is None
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\nall_model_checkpoint_paths: "ckpt-10"\n'
+                                         'all_model_checkpoint_paths: "ckpt-20"\n')
+    assert rehearsal.saved_step(str(tmp_path)) == 20
 
 
 # ---------------------------------------------------------------------------------------------- the parts

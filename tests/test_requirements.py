@@ -9,8 +9,9 @@ import pytest
 import setuptools
 
 from albert_tf.runtime import requirements
+from helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
 
 @pytest.fixture(scope="module")

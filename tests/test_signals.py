@@ -121,7 +121,7 @@ def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     # one kind sent together merge into one) while the main thread is still inside TensorFlow
     args = finetune_args(tmp_path, tiny_spm_model) + ["--steps-per-execution", 40]
     proc = start("finetune", args, tmp_path)
-    wait_for(stdout_has(proc, "epoch 1/30 "), proc)
+    wait_for(lambda: os.path.exists(f"{out}/checkpoints/ckpt-1.index"), proc)  # epoch 1 saved (after its line)
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.3)
@@ -155,32 +155,102 @@ def test_stop_on_signal_turns_sigterm_into_a_stop_request_and_restores_the_handl
     finally:
         stop.on_train_end()
     assert stop.model.stop_training and stop.requested == signal.SIGTERM
-    assert (stop.name, stop.exit_code) == ("SIGTERM", 0)
+    assert (stop.name, stop.exit_code) == ("SIGTERM", 75)
     assert {s: signal.getsignal(s) for s in StopOnSignal.SIGNALS} == before
     assert all(t.name != "stop-signal" for t in threading.enumerate())  # the watcher has ended
 
 
+def test_stop_signal_off_the_main_thread_installs_nothing():
+    """A run started from a thread (a notebook's background job): Python allows handlers on the main thread only, so
+    StopSignal installs none there and starts no watcher; the process's handlers stay as they are."""
+    from albert_tf.runtime.signals import StopSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
+    seen = []
+
+    def body():
+        with StopSignal("albert-tf test", at_once="nothing to save") as stop:
+            stop.reinstall()
+            seen.append(({s: signal.getsignal(s) for s in StopSignal.SIGNALS}, stop.requested,
+                         [t.name for t in threading.enumerate()]))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join(timeout=30)
+    handlers, requested, threads = seen[0]
+    assert handlers == before and requested is None and "stop-signal" not in threads
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
+
+
+def test_a_library_stop_signal_only_requests_the_stop():
+    """exits=False (albert_tf.pretrain / finetune from Python): a signal before anything is trained and a second
+    SIGINT both just request the stop (with exits=True each would end this process at once)."""
+    from albert_tf.runtime.signals import StopSignal  # pylint: disable=import-outside-toplevel
+
+    before = {s: signal.getsignal(s) for s in StopSignal.SIGNALS}
+    with StopSignal("albert-tf test", at_once="nothing to save", exits=False) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.time() + 10
+        while stop.requested is None and time.time() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+    assert (stop.requested, stop.exit_code) == (signal.SIGINT, 130)
+    assert {s: signal.getsignal(s) for s in StopSignal.SIGNALS} == before
+
+
 # ---------------------------------------------------------------------------------------------- create-data
-@pytest.mark.slow  # a create-data run with 2 workers, interrupted after its first records (about 20 s)
-def test_ctrl_c_during_create_data_leaves_no_temp_file_and_no_process(tmp_path, tiny_spm_model):
+def start_long_create_data(tmp_path, spm_model, workers):
+    """A create-data run of about 20 s in its own process group, once it has written records to its temp files:
+    returns (process, output folder)."""
     corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=3000)
     out_dir = tmp_path / "data"
-    proc = start("create-data", ["--input", corpus, "--spm-model", tiny_spm_model, "--output", out_dir / "train",
-                                 "--max-seq-length", 64, "--num-shards", 2, "--workers", 2, "--dupe-factor", 40],
+    proc = start("create-data", ["--input", corpus, "--spm-model", spm_model, "--output", out_dir / "train",
+                                 "--max-seq-length", 64, "--num-shards", 2, "--workers", workers, "--dupe-factor", 40],
                  tmp_path)
 
     def records_written():
-        return out_dir.is_dir() and any(p.stat().st_size > 0 for p in out_dir.iterdir())
+        return out_dir.is_dir() and any(p.stat().st_size > 0 for p in out_dir.iterdir() if ".tmp-" in p.name)
 
     wait_for(records_written, proc)
-    os.killpg(proc.pid, signal.SIGINT)
-    rc, _, stderr = finish(proc)
-    assert rc == 130, stderr
+    return proc, out_dir
+
+
+@pytest.mark.slow  # a create-data run with 2 workers, interrupted after its first records (about 20 s)
+@pytest.mark.parametrize("signum, code, line", [
+    (signal.SIGINT, 130, "albert-tf create-data: interrupted: no shard written, the temporary files removed"),
+    (signal.SIGTERM, 143, "albert-tf create-data: SIGTERM: no shard written, the temporary files removed")])
+def test_ctrl_c_or_sigterm_during_create_data_leaves_no_temp_file_and_no_process(tmp_path, tiny_spm_model, signum,
+                                                                                 code, line):
+    proc, out_dir = start_long_create_data(tmp_path, tiny_spm_model, workers=2)
+    os.killpg(proc.pid, signum)  # as a terminal's Ctrl-C, or a service manager's stop: the whole group
+    rc, stdout, stderr = finish(proc)
+    assert rc == code, stderr
     assert "Traceback" not in stderr
-    assert our_lines(stderr) == [
-        "albert-tf create-data: interrupted: no shard written, the temporary files removed"]
-    assert os.listdir(out_dir) == []
+    assert our_lines(stderr) == [line] and stdout == ""
+    assert not out_dir.exists()  # no shard, no temp file, no lock: the folder the run made is gone too
     assert group_gone(proc.pid), "a worker process outlived the interrupted run"
+
+
+@pytest.mark.slow  # a create-data run killed after its first records, then a small one (about 30 s)
+def test_a_later_run_removes_the_temp_files_a_killed_run_left_and_only_those(tmp_path, tiny_spm_model):
+    proc, out_dir = start_long_create_data(tmp_path, tiny_spm_model, workers=1)
+    os.killpg(proc.pid, signal.SIGKILL)  # a crash: nothing is cleaned up
+    finish(proc)
+    left = sorted(p.name for p in out_dir.iterdir())
+    assert [re.sub(r"[0-9a-f]{12}$", "X", n) for n in left] == [
+        ".train-00000-of-00002.tfrecord.tmp-X", ".train-00001-of-00002.tfrecord.tmp-X", ".train.albert_tf.lock"]
+    others = [".eval-00000-of-00001.tfrecord.tmp-0123456789ab", ".train-notes.tmp-0123456789ab", "train.txt"]
+    for name in others:  # another prefix's temp file, and files of the user's: never ours to remove
+        (out_dir / name).write_text("not this run's")
+    small = helpers.write_corpus(str(tmp_path / "small.txt"), num_docs=20)
+    proc = helpers.run_cli("create-data", ["--input", small, "--spm-model", tiny_spm_model, "--output",
+                                           out_dir / "train", "--max-seq-length", 64, "--num-shards", 2])
+    assert "taking over the stale lock" in proc.stderr
+    removed = ", ".join(str(out_dir / n) for n in left[:2])
+    assert f"removed the temporary files of an interrupted earlier run: 2 file(s): {removed}\n" in proc.stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(
+        others + [".train.record_counts.json", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"])
 
 
 # ---------------------------------------------------------------------------------------------- any command

@@ -3,8 +3,6 @@ process (TensorFlow and TF Text only), answer as the in-process Keras model + th
 import json
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -284,42 +282,20 @@ def squad_export(tokenizer, squad_features, tmp_path_factory):
     return logits, threshold, path
 
 
-SERVE_SQUAD = """
-import json, sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
-path, cases, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-model = tf.saved_model.load(path)
-question, context = tf.constant([q for q, _ in cases]), tf.constant([c for _, c in cases])
-answers = model.signatures["serving_default"](question=question, context=context)
-windows = model.signatures["windows"](question=question, context=context)
-arrays = {k: v.numpy() for k, v in answers.items() if k != "answer"}
-arrays.update({"windows/" + k: v.numpy() for k, v in windows.items()})
-np.savez(out, answer=np.array([a.decode("utf-8") for a in answers["answer"].numpy()]), **arrays)
-assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
-"""
-
-
-def _serve(script, path, payload, tmp_path):
-    out = str(tmp_path / "served.npz")
-    result = subprocess.run([sys.executable, "-c", script, path, json.dumps(payload), out], capture_output=True,
-                            text=True, check=False, cwd=str(tmp_path), env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return dict(np.load(out))
-
-
 @pytest.mark.slow
 def test_squad_export_answers_as_keras_and_python_in_a_fresh_process(squad_export, squad_features, tmp_path):
     logits, threshold, path = squad_export
-    served = _serve(SERVE_SQUAD, path, SQUAD_CASES, tmp_path)
-    _check_windows({k[len("windows/"):]: v for k, v in served.items() if k.startswith("windows/")}, squad_features)
+    request = {"question": [q for q, _ in SQUAD_CASES], "context": [c for _, c in SQUAD_CASES]}
+    served = helpers.serve_in_fresh_process(path, {  # TF Serving's loader (TF1 session) too
+        "answers": ("tf2", "serving_default", request), "windows": ("tf2", "windows", request),
+        "tf1": ("tf1", "serving_default", request)}, str(tmp_path))
+    _check_windows(served["windows"], squad_features)
     for key in ("start_logits", "end_logits"):
-        np.testing.assert_allclose(served[f"windows/{key}"], logits[key], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(served["windows"][key], logits[key], atol=1e-5, rtol=0)
     want = _squad_python(None, logits["start_logits"], logits["end_logits"], squad_features, True, threshold)
-    answers = _check_answers({k: v for k, v in served.items() if not k.startswith("windows/")}, want, True)
+    answers = _check_answers(served["answers"], want, True)
     assert any(answers) and "" in answers[:4]  # a v2 "no answer" on a non-empty context
-    # TF Serving's loader (TF1 session) gives the same answers
-    tf1 = helpers.serve_with_tf1_session(path, "serving_default", {
-        "question": np.array([q for q, _ in SQUAD_CASES]), "context": np.array([c for _, c in SQUAD_CASES])},
-        str(tmp_path))
+    tf1, served = served["tf1"], served["answers"]
     np.testing.assert_array_equal(tf1["answer"], np.array(answers))
     for key in ("start", "end"):
         np.testing.assert_array_equal(tf1[key], served[key])
@@ -349,6 +325,7 @@ RACE_CASES = [  # (article, question, options)
     (" ".join(helpers.make_sentence(random.Random(5)) for _ in range(20)),   # longer than the window
      "The river _ the city.", ["runs past", "is far from", "_ of", "中文 😀"]),
     ("", "__ two blanks _", ["a", "b", "c", "3.0,"]),
+    ("An article.", "", ["", " ", "x", "y"]),   # an empty ending: still [CLS] article [SEP] [SEP], as the original
 ]
 
 
@@ -364,18 +341,6 @@ def race_export(tokenizer, tmp_path_factory):
     path = export_race(model, tokenizer, str(tmp_path_factory.mktemp("race") / "base"), SEQ,
                                    max_qa_length=24)
     return model, path
-
-
-SERVE_RACE = """
-import json, sys, numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401  (registers the TF Text ops)
-path, cases, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-model = tf.saved_model.load(path)
-got = model.signatures["serving_default"](article=tf.constant([a for a, _, _ in cases]),
-                                          question=tf.constant([q for _, q, _ in cases]),
-                                          options=tf.constant([o for _, _, o in cases]))
-np.savez(out, **{k: v.numpy() for k, v in got.items()})
-assert not [m for m in sys.modules if m.startswith("albert_tf")], "albert_tf imported"
-"""
 
 
 def _race_arrays(tokenizer):
@@ -422,14 +387,14 @@ def test_race_export_equals_keras_model_in_a_fresh_process(tokenizer, race_expor
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     model, path = race_export
-    served = _serve(SERVE_RACE, path, RACE_CASES, tmp_path)
+    request = {"article": [a for a, _, _ in RACE_CASES], "question": [q for _, q, _ in RACE_CASES],
+               "options": [o for _, _, o in RACE_CASES]}
+    served = helpers.serve_in_fresh_process(path, {  # TF Serving's loader (TF1 session) too
+        "tf2": ("tf2", "serving_default", request), "tf1": ("tf1", "serving_default", request)}, str(tmp_path))
     probabilities = tf.nn.softmax(model(_race_arrays(tokenizer), training=False)).numpy()
-    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5, rtol=0)
-    np.testing.assert_array_equal(served["label"], probabilities.argmax(-1))
-    tf1 = helpers.serve_with_tf1_session(path, "serving_default", {  # TF Serving's loader (TF1 session)
-        "article": np.array([a for a, _, _ in RACE_CASES]), "question": np.array([q for _, q, _ in RACE_CASES]),
-        "options": np.array([o for _, _, o in RACE_CASES])}, str(tmp_path))
-    np.testing.assert_allclose(tf1["probabilities"], probabilities, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(served["tf2"]["probabilities"], probabilities, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(served["tf2"]["label"], probabilities.argmax(-1))
+    np.testing.assert_allclose(served["tf1"]["probabilities"], probabilities, atol=1e-5, rtol=0)
     ops = helpers.op_types(path)
     assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
 

@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf.text import AlbertTokenizer, normalize, normalize_with_offsets, truncated_lengths
+from albert_tf.text import (AlbertTokenizer, normalize, normalize_with_offsets, segment_lengths,
+                            truncated_lengths)
 from helpers import EQUALITY_TEXTS
+
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
 
 # ---------------------------------------------------------------------------------- a hand-made SentencePiece model
 NORMAL, UNKNOWN, CONTROL = 1, 2, 3  # sentencepiece_model.proto ModelProto.SentencePiece.Type
@@ -199,12 +203,57 @@ def _pop_loop_lengths(len_a, len_b, seq_length):
     return len_a, len_b
 
 
-def test_truncated_lengths_matches_pop_loop():
+def test_truncated_lengths_matches_pop_loop_and_an_empty_b_is_none():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    grid = []
     for seq_length in range(3, 12):
         for len_a in range(12):
-            for len_b in range(12):
-                assert truncated_lengths(len_a, len_b, seq_length) == _pop_loop_lengths(len_a, len_b, seq_length)
-        assert truncated_lengths(7, None, seq_length) == (min(7, seq_length - 2), None)
+            for len_b in range(1, 12):
+                want = _pop_loop_lengths(len_a, len_b, seq_length)
+                assert truncated_lengths(len_a, len_b, seq_length) == want
+                assert segment_lengths(len_a, len_b, seq_length) == (*want, True)
+                grid.append((seq_length, len_a, len_b, *want, True))
+            for none in (None, 0):  # no second segment: [CLS] a [SEP], a keeps up to L - 2
+                assert truncated_lengths(len_a, none, seq_length) == (min(len_a, seq_length - 2), None)
+            assert segment_lengths(len_a, 0, seq_length) == (min(len_a, seq_length - 2), 0, False)
+            grid.append((seq_length, len_a, 0, min(len_a, seq_length - 2), 0, False))
+    # the same function on tensors (as tf_pack calls it), one seq_length at a time
+    grid = np.array(grid, np.int64)
+    for seq_length in range(3, 12):
+        rows = grid[grid[:, 0] == seq_length]
+        got = segment_lengths(tf.constant(rows[:, 1]), tf.constant(rows[:, 2]), seq_length, tf.minimum,
+                              tf.maximum, tf.where)
+        np.testing.assert_array_equal(np.stack([t.numpy() for t in got], axis=1).astype(np.int64), rows[:, 3:])
+
+
+NO_SECOND_SEGMENT = ["", " ", " \t\u00a0 ", "\u0301"]  # empty, whitespace, a lone combining mark
+
+
+def test_pack_without_a_second_segment_is_a_single_sentence(hand_tokenizer):
+    """None, "", whitespace and text that normalizes to nothing: [CLS] a [SEP], with a keeping L - 2 ids (pair
+    packing would keep L - 3 and add a second [SEP]); the same in a batch beside a real pair."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    single = hand_tokenizer.pack("3.0, y", seq_length=6)
+    np.testing.assert_array_equal(single["input_word_ids"], [2, 7, 8, 9, 10, 3])  # a keeps 4 = L - 2
+    for b in NO_SECOND_SEGMENT:
+        assert hand_tokenizer.encode(b) == []
+        got = hand_tokenizer.pack("3.0, y", b, seq_length=6)
+        for key, value in single.items():
+            np.testing.assert_array_equal(got[key], value, err_msg=repr(b))
+    texts_b = NO_SECOND_SEGMENT + [None, "x7,"]
+    batch = hand_tokenizer.pack(["3.0, y"] * len(texts_b), texts_b, seq_length=6)
+    in_graph = hand_tokenizer.tf_pack(tf.constant(["3.0, y"] * len(texts_b)),
+                                      tf.constant([b or "" for b in texts_b]), seq_length=6)
+    omitted = hand_tokenizer.tf_pack(tf.constant(["3.0, y"] * 2), tf.constant([], tf.string), seq_length=6)
+    for key, value in single.items():
+        np.testing.assert_array_equal(batch[key][:-1], np.stack([value] * (len(texts_b) - 1)))
+        np.testing.assert_array_equal(in_graph[key].numpy(), batch[key])
+        np.testing.assert_array_equal(omitted[key].numpy(), np.stack([value] * 2))
+    np.testing.assert_array_equal(batch["input_word_ids"][-1], [2, 7, 8, 3, 13, 3])  # a real pair
+    with pytest.raises(tf.errors.InvalidArgumentError, match="text_a and text_b must have the same length"):
+        hand_tokenizer.tf_pack(tf.constant(["a", "b"]), tf.constant(["a"]), seq_length=6)
 
 
 def test_pack_layout_hand_computed(hand_tokenizer):

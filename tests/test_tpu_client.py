@@ -11,6 +11,9 @@ import pytest
 
 from albert_tf.runtime import requirements
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 # TensorFlow's fallback client (tensorflow/python/tpu/client/client.py) imports these two modules.
 CLIENT_MODULES = {"googleapiclient": "google-api-python-client", "oauth2client": "oauth2client"}
 SLICE, ZONE, PROJECT = "a-slice", "us-central2-b", "p"

@@ -16,6 +16,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_dataset
 from albert_tf.training import distribute
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 SEQ, PRED, STEPS = 512, 20, 2
 NO_HOST_XLA = "this TensorFlow has no XLA for the host (the TPU wheel): nothing stands in for the TPU's compiler"
 
@@ -250,7 +253,7 @@ def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_
     assert calls == [tpu]
 
 
-@pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init-checkpoint"])
+@pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init"])
 def test_pretrain_with_a_local_path_stops_before_the_resolver(resolver_calls, monkeypatch, capsys, flag):
     calls, _ = resolver_calls
     monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import REPO
+
 TPU = os.path.join(REPO, "tpu")
 # lib.sh is sourced; on_worker.sh runs on worker 0 (copied there by launch_pretrain.sh) and is tested on its own.
 SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(TPU, "*.sh"))

@@ -3,12 +3,14 @@ import glob
 import json
 import os
 import pathlib
+import re
 
 import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import USER_DEFINED_SYMBOLS, sample_sentences, train_vocab, vocab_lines
+from albert_tf.data.vocab import (USER_DEFINED_SYMBOLS, sample_sentences, suggest_vocab_size, train_vocab,
+                                  vocab_lines)
 from albert_tf.text.vocabulary import read_casing, resolve_lower_case
 from albert_tf.text import AlbertTokenizer, normalize
 from helpers import EQUALITY_TEXTS
@@ -66,7 +68,7 @@ def test_vocab_cli_end_to_end(cli_model, corpus_dir):
     # the summary reports what an independent count of the corpus says
     lines, sentences = _count_lines(corpus_dir)
     assert f"2 file(s), {lines} lines, {sentences} sentences, {sentences} sampled" in stdout
-    assert f"wrote {prefix}.model, {prefix}.vocab and {prefix}.casing.json (uncased)" in stdout
+    assert f"wrote {prefix}.model, {prefix}.vocab and {prefix}.casing.json (uncased, {VOCAB_SIZE} pieces)" in stdout
     assert "replaced" not in stdout
     # atomic writes leave nothing but the outputs; the casing is recorded beside the model
     assert sorted(os.listdir(os.path.dirname(prefix))) == ["spm.casing.json", "spm.model", "spm.vocab"]
@@ -157,7 +159,7 @@ def test_non_utf8_bytes_are_replaced_counted_and_reported(corpus_dir, tmp_path, 
     assert "hello \ufffd\ufffd world" in sample and "then \ufffd again" in sample
     code = cli.main(["vocab", "--input", str(bad), "--output-prefix", str(tmp_path / "v"), "--vocab-size", "120"])
     assert code == 0
-    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().out
+    assert f"replaced 3 non-UTF-8 byte(s) with U+FFFD ({bad}: 3)" in capsys.readouterr().err  # a warning
 
 
 def test_vocab_size_too_large_for_corpus(tmp_path):
@@ -225,3 +227,102 @@ def test_cased_vocab_is_recorded_and_contradicting_flags_are_refused(corpus_dir,
     (tmp_path / "bad.casing.json").write_text('{"lower_case": "yes"}')
     with pytest.raises(ValueError, match="bad.casing.json: expected"):
         read_casing(str(tmp_path / "bad.model"))
+
+
+def test_suggested_vocab_size_by_hand():
+    # a quarter of the distinct words seen at least twice, rounded to a thousand, within [1000, 30000]
+    words = [f"w{i}" for i in range(24_000)]
+    sample = [" ".join(words), " ".join(words[:21_000]), "once only here"]
+    assert suggest_vocab_size(sample) == 5_000                         # 21,000 repeated words / 4 = 5,250
+    assert suggest_vocab_size(["a b c", "a b c"]) == 1_000               # the smallest
+    assert suggest_vocab_size([" ".join(words * 2 + [f"x{i}" for i in range(200_000)] * 2)]) == 30_000
+
+
+def test_vocab_size_auto_fits_a_small_corpus(corpus_dir, tmp_path, capsys):
+    """auto on a corpus that cannot fill the suggestion: a soft limit, no error; the summary says the size and the
+    flag that carries it to pretrain; the model has that many pieces."""
+    prefix = str(tmp_path / "auto")
+    assert cli.main(["vocab", "--input", str(corpus_dir / "part-*.txt"), "--output-prefix", prefix,
+                     "--vocab-size", "auto"]) == 0
+    out = capsys.readouterr().out
+    size = AlbertTokenizer(prefix + ".model").vocab_size
+    assert size < 1000 and f"(uncased, {size} pieces; --vocab-size auto asked for 1000" in out
+    assert f"--set vocab_size={size}" in out
+    with pytest.raises(SystemExit):
+        cli.main(["vocab", "--input", "x", "--output-prefix", prefix, "--vocab-size", "many"])
+    assert "expected a number of pieces or auto, got 'many'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- long lines
+def _long_line_corpus(path, seed=3):
+    """A corpus made only of lines over SentencePiece's 4,192-byte limit: generated sentences joined into lines of
+    5-12 KB, and a line of 9,000 bytes without any space; characters that occur only past byte 4,192 of a line
+    (the Greek letters and 語) are what a vocabulary that skipped the long lines would lack. Returns
+    (lines, text bytes of each line, characters only found in the lines' tails)."""
+    import random  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(40):
+        words = []
+        while len(" ".join(words).encode()) < rng.randint(5000, 12000):
+            words.append(helpers.make_sentence(rng))
+            if len(" ".join(words).encode()) > 4300:
+                words.append(rng.choice(["αβγ δεζ.", "語語 日本.", "ηθι κλμ!"]))
+        lines.append(" ".join(words))
+    lines.append("x" * 3000 + "é" * 1500 + "ψ" * 1500)  # 9,000 bytes, no space: cut at characters
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    tails = set("αβγδεζηθικλμ語日本ψ")
+    assert all(len(line.encode()) > 4192 for line in lines)
+    assert not tails & set("".join(line.encode()[:4192].decode("utf-8", "ignore") for line in lines))
+    return lines, tails
+
+
+def test_a_corpus_of_only_long_lines_trains_a_vocabulary_that_saw_all_of_it(tmp_path):
+    """Whole CLI run. Before: SentencePiece skipped every line ("INTERNAL: ... [!sentences_.empty()]"). Now each line
+    is cut into sentences of at most 4,192 bytes; the summary counts the lines cut and says the trainer saw all the
+    text; characters found only past byte 4,192 of the lines are in the vocabulary."""
+    lines, tails = _long_line_corpus(tmp_path / "long.txt")
+    proc = helpers.run_cli("vocab", ["--input", tmp_path / "long.txt", "--output-prefix", tmp_path / "out" / "spm",
+                                     "--vocab-size", 200])
+    assert proc.stderr == ""  # no warning: everything is on stdout, the result
+    out = proc.stdout.splitlines()
+    text_bytes = sum(len(line.encode()) for line in lines)
+    match = re.fullmatch(r"albert-tf vocab: 1 file\(s\), 41 lines, (\d+) sentences, \1 sampled: the trainer saw "
+                         r"([\d,]+) of the \2 text bytes \(100\.0%\)", out[0])
+    assert match, out[0]
+    sentences, seen = int(match.group(1)), int(match.group(2).replace(",", ""))
+    assert sentences >= sum(-(-len(line.encode()) // 4192) for line in lines)  # each piece fits the limit
+    # only the single spaces at the cuts are not counted: one per cut at most
+    assert text_bytes - (sentences - len(lines)) <= seen <= text_bytes
+    assert out[1] == ("albert-tf vocab: 41 line(s) longer than 4192 bytes (SentencePiece skips longer ones) were cut "
+                      "into sentences at sentence ends, spaces or character boundaries")
+    assert out[2].startswith("albert-tf vocab: wrote ")
+    tok = AlbertTokenizer(str(tmp_path / "out" / "spm.model"))
+    pieces = "".join(tok.id_to_piece(i) for i in range(tok.vocab_size))
+    assert tails <= set(pieces), tails - set(pieces)
+
+
+def test_sample_sentences_cuts_lines_and_counts_what_the_sample_holds(tmp_path):
+    (tmp_path / "c.txt").write_text("short line.\n" + "word " * 2000 + "\n\n" + "tail.\n", encoding="utf-8")
+    sample, stats = sample_sentences([str(tmp_path / "c.txt")], 100, line_limit=1000)
+    assert stats["split_lines"] == 1 and stats["lines"] == 4
+    assert stats["sentences"] == len(sample) == 2 + 10  # 'word ' x 2000 = 9,999 bytes stripped: 10 pieces
+    assert all(len(s.encode()) <= 1000 for s in sample) and "".join(sample).count("word") == 2000
+    assert stats["sampled_bytes"] == stats["text_bytes"] == len("short line.") + len("tail.") + 9999 - 9
+    few, few_stats = sample_sentences([str(tmp_path / "c.txt")], 3, line_limit=1000)
+    assert len(few) == 3 and few_stats["sampled_bytes"] == sum(len(s.encode()) for s in few)
+    assert few_stats["sampled_bytes"] < few_stats["text_bytes"]
+
+
+@pytest.mark.parametrize("prefix", ["bad/", "existing"])
+def test_an_output_prefix_that_is_a_directory_is_refused_naming_the_flag(corpus_dir, tmp_path, prefix):
+    (tmp_path / "existing").mkdir()
+    output = str(tmp_path / prefix) + ("/" if prefix.endswith("/") else "")
+    proc = helpers.run_cli("vocab", ["--input", corpus_dir / "part-0.txt", "--output-prefix", output,
+                                     "--vocab-size", 120], check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"albert-tf vocab: error: --output-prefix {output} is a directory, not a file-name prefix; "
+                           f"give a prefix inside it, e.g. --output-prefix {output.rstrip('/')}/spm\n")
+    assert sorted(os.listdir(tmp_path)) == ["existing"] and not os.listdir(tmp_path / "existing")

@@ -8,6 +8,9 @@ import pytest
 import helpers
 from albert_tf.runtime import requirements, xla_flags
 
+pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
+
+
 TF_VERSION = xla_flags.tensorflow_version()
 NO_YNN = "TensorFlow 2.20 has no YNNPACK fusions to turn off"
 

@@ -1,5 +1,6 @@
 """Import released ALBERT checkpoints: google-research/albert TF1 checkpoints (and TF-Hub exports, whose names carry a
-`module/` prefix) and Hugging Face directories (config.json + model.safetensors), into a pretrained-model directory.
+`module/` prefix) and Hugging Face directories (config.json + model.safetensors), into a pretrained-model directory;
+`convert_release` fetches Google's released weights by name first (albert_tf.checkpoints.releases).
 
 The `albert-tf convert` subcommand lives here too.
 
@@ -16,7 +17,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.checkpoints import convert_flags
+from albert_tf.checkpoints import convert_flags, releases
 from albert_tf.config import AlbertConfig
 from albert_tf.text import vocabulary
 
@@ -179,7 +180,7 @@ def read_tf1_checkpoint(path):
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
         raise ValueError(f"{path}: a TF2 object-based checkpoint (as albert-tf pretrain and convert write), not a "
                          "TF1 one; its directory is already a pretrained-model directory: load it with "
-                         "from_pretrained or pass it to --init-checkpoint, no conversion needed")
+                         "from_pretrained or pass it to pretrain's or finetune's --init, no conversion needed")
     tensors = {}
     for name in names:
         if _SKIPPED_TF1.search(name):
@@ -296,6 +297,44 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     return model
 
 
+def _stderr(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def convert_release(name, output=None, cache_dir=None, cased=None, log=None):
+    """Google's released weights by name (albert_tf.checkpoints.releases.NAMES: `albert_base_v2` ... v1/v2 of base,
+    large, xlarge, xxlarge) or a Hugging Face hub id (`hf:albert/albert-base-v2`, needs huggingface_hub) → a
+    pretrained-model directory. Downloads (resumed, checked, cached) when not cached, then converts like
+    `convert --from tf1` / `--from hf`. `output`: a new or empty directory; None for CACHE/models/NAME, reused as
+    it is when a conversion is already there. Returns the output directory."""
+    output, _ = _convert_release(name, output, cache_dir, cased, log or _stderr)
+    return output
+
+
+def _convert_release(name, output, cache_dir, cased, log):
+    """(output directory, the converted AlbertPretrainer or None when a cached conversion was reused)."""
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+
+    name = releases.canonical_name(name)
+    if output is None:
+        output = os.path.join(releases.cache_dir(cache_dir), "models",
+                              name.replace(releases.HF_PREFIX, "hf--").replace("/", "--"))
+        if tf.io.gfile.exists(pretrained.config_path(output)) and tf.io.gfile.exists(
+                os.path.join(output, pretrained.CHECKPOINT_STATE_FILE)):
+            log(f"{name}: already converted in {output}")
+            return output, None
+    output = os.fspath(output).rstrip("/")
+    if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):  # before any download
+        raise ValueError(f"{output}: output directory exists and is not empty; give a new or empty directory")
+    if name.startswith(releases.HF_PREFIX):
+        model = convert("hf", releases.fetch_hf(name, log=log), output, log=log, cased=cased)
+    else:
+        files = releases.fetch_release(name, cache=cache_dir, log=log)
+        model = convert("tf1", files.checkpoint, output, config=files.config, spm_model=files.spm_model, log=log,
+                        cased=cased)
+    return output, model
+
+
 def add_arguments(parser):
     """The flags (albert_tf/checkpoints/convert_flags.py: `--help` needs no TensorFlow)."""
     convert_flags.add_arguments(parser)
@@ -305,10 +344,27 @@ def run(args):
     from albert_tf.files import check_input_file  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
 
-    if args.spm_model:
-        check_input_file(args.spm_model, "--spm-model", "spiece.model")
-    model = convert(args.source, args.checkpoint, args.output, config=args.config, spm_model=args.spm_model,
-                    log=lambda m: print(m, file=sys.stderr), cased=args.cased)
-    print(f"wrote {args.output}: {count_params(model):,} parameters "
-          f"({count_params(model.encoder):,} in the encoder)")
+    log = _stderr
+    if args.release:
+        given = [flag for flag, value in (("--from", args.source), ("--checkpoint", args.checkpoint),
+                                          ("--config", args.config), ("--spm-model", args.spm_model)) if value]
+        if given:
+            raise ValueError(f"--release brings its own checkpoint, config and vocabulary: drop {', '.join(given)}")
+        output, model = _convert_release(args.release, args.output, args.cache_dir, args.cased, log)
+    else:
+        missing = [flag for flag, value in (("--from", args.source), ("--checkpoint", args.checkpoint),
+                                            ("--output", args.output)) if not value]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} required (or --release NAME for Google's released weights)")
+        if args.cache_dir:
+            raise ValueError("--cache-dir goes with --release")
+        if args.spm_model:
+            check_input_file(args.spm_model, "--spm-model", "spiece.model")
+        output = args.output
+        model = convert(args.source, args.checkpoint, output, config=args.config, spm_model=args.spm_model,
+                        log=log, cased=args.cased)
+    if model is None:
+        print(f"{output}: already converted")
+    else:
+        print(f"wrote {output}: {count_params(model):,} parameters ({count_params(model.encoder):,} in the encoder)")
     return 0

@@ -1,7 +1,7 @@
 """The pretrained-model directory: the one place that knows what it holds and how it is read and written.
 
 A pretrained-model directory (local or gs://) is what `albert-tf convert` writes, what `albert-tf pretrain` writes
-as its `--model-dir`, and what `from_pretrained`, `--init-checkpoint`, `albert-tf export` and fine-tuning read:
+as its `--model-dir`, and what `from_pretrained`, `pretrain --init`, `albert-tf export` and fine-tuning read:
 
     albert_config.json      the model config (the original albert_config.json keys)
     spm.model               the SentencePiece model, when known
@@ -9,6 +9,7 @@ as its `--model-dir`, and what `from_pretrained`, `--init-checkpoint`, `albert-t
                             (albert_tf.data.vocabulary.casing_path; carried along with the SentencePiece model)
     checkpoint, ckpt-N.*    TF checkpoints (tf.train.CheckpointManager); the object graph's root holds the Keras
                             model under `model` (and, in a pretraining run, the optimizer under `optimizer`)
+    pretrain_config.json    a pretraining run's settings (albert_tf.training.pretrain_config: its run record)
 
 Inside `model`, an AlbertPretrainer and every task model hold their AlbertEncoder as `encoder`, so the encoder of
 any of them can be restored into any other (`restore(..., part="encoder")`).

@@ -16,7 +16,9 @@ Each file is read by one worker (streaming, block by block) while the blocks are
 a large corpus as many files. Each block is seeded from (seed, file, block) and its documents from (seed, file,
 document, round), so the pipeline writes exactly the records the local `create-data` writes for the same input,
 seed and block size — only their order and their assignment to shards differ. Counters (instances, documents, ...) are reported at the end,
-and the same bad-input errors are raised (an empty result is deleted, never left behind).
+and the same bad-input errors are raised (an empty result is deleted, never left behind). The output prefix is
+owned as the local tool owns it: one run at a time (its lock), an earlier run's other shards refused unless
+--overwrite, temporary files of interrupted runs removed.
 """
 import argparse
 import logging
@@ -29,10 +31,12 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf.files import match_files
+from albert_tf.runtime import lock
+from albert_tf.files import check_output_prefix, match_files
 from albert_tf.data import create_pretraining_data as local
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
+from albert_tf.data.corpus import check_text_files
 
 _NAMESPACE = "albert_tf.create_data"
 _REPLACED_NAMESPACE = "albert_tf.replaced_bytes"
@@ -142,30 +146,39 @@ def _counters(result):
 
 
 def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, lower_case=True,
-                 pipeline_options=None, block_documents=_instances.BLOCK_DOCUMENTS, progress=True):
+                 pipeline_options=None, block_documents=_instances.BLOCK_DOCUMENTS, progress=True, overwrite=False):
     """Runs create-data on Beam and waits for it. Returns a create_pretraining_data.Summary.
 
     Args:
-      input_pattern, spm_model, output_prefix, num_shards, options, lower_case, block_documents: as
+      input_pattern, spm_model, output_prefix, num_shards, options, lower_case, block_documents, overwrite: as
         `albert_tf.data.create_pretraining_data.create_pretraining_data`.
       pipeline_options: apache_beam PipelineOptions (runner and its settings); DirectRunner when None.
     Raises:
       FileNotFoundError / ValueError: the local tool's bad-input errors (no partial output is left).
     """
-    import time  # pylint: disable=import-outside-toplevel
-
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     options = (options or local.InstanceOptions()).validate()
     if num_shards < 1:
         raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
+    check_output_prefix(output_prefix, "--output", "train")
     files = match_files(input_pattern, "--input", glob=_beam_glob)
+    check_text_files(files, opener=FileSystems.open)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)  # fails early on a bad model
-    parent = output_prefix.rsplit("/", 1)[0] if "/" in output_prefix else ""
-    if parent:
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    outputs = local.shard_paths(output_prefix, num_shards)
+    stale = local.earlier_shards(output_prefix, outputs, overwrite)
+    with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix (the local tool's lock)
+        local.remove_leftover_temps(output_prefix)
+        return _run(files, tokenizer, output_prefix, outputs, stale, num_shards=num_shards, options=options,
+                    lower_case=lower_case, pipeline_options=pipeline_options, block_documents=block_documents,
+                    progress=progress)
 
-        tf.io.gfile.makedirs(parent)
+
+def _run(files, tokenizer, output_prefix, outputs, stale, *, num_shards, options, lower_case, pipeline_options,
+         block_documents, progress):
+    """The pipeline's run (run_pipeline's work, under the prefix's lock); returns the Summary."""
+    import time  # pylint: disable=import-outside-toplevel
+
     index = record_index.index_path(output_prefix)
     if FileSystems.exists(index):  # a previous run's counts must never describe the new shards
         FileSystems.delete([index])
@@ -178,7 +191,6 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
     totals, replaced = _counters(result)
     stats = _instances.BlockStats(**{k: v for k, v in totals.items() if k in vars(_instances.BlockStats())})
     stats.replaced_bytes = sum(replaced.values())
-    outputs = local.shard_paths(output_prefix, num_shards)
     error = None
     if stats.documents == 0:
         error = f"empty corpus: no text in {', '.join(files)}"
@@ -191,10 +203,11 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
     for path in outputs:  # a shard that received no record is still written, empty
         if not FileSystems.exists(path):
             _write_shard((0, []), [path])
+    if stale:  # an earlier run's shards that these do not replace (run_pipeline's overwrite)
+        FileSystems.delete(stale)
     summary = local.Summary(outputs, stats, replaced, time.time() - start)
     if progress:
-        for line in summary.lines():
-            print(line, file=sys.stderr)
+        summary.print()
     return summary
 
 
@@ -205,7 +218,8 @@ def main(argv=None):
     args, beam_args = parser.parse_known_args(argv)
     try:
         run_pipeline(args.input, args.spm_model, args.output, num_shards=args.num_shards,
-                     options=local.options_from_args(args), pipeline_options=PipelineOptions(beam_args))
+                     options=local.options_from_args(args), pipeline_options=PipelineOptions(beam_args),
+                     lower_case=not args.cased, overwrite=args.overwrite)
     except (ValueError, FileNotFoundError) as e:
         print(f"albert_tf.data.beam: error: {e}", file=sys.stderr)
         return 2

@@ -27,15 +27,18 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
 import time
 
+from albert_tf.runtime import lock
 from albert_tf.text.vocabulary import SPM_FILE
-from albert_tf.files import check_input_file, check_output_dir, match_files
+from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
+from albert_tf.data.corpus import check_text_files
 from albert_tf.data.instances import InstanceOptions
 
 __all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "add_arguments", "run", "match_files",
@@ -62,14 +65,86 @@ class Summary:
             f"0 {1 - swapped:.4f}; one-sentence chunks paired with another document {s.random_next}",
             f"{s.instances / max(self.seconds, 1e-9):.0f} instances/s over {self.seconds:.1f} s",
         ]
-        for path, count in self.replaced_by_file.items():
-            out.append(f"warning: {path}: replaced {count} bytes of invalid UTF-8 with U+FFFD")
         return out
+
+    def warnings(self):
+        return [f"warning: {path}: replaced {count} bytes of invalid UTF-8 with U+FFFD"
+                for path, count in self.replaced_by_file.items()]
+
+    def print(self):
+        """The summary on stdout (the result), its warnings on stderr."""
+        for line in self.warnings():
+            print(line, file=sys.stderr)
+        for line in self.lines():
+            print(line)
 
 
 def shard_paths(output_prefix, num_shards):
     """The output file names: PREFIX-00000-of-0000N.tfrecord (the same template as the Beam pipeline)."""
     return [f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
+
+
+# ---------------------------------------------------------------------------------------------- the output prefix
+def _names_in(directory):
+    """The names in `directory` (local or a URL); [] when it does not exist."""
+    directory = directory or "."
+    if is_url(directory):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        return [n.rstrip("/") for n in tf.io.gfile.listdir(directory)] if tf.io.gfile.isdir(directory) else []
+    return os.listdir(directory) if os.path.isdir(directory) else []
+
+
+def _some(paths, shown=4):
+    """'3 file(s): a, b, c' / '12 file(s): a, b, c, d and 8 more'."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return f"{len(paths)} file(s): {', '.join(paths[:shown])}{more}"
+
+
+def earlier_shards(output_prefix, outputs, overwrite):
+    """The shards of an earlier run of `output_prefix` (PREFIX-SSSSS-of-NNNNN.tfrecord) that this run's `outputs`
+    would not replace, which a glob over the prefix would mix in. Refused (ValueError naming them) unless
+    `overwrite`; even then, files that the prefix's record-count index does not list are not known to be
+    create-data's, and are refused. Returns the paths to remove once the new shards are in place."""
+    directory, name = os.path.split(output_prefix)
+    shard = re.compile(re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord")
+    ours = {os.path.basename(p) for p in outputs}
+    stale = sorted(n for n in _names_in(directory) if shard.fullmatch(n) and n not in ours)
+    if not stale:
+        return []
+    index = record_index.index_path(output_prefix)
+    try:
+        listed = set(record_index.read_index(index)) if exists(index) else set()
+    except ValueError:
+        listed = set()
+    unknown = [os.path.join(directory, n) for n in stale if n not in listed]
+    stale = [os.path.join(directory, n) for n in stale]
+    if unknown:
+        raise ValueError(f"--output {output_prefix}: {_some(unknown)} named like its shards, not listed in its "
+                         f"record-count index {index}, so not known to be create-data's: move or delete them "
+                         "yourself, or choose another --output")
+    if not overwrite:
+        raise ValueError(f"--output {output_prefix}: an earlier run's shards that this run (--num-shards "
+                         f"{len(outputs)}) would not replace, and that a glob over the prefix would mix in: "
+                         f"{_some(stale)}; pass --overwrite to remove them once this run succeeds, or choose "
+                         "another --output")
+    return stale
+
+
+def remove_leftover_temps(output_prefix):
+    """Removes the temporary files that interrupted runs of `output_prefix` left: .NAME-SSSSS-of-NNNNN.tfrecord.tmp-*
+    and the index's (albert_tf.files.temp_path_for's names, only those). Call it holding the prefix's lock (no live
+    run writes them). Returns the removed paths."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    directory, name = os.path.split(output_prefix)
+    index = os.path.basename(record_index.index_path(output_prefix))
+    temp = re.compile(r"\.(" + re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord|" + re.escape(index) +
+                      r")\.tmp-[0-9a-f]{12}")
+    removed = [os.path.join(directory, n) for n in sorted(_names_in(directory)) if temp.fullmatch(n)]
+    for path in removed:
+        tf.io.gfile.remove(path)
+    return removed
 
 
 def _read_lines(path):
@@ -116,30 +191,127 @@ def _init_worker(model_proto, lower_case, options):
     _PROCESSOR = _instances.BlockProcessor(AlbertTokenizer(model_proto, lower_case=lower_case), options)
 
 
-def _process(block):
-    return _PROCESSOR.process(block)
+def _serve(connection, model_proto, lower_case, options):
+    """A worker process: blocks in through `connection`, (True, (records, stats)) out, or (False, the exception);
+    ends when the pipe closes."""
+    _init_worker(model_proto, lower_case, options)
+    while True:
+        try:
+            block = connection.recv()
+        except EOFError:
+            return
+        try:
+            connection.send((True, _PROCESSOR.process(block)))
+        except Exception as e:  # pylint: disable=broad-except  # raised again in the main process
+            connection.send((False, e))
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def _sigint_ignored():
-    """SIGINT ignored inside the block (on the main thread; elsewhere Python cannot change handlers)."""
+def _signals_ignored(signals=(signal.SIGINT,)):
+    """`signals` ignored inside the block (on the main thread; elsewhere Python cannot change handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
-def _start_pool(workers, model_proto, lower_case, options):
-    """The worker processes, started with SIGINT ignored (a disposition a spawned process inherits and keeps):
-    Ctrl-C in a terminal reaches the whole process group, and only this process acts on it (it stops the workers
-    and removes its temp files); a worker would otherwise print a KeyboardInterrupt traceback of its own."""
-    context = multiprocessing.get_context("spawn")
-    with _sigint_ignored():
-        return context.Pool(workers, initializer=_init_worker, initargs=(model_proto, lower_case, options))
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as an interrupt (`sigterm_interrupts`): the same clean-up as Ctrl-C."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """Inside the block SIGTERM raises Terminated on the main thread, as Ctrl-C raises KeyboardInterrupt: the
+    workers stop and the temporary files go (the default action would end the process on the spot)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):  # pylint: disable=unused-argument
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Workers:
+    """Worker processes building records, each fed through a pipe of its own, so no lock is shared between
+    processes and a worker that dies leaves nothing held (multiprocessing.Pool's shared task queue hangs its
+    terminate() when a worker died while waiting on it). Started with SIGINT and SIGTERM ignored (a disposition a
+    spawned process inherits and keeps): a terminal's Ctrl-C or a service manager's SIGTERM reaches the whole
+    process group, and only the main process acts on it (it kills the workers and removes its temp files). A worker
+    whose main process is gone reads the end of its pipe and ends."""
+
+    def __init__(self, count, model_proto, lower_case, options):
+        context = multiprocessing.get_context("spawn")
+        self.processes, self.connections = [], []
+        with _signals_ignored(STOP_SIGNALS):
+            try:
+                for _ in range(count):
+                    ours, theirs = context.Pipe()
+                    process = context.Process(target=_serve, args=(theirs, model_proto, lower_case, options),
+                                              daemon=True)
+                    process.start()
+                    theirs.close()
+                    self.processes.append(process)
+                    self.connections.append(ours)
+            except BaseException:
+                self.close()
+                raise
+
+    def _receive(self, worker):
+        try:
+            ok, value = self.connections[worker].recv()
+        except EOFError:
+            process = self.processes[worker]
+            process.join(1)
+            raise RuntimeError(f"create-data: worker process {process.pid} ended unexpectedly (exit code "
+                               f"{process.exitcode})") from None
+        if not ok:
+            raise value
+        return value
+
+    def run(self, blocks, consume):
+        """consume(path, (records, stats)) for each (path, block), in block order. Block i is worker (i mod N)'s;
+        a worker is sent its next block only once its result is read (it waits for it then, so neither side can
+        block the other's writes), so at most one block per worker is in flight (bounded memory)."""
+        blocks = iter(blocks)
+        pending = collections.deque()  # (path, worker), in block order
+        for worker in range(len(self.processes)):
+            item = next(blocks, None)
+            if item is None:
+                break
+            self.connections[worker].send(item[1])
+            pending.append((item[0], worker))
+        while pending:
+            path, worker = pending.popleft()
+            item = next(blocks, None)  # read on while the workers work
+            result = self._receive(worker)
+            if item is not None:
+                self.connections[worker].send(item[1])
+                pending.append((item[0], worker))
+            consume(path, result)
+
+    def close(self):
+        """Ends every worker (killed: they hold nothing) and closes the pipes."""
+        for process in self.processes:
+            if process.is_alive():
+                process.kill()
+        for process in self.processes:
+            process.join()
+        for connection in self.connections:
+            connection.close()
 
 
 class _Progress:
@@ -164,12 +336,12 @@ class _Progress:
 
 
 def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, workers=1,
-                            lower_case=True, progress=True,
+                            lower_case=True, progress=True, overwrite=False,
                             block_documents=_instances.BLOCK_DOCUMENTS):
     """Writes pretraining TFRecords; see the module docstring.
 
     Args:
-      input_pattern: comma-separated file globs (local or gs://).
+      input_pattern: comma-separated file globs (local or gs://), UTF-8 text.
       spm_model: the SentencePiece model path (from `albert-tf vocab`).
       output_prefix: shards are written to PREFIX-%05d-of-%05d.tfrecord (parent folders are created).
       num_shards: number of output files; instances are dealt round-robin.
@@ -177,17 +349,18 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
         short_seq_prob, seed, mask).
       workers: processes building instances (1: in this process). The output does not depend on it.
       lower_case: the tokenizer's lowercasing (False for a cased vocabulary).
-      progress: print a progress bar and the summary to stderr.
+      progress: print a progress bar (stderr), notes (stderr) and the summary (stdout).
+      overwrite: remove an earlier run's shards of this prefix that the new ones do not replace (`earlier_shards`;
+        without it they are refused), once the new ones are in place.
       block_documents: documents per block (the unit of work, of in-block shuffling and of the fallback's
         random document); part of what determines the output, like the seed.
     Returns:
       Summary.
     Raises:
       FileNotFoundError: a glob matches nothing, or the model is missing.
-      ValueError: bad options, an empty corpus, or no document long enough to make an instance.
+      ValueError: bad options, an output prefix that is a directory or holds an earlier run's shards, a UTF-16
+        file, another live run on the prefix, an empty corpus, or no document long enough to make an instance.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     options = (options or InstanceOptions()).validate()
@@ -195,11 +368,28 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
         raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
-    check_output_dir(output_prefix, "--output", prefix=True)
+    check_output_prefix(output_prefix, "--output", "train")
     if not isinstance(spm_model, (bytes, bytearray)):
         check_input_file(spm_model, "--spm-model", SPM_FILE)
     files = match_files(input_pattern)
+    check_text_files(files)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    stale = earlier_shards(output_prefix, shard_paths(output_prefix, num_shards), overwrite)
+    with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix: its temp files are ours to remove
+        removed = remove_leftover_temps(output_prefix)
+        if removed and progress:
+            print(f"removed the temporary files of an interrupted earlier run: {_some(removed)}", file=sys.stderr)
+        summary = _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents,
+                         stale)
+    if progress:
+        summary.print()
+    return summary
+
+
+def _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents, stale):
+    """The shards from the files (create_pretraining_data's work, under the prefix's lock); returns the Summary."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
     stats = _instances.BlockStats()
     replaced = collections.OrderedDict()
@@ -223,37 +413,18 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
             for path, block in blocks:
                 consume(path, processor.process(block))
         else:
-            pool = _start_pool(workers, tokenizer.model_proto, lower_case, options)
-            _process_in_pool(pool, workers, blocks, consume)
+            pool = _Workers(workers, tokenizer.model_proto, tokenizer.lower_case, options)
+            pool.run(blocks, consume)
         shards.close()
         _check_made_instances(stats, files)
-        shards.publish()
+        shards.publish(stale)
     finally:
-        with _sigint_ignored():  # a second Ctrl-C does not cut the clean-up short
+        with _signals_ignored(STOP_SIGNALS):  # a second Ctrl-C or SIGTERM does not cut the clean-up short
             if pool is not None:
-                pool.terminate()
-                pool.join()
+                pool.close()
             shards.discard()
-    summary = Summary(shards.outputs, stats, dict(replaced), time.time() - start)
     bar.update(counter.total, stats, final=True)
-    if progress:
-        for line in summary.lines():
-            print(line, file=sys.stderr)
-    return summary
-
-
-def _process_in_pool(pool, workers, blocks, consume):
-    """Each (path, block) through the pool's `_process`, results consumed in block order; at most 2 blocks per
-    worker in flight (bounded memory)."""
-    pending = collections.deque()
-    for path, block in blocks:
-        pending.append((path, pool.apply_async(_process, (block,))))
-        while len(pending) > 2 * workers:
-            p, result = pending.popleft()
-            consume(p, result.get())
-    while pending:
-        p, result = pending.popleft()
-        consume(p, result.get())
+    return Summary(shards.outputs, stats, dict(replaced), time.time() - start)
 
 
 def _check_made_instances(stats, files):
@@ -302,11 +473,15 @@ class _Shards:
             w.close()
         self.writers = []
 
-    def publish(self):
+    def publish(self, stale=()):
+        """Renames the shards into place and writes their index; first removes `stale` (an earlier run's shards
+        that these do not replace, `earlier_shards`) and the earlier index."""
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         index = record_index.index_path(self.output_prefix)
-        with _sigint_ignored():  # all the shards or none: Ctrl-C waits for the last rename (milliseconds)
+        with _signals_ignored(STOP_SIGNALS):  # all the shards or none: a stop waits for the last rename
+            for path in stale:
+                tf.io.gfile.remove(path)
             if tf.io.gfile.exists(index):  # a previous run's counts must never describe these shards
                 tf.io.gfile.remove(index)
             for tmp, final in zip(self.temps, self.outputs):
@@ -328,7 +503,10 @@ def add_arguments(parser):
     parser.add_argument("--input", required=True, help="comma-separated globs of text files (one sentence per "
                         "line, a blank line between documents)")
     parser.add_argument("--spm-model", required=True, help="SentencePiece model from `albert-tf vocab`")
-    parser.add_argument("--output", required=True, help="output prefix: PREFIX-00000-of-0000N.tfrecord ...")
+    parser.add_argument("--output", required=True, help="output prefix: PREFIX-00000-of-0000N.tfrecord ... (a "
+                        "file-name prefix such as data/train, not a directory)")
+    parser.add_argument("--overwrite", action="store_true", help="remove the shards an earlier run wrote to this "
+                        "prefix that this run does not replace (another --num-shards); without it they are refused")
     parser.add_argument("--num-shards", type=int, default=1, help="output files")
     parser.add_argument("--max-seq-length", type=int, default=512, help="tokens per sequence")
     parser.add_argument("--max-predictions", type=int, default=20, help="masked LM predictions per sequence")
@@ -352,13 +530,17 @@ def options_from_args(args):
 
 
 def run(args):
-    """The CLI job. Ctrl-C: the workers stop, the temp files are removed, one line, exit 130 (nothing is written:
-    the shards are renamed into place only once all of them are complete)."""
+    """The CLI job. Ctrl-C or SIGTERM: the workers stop, the temp files are removed, one line on stderr, exit 130
+    after SIGINT, 143 after SIGTERM (128 + the signal's number, the shell's code for a process it ended; nothing is
+    written: the shards are renamed into place only once all of them are complete)."""
     try:
-        create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
-                                options=options_from_args(args), workers=args.workers, lower_case=not args.cased)
-    except KeyboardInterrupt:
-        print("albert-tf create-data: interrupted: no shard written, the temporary files removed", file=sys.stderr,
+        with sigterm_interrupts():
+            create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
+                                    options=options_from_args(args), workers=args.workers, lower_case=not args.cased,
+                                    overwrite=args.overwrite)
+    except KeyboardInterrupt as e:
+        name = "SIGTERM" if isinstance(e, Terminated) else "interrupted"
+        print(f"albert-tf create-data: {name}: no shard written, the temporary files removed", file=sys.stderr,
               flush=True)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     return 0

@@ -173,8 +173,9 @@ def _file_records(filename, size, start, take):
     each as (filenames [n], records [n]), then one empty chunk (the end-of-file marker).
 
     Reading errors are turned into an end of file, then checked: read to the end from the start, the bytes consumed
-    must equal the file's size; otherwise the records read must number `take`. So a truncated or corrupt file fails
-    with an error naming it.
+    must equal the file's size (and never pass it: a file that grew fails as soon as its reader passes the size it
+    had, before the records past it are used); otherwise the records read must number `take`. So a truncated,
+    corrupt or changed file fails with an error naming it.
     """
     chunks = tf.data.TFRecordDataset(filename).skip(start).take(take).ignore_errors().batch(_CHUNK)
     chunks = chunks.concatenate(tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))  # end-of-file marker
@@ -184,9 +185,12 @@ def _file_records(filename, size, start, take):
         consumed, count = state
         consumed += tf.reduce_sum(tf.cast(tf.strings.length(records, unit="BYTE"), tf.int64) + _TFRECORD_FRAMING_BYTES)
         count += tf.size(records, out_type=tf.int64)
-        intact = (tf.size(records) > 0) | tf.where(whole, tf.equal(consumed, size), tf.equal(count, take))
+        at_end = tf.where(whole, tf.equal(consumed, size), tf.equal(count, take))
+        intact = tf.where(tf.size(records) > 0, tf.logical_not(whole) | (consumed <= size), at_end)
+        after = tf.where(consumed > size, " bytes: the file grew after the run started",
+                         " bytes before the first bad record")
         detail = tf.where(whole, tf.strings.join(["read ", tf.strings.as_string(consumed), " of ",
-                                                  tf.strings.as_string(size), " bytes before the first bad record"]),
+                                                  tf.strings.as_string(size), after]),
                           tf.strings.join(["read ", tf.strings.as_string(count), " of the ", tf.strings.as_string(take),
                                            " records expected from record ", tf.strings.as_string(start)]))
         assertion = tf.debugging.Assert(intact, [tf.strings.join([

@@ -19,6 +19,7 @@ import concurrent.futures
 import glob as _glob
 import json
 import os
+import re
 
 from albert_tf.files import is_url
 
@@ -89,6 +90,46 @@ def index_entries(files):
     return {f: known[f] for f in files if f in known}
 
 
+_SHARD = re.compile(r"(?P<stem>.+)-\d{5}-of-(?P<total>\d{5})\.tfrecord")
+
+
+def _some(paths, shown=3):
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+def check_one_run(files, flag):
+    """Refuses (ValueError naming them) create-data shards of one prefix DIR/NAME-SSSSS-of-NNNNN.tfrecord among
+    `files` that come from different runs: two totals NNNNN, or files that the prefix's record-count index (present
+    beside them) does not list, as an earlier run's shards left beside a later run's. Other files (other prefixes,
+    other names) are not judged: several data sets may be read together."""
+    prefixes = {}
+    for path in files:
+        match = _SHARD.fullmatch(os.path.basename(path))
+        if match:
+            prefix = os.path.join(os.path.dirname(path), match["stem"])
+            prefixes.setdefault(prefix, {}).setdefault(match["total"], []).append(path)
+    for prefix, by_total in sorted(prefixes.items()):
+        if len(by_total) > 1:
+            runs = "; ".join(f"{len(paths)} of {int(total)} shards ({_some(paths)})"
+                             for total, paths in sorted(by_total.items()))
+            raise ValueError(f"{flag} matches the shards of {len(by_total)} create-data runs of {prefix}: {runs}; "
+                             "delete the stale ones (create-data --overwrite removes them) or narrow the pattern")
+        index = index_path(prefix)
+        if not _exists(index):
+            continue
+        listed = read_index(index)
+        unlisted = sorted(p for paths in by_total.values() for p in paths if os.path.basename(p) not in listed)
+        if unlisted:
+            raise ValueError(f"{flag} matches {len(unlisted)} file(s) that {index}, the record-count index of the "
+                             f"last create-data run of {prefix}, does not list: {_some(unlisted)}; they are an "
+                             "earlier run's: delete them or narrow the pattern")
+
+
+def _exists(path):
+    return os.path.exists(path) if not is_url(path) else _gfile().exists(path)
+
+
 def indexed_counts(files, sizes):
     """{path: records} for the `files` (sizes in bytes, same order) that an index lists with the same size."""
     entries = index_entries(files)
@@ -119,19 +160,29 @@ def count_records(files):
         return dict(zip(files, pool.map(_count_one, files)))
 
 
-def record_counts(files, sizes, cache=None, write_cache=False):
-    """{path: records} for every file: from the index beside the files, else from `cache` (a count-cache path,
-    entries checked by size), else counted; with `write_cache`, counts taken here are added to `cache`."""
+def known_counts(files, sizes, cache=None):
+    """{path: records} for the `files` (sizes in bytes, same order) whose counts are known without reading them:
+    from the index beside them, else from `cache` (a count-cache path, entries checked by size)."""
+    return _known_and_cached(files, sizes, cache)[0]
+
+
+def _known_and_cached(files, sizes, cache):
     counts = indexed_counts(files, sizes)
-    cached = {}
-    if cache and (os.path.exists(cache) if not is_url(cache) else _gfile().exists(cache)):
-        cached = read_index(cache)
+    cached = read_index(cache) if cache and _exists(cache) else {}
     by_size = dict(zip(files, sizes))
     counts.update({f: cached[f][0] for f in files if f not in counts and f in cached and cached[f][1] == by_size[f]})
+    return counts, cached
+
+
+def record_counts(files, sizes, cache=None, write_cache=False):
+    """{path: records} for every file: `known_counts`, else counted; with `write_cache`, counts taken here are
+    added to `cache`."""
+    counts, cached = _known_and_cached(files, sizes, cache)
     missing = [f for f in files if f not in counts]
     counted = count_records(missing) if missing else {}
     counts.update(counted)
     if counted and cache and write_cache:
+        by_size = dict(zip(files, sizes))
         cached.update({f: (n, by_size[f]) for f, n in counted.items()})
         write_index(cache, cached)
     return counts

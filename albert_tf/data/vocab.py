@@ -1,30 +1,47 @@
 """`albert-tf vocab`: train ALBERT's SentencePiece vocabulary on raw text.
 
-    albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000] [--cased]
+    albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000|auto] [--cased]
                     [--max-sentences 10000000] [--seed 12345]
+
+`--vocab-size auto` sizes the vocabulary from the corpus (`suggest_vocab_size`: a quarter of the distinct words seen
+at least twice, between 1,000 and 30,000) as a soft limit, so that a small corpus gets a vocabulary it can fill;
+the summary says the size chosen, and `pretrain --set vocab_size=auto` takes the trained model's size.
 
 The original's settings: unigram model, <pad> 0, <unk> 1, control symbols [CLS] [SEP] [MASK] = 2, 3, 4, no bos/eos,
 user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-blank input line is one sentence, passed
-through `albert_tf.text.normalize` (the tokenizer's own preprocessing) before training. Input is streamed
-and at most --max-sentences lines are kept (seeded reservoir sampling), so memory is bounded by the sample, not the
-corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
+through `albert_tf.text.normalize` (the tokenizer's own preprocessing) before training; a line longer than
+LINE_LIMIT bytes (SentencePiece's own limit, past which it skips a sentence unseen) is cut into sentences that fit,
+at sentence ends, else spaces, else character boundaries, so that no text is left out. Input is streamed
+and at most --max-sentences sentences are kept (seeded reservoir sampling), so memory is bounded by the sample, not
+the corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-identical for the same input and seed.
+The summary says how many lines were cut and which share of the corpus's text bytes the trainer saw. A UTF-16 or
+UTF-32 file is refused (albert_tf.data.corpus).
 
 Casing: beside each SentencePiece model `X.model` a small `X.casing.json` ({"lower_case": true|false}) records
 whether text is lowercased for it (albert_tf.text.vocabulary). `vocab` writes it; `pretrain --spm-model`, `convert` and
 `export` carry it along with the model; `finetune` and `export` read it (`resolve_lower_case`), and their
 `--cased`/`--uncased` flags must agree with it.
 """
+import argparse
 import os
 import random
+import sys
 
-from albert_tf.files import is_url, match_files
-from albert_tf.data.corpus import decode_utf8
+from albert_tf.files import check_output_prefix, is_url, match_files
+from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.text import normalize, vocabulary
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 CHARACTER_COVERAGE = 0.99995
 DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
+LINE_LIMIT = 4192  # bytes: SentencePiece's default max_sentence_length; longer lines are cut (sample_sentences)
+# --vocab-size auto: one piece per this many distinct words seen at least twice, rounded to a thousand, in
+# [AUTO_SMALLEST, AUTO_LARGEST]: 1,000 for the quickstart's corpus (6,200 lines, 4,600 such words), 15,000 for the
+# copyright files Debian packages install (360,000 lines, 17 MB, 60,000 such words), 30,000 (the paper's) for a
+# large corpus.
+AUTO_WORDS_PER_PIECE = 4
+AUTO_SMALLEST, AUTO_LARGEST = 1000, 30000
 TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
 
 
@@ -33,48 +50,55 @@ def _csv(symbols):
     return ",".join('"' + s.replace('"', '""') + '"' if ('"' in s or "," in s) else s for s in symbols)
 
 
-def _open_binary(path):
-    if is_url(path):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
-def sample_sentences(files, max_sentences, lower_case=True, seed=12345):
+def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT):
     """Streams `files`, normalizes each non-blank line, keeps a uniform sample of at most max_sentences.
 
+    A line longer than `line_limit` UTF-8 bytes is first cut into pieces that fit (`corpus.split_long_line`: at
+    sentence ends, else spaces, else a character boundary), each piece a sentence of its own: SentencePiece skips
+    longer sentences, so without the cut it would never see that text.
     Reservoir sampling (Vitter's algorithm R) with random.Random(seed): deterministic for given files and seed.
-    Returns (sample: list[str], stats: dict with lines, sentences, replaced_bytes, replaced_bytes_per_file).
+    Returns (sample: list[str], stats: dict with lines, sentences, split_lines (lines cut into pieces), line_limit,
+    text_bytes (UTF-8 bytes of every sentence), sampled_bytes (of those in the sample), longest (the longest
+    sampled sentence after normalization, in bytes), replaced_bytes, replaced_bytes_per_file).
     """
     if max_sentences < 1:
         raise ValueError(f"--max-sentences must be at least 1, got {max_sentences}")
     rng = random.Random(seed)
-    sample, seen, lines = [], 0, 0
+    sample, sizes = [], []
+    seen = lines = split_lines = text_bytes = 0
     replaced_per_file = {}
     for path in files:
         replaced = 0
-        with _open_binary(path) as f:
+        with open_binary(path) as f:
             for raw in f:
                 lines += 1
                 text, bad = decode_utf8(raw)
                 replaced += bad
-                if text.isspace() or not text:
+                pieces = split_long_line(text.strip(), line_limit)
+                if not pieces[0]:
                     continue
-                # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n lines.
-                if seen < max_sentences:
-                    sample.append(normalize(text, lower_case))
-                else:
-                    j = rng.randint(0, seen)
-                    if j < max_sentences:
-                        sample[j] = normalize(text, lower_case)
-                seen += 1
+                split_lines += len(pieces) > 1
+                for piece in pieces:
+                    size = len(piece.encode("utf-8"))
+                    text_bytes += size
+                    # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n sentences.
+                    if seen < max_sentences:
+                        sample.append(normalize(piece, lower_case))
+                        sizes.append(size)
+                    else:
+                        j = rng.randint(0, seen)
+                        if j < max_sentences:
+                            sample[j], sizes[j] = normalize(piece, lower_case), size
+                    seen += 1
         if replaced:
             replaced_per_file[path] = replaced
-    sample = [s for s in sample if s]  # a line of combining marks only normalizes to nothing
-    stats = {"lines": lines, "sentences": seen, "replaced_bytes": sum(replaced_per_file.values()),
-             "replaced_bytes_per_file": replaced_per_file}
-    return sample, stats
+    kept = [i for i, s in enumerate(sample) if s]  # a line of combining marks only normalizes to nothing
+    stats = {"lines": lines, "sentences": seen, "split_lines": split_lines, "line_limit": line_limit,
+             "text_bytes": text_bytes,
+             "sampled_bytes": sum(sizes[i] for i in kept),
+             "longest": max((len(sample[i].encode("utf-8")) for i in kept), default=0),
+             "replaced_bytes": sum(replaced_per_file.values()), "replaced_bytes_per_file": replaced_per_file}
+    return [sample[i] for i in kept], stats
 
 
 def _drain(items):
@@ -82,6 +106,26 @@ def _drain(items):
     for i, item in enumerate(items):
         items[i] = None
         yield item
+
+
+def suggest_vocab_size(sample):
+    """--vocab-size auto's size for a sample of normalized sentences (see AUTO_WORDS_PER_PIECE)."""
+    import collections  # pylint: disable=import-outside-toplevel
+
+    counts = collections.Counter(word for sentence in sample for word in sentence.split())
+    repeated = sum(1 for count in counts.values() if count >= 2)
+    rounded = int(round(repeated / AUTO_WORDS_PER_PIECE, -3))
+    return min(AUTO_LARGEST, max(AUTO_SMALLEST, rounded))
+
+
+def vocab_size_argument(text):
+    """--vocab-size: a positive integer or "auto"."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of pieces or auto, got {text!r}") from None
 
 
 def vocab_lines(model_proto):
@@ -93,7 +137,7 @@ def vocab_lines(model_proto):
 
 
 def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
-                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345):
+                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345, line_limit=LINE_LIMIT):
     """Trains ALBERT's SentencePiece unigram vocabulary; writes output_prefix + ".model" / ".vocab" atomically.
 
     Training runs in memory with a fixed thread count, so the same input, arguments and seed give byte-identical
@@ -103,15 +147,21 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
       input_pattern: UTF-8 text files (local or gs://): a glob, comma-separated globs or a list of globs (see
         albert_tf.files), one sentence per line (blank lines ignored).
       output_prefix: where to write PREFIX.model and PREFIX.vocab (local or gs://).
-      vocab_size: number of pieces, special ones included.
+      vocab_size: number of pieces, special ones included, or "auto": `suggest_vocab_size` of the sample, as a
+        soft limit (SentencePiece keeps fewer pieces when the corpus holds fewer).
       lower_case: normalize to lowercase (False for a cased vocabulary).
       max_sentences: at most this many sentences are sampled (seeded reservoir) for training.
       seed: sampling seed.
+      line_limit: lines longer than this (UTF-8 bytes) are cut into sentences (`sample_sentences`); the trainer's
+        own limit is raised to the longest sentence it is given, so none is skipped.
     Returns:
-      dict: files, lines, sentences, sampled, replaced_bytes, replaced_bytes_per_file, model, vocab (paths).
+      dict: files, lines, sentences, sampled, split_lines, text_bytes, sampled_bytes, longest (see
+        `sample_sentences`), replaced_bytes, replaced_bytes_per_file, model, vocab, casing (paths), vocab_size (the
+        trained model's pieces), auto (the size `auto` asked for, else None).
     Raises:
       FileNotFoundError: the glob matches no file.
-      ValueError: empty corpus, or a vocab_size the corpus cannot support.
+      ValueError: an output prefix that is a directory, a UTF-16 / UTF-32 file, an empty corpus, or a vocab_size
+        the corpus cannot support.
     """
     import io  # pylint: disable=import-outside-toplevel
 
@@ -119,12 +169,16 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
 
     from albert_tf.files import atomic_output  # pylint: disable=import-outside-toplevel
 
+    check_output_prefix(output_prefix, "--output-prefix", "spm")
     files = match_files(input_pattern)
-    sample, stats = sample_sentences(files, max_sentences, lower_case, seed)
+    check_text_files(files)
+    sample, stats = sample_sentences(files, max_sentences, lower_case, seed, line_limit)
     if not sample:
         raise ValueError(f"--input {input_pattern!r}: {len(files)} file(s), {stats['lines']} line(s), "
                          "but no text to train on (empty corpus)")
     minimum = len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS) + 3
+    auto = suggest_vocab_size(sample) if vocab_size == "auto" else None
+    vocab_size = auto or vocab_size
     if vocab_size < minimum:
         raise ValueError(f"--vocab-size {vocab_size} is too small: the special and user-defined symbols alone "
                          f"take {minimum - 1} ids")
@@ -136,7 +190,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
             pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
             control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
             character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
-            num_threads=TRAINER_THREADS, minloglevel=2,
+            num_threads=TRAINER_THREADS, minloglevel=2, hard_vocab_limit=auto is None,
+            max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
         )
     except RuntimeError as e:
         message = str(e)
@@ -153,32 +208,54 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     outputs["casing"] = vocabulary.write_casing(outputs["model"], lower_case)
     with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the set is complete
         f.write(model.getvalue())
-    stats.update(files=files, **outputs)
+    stats.update(files=files, vocab_size=len(vocab_lines(model.getvalue()).splitlines()), auto=auto, **outputs)
     return stats
 
 
 def add_arguments(parser):
     parser.add_argument("--input", required=True, metavar="GLOBS",
-                        help="comma-separated globs of text files (local or gs://), one sentence per line; blank "
-                             "lines are ignored")
+                        help="comma-separated globs of UTF-8 text files (local or gs://), one sentence per line; "
+                             f"blank lines are ignored, lines over {LINE_LIMIT} bytes are cut into sentences")
     parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
-                        help="writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json")
-    parser.add_argument("--vocab-size", type=int, default=30000, help="pieces, special ones included")
+                        help="writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json (a file-name prefix, e.g. "
+                             "work/spm, not a directory)")
+    parser.add_argument("--vocab-size", type=vocab_size_argument, default=30000,
+                        help="pieces, special ones included; auto: sized from the corpus (at most what it holds)")
     parser.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased ALBERT)")
     parser.add_argument("--max-sentences", type=int, default=DEFAULT_MAX_SENTENCES,
-                        help="train on a seeded uniform sample of at most this many lines (bounds memory)")
+                        help="train on a seeded uniform sample of at most this many sentences (bounds memory)")
     parser.add_argument("--seed", type=int, default=12345, help="sampling seed")
+
+
+def summary_lines(stats, cased):
+    """What `albert-tf vocab` prints: (result lines for stdout, warning lines for stderr)."""
+    share = stats["sampled_bytes"] / max(1, stats["text_bytes"])
+    lines = [f"albert-tf vocab: {len(stats['files'])} file(s), {stats['lines']} lines, {stats['sentences']} "
+             f"sentences, {stats['sampled']} sampled: the trainer saw {stats['sampled_bytes']:,} of the "
+             f"{stats['text_bytes']:,} text bytes ({100 * share:.1f}%)"]
+    if stats["split_lines"]:
+        lines.append(f"albert-tf vocab: {stats['split_lines']} line(s) longer than {stats['line_limit']} bytes "
+                     "(SentencePiece skips longer ones) were cut into sentences at sentence ends, spaces or "
+                     "character boundaries")
+    lines.append(f"albert-tf vocab: wrote {stats['model']}, {stats['vocab']} and {stats['casing']} "
+                 f"({'cased' if cased else 'uncased'}, {stats['vocab_size']} pieces"
+                 + (f"; --vocab-size auto asked for {stats['auto']} from the corpus: use --set vocab_size="
+                    f"{stats['vocab_size']} (or vocab_size=auto with --spm-model) with pretrain" if stats["auto"]
+                    else "") + ")")
+    warnings = []
+    if stats["replaced_bytes"]:
+        per_file = ", ".join(f"{path}: {n}" for path, n in stats["replaced_bytes_per_file"].items())
+        warnings.append(f"albert-tf vocab: warning: replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with "
+                        f"U+FFFD ({per_file})")
+    return lines, warnings
 
 
 def run(args):
     stats = train_vocab(args.input, args.output_prefix, vocab_size=args.vocab_size, lower_case=not args.cased,
                         max_sentences=args.max_sentences, seed=args.seed)
-    print(f"albert-tf vocab: {len(stats['files'])} file(s), {stats['lines']} lines, {stats['sentences']} "
-          f"sentences, {stats['sampled']} sampled")
-    if stats["replaced_bytes"]:
-        per_file = ", ".join(f"{path}: {n}" for path, n in stats["replaced_bytes_per_file"].items())
-        print(f"albert-tf vocab: warning: replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with U+FFFD "
-              f"({per_file})")
-    print(f"albert-tf vocab: wrote {stats['model']}, {stats['vocab']} and {stats['casing']} "
-          f"({'cased' if args.cased else 'uncased'})")
+    lines, warnings = summary_lines(stats, args.cased)
+    for line in warnings:
+        print(line, file=sys.stderr)
+    for line in lines:
+        print(line)
     return 0

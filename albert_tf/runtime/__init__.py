@@ -1,5 +1,6 @@
 """The process around a job: what every command shares and nothing model-specific. No TensorFlow at import.
 
+    exit_codes    the commands' exit codes, one meaning each, and the errors that carry them (LockHeld, RuntimeLost)
     lock          one run per output directory (.albert_tf.lock, local and gs://), the held-locks list
     signals       SIGTERM / SIGINT as a request to stop (StopSignal); the duration format of progress lines
     cluster       who is chief (one rule, from TF_CONFIG or a strategy)

@@ -2,12 +2,15 @@
 
 `pretrain --model-dir` and `finetune --output` hold it for the whole run (taken by `albert_tf.cli` before the
 command starts, released when it ends, errors included). A second run on the same directory is refused with one
-line naming the holder. The file is JSON: {"host", "pid", "started", "heartbeat", "token"} (times in Unix seconds).
+line naming the holder (exit 77, albert_tf.runtime.exit_codes). The file is JSON: {"host", "pid", "started",
+"heartbeat", "token"} (times in Unix seconds), plus "run_id" when the environment has ALBERT_TF_RUN_ID.
 
 Staleness: a killed run cannot remove its lock, so a lock is taken over (with a line saying so) when
   - its holder ran on this host and its pid is no longer alive, or
   - its heartbeat is older than STALE_AFTER_S (a holder refreshes it every HEARTBEAT_S from a daemon thread), which
-    covers a holder on another host (a preempted TPU VM, a killed container).
+    covers a holder on another host (a preempted TPU VM, a killed container), or
+  - it records the same run id as this process (ALBERT_TF_RUN_ID): a previous attempt of the same run, which
+    whatever relaunches it (tpu/'s keeper) knows to be gone, e.g. on a recreated TPU worker with a new host name.
 
 Creation is atomic on a local filesystem (O_CREAT | O_EXCL). On gs:// (tf.io.gfile has no exclusive create) the
 lock is written to a temp object, renamed onto the lock name with overwrite=False, then read back: the run holds
@@ -16,6 +19,8 @@ can still both pass the existence check inside that rename; the read-back makes 
 but a small window remains where both proceed. That race needs two launches of one command at the same moment;
 the lock is meant to catch a second run started by mistake while the first one works.
 
+`create-data --output DIR/NAME` holds DIR/.NAME.albert_tf.lock (`prefix_lock`): one run per output prefix.
+
 Multi-worker pretraining: only the chief (TF_CONFIG task "chief", or worker 0 without one) takes the lock; the
 other workers write only under .worker_N and run alongside it.
 """
@@ -23,16 +28,19 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
 
 from albert_tf import files
 from albert_tf.runtime import cluster
+from albert_tf.runtime.exit_codes import LockHeld
 
 LOCK_FILE = ".albert_tf.lock"
 HEARTBEAT_S = 60       # how often a holder refreshes its heartbeat
 STALE_AFTER_S = 600    # a lock whose heartbeat is older than this is taken over (10 heartbeats missed)
+RUN_ID_ENV = "ALBERT_TF_RUN_ID"  # the identity of a run across its attempts, set by whatever relaunches it
 
 
 def _gfile():
@@ -172,24 +180,44 @@ class DirectoryLock:
       directory: the output directory (local or gs://); created when missing (removed again on release if the
         run left it empty).
       flag: the option that named it, for messages (e.g. "--model-dir").
+      run_id: this run's identity across its attempts (default: $ALBERT_TF_RUN_ID; None: none).
+      lock_file: the lock's name in `directory` (`prefix_lock`: one per output prefix).
+      target: what messages name as in use (default: the directory).
     Raises (acquire):
-      ValueError naming the holder when another live run holds it.
+      albert_tf.runtime.exit_codes.LockHeld naming the holder when another live run holds it.
     """
 
-    def __init__(self, directory, flag):
+    def __init__(self, directory, flag, run_id=None, lock_file=LOCK_FILE, target=None):
         self.directory = os.fspath(directory).rstrip("/") or "/"
         self.flag = flag
-        self.path = os.path.join(self.directory, LOCK_FILE)
+        self.target = target or self.directory  # what messages name as in use (a directory, or an output prefix)
+        self.path = os.path.join(self.directory, lock_file)
         self.token = uuid.uuid4().hex
+        self.run_id = run_id if run_id is not None else (os.environ.get(RUN_ID_ENV) or None)
         self.record = None
         self._created_directory = False
         self._stop = threading.Event()
         self._thread = None
 
     def _content(self, now):
-        self.record = dict(self.record or {"host": socket.gethostname(), "pid": os.getpid(), "started": now,
-                                           "token": self.token}, heartbeat=now)
+        if self.record is None:
+            self.record = {"host": socket.gethostname(), "pid": os.getpid(), "started": now, "token": self.token}
+            if self.run_id:
+                self.record["run_id"] = self.run_id
+        self.record = dict(self.record, heartbeat=now)
         return json.dumps(self.record) + "\n"
+
+    def _takeover_line(self, holder):
+        """The line printed when this run takes `holder`'s lock over, or None when `holder` may be a live other
+        run (LockHeld)."""
+        if not holder:
+            return f"taking over the stale lock {self.path} of an unknown run: its lock file is unreadable"
+        if self.run_id and holder.get("run_id") == self.run_id:
+            age = max(0, int(time.time() - float(holder.get("heartbeat", 0))))
+            return (f"taking over the lock of run {self.run_id} from {holder.get('host')} (pid {holder.get('pid')}), "
+                    f"last heartbeat {age} s ago")
+        reason = stale_reason(holder)
+        return None if reason is None else f"taking over the stale lock {self.path} of {describe(holder)}: {reason}"
 
     def acquire(self):
         self._created_directory = _make_directory(self.directory, self.flag)
@@ -197,19 +225,18 @@ class DirectoryLock:
             if _create_exclusive(self.path, self._content(time.time())):
                 if (_read(self.path) or {}).get("token") == self.token:
                     break
-                raise ValueError(f"{self.flag} {self.directory}: another run took the lock at the same moment")
+                raise LockHeld(f"{self.flag} {self.target}: another run took the lock at the same moment")
             holder = _read(self.path)
             if holder is None:
                 continue
-            reason = stale_reason(holder) if holder else "its lock file is unreadable"
-            if reason is None:
-                raise ValueError(f"{self.flag} {self.directory} is in use by another run: {describe(holder)}; "
-                                 f"wait for it to end (its lock: {self.path})")
-            print(f"taking over the stale lock {self.path} of {describe(holder) if holder else 'an unknown run'}: "
-                  f"{reason}", flush=True)
+            line = self._takeover_line(holder)
+            if line is None:
+                raise LockHeld(f"{self.flag} {self.target} is in use by another run: {describe(holder)}; "
+                               f"wait for it to end (its lock: {self.path})")
+            print(line, file=sys.stderr, flush=True)
             _remove(self.path)
         else:
-            raise ValueError(f"{self.flag} {self.directory}: could not take the lock {self.path}")
+            raise LockHeld(f"{self.flag} {self.target}: could not take the lock {self.path}")
         self._thread = threading.Thread(target=self._beat, name="albert_tf-lock-heartbeat", daemon=True)
         self._thread.start()
         return self
@@ -262,6 +289,13 @@ def release_held():
             held.release()
         except Exception:  # pylint: disable=broad-except
             pass
+
+
+def prefix_lock(output_prefix, flag):
+    """The lock of an output file-name prefix DIR/NAME (create-data's shards DIR/NAME-*): DIR/.NAME.albert_tf.lock,
+    so that runs writing other prefixes in the same directory (train and eval data) go on side by side."""
+    directory, name = os.path.split(os.fspath(output_prefix))
+    return DirectoryLock(directory or ".", flag, lock_file=f".{name}{LOCK_FILE}", target=output_prefix)
 
 
 def output_lock(directory, flag):

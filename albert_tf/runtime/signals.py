@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from albert_tf.runtime import lock
+from albert_tf.runtime import exit_codes, lock
 
 
 def duration_text(seconds):
@@ -26,20 +26,23 @@ def duration_text(seconds):
 
 class StopSignal:
     """SIGTERM (a preemption notice) and SIGINT (Ctrl-C) as a request to stop: `requested` becomes the signal
-    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 0 after SIGTERM,
-    130 after SIGINT (the shell's code for an interrupt, so that `albert-tf pretrain ... && next` stops there).
+    number, and the loop finishes the compiled call in flight, saves and exits with `exit_code`: 75 after SIGTERM
+    (stopped before its end, resumable: exit_codes.STOPPED), 130 after SIGINT (the shell's code for an interrupt);
+    neither is 0, so that `albert-tf pretrain ... && next` stops there.
 
     Two cases exit at once with one line, from a watcher thread woken through `signal.set_wakeup_fd` (Python runs
     signal handlers on the main thread only between bytecodes, which a long TensorFlow call holds off):
     - while `at_once` holds a reason (a string: e.g. nothing trained yet, so nothing to save), the first signal;
     - a SIGINT after an earlier signal (a second Ctrl-C): aborts without saving, one line on stderr, exit 130.
-    A context manager, entered on the main thread (Python's signal rule); the previous handlers and wakeup fd come
-    back on exit."""
+    With `exits=False` (a library call, e.g. from a notebook) neither case ends the process: a signal only requests
+    the stop. A context manager; the previous handlers and wakeup fd come back on exit. Off the main thread (where
+    Python cannot install handlers: a worker thread, a notebook's background run) it installs nothing and no stop is
+    ever requested."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, prog="albert-tf", at_once=None, on_request=None):
-        self.prog, self.at_once, self.on_request = prog, at_once, on_request
+    def __init__(self, prog="albert-tf", at_once=None, on_request=None, exits=True):
+        self.prog, self.at_once, self.on_request, self.exits = prog, at_once, on_request, exits
         self._requested = None
         self._previous, self._previous_fd, self._pipe, self._watcher = {}, None, None, None
         self._lock = threading.Lock()
@@ -52,7 +55,7 @@ class StopSignal:
 
     @property
     def exit_code(self):
-        return 130 if self._requested == signal.SIGINT else 0
+        return exit_codes.INTERRUPTED if self._requested == signal.SIGINT else exit_codes.STOPPED
 
     @property
     def name(self):
@@ -79,10 +82,10 @@ class StopSignal:
             if earlier is None:
                 self._requested = signum
         name = signal.Signals(signum).name
-        if earlier is not None and signum == signal.SIGINT:
+        if earlier is not None and signum == signal.SIGINT and self.exits:
             self._exit(f"{self.prog}: second interrupt ({name}): aborted without saving; the last checkpoint is "
-                       "intact", sys.stderr, 130)
-        if earlier is None and self.at_once:
+                       "intact", sys.stderr, exit_codes.INTERRUPTED)
+        if earlier is None and self.at_once and self.exits:
             self._exit(f"{name}: {self.at_once}; exiting", sys.stdout, self.exit_code)
         if earlier is None and self.on_request is not None:
             self.on_request(signum)
@@ -112,6 +115,8 @@ class StopSignal:
                 self._on_signal(signum)
 
     def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            return self  # Python installs signal handlers on the main thread only: nothing to install here
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
         os.set_blocking(write_fd, False)
@@ -126,10 +131,14 @@ class StopSignal:
         """Puts this handler back for SIGTERM and SIGINT (main thread). Call it after creating a
         MultiWorkerMirroredStrategy: TensorFlow's coordination service installs its own SIGTERM handler (its
         preemption notifier) when it starts, which would swallow the signal."""
+        if self._pipe is None:
+            return
         for s in self.SIGNALS:
             signal.signal(s, self._handle)
 
     def __exit__(self, *exc):
+        if self._pipe is None:
+            return False  # nothing was installed (off the main thread)
         signal.set_wakeup_fd(self._previous_fd)
         for s, handler in self._previous.items():
             signal.signal(s, handler)

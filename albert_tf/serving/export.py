@@ -18,7 +18,7 @@ import os
 
 from albert_tf.config import CONFIG_FILE
 from albert_tf.text import vocabulary
-from albert_tf.serving.saved_model import warmup_records, write_saved_model
+from albert_tf.serving.saved_model import export_version, warmup_records, write_saved_model
 from albert_tf.serving.signatures import encoder_signatures
 
 
@@ -65,8 +65,6 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
     casing (uncased when none), else it must agree with the record. dtype: "float32", "bfloat16" or "auto"
     (`export_dtype`); the chosen one is recorded as "dtype" in assets.extra/albert_config.json."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.files import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
@@ -74,8 +72,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
 
     model_dir = os.fspath(model_dir)
     check_output_dir(output_base, "--output")
-    if not tf.io.gfile.isdir(model_dir):
-        raise FileNotFoundError(f"--model {model_dir}: no such directory (expected a pretrained-model directory)")
+    check_model_dir(model_dir)
     if spm_model is not None:
         check_input_file(spm_model, "--spm-model", vocabulary.SPM_FILE)
     if seq_length < 3:
@@ -111,6 +108,27 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
                              warmup_requests=requests,
                              extra_assets={CONFIG_FILE: json.dumps(config, indent=2), vocabulary.SPM_FILE: tokenizer.model_proto})
+
+
+def check_model_dir(model_dir):
+    """--model must be a pretrained-model directory: a missing path, a file (such as a config .json) and an export
+    (BASE/N or BASE, which has no checkpoint to export from) are each refused with what was expected."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+
+    expected = "a pretrained-model directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s " \
+               "--model-dir or `convert`'s --output)"
+    if not tf.io.gfile.exists(model_dir):
+        raise FileNotFoundError(f"--model {model_dir}: no such directory; {expected}")
+    if not tf.io.gfile.isdir(model_dir):
+        hint = " (a config file is `pretrain --config`'s)" if model_dir.endswith(".json") else ""
+        raise FileNotFoundError(f"--model {model_dir}: this is a file; {expected}{hint}")
+    found = None if tf.io.gfile.exists(pretrained.config_path(model_dir)) else export_version(model_dir)
+    if found:
+        kind = "an export (BASE/N)" if found == model_dir.rstrip("/") else f"an export base (newest: {found})"
+        raise ValueError(f"--model {model_dir}: this is {kind}, not a model dir; it is ready to serve as it is. "
+                         f"To export again, give --model the pretrained-model directory it was made from")
 
 
 # ------------------------------------------------------------------------------------ command line

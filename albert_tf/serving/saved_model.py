@@ -37,6 +37,42 @@ def latest_version(output_base):
     return os.path.join(output_base, str(found[-1])) if found else None
 
 
+def export_version(path):
+    """The export version directory `path` names: `path` itself when it holds saved_model.pb (BASE/N), else the
+    largest version of `path` taken as a BASE when that one holds saved_model.pb; None when `path` is no export."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = os.fspath(path).rstrip("/")
+    for candidate in (path, latest_version(path)):
+        if candidate and tf.io.gfile.exists(os.path.join(candidate, SAVED_MODEL_FILE)):
+            return candidate
+    return None
+
+
+def load_export(path):
+    """An export (`albert-tf export`'s encoder, or a fine-tuned task's) loaded with tf.saved_model.load, after
+    `import tensorflow_text` has registered the TF Text ops its graph holds (without them the load fails with "Op
+    type not registered 'SentencepieceOp'"). `path`: BASE/N, or BASE for its largest version.
+
+    Returns the loaded object: `loaded.serving_default(text_a=tf.constant([...]))` → {"pooled_output" [B,H],
+    "sequence_output" [B,L,H], "input_mask" [B,L]} for an encoder (`text_b` optional there; the
+    `.signatures["serving_default"]` form wants both)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    try:
+        import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError as e:
+        raise ImportError("loading an export needs tensorflow-text (the same minor version as tensorflow): "
+                          "pip install 'albert_tf[tf]'") from e
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{path}: no such export (expected `albert-tf export`'s BASE or BASE/N)")
+    found = export_version(path)
+    if found is None:
+        raise FileNotFoundError(f"{path}: not an export: no {SAVED_MODEL_FILE} in it nor in an integer-named "
+                                "version under it (expected `albert-tf export`'s BASE or BASE/N)")
+    return tf.saved_model.load(found)
+
+
 def write_saved_model(module, output_base, signatures, version=None, overwrite=False, warmup_requests=None,
                       extra_assets=None):
     """Saves `module` as output_base/version (TF Serving's layout), atomically; returns that path.

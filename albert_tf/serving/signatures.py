@@ -3,7 +3,8 @@
 Signatures (B = batch, L = --max-seq-length, H = hidden size):
   serving_default  text_a string [B], optional text_b string [B]
                        -> pooled_output [B,H], sequence_output [B,L,H], input_mask int32 [B,L]
-                          ([CLS] a [SEP], or [CLS] a [SEP] b [SEP] when text_b is given)
+                          ([CLS] a [SEP] b [SEP]; [CLS] a [SEP] for a row without a second segment: text_b
+                          omitted, or a text_b that tokenizes to no ids such as "", see albert_tf.text.segments)
   text             text_a string [B] -> the same ([CLS] a [SEP]; for TF Serving's REST API, which does not
                                         honour optional inputs)
   encode           input_word_ids, input_mask, input_type_ids int32 [B,L'] -> the same outputs
@@ -22,33 +23,17 @@ SERVING_LENGTH_BUCKET = 8
 
 
 def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
-    """In-graph: string [B] (and [B]) -> the packed int32 [B, seq_length] model inputs, as `AlbertTokenizer.pack`.
+    """In-graph: string [B] (and text_b: None, string [B], or [0] for an omitted one) -> the packed int32
+    [B, seq_length] model inputs, as `AlbertTokenizer.pack`; a row without a second segment (text_b omitted, or one
+    that tokenizes to no ids, such as "") is [CLS] a [SEP] (albert_tf.text.segments).
 
     Invalid UTF-8 becomes U+FFFD (as `create-data` reads its input); text_a and text_b of different lengths raise
     InvalidArgumentError "text_a and text_b must have the same length". Task exports reuse this.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     from albert_tf.text.in_graph import clean_utf8  # pylint: disable=import-outside-toplevel
 
-    text_a = clean_utf8(text_a)
-    if text_b is not None:
-        text_b = clean_utf8(text_b)
-        check = tf.debugging.assert_equal(tf.size(text_a), tf.size(text_b),
-                                          message="text_a and text_b must have the same length")
-        with tf.control_dependencies([check]):
-            text_a = tf.identity(text_a)
-    return tokenizer.tf_pack(text_a, text_b, seq_length=seq_length)
-
-
-def optional_pair_inputs(tokenizer, text_a, text_b, seq_length=128):
-    """`text_to_inputs` where a text_b of size 0 means "no text_b" (`serving_default`'s default): [CLS] a [SEP];
-    otherwise the pairs, text_b as long as text_a."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    return tf.cond(tf.equal(tf.size(text_b), 0),
-                   lambda: text_to_inputs(tokenizer, text_a, None, seq_length),
-                   lambda: text_to_inputs(tokenizer, text_a, text_b, seq_length))
+    return tokenizer.tf_pack(clean_utf8(text_a), None if text_b is None else clean_utf8(text_b),
+                             seq_length=seq_length)
 
 
 def encoder_signatures(encoder, tokenizer, seq_length=128):
@@ -85,7 +70,7 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
 
     @tf.function(input_signature=[text_a_spec, tf.TensorSpec([None], tf.string, name="text_b")])
     def serving_default(text_a, text_b=no_text_b):
-        return outputs(optional_pair_inputs(tokenizer, text_a, text_b, seq_length))
+        return outputs(text_to_inputs(tokenizer, text_a, text_b, seq_length))
 
     @tf.function(input_signature=[text_a_spec])
     def text(text_a):

@@ -30,22 +30,22 @@ def _adapter_class(task):
     raise ValueError(f"--task {task!r}: expected one of {', '.join(TASKS)}")
 
 
-def make_task(args):
-    """The fine-tuning adapter for args.task, its files read (args.data_dir; args.max_train_examples keeps a prefix
-    of the training set). FileNotFoundError / ValueError name the file when they are missing or malformed."""
+def make_task(task, data_dir, max_train_examples=None):
+    """The fine-tuning adapter for `task` (a name in TASKS), its files read from `data_dir`; `max_train_examples`
+    keeps a prefix of the training set. FileNotFoundError / ValueError name the file when they are missing or
+    malformed."""
     from albert_tf import files  # pylint: disable=import-outside-toplevel
 
-    if not files.isdir(args.data_dir):
-        if files.exists(args.data_dir):
-            raise ValueError(f"--data-dir {args.data_dir} is a file; expected the directory holding the "
-                             f"{args.task} files")
-        raise FileNotFoundError(f"--data-dir {args.data_dir}: no such directory")
-    if not (files.glob(os.path.join(args.data_dir, "*"))):
-        raise FileNotFoundError(f"--data-dir {args.data_dir}: the directory is empty (expected the {args.task} "
-                                "files as downloaded)")
-    task = _adapter_class(args.task)(args)
-    if getattr(args, "max_train_examples", None):
-        task.train = task.train[: args.max_train_examples]
-    if not task.train:
-        raise ValueError(f"--data-dir {args.data_dir}: no training examples")
-    return task
+    if not files.isdir(data_dir):
+        if files.exists(data_dir):
+            raise ValueError(f"--data-dir {data_dir} is a file; expected the directory holding the {task} files")
+        raise FileNotFoundError(f"--data-dir {data_dir}: no such directory")
+    if not (files.glob(os.path.join(data_dir, "*"))):
+        raise FileNotFoundError(f"--data-dir {data_dir}: the directory is empty (expected the {task} files as "
+                                "downloaded)")
+    adapter = _adapter_class(task)(data_dir, task)
+    if max_train_examples:
+        adapter.train = adapter.train[:max_train_examples]
+    if not adapter.train:
+        raise ValueError(f"--data-dir {data_dir}: no training examples")
+    return adapter

@@ -1,23 +1,24 @@
 """What `albert-tf finetune` asks of a task: the one small interface the GLUE, SQuAD and RACE adapters implement
 (albert_tf.tasks.{glue,squad,race}.finetune), so that `run` reads the same for every task.
 
-An adapter is built from the parsed flags (it reads the task's official files then) and holds:
+An adapter is built as `Adapter(data_dir, task)`: the task's folder and its name in albert_tf.tasks.TASKS (it reads
+the task's official files then). It holds:
   train: list of training examples; dev: {split name: list of examples}; primary_metric: the dev metric that
   picks the best epoch (a key of `evaluate`'s result).
 """
 
 
 class FinetuneTask:
-    """Base class of the fine-tuning adapters. `plan` is albert_tf.training.finetune.Plan (batch size, sequence
+    """Base class of the fine-tuning adapters. `budget` is albert_tf.training.finetune.Budget (batch size, sequence
     length, length bucket, dropout); `tokenizer` an AlbertTokenizer; `order` int64 [N] example indices."""
 
     primary_metric = "accuracy"
 
-    def num_train(self, tokenizer, plan):  # pylint: disable=unused-argument
+    def num_train(self, tokenizer, budget):  # pylint: disable=unused-argument
         """Training examples the model sees per epoch: one per example (SQuAD: one per window)."""
         return len(self.train)
 
-    def build_model(self, encoder, plan):
+    def build_model(self, encoder, budget):
         """The task model (albert_tf.modeling) around `encoder`."""
         raise NotImplementedError
 
@@ -25,18 +26,18 @@ class FinetuneTask:
         """(loss, metrics) for model.compile."""
         raise NotImplementedError
 
-    def sample_inputs(self, tokenizer, plan, n):
+    def sample_inputs(self, tokenizer, budget, n):
         """The first n training examples' model inputs (numpy int32 [n, ..., L]), featurized in Python."""
         raise NotImplementedError
 
-    def train_dataset(self, tokenizer, plan, order):
+    def train_dataset(self, tokenizer, budget, order):
         """tf.data batches (features, labels) of the examples `order` names, in that order."""
         raise NotImplementedError
 
-    def evaluate(self, model, tokenizer, plan):
+    def evaluate(self, model, tokenizer, budget):
         """{dev split: {metric: float}}, the task's official metrics."""
         raise NotImplementedError
 
-    def export(self, model, tokenizer, plan, results, output_base):
+    def export(self, model, tokenizer, budget, results, output_base):
         """Writes OUTPUT_BASE/N, a raw-text SavedModel of the fine-tuned model; returns its path."""
         raise NotImplementedError

@@ -34,9 +34,10 @@ def featurized_batches(tokenizer, order, batch_size, featurize, length_bucket):
 
 
 def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_size, choices=None,
-                 length_bucket=0, pair_rows=None):
+                 length_bucket=0):
     """A tf.data pipeline of packed batches: the examples `order` names (int64 [N]), in that order, batched, then
-    tokenized and packed in-graph (`tokenizer.tf_pack`, the export's tokenizer).
+    tokenized and packed in-graph (`tokenizer.tf_pack`, the export's tokenizer; an empty text_b is no second
+    segment: [CLS] a [SEP], albert_tf.text.segments).
 
     Args:
       texts_a, texts_b: numpy str arrays [E] (texts_b None for single-sentence tasks); with `choices` = C they hold
@@ -44,8 +45,6 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
       labels: numpy [E] (int or float), or None for prediction.
       order: int64 [N], N a multiple of batch_size.
       length_bucket: 0, or trim each batch's padding to a multiple of it (`modeling.base.trim_padding`).
-      pair_rows: None, or bool [E] (not with choices): the examples packed as pairs; the others are packed
-        [CLS] a [SEP] (their texts_b entry unused).
     Yields:
       (features, labels) or features; features int32 [b, L] (multiple choice: [b, C, L]); L = seq_length, or
       the batch's longest example rounded up to length_bucket.
@@ -55,7 +54,6 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
     table_a = tf.constant(texts_a)
     table_b = None if texts_b is None else tf.constant(texts_b)
     table_labels = None if labels is None else tf.constant(labels)
-    table_pairs = None if pair_rows is None else tf.constant(pair_rows, tf.bool)
 
     def featurize(index):
         a = tf.gather(table_a, index)
@@ -63,10 +61,6 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
         if choices:
             a, b = tf.reshape(a, [-1]), None if b is None else tf.reshape(b, [-1])
         features = tokenizer.tf_pack(a, b, seq_length)
-        if table_pairs is not None:  # rows without a second text: [CLS] a [SEP]
-            single = tokenizer.tf_pack(a, None, seq_length)
-            is_pair = tf.gather(table_pairs, index)[:, tf.newaxis]
-            features = {k: tf.where(is_pair, v, single[k]) for k, v in features.items()}
         if choices:
             features = {k: tf.reshape(v, [-1, choices, seq_length]) for k, v in features.items()}
         return features if table_labels is None else (features, tf.gather(table_labels, index))

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.text.normalize import MAX_WORD_CHARS
+from albert_tf.text.segments import segment_lengths
 
 
 def _char_class(codepoints):
@@ -147,30 +148,30 @@ class InGraphTokenizer(tf.Module):
         return ids.with_flat_values(tf.gather(flat, tf.argsort(key, stable=True)))
 
     def pack(self, text_a, text_b, seq_length):
+        """`AlbertTokenizer.tf_pack`: string [B] (text_b: None or string [B] or [0]) -> int32 [B, seq_length]
+        input_word_ids, input_mask, input_type_ids; the layout and the no-second-segment rule are
+        albert_tf.text.segments'."""
         cls_id, sep_id = self.special_ids
-        room = seq_length - 2 if text_b is None else seq_length - 3  # ids a segment can keep at most
-        segments = [self.encode_prefix(text_a, room)]
-        if text_b is not None:
-            segments.append(self.encode_prefix(text_b, room))
-        lengths = [s.row_lengths() for s in segments]
-        if len(segments) == 1:
-            keep = [tf.minimum(lengths[0], seq_length - 2)]
-        else:
-            budget = seq_length - 3
-            keep_a = tf.minimum(lengths[0], tf.maximum(budget - lengths[1], (budget + 1) // 2))
-            keep = [keep_a, tf.minimum(lengths[1], budget - keep_a)]
-        segments = [tf.ragged.boolean_mask(s, tf.ragged.range(n) < k[:, tf.newaxis])
-                    for s, n, k in zip(segments, lengths, keep)]
-        batch = tf.shape(lengths[0], out_type=tf.int64)[0]
+        text_a = tf.convert_to_tensor(text_a, tf.string)
+        ids_a = self.encode_prefix(text_a, seq_length - 2)  # a keeps at most L - 2 ids, b at most L - 3
+        ids_b = None if text_b is None else self.encode_prefix(second_texts(text_a, text_b), seq_length - 3)
+        len_a = ids_a.row_lengths()
+        len_b = tf.zeros_like(len_a) if ids_b is None else ids_b.row_lengths()
+        keep_a, keep_b, has_b = segment_lengths(len_a, len_b, seq_length, tf.minimum, tf.maximum, tf.where)
+        batch = tf.shape(len_a, out_type=tf.int64)[0]
 
         def column(value):
             return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), tf.constant(value, tf.int32)))
 
-        parts = [column(cls_id), segments[0], column(sep_id)]
+        def head(ids, keep):
+            return tf.ragged.boolean_mask(ids, tf.ragged.range(ids.row_lengths()) < keep[:, tf.newaxis])
+
+        parts = [column(cls_id), head(ids_a, keep_a), column(sep_id)]
         types = [tf.zeros_like(p) for p in parts]
-        if len(segments) == 2:
-            parts += [segments[1], column(sep_id)]
-            types += [tf.ones_like(segments[1]), tf.ones_like(parts[-1])]
+        if ids_b is not None:  # rows without a second segment keep no id of b and no second [SEP]
+            second = [head(ids_b, keep_b), tf.ragged.boolean_mask(column(sep_id), has_b[:, tf.newaxis])]
+            parts += second
+            types += [tf.ones_like(p) for p in second]
         words = tf.concat(parts, axis=1)
         shape = [None, seq_length]
         return {
@@ -178,6 +179,19 @@ class InGraphTokenizer(tf.Module):
             "input_mask": tf.ones_like(words).to_tensor(0, shape=shape),
             "input_type_ids": tf.concat(types, axis=1).to_tensor(0, shape=shape),
         }
+
+
+def second_texts(text_a, text_b):
+    """text_b as a column beside text_a (string [B]): a text_b of size 0 is an omitted one, B empty strings (no
+    second segment, albert_tf.text.segments); any other size but text_a's raises InvalidArgumentError "text_a
+    and text_b must have the same length"."""
+    text_b = tf.convert_to_tensor(text_b, tf.string)
+    size_a, size_b = tf.size(text_a), tf.size(text_b)
+    check = tf.debugging.Assert(tf.equal(size_b, size_a) | tf.equal(size_b, 0),
+                                ["text_a and text_b must have the same length"])
+    with tf.control_dependencies([check]):
+        return tf.cond(tf.equal(size_b, 0), lambda: tf.fill(tf.shape(text_a), ""),
+                       lambda: tf.reshape(text_b, tf.shape(text_a)))
 
 
 class OffsetEncoder(tf.Module):

@@ -27,6 +27,7 @@ import numpy as np
 
 from albert_tf import files
 from albert_tf.text.normalize import as_text, normalize, normalize_with_offsets
+from albert_tf.text.segments import segment_lengths
 
 SPIECE_UNDERLINE = "\u2581"
 # The special ids, fixed by the vocabulary (docs/data.md); every other module takes them from here.
@@ -72,8 +73,9 @@ def canonical_order(ids, root, power):
     text with the same score: SentencePiece's Viterbi meets an exact tie and breaks it by its implementation
     (pip `sentencepiece` >= 0.2.2 one way; <= 0.2.1 and the copy inside TF Text the other). Sorting the runs makes
     the result independent of that choice; ascending is what pip >= 0.2.2 gives. The in-graph twin is
-    `_InGraph.canonical_order`. Ties between segmentations that are not rearrangements of each other would need two
-    different sums of float32 scores to be exactly equal; none occurs on the Python documentation (see docs/tokenization.md).
+    `InGraphTokenizer.canonical_order`. Ties between segmentations that are not rearrangements of each other would
+    need two different sums of float32 scores to be exactly equal; none occurs on the Python documentation (see
+    docs/tokenization.md).
 
     Args:
       ids: list of ints (SentencePiece ids).
@@ -433,11 +435,13 @@ class AlbertTokenizer:
         return self._sp.piece_to_id(piece)
 
     def pack(self, text_a, text_b=None, seq_length=128):
-        """[CLS] a [SEP] (b [SEP]) padded with 0 to seq_length; the longer side is truncated first, from its end.
+        """[CLS] a [SEP] (b [SEP]) padded with 0 to seq_length; the longer side is truncated first, from its end. A
+        text_b that is None or tokenizes to no ids ("", whitespace) is no second segment: [CLS] a [SEP]
+        (albert_tf.text.segments, the rule every export follows too).
 
         Args:
           text_a: a str (or UTF-8 bytes), or a list of B of them.
-          text_b: None, or the same kind as text_a.
+          text_b: None, or the same kind as text_a (a list may hold None for a row without one).
           seq_length: L, the packed length.
         Returns:
           dict of int32 numpy arrays `input_word_ids`, `input_mask`, `input_type_ids`, each [L] (or [B, L]).
@@ -459,10 +463,10 @@ class AlbertTokenizer:
         types = np.zeros([len(texts_a), seq_length], np.int32)
         for row, (a, b) in enumerate(zip(texts_a, texts_b)):
             ids_a = self.encode(a)
-            ids_b = None if b is None else self.encode(b)
-            len_a, len_b = truncated_lengths(len(ids_a), None if ids_b is None else len(ids_b), seq_length)
+            ids_b = [] if b is None else self.encode(b)
+            len_a, len_b, has_b = segment_lengths(len(ids_a), len(ids_b), seq_length)
             tokens = [self.cls_id] + ids_a[:len_a] + [self.sep_id]
-            if ids_b is not None:
+            if has_b:
                 types[row, len(tokens):len(tokens) + len_b + 1] = 1
                 tokens += ids_b[:len_b] + [self.sep_id]
             words[row, :len(tokens)] = tokens
@@ -501,7 +505,10 @@ class AlbertTokenizer:
 
     def tf_pack(self, text_a, text_b=None, seq_length=128):
         """In-graph `pack`: tf.string [B] (and optional [B]) -> dict of int32 [B, seq_length] tensors
-        `input_word_ids`, `input_mask`, `input_type_ids`, equal to `pack` on the same strings.
+        `input_word_ids`, `input_mask`, `input_type_ids`, equal to `pack` on the same strings. A text_b of size 0
+        is an omitted one, and a row whose text_b tokenizes to no ids has no second segment, as in `pack`
+        (albert_tf.text.segments); otherwise text_b must have text_a's size (InvalidArgumentError "text_a and
+        text_b must have the same length").
 
         Bounded work: each text is cut after its first seq_length - 2 words (seq_length - 3 for pairs; every word
         gives at least one id) before normalization and SentencePiece, so a long request costs a whitespace pass over
@@ -516,16 +523,3 @@ class AlbertTokenizer:
         """In-graph: (the first max_words whitespace-separated words of each string joined by single spaces, bool
         [B]: whether words were dropped). The cut `tf_pack` makes before normalizing."""
         return self.in_graph.cut_words(strings, max_words)
-
-
-def truncated_lengths(len_a, len_b, seq_length):
-    """Lengths kept of segments a and b when packing into seq_length: the longer is cut first (b on a tie).
-
-    Equals popping one token at a time from the end of the longer segment until [CLS] a [SEP] b [SEP] fits
-    (`tf_pack` does the same arithmetic on tensors). len_b None means a single segment ([CLS] a [SEP]).
-    """
-    if len_b is None:
-        return min(len_a, seq_length - 2), None
-    budget = seq_length - 3
-    keep_a = min(len_a, max(budget - len_b, (budget + 1) // 2))
-    return keep_a, min(len_b, budget - keep_a)

@@ -18,14 +18,14 @@ class EpochEnd(keras.callbacks.Callback):
     An epoch cut short (StopOnSignal stopped it) is neither scored nor saved: `steps_done` < steps_per_epoch.
 
     Args:
-      task: the FinetuneTask; tokenizer: its AlbertTokenizer; plan: the run's Plan.
+      task: the FinetuneTask; tokenizer: its AlbertTokenizer; budget: the run's Budget.
       state: {"epoch", "best_value", "best_epoch"} tf.Variables, checkpointed with the run.
       managers: {"resume", "best"} tf.train.CheckpointManagers; output: the run's --output.
     """
 
-    def __init__(self, task, tokenizer, plan, state, managers, output):
+    def __init__(self, task, tokenizer, budget, state, managers, output):
         super().__init__()
-        self.task, self.tokenizer, self.plan = task, tokenizer, plan
+        self.task, self.tokenizer, self.budget = task, tokenizer, budget
         self.state, self.managers = state, managers
         self.writers = {name: tf.summary.create_file_writer(os.path.join(output, "logs", name))
                         for name in ("train", "dev")}
@@ -35,13 +35,13 @@ class EpochEnd(keras.callbacks.Callback):
         self.steps_done = 0
 
     def on_train_batch_end(self, batch, logs=None):
-        self.steps_done = min(batch + 1, self.plan.steps_per_epoch)  # `batch`: the last step of the call
+        self.steps_done = min(batch + 1, self.budget.steps_per_epoch)  # `batch`: the last step of the call
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.steps_done < self.plan.steps_per_epoch:
+        if self.steps_done < self.budget.steps_per_epoch:
             return  # stopped partway: its steps are not kept (a run resumes from whole epochs)
-        step = (epoch + 1) * self.plan.steps_per_epoch
-        results = self.task.evaluate(self.model, self.tokenizer, self.plan)
+        step = (epoch + 1) * self.budget.steps_per_epoch
+        results = self.task.evaluate(self.model, self.tokenizer, self.budget)
         value = next(iter(results.values()))[self.task.primary_metric]
         improved = value > float(self.state["best_value"].numpy())
         if improved:
@@ -50,7 +50,7 @@ class EpochEnd(keras.callbacks.Callback):
             self.managers["best"].save(checkpoint_number=epoch + 1)
         self._log(step, logs or {}, results)
         text = " ".join(f"{split}/{k}={v:.4f}" for split, m in results.items() for k, v in m.items())
-        print(f"epoch {epoch + 1}/{self.plan.epochs} step {step}: loss={(logs or {}).get('loss', float('nan')):.4f} "
+        print(f"epoch {epoch + 1}/{self.budget.epochs} step {step}: loss={(logs or {}).get('loss', float('nan')):.4f} "
               f"{text}{' (best)' if improved else ''}", flush=True)
         self.state["epoch"].assign(epoch + 1)
         self.managers["resume"].save(checkpoint_number=epoch + 1)
@@ -78,8 +78,8 @@ class ProgressLog(keras.callbacks.Callback):
     start of training; ETA is the remaining steps at that rate.
 
     Args:
-      steps_per_epoch, epochs, batch_size: the run's plan. every_steps, every_seconds: how often to print.
-      clock: seconds (time.monotonic); stream: where lines go (sys.stdout).
+      steps_per_epoch, epochs, batch_size: the run's budget. every_steps, every_seconds: how often to print.
+      clock: seconds (time.monotonic); stream: where lines go (sys.stderr: progress, apart from results).
     """
 
     def __init__(self, steps_per_epoch, epochs, batch_size, every_steps=100, every_seconds=30.0,
@@ -105,7 +105,7 @@ class ProgressLog(keras.callbacks.Callback):
             return
         if step - self.last[0] >= self.every_steps or now - self.last[1] >= self.every_seconds:
             self.last = (step, now)
-            print(self.line(step, now, logs or {}), file=self.stream or sys.stdout, flush=True)
+            print(self.line(step, now, logs or {}), file=self.stream or sys.stderr, flush=True)
 
     def line(self, step, now, logs):
         """The progress line at global `step` (1-based) and clock `now`."""
@@ -123,13 +123,14 @@ class StopOnSignal(keras.callbacks.Callback):
     see EpochEnd). A second SIGINT aborts at once with one line (exit 130, the output lock released). The
     mechanism is pretrain's, `runtime.signals.StopSignal` (a watcher thread woken through `signal.set_wakeup_fd`, so a second
     Ctrl-C acts even inside a long TensorFlow call), installed at on_train_begin (the main thread) and removed at
-    on_train_end (the previous handlers come back)."""
+    on_train_end (the previous handlers come back). `exits=False` (a library call): a second SIGINT does not end the
+    process."""
 
     SIGNALS = StopSignal.SIGNALS
 
-    def __init__(self, prog="albert-tf finetune"):
+    def __init__(self, prog="albert-tf finetune", exits=True):
         super().__init__()
-        self._stop = StopSignal(prog, on_request=self._request)
+        self._stop = StopSignal(prog, on_request=self._request, exits=exits)
 
     def _request(self, signum):  # pylint: disable=unused-argument
         self.model.stop_training = True
@@ -144,7 +145,7 @@ class StopOnSignal(keras.callbacks.Callback):
 
     @property
     def exit_code(self):
-        """130 after SIGINT (the shell's code for an interrupt), 0 after SIGTERM (a preemption: the rerun goes on)."""
+        """130 after SIGINT (the shell's code for an interrupt), 75 after SIGTERM (a preemption: the rerun goes on)."""
         return self._stop.exit_code
 
     def on_train_begin(self, logs=None):

@@ -1,8 +1,10 @@
 """Picking the tf.distribute strategy from the command line, and what a TPU run demands of its paths.
 
     --tpu NAME          check_tpu_support() → TPUClusterResolver(tpu=NAME) → connect → initialize the TPU system → TPUStrategy
-                        (`--tpu local` on a TPU VM: no remote connection)
-    TF_CONFIG set       MultiWorkerMirroredStrategy (GPU/CPU clusters)
+                        (`--tpu local` on a TPU VM: no remote connection); connect_tpu tells a failure that may pass
+                        (exit 76) from a bad name or setup (exit 2)
+    TF_CONFIG set       MultiWorkerMirroredStrategy (GPU/CPU clusters), collectives bounded by
+                        --collective-timeout-secs
     --cpu-replicas N    the CPU split into N logical devices + MirroredStrategy: the distributed path without
                         accelerators (must run before TensorFlow initializes its devices); one input pipeline for
                         all replicas, or one per replica with ALBERT_TF_INPUT_PIPELINES=per-replica (as N
@@ -18,6 +20,7 @@ import re
 import tensorflow as tf
 
 from albert_tf.runtime import cluster, host_xla, requirements
+from albert_tf.runtime.exit_codes import RuntimeLost
 
 # Where a TPU VM image or the `libtpu` package puts the TPU runtime, besides $TPU_LIBRARY_PATH.
 LIBTPU_PATHS = ("/lib/libtpu.so", "/usr/lib/libtpu.so", "/usr/local/lib/libtpu.so")
@@ -27,24 +30,25 @@ INSTALL_FOR_TPU = (
     "older than 0.0.32)")
 
 
-def create_strategy(tpu=None, cpu_replicas=None, environ=None):
-    """Returns the tf.distribute.Strategy the flags ask for (see the module docstring for the order)."""
+def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeout_secs=None):
+    """Returns the tf.distribute.Strategy the flags ask for (see the module docstring for the order).
+    `collective_timeout_secs` (multi-worker only; None or 0: no limit): a collective waiting longer than this for
+    a peer fails with DeadlineExceededError (one of RUNTIME_ERRORS), where a hung peer would hold it forever.
+    Raises albert_tf.runtime.exit_codes.RuntimeLost when the TPU cannot be reached for a reason that may pass
+    (connect_tpu)."""
     environ = os.environ if environ is None else environ
     if tpu and cpu_replicas:
         raise ValueError("--tpu and --cpu-replicas are exclusive")
     if tpu:
         check_tpu_support(environ, tpu)
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-        if tpu != "local":  # a TPU VM's own chips need no remote connection
-            tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
+        return connect_tpu(tpu)
     if environ.get("TF_CONFIG"):
         try:
             json.loads(environ["TF_CONFIG"])
         except json.JSONDecodeError as e:
             raise ValueError(f"TF_CONFIG: not valid JSON ({e})") from None
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=collective_timeout_secs or None)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if cpu_replicas:
         if cpu_replicas < 1:
             raise ValueError(f"--cpu-replicas must be >= 1, got {cpu_replicas}")
@@ -70,6 +74,70 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None):
 
 
 PIPELINES_ENV = "ALBERT_TF_INPUT_PIPELINES"
+
+# What the runtime raises when a TPU host, the TPU runtime or a peer worker goes away under a running program (a
+# preempted pod slice, a killed worker noticed by the coordination service's heartbeats, a collective timed out):
+# the program cannot go on, a relaunch resumes from the last checkpoint (exit_codes.RUNTIME_LOST).
+RUNTIME_ERRORS = (tf.errors.UnavailableError, tf.errors.InternalError, tf.errors.AbortedError,
+                  tf.errors.DeadlineExceededError, tf.errors.CancelledError)
+_TRACE_LINE = re.compile(r"^\s*$|^(Graph execution error|Detected at node)|^\s+File |^\s*\[\[")
+
+
+def error_summary(error, limit=240):
+    """The first line of a TensorFlow error that says what happened (its node trace and 'Graph execution error:'
+    left out), prefixed with the error's class, at most `limit` characters."""
+    text = getattr(error, "message", None) or str(error)
+    line = next((x.strip() for x in text.splitlines() if not _TRACE_LINE.match(x)), text.strip())
+    line = f"{type(error).__name__}: {line}"
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+# The Cloud TPU API's answers that will not change on a retry (TensorFlow's TPU client wraps every failure of its
+# `nodes.get` call in a ValueError "Could not lookup TPU metadata from name ... Exception: <HttpError 404 ...>"):
+# a bad request, no permission, no such TPU. Any other failure (5xx, 429, a connection error or timeout, a TPU
+# not READY yet) may pass.
+_PERMANENT_HTTP = frozenset({400, 401, 403, 404})
+_HTTP_STATUS = re.compile(r"HttpError (\d{3})")
+
+
+def tpu_connect_error(tpu, error):
+    """What a failure to reach the TPU `--tpu` names means: RuntimeLost (relaunch later) when it may pass, a
+    ValueError (a bad flag or setup) when it will not, None when `error` is something else."""
+    text = str(error)
+    if isinstance(error, ValueError) and "Could not lookup TPU metadata" in text:
+        status = _HTTP_STATUS.search(text)
+        detail = text.split("Exception: ", 1)[-1].strip()
+        if status and int(status.group(1)) in _PERMANENT_HTTP:
+            return ValueError(f"--tpu {tpu}: the Cloud TPU API refused: {detail}")
+        return RuntimeLost(f"--tpu {tpu}: the Cloud TPU API did not answer ({detail}); the TPU may be back later: "
+                           "relaunch the same command")
+    if isinstance(error, RuntimeError) and "Missing runtime dependency" in text:
+        return ValueError(f"--tpu {tpu}: TensorFlow's TPU cluster resolver needs the Google API client "
+                          "(googleapiclient, oauth2client): pip install \"albert_tf[cloud-tpu]\"")
+    if isinstance(error, RuntimeError) and ("is not yet ready" in text or "Failed to connect to master" in text):
+        return RuntimeLost(f"--tpu {tpu}: {text}; relaunch the same command when the TPU is READY")
+    if isinstance(error, (*RUNTIME_ERRORS, OSError)):  # OSError: the VM's metadata server (project, zone)
+        return RuntimeLost(f"--tpu {tpu}: the TPU could not be reached ({error_summary(error)}); relaunch the "
+                           "same command")
+    return None
+
+
+def connect_tpu(tpu, make_resolver=None):
+    """TPUStrategy on the TPU `tpu` names: its cluster resolver, the connection (a pod slice) and the TPU system's
+    initialization. `make_resolver` (default TPUClusterResolver) takes the name. Failures are told apart by
+    tpu_connect_error: those that may pass raise RuntimeLost (exit 76), a bad name or setup a ValueError (exit 2)."""
+    make_resolver = make_resolver or tf.distribute.cluster_resolver.TPUClusterResolver
+    try:
+        resolver = make_resolver(tpu=tpu)
+        if tpu != "local":  # a TPU VM's own chips need no remote connection
+            tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    except Exception as e:  # pylint: disable=broad-except  # sorted out by tpu_connect_error, else raised as is
+        mapped = tpu_connect_error(tpu, e)
+        if mapped is None:
+            raise
+        raise mapped from None
 
 
 class PerReplicaInputStrategy(tf.distribute.MirroredStrategy):

@@ -1,37 +1,39 @@
-"""`albert-tf finetune`: fine-tune a pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or RACE with Keras `model.fit`.
+"""`albert-tf finetune` and `albert_tf.finetune(config)`: fine-tune a pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or
+RACE with Keras `model.fit`.
 
-Read it top to bottom: the per-task defaults (the paper's table), the flags, then `run()`:
+Read it top to bottom: the per-task defaults (the paper's table), the step and epoch budget, then `finetune()`
+(its settings: albert_tf/training/finetune_config.py's FinetuneConfig):
 
-    check the flags and the --init directory (config, spm.model, vocabulary)
+    check the config and the --init directory (config, spm.model, vocabulary)
     → read the task's official files (albert_tf.tasks.*) → featurize in tf.data (in-graph tokenizer)
     → task model (albert_tf.modeling: classifier, span_qa, multiple_choice) with the encoder restored from --init
-    → AdamW (LayerNorm and biases not decayed) on a linear warm-up + linear decay schedule, clip-norm 1.0
+    → the original's AdamWeightDecay (or Keras AdamW: --optimizer; LayerNorm and biases not decayed) on a linear
+      warm-up + linear decay schedule, clip-norm 1.0
     → model.fit: one Keras "epoch" is one pass over the training data; at each epoch's end the dev set is scored
       with the task's official metric (logged to TensorBoard), the best model is kept in OUTPUT/best, and a
       checkpoint (model, optimizer, epoch, best so far) is written to OUTPUT/checkpoints
     → OUTPUT/eval_results.json: the best epoch's official dev metrics.
 
-Faults: a run killed at any point and started again with the same flags resumes from the last epoch's checkpoint
+Faults: a run killed at any point and started again with the same config resumes from the last epoch's checkpoint
 and reaches the same result: the data order of epoch e is a function of (seed, e) alone, and the checkpoint holds
 everything that changes during training (weights, optimizer moments and step, dropout seed state, the best
 metric so far). SIGINT (Ctrl-C) and SIGTERM stop at the next step boundary (callbacks.StopOnSignal): the epoch in
-progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 0 after
-SIGTERM (as `pretrain`); the same command resumes. A second Ctrl-C aborts at once (one line, exit 130).
+progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 75 after
+SIGTERM (as `pretrain`: stopped before its end, albert_tf/runtime/exit_codes.py); the same command resumes. On the
+command line a second Ctrl-C aborts at once (one line, exit 130).
 """
-import argparse
 import dataclasses
 import json
 import math
 import os
-import re
 import sys
 import time
 
+from albert_tf import run_config
 from albert_tf.text import vocabulary
-from albert_tf.tasks import TASKS, make_task
-
-RUN_CONFIG_FILE = "finetune_config.json"  # OUTPUT/: the run's plan (a restart with other flags is refused)
-EVAL_RESULTS_FILE = "eval_results.json"   # OUTPUT/: the best epoch's official dev metrics
+from albert_tf.tasks import make_task
+from albert_tf.training import finetune_config
+from albert_tf.training.finetune_config import EVAL_RESULTS_FILE, OPTIMIZERS, FinetuneConfig, FinetuneResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,54 +67,15 @@ PAPER_DEFAULTS = {
     "race": Hyperparameters(2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
 }
 
-#: AdamW as the original fine-tuning optimizer: weight decay 0.01 except LayerNorm and bias, epsilon 1e-6.
-WEIGHT_DECAY = 0.01
-NO_DECAY = ("LayerNorm", "layer_norm", "bias")
-
-
 def add_arguments(parser):
-    a = parser.add_argument
-    a("--task", required=True, choices=TASKS, help="the task (its data layout, head and metric)")
-    a("--data-dir", required=True, help="the task's files as downloaded (GLUE task folder, SQuAD json dir, RACE)")
-    a("--init", required=True, help="the pretrained encoder: a pretrained-model directory (`pretrain`'s, "
-      "`convert`'s: albert_config.json, checkpoint, spm.model) or an `albert-tf export` BASE/N or BASE (newest)")
-    a("--output", required=True, help="output directory: checkpoints, TensorBoard logs, best model, results")
-    a("--spm-model", default=None, help="SentencePiece model (default: --init's spm.model)")
-    vocabulary.add_casing_arguments(parser)
-    a("--epochs", type=float, default=None,
-      help="passes over the training data (default: the paper's step count for the task, rounded up to passes)")
-    a("--learning-rate", type=float, default=None, help="peak learning rate (default: the paper's, per task)")
-    a("--batch-size", type=int, default=None, help="global batch (default: the paper's, per task)")
-    a("--max-seq-length", type=int, default=None, 
-      help="tokens per example (default: the paper's, per task, capped by the config)")
-    a("--warmup-proportion", type=float, default=None,
-      help="fraction of the steps spent warming up (default: the paper's warm-up/steps ratio for the task)")
-    a("--albert-dropout", type=float, default=None, help="dropout inside the encoder (default: the paper's)")
-    a("--classifier-dropout", type=float, default=None, help="dropout before the head (default: the paper's)")
-    a("--seed", type=int, default=12345, help="seeds the head's init, the data order and dropout")
-    a("--collapsed-init", choices=("keep", "reset-biases"), default="keep",
-      help="when the --init encoder maps every input to nearly the same output (a too briefly pretrained model, "
-           "docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and LayerNorm betas "
-           "before fine-tuning (reset-biases). Weights change only when asked")
-    a("--tpu", default=None, help="TPU name or address (`local` on a TPU VM); paths must be gs://")
-    a("--cpu-replicas", type=int, default=None, help="split the CPU into N replicas (tests the distributed path)")
-    a("--steps-per-execution", type=int, default=1, help="training steps per compiled call (Keras)")
-    a("--xla", choices=("auto", "on", "off"), default="auto",
-      help="jit-compile the step on GPU/CPU (a TPU always compiles); auto: on for GPU, off for CPU")
-    a("--length-bucket", type=int, default=None,
-      help="pad each batch only to its longest example, rounded up to a multiple of N (fewer FLOPs on short "
-           "text; outputs unchanged); 0: every batch at --max-seq-length. Default: 16, and 0 on TPU, whose "
-           "compiled steps need static shapes")
-    a("--log-every", type=int, default=100,
-      help="when stdout is not a terminal (a log), print a progress line every N steps and at least every 30 s; "
-           "on a terminal Keras' progress bar shows instead")
-    a("--max-train-examples", type=int, default=None, help=argparse.SUPPRESS)  # quick runs on a prefix
+    """The flags: one per FinetuneConfig field (albert_tf/training/finetune_config.py)."""
+    finetune_config.add_arguments(parser)
 
 
-# ---------------------------------------------------------------------------------------------- the plan
+# ---------------------------------------------------------------------------------------------- the budget
 @dataclasses.dataclass
-class Plan:
-    """The resolved hyperparameters of a run."""
+class Budget:
+    """The resolved hyperparameters of a run: the config over the paper's values, the steps and epochs."""
     learning_rate: float
     batch_size: int
     max_seq_length: int
@@ -122,6 +85,7 @@ class Plan:
     albert_dropout: float
     classifier_dropout: float
     length_bucket: int = 0  # 0: batches at max_seq_length; N: at their longest example rounded up to N
+    optimizer: str = OPTIMIZERS[0]  # albert_tf.training.optimizers.make_optimizer's name
 
     @property
     def total_steps(self):
@@ -140,12 +104,12 @@ def resolve_length_bucket(flag, on_tpu):
     return flag
 
 
-def make_plan(args, num_train_examples, max_position_embeddings):
-    """Flags over the paper's defaults. A Keras epoch is one pass over the training data (the examples that fill
-    whole batches); the paper's step count is rounded up to whole passes."""
-    paper = PAPER_DEFAULTS[args.task]
-    batch = args.batch_size or paper.batch_size
-    seq = args.max_seq_length or min(paper.max_seq_length, max_position_embeddings)
+def make_budget(cfg, num_train_examples, max_position_embeddings):
+    """The config (a FinetuneConfig) over the paper's defaults. A Keras epoch is one pass over the training data (the
+    examples that fill whole batches); the paper's step count is rounded up to whole passes."""
+    paper = PAPER_DEFAULTS[cfg.task]
+    batch = cfg.batch_size or paper.batch_size
+    seq = cfg.max_seq_length or min(paper.max_seq_length, max_position_embeddings)
     if seq > max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq} exceeds the config's max_position_embeddings "
                          f"{max_position_embeddings}")
@@ -154,27 +118,43 @@ def make_plan(args, num_train_examples, max_position_embeddings):
             raise ValueError(f"{flag} must be positive, got {value}")
     steps_per_epoch = num_train_examples // batch
     if steps_per_epoch < 1:
-        raise ValueError(f"--data-dir {args.data_dir}: {num_train_examples} training examples, fewer than one "
+        raise ValueError(f"--data-dir {cfg.data_dir}: {num_train_examples} training examples, fewer than one "
                          f"batch of {batch} (lower --batch-size)")
-    if args.epochs is not None:
-        if args.epochs <= 0:
-            raise ValueError(f"--epochs must be positive, got {args.epochs}")
-        epochs = max(1, math.ceil(args.epochs))
+    if cfg.epochs is not None:
+        if cfg.epochs <= 0:
+            raise ValueError(f"--epochs must be positive, got {cfg.epochs}")
+        epochs = max(1, math.ceil(cfg.epochs))
     else:
         epochs = max(1, math.ceil(paper.train_steps / steps_per_epoch))
-    proportion = args.warmup_proportion if args.warmup_proportion is not None else \
+    proportion = cfg.warmup_proportion if cfg.warmup_proportion is not None else \
         paper.warmup_steps / paper.train_steps
     if not 0 <= proportion < 1:
         raise ValueError(f"--warmup-proportion must be in [0, 1), got {proportion}")
-    for flag, value in (("--albert-dropout", args.albert_dropout), ("--classifier-dropout", args.classifier_dropout)):
+    for flag, value in (("--albert-dropout", cfg.albert_dropout), ("--classifier-dropout", cfg.classifier_dropout)):
         if value is not None and not 0 <= value < 1:
             raise ValueError(f"{flag} must be in [0, 1), got {value}")
-    return Plan(
-        learning_rate=args.learning_rate or paper.learning_rate, batch_size=batch, max_seq_length=seq,
+    return Budget(
+        learning_rate=cfg.learning_rate or paper.learning_rate, batch_size=batch, max_seq_length=seq,
         epochs=epochs, steps_per_epoch=steps_per_epoch,
         warmup_steps=int(round(proportion * epochs * steps_per_epoch)),
-        albert_dropout=paper.albert_dropout if args.albert_dropout is None else args.albert_dropout,
-        classifier_dropout=paper.classifier_dropout if args.classifier_dropout is None else args.classifier_dropout)
+        albert_dropout=paper.albert_dropout if cfg.albert_dropout is None else cfg.albert_dropout,
+        classifier_dropout=paper.classifier_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout,
+        optimizer=cfg.optimizer)
+
+
+#: More passes over the training data than this, from the paper's step count, get a warning (a small task).
+MANY_EPOCHS = 20
+
+
+def many_epochs_warning(cfg, budget, num_train_examples):
+    """One line when the paper's step count (no --epochs given) means more than MANY_EPOCHS passes over the given
+    training data, naming the flag that sets the passes; None otherwise."""
+    if cfg.epochs is not None or budget.epochs <= MANY_EPOCHS:
+        return None
+    paper = PAPER_DEFAULTS[cfg.task]
+    return (f"warning: the paper's {paper.train_steps} steps for {cfg.task} at batch {budget.batch_size} make "
+            f"{budget.epochs} passes over these {num_train_examples} training examples "
+            f"(a small task overfits); --epochs N sets the number of passes")
 
 
 def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
@@ -187,21 +167,15 @@ def epoch_order(seed, epoch, num_examples, steps_per_epoch, batch_size):
 
 
 # ---------------------------------------------------------------------------------------------- the optimizer
-def create_optimizer(plan, model):
-    """AdamW (β 0.9/0.999, ε 1e-6, weight decay 0.01 except LayerNorm and biases), gradients clipped to global norm
-    1.0 (the dense gradients' norm, as the original's tf.clip_by_global_norm: see albert_tf.training.optimizers), on
-    a linear warm-up then linear decay to 0 at the last step (the original's optimization.py). Builds it."""
-    from albert_tf.training.optimizers import AdamWDenseNorm  # pylint: disable=import-outside-toplevel
+def create_optimizer(budget, model):
+    """budget.optimizer (albert_tf.training.optimizers.make_optimizer: β 0.9/0.999, ε 1e-6, weight decay 0.01 except
+    LayerNorm and biases, gradients clipped to a dense global norm of 1.0) on a linear warm-up then linear decay to
+    0 at the last step (the original's optimization.py), built for the model's trainable variables."""
+    from albert_tf.training.optimizers import make_optimizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
 
-    schedule = WarmupPolynomialDecay(plan.learning_rate, plan.total_steps, plan.warmup_steps, power=1.0)
-    optimizer = AdamWDenseNorm(schedule, weight_decay=WEIGHT_DECAY, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                               global_clipnorm=1.0)
-    pattern = re.compile("|".join(NO_DECAY))
-    # Keras matches var_names against the short name ("gamma", "kernel"); match the full path, as the original.
-    optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if pattern.search(v.path)])
-    optimizer.build(model.trainable_variables)
-    return optimizer
+    schedule = WarmupPolynomialDecay(budget.learning_rate, budget.total_steps, budget.warmup_steps, power=1.0)
+    return make_optimizer(budget.optimizer, schedule, model.trainable_variables)
 
 
 # ---------------------------------------------------------------------------------------------- --init
@@ -234,12 +208,12 @@ def read_init(init, spm_flag, cased_flag=None):
 # ---------------------------------------------------------------------------------------------- the data
 
 
-def train_order(seed, initial_epoch, plan, num_examples):
-    """The training examples of epochs initial_epoch .. plan.epochs-1, concatenated (int64)."""
+def train_order(seed, initial_epoch, budget, num_examples):
+    """The training examples of epochs initial_epoch .. budget.epochs-1, concatenated (int64)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    return np.concatenate([epoch_order(seed, e, num_examples, plan.steps_per_epoch, plan.batch_size)
-                           for e in range(initial_epoch, plan.epochs)])
+    return np.concatenate([epoch_order(seed, e, num_examples, budget.steps_per_epoch, budget.batch_size)
+                           for e in range(initial_epoch, budget.epochs)])
 
 
 # ---------------------------------------------------------------------------------------------- collapse check
@@ -290,19 +264,19 @@ def check_collapse(encoder, inputs, seed):
     return input_spread(encoder, inputs), input_spread(reference, inputs)
 
 
-def handle_collapse(encoder, task, tokenizer, plan, args):
+def handle_collapse(encoder, task, tokenizer, budget, cfg):
     """Measures the --init encoder's input spread on a training batch against a random encoder's and prints both.
     When it is collapsed: one warning line with the advice, and only with --collapsed-init reset-biases are its
     biases and LayerNorm betas zeroed (a user's weights never change unasked). Returns True when collapsed."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    features = task.sample_inputs(tokenizer, plan, min(plan.batch_size, 64))
+    features = task.sample_inputs(tokenizer, budget, min(budget.batch_size, 64))
     features = {k: np.asarray(v).reshape(-1, np.asarray(v).shape[-1]) for k, v in features.items()}
-    spread, reference = check_collapse(encoder, features, args.seed)
+    spread, reference = check_collapse(encoder, features, cfg.seed)
     print(f"--init input spread {spread:.4f} (a randomly initialized encoder: {reference:.4f})", flush=True)
     if not spread < COLLAPSE_RATIO * reference:
         return False
-    if args.collapsed_init == "reset-biases":
+    if cfg.collapsed_init == "reset-biases":
         count = reset_biases(encoder)
         action = f"zeroed its {count} bias and LayerNorm beta tensors (--collapsed-init reset-biases)"
     else:
@@ -315,10 +289,11 @@ def handle_collapse(encoder, task, tokenizer, plan, args):
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
-def make_callbacks(task, tokenizer, plan, state, managers, output, progress):
+def make_callbacks(task, tokenizer, budget, state, managers, output, progress, exits=True):
     """(stop, epoch_end, callbacks) (albert_tf.training.callbacks): progress first (so that Keras' bar ends its line
-    before an epoch's line), then SIGINT / SIGTERM (StopOnSignal), then the per-epoch work (EpochEnd). `progress`:
-    "bar" (Keras' bar) or N > 0 (a ProgressLog line every N steps / 30 s)."""
+    before an epoch's line), then SIGINT / SIGTERM (StopOnSignal; `exits`: a second SIGINT aborts the process), then
+    the per-epoch work (EpochEnd). `progress`: "bar" (Keras' bar) or N > 0 (a ProgressLog line every N steps / 30
+    s)."""
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal  # pylint: disable=import-outside-toplevel
@@ -326,15 +301,15 @@ def make_callbacks(task, tokenizer, plan, state, managers, output, progress):
     if progress == "bar":
         first = keras.callbacks.ProgbarLogger()
     else:
-        first = ProgressLog(plan.steps_per_epoch, plan.epochs, plan.batch_size, every_steps=progress)
-    stop, epoch_end = StopOnSignal(), EpochEnd(task, tokenizer, plan, state, managers, output)
+        first = ProgressLog(budget.steps_per_epoch, budget.epochs, budget.batch_size, every_steps=progress)
+    stop, epoch_end = StopOnSignal(exits=exits), EpochEnd(task, tokenizer, budget, state, managers, output)
     return stop, epoch_end, [first, stop, epoch_end]
 
 
 def stopped_line(stop, epoch_end, state, managers):
     """The one line a run stopped by a signal prints: where it stopped, the checkpoint a rerun resumes from."""
     epoch, steps = int(state["epoch"].numpy()), epoch_end.steps_done
-    where = f"stopped after epoch {epoch}" if steps in (0, epoch_end.plan.steps_per_epoch) else \
+    where = f"stopped after epoch {epoch}" if steps in (0, epoch_end.budget.steps_per_epoch) else \
         f"stopped at step {steps} of epoch {epoch + 1} (not kept: a run resumes from whole epochs)"
     checkpoint = managers["resume"].latest_checkpoint
     kept = f"the last checkpoint is {checkpoint} (epoch {epoch})" if checkpoint else "no epoch finished, no checkpoint"
@@ -342,63 +317,84 @@ def stopped_line(stop, epoch_end, state, managers):
 
 
 # ---------------------------------------------------------------------------------------------- run
-def prepare(args):
-    """Everything checked and read before any output is written: (source, config, task, tokenizer, strategy, plan,
-    jit); source: what --init is (albert_tf.checkpoints.load.InitSource)."""
+@dataclasses.dataclass
+class Prepared:
+    """What `prepare` read and decided before any output is written."""
+    source: object      # what --init is: albert_tf.checkpoints.load.InitSource
+    config: object      # the encoder's AlbertConfig
+    task: object        # the adapter, albert_tf.tasks.base.FinetuneTask, its files read
+    tokenizer: object   # AlbertTokenizer of --init's vocabulary
+    strategy: object    # tf.distribute strategy
+    budget: Budget
+    jit: bool           # compile the step with XLA
+
+
+def check_settings(cfg):
+    """The settings checked before anything is read: paths (TPU: gs://), the output, the positive counts."""
+    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
+
+    if cfg.tpu:
+        distribute.check_cloud_paths({"--data-dir": cfg.data_dir, "--init": cfg.init, "--output": cfg.output})
+    check_output_dir(cfg.output, "--output")
+    for name in ("log_every", "steps_per_execution"):
+        if getattr(cfg, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+
+
+def prepare(cfg):
+    """Everything checked and read before any output is written. Returns a Prepared."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
     from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
 
-    if args.tpu:
-        distribute.check_cloud_paths({"--data-dir": args.data_dir, "--init": args.init, "--output": args.output})
-    check_output_dir(args.output, "--output")
-    if args.log_every <= 0:
-        raise ValueError(f"--log-every must be positive, got {args.log_every}")
-    if args.steps_per_execution <= 0:
-        raise ValueError(f"--steps-per-execution must be positive, got {args.steps_per_execution}")
-    source, spm_model, lower_case = read_init(args.init, args.spm_model, args.cased)
+    check_settings(cfg)
+    source, spm_model, lower_case = read_init(cfg.init, cfg.spm_model, cfg.cased)
     config = source.config
-    task = make_task(args)
+    task = make_task(cfg.task, cfg.data_dir, cfg.max_train_examples)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
     # work, such as SQuAD's in-graph featurization below.
-    strategy = distribute.create_strategy(tpu=args.tpu, cpu_replicas=args.cpu_replicas)
-    plan = make_plan(args, len(task.train), config.max_position_embeddings)
-    # SQuAD trains on one example per window: its count depends on the planned sequence length
-    plan = make_plan(args, task.num_train(tokenizer, plan), config.max_position_embeddings)
+    strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas)
+    budget = make_budget(cfg, len(task.train), config.max_position_embeddings)
+    # SQuAD trains on one example per window: its count depends on the budget's sequence length
+    num_train = task.num_train(tokenizer, budget)
+    budget = make_budget(cfg, num_train, config.max_position_embeddings)
+    warning = many_epochs_warning(cfg, budget, num_train)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     replicas = strategy.num_replicas_in_sync
-    if plan.batch_size % replicas:
-        raise ValueError(f"--batch-size {plan.batch_size} is not divisible by the {replicas} replicas")
+    if budget.batch_size % replicas:
+        raise ValueError(f"--batch-size {budget.batch_size} is not divisible by the {replicas} replicas")
     on_tpu = distribute.is_tpu_strategy(strategy)
-    plan = dataclasses.replace(plan, length_bucket=resolve_length_bucket(args.length_bucket, on_tpu))
-    jit = distribute.use_xla(args.xla, on_tpu, bool(tf.config.list_physical_devices("GPU")))
-    return source, config, task, tokenizer, strategy, plan, jit
+    budget = dataclasses.replace(budget, length_bucket=resolve_length_bucket(cfg.length_bucket, on_tpu))
+    jit = distribute.use_xla(cfg.xla, on_tpu, bool(tf.config.list_physical_devices("GPU")))
+    return Prepared(source, config, task, tokenizer, strategy, budget, jit)
 
 
-def record_run_config(args, plan):
-    """Writes OUTPUT/finetune_config.json, or refuses an output directory that holds a run with other flags: the
-    run's plan is part of the output (a restart with different flags would not resume the same run)."""
+def record_run(cfg, budget):
+    """Writes OUTPUT/finetune_config.json (the config and its resolved budget), or refuses an output directory that
+    holds a run with other settings: the budget is part of the output (a restart with different settings would not
+    resume the same run)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
+    path = os.path.join(cfg.output, finetune_config.RECORD_FILE)
+    recorded = run_config.read_record(path)
+    if recorded is not None:  # recorded before --optimizer existed: the run trained with Keras AdamW
+        recorded.get("budget", recorded).setdefault("optimizer", "adamw-keras")
+    current = {**run_config.record(cfg), "budget": dataclasses.asdict(budget)}
+    names = run_config.same_on_resume(FinetuneConfig) + [f"budget.{k}" for k in current["budget"]]
+    if recorded is not None and "budget" not in recorded:  # an older release's: the budget beside task, init, seed
+        current = {"task": cfg.task, "init": cfg.init, "seed": cfg.seed, **current["budget"]}
+        names = list(current)
+    run_config.check_record(path, recorded, current, names, "use a new --output or the same settings")
+    if recorded is None:
+        tf.io.gfile.makedirs(cfg.output)
+        run_config.write_record(path, {**run_config.record(cfg), "budget": dataclasses.asdict(budget)})
 
-    run_config = {"task": args.task, "init": args.init, "seed": args.seed, **dataclasses.asdict(plan)}
-    run_config_path = os.path.join(args.output, RUN_CONFIG_FILE)
-    if tf.io.gfile.exists(run_config_path):
-        with tf.io.gfile.GFile(run_config_path) as f:
-            existing = json.load(f)
-        if existing != run_config:
-            diff = sorted(k for k in run_config if existing.get(k) != run_config[k])
-            raise ValueError(f"{run_config_path}: the output directory holds a different run (differs in "
-                             f"{', '.join(diff)}); use a new --output or the same flags")
-        return  # the same run: nothing to write
-    tf.io.gfile.makedirs(args.output)
-    atomic_write_text(run_config_path, json.dumps(run_config, indent=2) + "\n")
 
-
-def completed_run(output, plan):
+def completed_run(output, budget):
     """The export version a finished run wrote (OUTPUT/export/N), or None while the run has work left: a run is
     finished when its checkpoint is past the last epoch and `finish` wrote eval_results.json and an export (the
     export is its last write)."""
@@ -410,26 +406,26 @@ def completed_run(output, plan):
     export_base = os.path.join(output, "export")
     if checkpoint is None or not tf.io.gfile.exists(os.path.join(output, EVAL_RESULTS_FILE)):
         return None
-    if tf.train.load_checkpoint(checkpoint).get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE") < plan.epochs:
+    if tf.train.load_checkpoint(checkpoint).get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE") < budget.epochs:
         return None
     return latest_version(export_base)
 
 
-def build(args, source, config, task, strategy, plan, jit):
-    """The compiled task model with its encoder from --init (`source`), and the run's state and checkpoint
+def build(cfg, prep):
+    """The compiled task model with its encoder from --init (`prep.source`), and the run's state and checkpoint
     managers: (model, state, managers, init_path)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints.load import restore_encoder  # pylint: disable=import-outside-toplevel
 
-    with strategy.scope():
-        model = task.build_model(AlbertEncoder(config), plan)
-        init_path = restore_encoder(model, source)
-        optimizer = create_optimizer(plan, model)
-        loss, metrics = task.loss_and_metrics()
-        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit,
-                      steps_per_execution=args.steps_per_execution)
+    with prep.strategy.scope():
+        model = prep.task.build_model(AlbertEncoder(prep.config), prep.budget)
+        init_path = restore_encoder(model, prep.source)
+        optimizer = create_optimizer(prep.budget, model)
+        loss, metrics = prep.task.loss_and_metrics()
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=prep.jit,
+                      steps_per_execution=cfg.steps_per_execution)
         state = {"epoch": tf.Variable(0, dtype=tf.int64, trainable=False),
                  "best_value": tf.Variable(-math.inf, dtype=tf.float64, trainable=False),
                  "best_epoch": tf.Variable(0, dtype=tf.int64, trainable=False)}
@@ -440,79 +436,107 @@ def build(args, source, config, task, strategy, plan, jit):
     managers = {
         "resume": tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=optimizer,
                                                                  dropout_seeds=seed_states, **state),
-                                             os.path.join(args.output, "checkpoints"), max_to_keep=2),
-        "best": tf.train.CheckpointManager(tf.train.Checkpoint(model=model), os.path.join(args.output, "best"),
+                                             os.path.join(cfg.output, "checkpoints"), max_to_keep=2),
+        "best": tf.train.CheckpointManager(tf.train.Checkpoint(model=model), os.path.join(cfg.output, "best"),
                                            max_to_keep=1),
     }
     return model, state, managers, init_path
 
 
-def finish(args, config, task, tokenizer, plan, model, state, managers, started):
+def finish(cfg, prep, model, state, managers, started):
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
-    directory, and its raw-text export (OUTPUT/export/N)."""
+    directory, and its raw-text export (OUTPUT/export/N). Returns the FinetuneResult."""
     from albert_tf.config import config_path  # pylint: disable=import-outside-toplevel
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
     from albert_tf.runtime.signals import duration_text  # pylint: disable=import-outside-toplevel
 
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
-    results = task.evaluate(model, tokenizer, plan)
+    budget, task = prep.budget, prep.task
+    results = task.evaluate(model, prep.tokenizer, budget)
     best_epoch = int(state["best_epoch"].numpy())
-    report = {"task": args.task, "epoch": best_epoch, "global_step": best_epoch * plan.steps_per_epoch, **results}
-    atomic_write_text(os.path.join(args.output, EVAL_RESULTS_FILE), json.dumps(report, indent=2) + "\n")
-    config.to_json_file(config_path(os.path.join(args.output, "best")))
-    path = task.export(model, tokenizer, plan, results, os.path.join(args.output, "export"))
+    report = {"task": cfg.task, "epoch": best_epoch, "global_step": best_epoch * budget.steps_per_epoch, **results}
+    atomic_write_text(os.path.join(cfg.output, EVAL_RESULTS_FILE), json.dumps(report, indent=2) + "\n")
+    prep.config.to_json_file(config_path(os.path.join(cfg.output, "best")))
+    path = task.export(model, prep.tokenizer, budget, results, os.path.join(cfg.output, "export"))
     print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done in {duration_text(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
-          f"{os.path.join(args.output, 'eval_results.json')}", flush=True)
+          f"{os.path.join(cfg.output, EVAL_RESULTS_FILE)}", flush=True)
+    return FinetuneResult("done", cfg.output, epoch=best_epoch, epochs=budget.epochs, metrics=results, export=path)
 
 
-def run(args):
+def finetune(config):
+    """Fine-tunes as `config` (a FinetuneConfig) says. Returns a FinetuneResult. Usable from a notebook or a
+    script: progress as the CLI prints it, errors as ValueError / FileNotFoundError (nothing written before the
+    checks pass), and on the main thread SIGINT / SIGTERM (a notebook's interrupt) stop at the next step boundary,
+    keeping the last whole epoch (status "stopped"; the same config resumes)."""
+    return _finetune(config, exits=False)
+
+
+def _finetune(cfg, exits):
+    """`finetune`; `exits` (the CLI): a second SIGINT aborts the process at once."""
     from albert_tf.runtime import lock  # pylint: disable=import-outside-toplevel
 
     started = time.monotonic()
-    prepared = prepare(args)
-    with lock.output_lock(args.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
-        return fine_tune(args, started, *prepared)
+    prep = prepare(cfg)
+    with lock.output_lock(cfg.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
+        return fine_tune(cfg, started, prep, exits)
 
 
-def fine_tune(args, started, source, config, task, tokenizer, strategy, plan, jit):
-    """The run once its inputs are checked and its output directory is locked: the run config, the model, training
-    (resumed from the last epoch), the best epoch's results and export. Returns the exit code."""
+def run(args):
+    """`albert-tf finetune`: the flags as a FinetuneConfig, then the run. Returns the exit code."""
+    return _finetune(run_config.config_from_args(FinetuneConfig, args), exits=True).exit_code
+
+
+def fine_tune(cfg, started, prep, exits=True):
+    """The run once its inputs are checked and its output directory is locked: the run record, the model, training
+    (resumed from the last epoch), the best epoch's results and export. Returns a FinetuneResult."""
     import keras  # pylint: disable=import-outside-toplevel
 
-    record_run_config(args, plan)
-    exported = completed_run(args.output, plan)
+    budget, task, tokenizer = prep.budget, prep.task, prep.tokenizer
+    record_run(cfg, budget)
+    exported = completed_run(cfg.output, budget)
     if exported:
-        print(f"the run in {args.output} is already complete ({plan.epochs} epoch(s), exported to {exported}): "
+        print(f"the run in {cfg.output} is already complete ({budget.epochs} epoch(s), exported to {exported}): "
               "nothing to do (a new --output trains again)", flush=True)
-        return 0
-    keras.utils.set_random_seed(args.seed)
-    config = config.replace(hidden_dropout_prob=plan.albert_dropout,
-                            attention_probs_dropout_prob=plan.albert_dropout)
-    model, state, managers, init_path = build(args, source, config, task, strategy, plan, jit)
+        return completed_result(cfg, budget, exported)
+    keras.utils.set_random_seed(cfg.seed)
+    prep = dataclasses.replace(prep, config=prep.config.replace(hidden_dropout_prob=budget.albert_dropout,
+                                                                attention_probs_dropout_prob=budget.albert_dropout))
+    model, state, managers, init_path = build(cfg, prep)
     if managers["resume"].latest_checkpoint:
         managers["resume"].checkpoint.restore(managers["resume"].latest_checkpoint).assert_existing_objects_matched()
         print(f"resumed from {managers['resume'].latest_checkpoint} after epoch {int(state['epoch'].numpy())}",
               flush=True)
     else:
         print(f"initialized the encoder from {init_path}", flush=True)
-        handle_collapse(model.encoder, task, tokenizer, plan, args)
+        handle_collapse(model.encoder, task, tokenizer, budget, cfg)
     initial_epoch = int(state["epoch"].numpy())
 
-    print(f"fine-tuning {args.task}: {len(task.train)} training examples, {plan.epochs} epoch(s) of "
-          f"{plan.steps_per_epoch} steps at batch {plan.batch_size}, seq {plan.max_seq_length}, lr "
-          f"{plan.learning_rate:g} (warm-up {plan.warmup_steps} steps), {strategy.num_replicas_in_sync} replica(s) "
-          f"({type(strategy).__name__})", flush=True)
-    if initial_epoch < plan.epochs:
+    print(f"fine-tuning {cfg.task}: {len(task.train)} training examples, {budget.epochs} epoch(s) of "
+          f"{budget.steps_per_epoch} steps at batch {budget.batch_size}, seq {budget.max_seq_length}, lr "
+          f"{budget.learning_rate:g} (warm-up {budget.warmup_steps} steps), "
+          f"{prep.strategy.num_replicas_in_sync} replica(s) ({type(prep.strategy).__name__})", flush=True)
+    if initial_epoch < budget.epochs:
         bar = sys.stdout.isatty()
-        order = train_order(args.seed, initial_epoch, plan, task.num_train(tokenizer, plan))
-        stop, epoch_end, callbacks = make_callbacks(task, tokenizer, plan, state, managers, args.output,
-                                                    "bar" if bar else args.log_every)
-        model.fit(task.train_dataset(tokenizer, plan, order), epochs=plan.epochs, initial_epoch=initial_epoch,
-                  steps_per_epoch=plan.steps_per_epoch, shuffle=False, verbose=1 if bar else 0, callbacks=callbacks)
+        order = train_order(cfg.seed, initial_epoch, budget, task.num_train(tokenizer, budget))
+        stop, epoch_end, callbacks = make_callbacks(task, tokenizer, budget, state, managers, cfg.output,
+                                                    "bar" if bar else cfg.log_every, exits)
+        model.fit(task.train_dataset(tokenizer, budget, order), epochs=budget.epochs, initial_epoch=initial_epoch,
+                  steps_per_epoch=budget.steps_per_epoch, shuffle=False, verbose=1 if bar else 0,
+                  callbacks=callbacks)
         if stop.requested:
             print(stopped_line(stop, epoch_end, state, managers), flush=True)
-            return stop.exit_code
-    finish(args, config, task, tokenizer, plan, model, state, managers, started)
-    return 0
+            return FinetuneResult("stopped", cfg.output, epoch=int(state["best_epoch"].numpy()),
+                                  epochs=budget.epochs, exit_code=stop.exit_code)
+    return finish(cfg, prep, model, state, managers, started)
+
+
+def completed_result(cfg, budget, exported):
+    """The FinetuneResult of a run found complete: its eval_results.json's best epoch and metrics."""
+    from albert_tf import files  # pylint: disable=import-outside-toplevel
+
+    report = json.loads(files.read_text(os.path.join(cfg.output, EVAL_RESULTS_FILE)))
+    metrics = {k: v for k, v in report.items() if isinstance(v, dict)}
+    return FinetuneResult("complete", cfg.output, epoch=report.get("epoch", 0), epochs=budget.epochs,
+                          metrics=metrics, export=exported)

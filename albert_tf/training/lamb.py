@@ -54,6 +54,7 @@ def _lamb_update(w, g, m, v, lr, beta_1, beta_2, epsilon, weight_decay_rate, ada
 @keras.saving.register_keras_serializable(package="albert_tf")
 class LAMB(keras.optimizers.Optimizer):
     """ALBERT's LAMB (Layer-wise Adaptive Moments for Batch training), see the module docstring for the update.
+    Its slots are named after the variable's path and `SLOT_PREFIX`: `<path with / as _>_lamb_m`, `..._lamb_v`.
 
     Args:
       learning_rate: a float, a `keras.optimizers.schedules.LearningRateSchedule` (called with the step counter,
@@ -68,6 +69,8 @@ class LAMB(keras.optimizers.Optimizer):
       **kwargs: the Keras base optimizer's arguments (name, global_clipnorm, ...). Note that Keras clips each
         replica's gradient before the cross-replica sum; the pretraining loop clips the summed gradient itself.
     """
+
+    SLOT_PREFIX = "lamb"
 
     def __init__(self, learning_rate=0.00176, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                  exclude_from_weight_decay=DEFAULT_EXCLUDE, exclude_from_layer_adaptation=None, name="lamb",
@@ -107,10 +110,10 @@ class LAMB(keras.optimizers.Optimizer):
         for variable in var_list:
             for slots, suffix in ((self._m, "m"), (self._v, "v")):
                 if variable.dtype == "float32":  # colocated with the variable under tf.distribute
-                    slot = self.add_variable_from_reference(variable, name=f"lamb_{suffix}")
+                    slot = self.add_variable_from_reference(variable, name=f"{self.SLOT_PREFIX}_{suffix}")
                 else:
                     slot = self.add_variable(variable.shape, dtype="float32",
-                                             name=f"lamb_{suffix}_{variable.name}")
+                                             name=f"{self.SLOT_PREFIX}_{suffix}_{variable.name}")
                 slots.append(slot)
             self._decay.append(self.uses_weight_decay(variable))
             self._adapt.append(self.uses_layer_adaptation(variable))
@@ -152,7 +155,10 @@ class LAMB(keras.optimizers.Optimizer):
                 strategy.extended.update(
                     variable.value, lambda var, g: self.update_step(g, var, learning_rate), args=(grad,),
                     group=False)
-            self._iterations.assign_add(1)
+            # Counted once the gradients exist: a step whose batch could not be read (a data error inside a
+            # compiled loop) counts as no step (the counter has no other tie to the batch).
+            with tf.control_dependencies([t for g in grads for t in strategy.experimental_local_results(g)]):
+                self._iterations.assign_add(1)
 
         tf.distribute.get_replica_context().merge_call(update_all, args=(list(grads),))
 

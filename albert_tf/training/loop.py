@@ -1,13 +1,16 @@
 """Pieces of a training run that pretraining, fine-tuning and the benchmarks share.
 
-    make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop)
+    make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop),
+                                                    metric sums kept on the devices, reduced once per call
     LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
     evaluate(eval_loop, dataset, num_steps)         metric sums over an eval set (the loop compiled once per run)
     MetricsLog(model_dir, chief)                     TensorBoard scalars + metrics.jsonl + a log line per record
     Progress(start_step, total_steps, batch_size)   a progress line (steps/s, examples/s, elapsed, ETA) every ~20 s
+                                                    on stderr, rates and ETA from steady-state steps only
 """
 import json
 import os
+import sys
 import threading
 import time
 
@@ -22,14 +25,32 @@ def make_train_loop(strategy, step_fn, sum_keys):
     """A tf.function `loop(iterator, num_steps, *args) → {key: float32 scalar}` that runs `num_steps` steps of
     `strategy.run(step_fn, (next(iterator), *args))` in one compiled call and returns each `sum_keys` value summed
     over replicas and steps. `num_steps` is a tensor (one trace for any count); each distinct Python value among
-    `args` (e.g. the dropout switch) traces once. No host round trip inside the loop."""
+    `args` (e.g. the dropout switch) traces once.
+
+    The sums stay on the devices during the call: each replica adds its step's values to its own accumulators
+    (float32 variables, one per key, made here under `strategy.scope()`: ON_READ, so a replica's update touches its
+    own copy only), set to zero when the call starts and read once when it ends, which sums them over replicas (on
+    a TPU pod one transfer per call, where a reduction per step costs a round trip to the host every step). Call it
+    on every worker of a multi-worker run at the same point (its variables are made together). One step at a time
+    (the while loop's parallel_iterations 1): a step's ops, its updates included, end before the next step reads
+    its batch, so an input error (a changed file) stops the call with the steps before it whole."""
+    with strategy.scope():
+        totals = {k: tf.Variable(0.0, trainable=False, name=f"sum_{k}", dtype=tf.float32,
+                                 synchronization=tf.VariableSynchronization.ON_READ,
+                                 aggregation=tf.VariableAggregation.SUM) for k in sum_keys}
+
+    def accumulate(batch, *args):
+        sums = step_fn(batch, *args)
+        for k in sum_keys:
+            totals[k].assign_add(tf.cast(sums[k], tf.float32))
 
     def loop(iterator, num_steps, *args):
-        sums = {k: tf.constant(0.0) for k in sum_keys}
+        for total in totals.values():
+            total.assign(0.0)
         for _ in tf.range(num_steps):
-            per_replica = strategy.run(step_fn, args=(next(iterator), *args))
-            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
-        return sums
+            tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+            strategy.run(accumulate, args=(next(iterator), *args))
+        return {k: tf.identity(totals[k].read_value()) for k in sum_keys}
 
     return tf.function(loop)
 
@@ -135,22 +156,29 @@ def _rate_text(value):
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+def print_to_stderr(text, **kwargs):
+    """print() to stderr: where progress goes (stdout holds a command's results: metrics rows, what it wrote)."""
+    print(text, file=sys.stderr, **kwargs)
+
+
 class Progress:
-    """Progress lines on stdout, one at least every `interval` seconds whatever the step time:
+    """Progress lines on stderr, one at least every `interval` seconds whatever the step time:
 
         progress: step 480/125,000 (0.4%) | 2.31 steps/s | 9,462 examples/s | elapsed 3m28s | ETA 14h58m
 
     `advanced(step)` after each compiled call prints one when `interval` seconds have passed since the last line (and
     after the first call); while the host waits (a long call, a save, an evaluation: what `doing` names) a
     background thread prints one ending in what it waits for, e.g. `| steps 481..512 running for 25s`. Rates are
-    wall-clock rates since the end of the first call (its tracing and compilation left out; saves and evaluations
-    counted, so the ETA is what the run will take); until a second call ends, the rate since `started`. Use it as a
-    context manager (the thread lives inside it)."""
+    steady-state wall-clock rates: from the end of the first call (its tracing and compilation left out, which on a
+    resume or a TPU can be most of a short run's time) to the end of the last one, saves and evaluations counted so
+    that the ETA is what the run will take. Until a second call has ended no rate is known, and the line shows none
+    ("- steps/s", "ETA -"). Use it as a context manager (the thread lives inside it). `clock` gives the time the
+    lines show; the thread looks at it (`beat`) every `tick` seconds of real time."""
 
-    def __init__(self, start_step, total_steps, batch_size, started=None, interval=20.0, echo=print,
-                 clock=time.time):
+    def __init__(self, start_step, total_steps, batch_size, started=None, interval=20.0, echo=print_to_stderr,
+                 clock=time.time, tick=1.0):
         self.start_step, self.total_steps, self.batch_size = start_step, total_steps, batch_size
-        self.interval, self.echo, self.clock = interval, echo, clock
+        self.interval, self.echo, self.clock, self.tick = interval, echo, clock, tick
         self.started = clock() if started is None else started
         self.step = start_step
         self._first = None        # (step, time) when the first call ended
@@ -162,13 +190,12 @@ class Progress:
         self._thread = None
 
     def rate(self):
-        """Steps per second of wall time (None before the first call has ended)."""
-        if self._first is None:
+        """Steady-state steps per second of wall time: since the end of the first call (None until a later call has
+        ended)."""
+        if self._first is None or self.step <= self._first[0]:
             return None
         step, since = self._first
-        if self.step > step:
-            return (self.step - step) / max(self._last_advance - since, 1e-9)
-        return (step - self.start_step) / max(since - self.started, 1e-9)
+        return (self.step - step) / max(self._last_advance - since, 1e-9)
 
     def line(self, now=None):
         """The progress line as of now."""
@@ -207,12 +234,16 @@ class Progress:
     def elapsed(self):
         return self.clock() - self.started
 
+    def beat(self):
+        """The background thread's look at the clock: prints a line if the host waits (`doing`) and one is due."""
+        with self._lock:
+            now = self.clock()
+            if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
+                self._print(now)
+
     def _heartbeat(self):
-        while not self._stopped.wait(1.0):
-            with self._lock:
-                now = self.clock()
-                if self._activity and now - self._last_line >= self.interval:  # (the host prints nothing else)
-                    self._print(now)
+        while not self._stopped.wait(self.tick):
+            self.beat()
 
     def __enter__(self):
         self._stopped.clear()

@@ -2,7 +2,13 @@
 
 No TensorFlow is imported (the config is read with the standard library), so the plan runs anywhere in a second.
 
-    albert-tf plan --config albert_xxlarge --topology v3-512 --batch-size 4096 --seq-length 512 --steps 125000
+    albert-tf plan --config albert_xxlarge --topology v3-512 --batch-size 4096 --max-seq-length 512
+    albert-tf plan --config albert_base --set vocab_size=8000 --topology cpu --batch-size 64 --max-seq-length 128
+
+Its flags are `albert-tf pretrain`'s (the same PretrainConfig fields: --batch-size, --max-seq-length, --recipe,
+--set, ...), so a plan's command line pastes into pretrain's and back. `--topology cpu` plans a run on this machine:
+its memory holds every replica (`--cpu-replicas`), with the overhead and slack `pretrain` checks it against
+(HOST_OVERHEAD_BYTES, HOST_SLACK).
 
 **Parameters** are counted from the config exactly as `AlbertPretrainer` builds them (shared and tied variables
 once): embeddings V·E + P·E + T·E + LayerNorm 2E (+ the E→H projection E·H + H when E ≠ H); each distinct attention
@@ -47,14 +53,21 @@ smaller global batch, a shorter sequence), and ends with the `albert-tf pretrain
 2 cores per chip; v3-N has N cores); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
 forward of the blocks. `--mfu` is thus the fraction of the peak that the matrix units sustain.
 
-**Learning rate for other batch sizes**: square-root scaling from the paper's 0.00176 at batch 4096,
+**Learning rate for other batch sizes**: the plan keeps the run's learning rate (the recipe's, the one given, or
+pretrain's default) and prints the scaled one beside it as a note: square-root scaling from the paper's 0.00176 at batch 4096,
 lr(B) = 0.00176 · √(B / 4096). LAMB normalizes each layer's update by its trust ratio, so the step size does not grow
 with the gradient's scale as SGD's does; the LAMB paper (You et al., 2020) scales its learning rate with the square
 root of the batch size in its BERT batch-size experiments. Linear scaling would give 16× the rate at batch 65536,
 where LAMB's authors needed far less. It is a starting point, not a tuned value.
 """
+import dataclasses
 import json
 import math
+import os
+import typing
+
+from albert_tf import run_config
+from albert_tf.training.pretrain_config import PretrainConfig, model_config, read_recipe
 
 # Cloud TPU v3 (facts from Google's v3 documentation: 2 TensorCores per chip, 16 GiB HBM per core, 4 chips =
 # 8 cores per host, 123 TFLOP/s bf16 per chip).
@@ -66,6 +79,13 @@ V3_HBM_PER_CORE = 16 * 2 ** 30
 TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512, 1024, 2048)}
 # The share of a core's memory the estimate may take: the rest is left to XLA's temporaries and the runtime.
 HBM_USABLE_FRACTION = 0.9
+# What a CPU run needs besides the host estimate (which matches TensorFlow's allocator statistics:
+# benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
+# the allocator's bins over the bytes in use (25%: albert_tiny at batch 4096 peaked at 14.7 GiB RSS where the
+# estimate is 11.7 GiB).
+HOST_OVERHEAD_BYTES = 2**30
+HOST_SLACK = 1.25
+CPU_TOPOLOGY = "cpu"
 
 PAPER_BATCH_SIZE = 4096
 PAPER_LEARNING_RATE = 0.00176
@@ -189,12 +209,42 @@ def host_memory_bytes(config, global_batch, seq_length, max_predictions=20, repl
     Returns:
       int bytes.
     """
-    _check_positive(global_batch=global_batch, seq_length=seq_length, max_predictions=max_predictions,
+    _check_positive(batch_size=global_batch, max_seq_length=seq_length, max_predictions=max_predictions,
                     replicas=replicas, gradient_accumulation_steps=accumulation_steps)
     micro = -(-global_batch // (replicas * accumulation_steps))
     state = state_bytes(parameter_counts(config)["total"], dtype, accumulation_steps)
     activations = activation_bytes(config, micro, seq_length, max_predictions, dtype, remat)["total"]
     return replicas * (state + activations)
+
+
+def host_total_bytes():
+    """This machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def host_need_bytes(config, global_batch, seq_length, max_predictions=20, replicas=1, dtype="float32",
+                    remat=False, accumulation_steps=1):
+    """What a CPU run of `albert-tf pretrain` needs of the machine's memory: `host_memory_bytes` with HOST_SLACK
+    and HOST_OVERHEAD_BYTES (the rule pretrain refuses a run by and `plan --topology cpu` plans with)."""
+    return HOST_OVERHEAD_BYTES + HOST_SLACK * host_memory_bytes(
+        config, global_batch, seq_length, max_predictions, replicas=replicas, dtype=dtype, remat=remat,
+        accumulation_steps=accumulation_steps)
+
+
+def host_usable_fraction(total):
+    """The share of a machine of `total` bytes that the model's estimate may take (the rest: the overhead, and the
+    allocator's slack over the bytes in use), as `estimate`'s usable_fraction for --topology cpu."""
+    return max(0.0, (total - HOST_OVERHEAD_BYTES) / (HOST_SLACK * total))
+
+
+def host_batch_that_fits(config, seq_length, max_predictions=20, total=None, dtype="float32", largest=256):
+    """The largest power-of-two global batch, at most `largest`, whose CPU run on one replica fits a machine of
+    `total` bytes (default: this one's), or 0 when not even one example fits."""
+    total = host_total_bytes() if total is None else total
+    batch = largest
+    while batch >= 1 and host_need_bytes(config, batch, seq_length, max_predictions, dtype=dtype) > total:
+        batch //= 2
+    return batch
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -219,7 +269,7 @@ def _check_positive(**values):
 def _check_estimate_arguments(config, global_batch, seq_length, max_predictions, cores, dtype, mfu, steps, topology,
                               accumulation_steps):
     """`estimate`'s arguments, each refused with one line naming the flag."""
-    _check_positive(batch_size=global_batch, seq_length=seq_length, max_predictions=max_predictions, cores=cores,
+    _check_positive(batch_size=global_batch, max_seq_length=seq_length, max_predictions=max_predictions, cores=cores,
                     gradient_accumulation_steps=accumulation_steps)
     if global_batch % cores:
         raise ValueError(f"--batch-size {global_batch} is not divisible by the {cores} cores "
@@ -228,21 +278,22 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
         raise ValueError(f"--gradient-accumulation-steps {accumulation_steps} does not divide the per-core batch "
                          f"{global_batch // cores}")
     if seq_length > config.max_position_embeddings:
-        raise ValueError(f"--seq-length {seq_length} exceeds the config's max_position_embeddings "
+        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
     if max_predictions > seq_length:
-        raise ValueError(f"--max-predictions {max_predictions} exceeds --seq-length {seq_length}")
+        raise ValueError(f"--max-predictions {max_predictions} exceeds --max-seq-length {seq_length}")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
     if not 0 < mfu <= 1:
         raise ValueError(f"--mfu {mfu}: expected a fraction in (0, 1]")
     if steps is not None:
-        _check_positive(steps=steps)
+        _check_positive(num_train_steps=steps)
 
 
 def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
              steps=None, mfu=0.5, peak_flops_per_core=V3_PEAK_FLOPS_PER_CORE, memory_per_core=V3_HBM_PER_CORE,
-             topology=None, accumulation_steps=1):
+             topology=None, accumulation_steps=1, usable_fraction=HBM_USABLE_FRACTION,
+             learning_rate=PAPER_LEARNING_RATE):
     """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
 
     Args:
@@ -250,13 +301,16 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
       cores: replicas (TPU cores); the global batch must divide evenly. dtype: compute dtype.
       remat: rematerialize the blocks' activations in the backward pass. steps: training steps (None: no total).
       mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one core (None: no times).
-      memory_per_core: bytes of one core's memory (None: no fit check). topology: a name, for the output only.
+      memory_per_core: bytes of one core's memory (None: no fit check); usable_fraction: the share of it the
+        estimate may take. topology: a name, for the output only.
       accumulation_steps: `--gradient-accumulation-steps`: each core's batch runs as this many micro-batches
         (activations of one micro-batch; the same FLOPs per optimizer step).
+      learning_rate: the run's (kept; `scaled_learning_rate` is the square-root rule's value for the batch).
     Returns:
       a dict (JSON-ready): parameters, parameter_counts, per_core_batch, micro_batch, flops_per_example,
       flops_per_step, forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
-      recommended (the flags of a configuration that fits), step_time_s, total_time_s, learning_rate, ...
+      recommended (the flags of a configuration that fits), step_time_s, total_time_s, learning_rate,
+      scaled_learning_rate, ...
     """
     _check_estimate_arguments(config, global_batch, seq_length, max_predictions, cores, dtype, mfu, steps,
                               topology, accumulation_steps)
@@ -303,8 +357,8 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
             activation_bytes(config, micro, seq_length, max_predictions, dtype, True)["total"],
         "hbm_per_core_bytes": hbm,
         "hbm_capacity_bytes": memory_per_core,
-        "hbm_usable_fraction": HBM_USABLE_FRACTION,
-        "fits": None if memory_per_core is None else hbm <= HBM_USABLE_FRACTION * memory_per_core,
+        "hbm_usable_fraction": usable_fraction,
+        "fits": None if memory_per_core is None else hbm <= usable_fraction * memory_per_core,
         "advice": [],
         "recommended": None,
         "mfu": mfu,
@@ -312,18 +366,25 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         "step_time_s": None,
         "steps": steps,
         "total_time_s": None,
-        "learning_rate": learning_rate_for(global_batch),
+        "learning_rate": learning_rate,
+        "scaled_learning_rate": learning_rate_for(global_batch),
         "learning_rate_rule": LEARNING_RATE_RULE,
     }
-    if peak_flops_per_core is not None:
-        plan["step_time_s"] = plan["executed_flops_per_step"] / (mfu * peak_flops_per_core * cores)
-        if steps is not None:
-            plan["total_time_s"] = plan["step_time_s"] * steps
+    return _times_and_advice(config, plan)
+
+
+def _times_and_advice(config, plan):
+    """`plan` with its step and total times (where the peak is known), and what to change when it does not fit or
+    the recommended option when it does."""
+    if plan["peak_flops"] is not None:
+        plan["step_time_s"] = plan["executed_flops_per_step"] / (plan["mfu"] * plan["peak_flops"])
+        if plan["steps"] is not None:
+            plan["total_time_s"] = plan["step_time_s"] * plan["steps"]
     if plan["fits"] is False:
         plan["advice"], plan["recommended"] = _advice(config, plan)
     elif plan["fits"]:
-        plan["recommended"] = _option(plan, plan["global_batch"], remat, accumulation_steps, hbm,
-                                      plan["executed_flops_per_step"])
+        plan["recommended"] = _option(plan, plan["global_batch"], plan["remat"], plan["accumulation_steps"],
+                                      plan["hbm_per_core_bytes"], plan["executed_flops_per_step"])
     return plan
 
 
@@ -335,10 +396,8 @@ MIN_MICRO_BATCH = 8
 
 def _option(plan, global_batch, remat, accumulation_steps, hbm, executed_flops):
     """A configuration as the flags `albert-tf pretrain` takes (only existing flags), its memory and cost."""
-    flags = {"--train-batch-size": global_batch, "--max-seq-length": plan["seq_length"],
+    flags = {"--batch-size": global_batch, "--max-seq-length": plan["seq_length"],
              "--max-predictions": plan["max_predictions"], "--dtype": plan["dtype"]}
-    if global_batch != PAPER_BATCH_SIZE:
-        flags["--learning-rate"] = float(f"{learning_rate_for(global_batch):.6g}")
     if remat:
         flags["--remat"] = True
     if accumulation_steps > 1:
@@ -348,7 +407,7 @@ def _option(plan, global_batch, remat, accumulation_steps, hbm, executed_flops):
 
 
 def pretrain_flags(option):
-    """The option's flags as a command-line fragment: "--train-batch-size 4096 ... --remat"."""
+    """The option's flags as a command-line fragment: "--batch-size 4096 ... --remat"."""
     return " ".join(flag if value is True else f"{flag} {value}" for flag, value in option["flags"].items())
 
 
@@ -356,7 +415,7 @@ def _advice(config, plan):
     """What to change when the plan does not fit, the changes that keep the run's recipe (global batch, sequence
     length) first: --remat, --gradient-accumulation-steps, both; then a smaller per-core batch (a different global
     batch and learning rate) or a shorter sequence. Returns (advice lines, the recommended option or None)."""
-    budget = HBM_USABLE_FRACTION * plan["hbm_capacity_bytes"]
+    budget = plan["hbm_usable_fraction"] * plan["hbm_capacity_bytes"]
     dtype, L, P = plan["dtype"], plan["seq_length"], plan["max_predictions"]
     parameters, per_core, batch = plan["parameters"], plan["per_core_batch"], plan["global_batch"]
     recompute = 2 * plan["forward_macs_per_example"]["blocks"] * batch
@@ -394,8 +453,10 @@ def _advice(config, plan):
         best -= best % 8  # a multiple of 8 (TPU-friendly shapes)
     if best:
         text = (f"per-core batch {best} fits: global batch {best * plan['cores']} on {plan['cores']} cores "
-                f"(learning rate {learning_rate_for(best * plan['cores']):.6g}; changes the recipe)")
-        bigger = next((name for name, n in TOPOLOGIES.items() if batch % n == 0 and batch // n <= best), None)
+                f"(square-root scaling suggests learning rate {learning_rate_for(best * plan['cores']):.6g}; "
+                "changes the recipe)")
+        bigger = next((name for name, n in TOPOLOGIES.items() if batch % n == 0 and batch // n <= best
+                       and plan["topology"] != CPU_TOPOLOGY), None)
         if bigger:
             text += f", or the same global batch on {bigger}"
         advice.append(text)
@@ -461,8 +522,11 @@ def report(plan):
     """The plan as readable text (several lines)."""
     counts, macs = plan["parameter_counts"], plan["forward_macs_per_example"]
     where = plan["topology"] or f"{plan['cores']} cores"
-    if plan["topology"]:
+    if plan["topology"] == CPU_TOPOLOGY:
+        where = f"this machine's CPU ({plan['cores']} replica(s))"
+    elif plan["topology"]:
         where += f" ({max(1, plan['cores'] // V3_CORES_PER_HOST)} host(s))"
+    memory = "RAM" if plan["topology"] == CPU_TOPOLOGY else "HBM"
     lines = [
         f"parameters: {plan['parameters']:,} (encoder {counts['encoder']:,}: embeddings {counts['embeddings']:,}, "
         f"attention {counts['attention']:,}, FFN {counts['ffn']:,}, pooler {counts['pooler']:,}; MLM head "
@@ -493,10 +557,10 @@ def report(plan):
         usable = plan["hbm_usable_fraction"] * plan["hbm_capacity_bytes"]
         if plan["fits"]:
             lines.append(f"  fits: {plan['hbm_per_core_bytes'] / GIB:.2f} GiB <= {usable / GIB:.1f} GiB usable "
-                         f"({plan['hbm_usable_fraction']:.0%} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB HBM)")
+                         f"({plan['hbm_usable_fraction']:.0%} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB {memory})")
         else:
             lines.append(f"  DOES NOT FIT: {plan['hbm_per_core_bytes'] / GIB:.2f} GiB > {usable / GIB:.1f} GiB usable "
-                         f"({plan['hbm_usable_fraction']:.0%} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB HBM)")
+                         f"({plan['hbm_usable_fraction']:.0%} of {plan['hbm_capacity_bytes'] / GIB:.0f} GiB {memory})")
             lines += [f"  change: {a}" for a in plan["advice"]]
     forward = 2 * macs["total"]
     lines += ["", f"FLOPs per step: {_flops_text(plan['flops_per_step'])} = 3 x forward "
@@ -516,66 +580,116 @@ def report(plan):
         if plan["total_time_s"] is not None:
             lines.append(f"      {plan['steps']:,} steps: {_duration_text(plan['total_time_s'])} "
                          f"({plan['total_time_s'] / 3600:.1f} h)")
-    lines += ["", f"learning rate for batch {plan['global_batch']}: {plan['learning_rate']:.6g} "
-                  f"({plan['learning_rate_rule']})"]
+    lines += ["", learning_rate_note(plan)]
     option = plan["recommended"]
     if option is not None:
         time = ("" if plan["peak_flops"] is None else
                 f", {_duration_text(option['executed_flops_per_step'] / (plan['mfu'] * plan['peak_flops']))} per step")
         lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
                       f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
-                  f"  albert-tf pretrain --config {plan.get('config_arg') or 'CONFIG'}"
-                  + (f" --recipe {plan['recipe_arg']}" if plan.get("recipe_arg") else "")
-                  + f" {pretrain_flags(option)} --tpu TPU_NAME --train-data 'gs://BUCKET/records/train-*'"
-                  " --model-dir gs://BUCKET/model"]
+                  "  " + (plan.get("pretrain_command") or pretrain_command(plan, option))]
     return "\n".join(lines)
 
 
+def learning_rate_note(plan):
+    """The run's learning rate, and (a note, never applied) what square-root scaling would give at its batch."""
+    line = f"learning rate: {plan['learning_rate']:.6g}"
+    if abs(plan["scaled_learning_rate"] - plan["learning_rate"]) <= 1e-9:
+        line += f" ({plan['learning_rate_rule']}: the same at batch {plan['global_batch']})"
+    else:
+        line += (f"; note: {plan['learning_rate_rule']} gives {plan['scaled_learning_rate']:.6g} at batch "
+                 f"{plan['global_batch']} (not applied: pass --learning-rate {plan['scaled_learning_rate']:.6g} to "
+                 "use it)")
+    return line
+
+
+def pretrain_command(plan, option, config="CONFIG", words=()):
+    """`albert-tf pretrain ...` for the option: --config, then `words` (the flags the plan was given that pretrain
+    shares, e.g. --recipe, --set, --learning-rate), the option's flags, and placeholders for the data and the
+    model dir (gs:// and --tpu on a TPU topology)."""
+    import shlex  # pylint: disable=import-outside-toplevel
+
+    where = (["--train-data", "data/train-*", "--model-dir", "model"] if plan["topology"] == CPU_TOPOLOGY else
+             ["--tpu", "TPU_NAME", "--train-data", "gs://BUCKET/records/train-*", "--model-dir", "gs://BUCKET/model"])
+    flags = [w for flag, value in option["flags"].items() for w in ([flag] if value is True else [flag, str(value)])]
+    return shlex.join(["albert-tf", "pretrain", "--config", config, *words, *flags, *where])
+
+
 # ---------------------------------------------------------------------------------------------- the command
-# Recipe flags (albert_tf.training.recipes, pretrain's names) → plan's flags.
-_RECIPE_FLAGS = {"train-batch-size": "batch_size", "max-seq-length": "seq_length",
-                 "max-predictions": "max_predictions", "num-train-steps": "steps"}
+def _plan_fields():
+    """PlanConfig's fields: pretrain's (the same flag, type, default and help) and the plan's own."""
+    hints = typing.get_type_hints(PretrainConfig)
+    old = {"max_seq_length": ("--seq-length",), "num_train_steps": ("--steps",)}  # the plan's earlier spellings
+    borrowed = {f.name: (f.name, hints[f.name], dataclasses.field(
+        default=f.default, default_factory=f.default_factory,
+        metadata={**f.metadata, "aliases": f.metadata["aliases"] + old.get(f.name, ())}))
+        for f in dataclasses.fields(PretrainConfig)}
+    return [
+        borrowed["config"],
+        ("topology", str, run_config.option(help=f"Cloud TPU v3 slice ({', '.join(TOPOLOGIES)}) or {CPU_TOPOLOGY} "
+                                                 "(this machine: its memory, --cpu-replicas replicas)")),
+        *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
+        ("mfu", float, run_config.option(0.5, "fraction of the peak FLOP/s sustained")),
+        ("json", bool, run_config.option(False, "print one JSON object instead of text")),
+    ]
+
+
+# The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
+PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_length", "max_predictions",
+                        "num_train_steps", "learning_rate", "dtype", "remat", "gradient_accumulation_steps",
+                        "cpu_replicas")
+PlanConfig = dataclasses.make_dataclass("PlanConfig", _plan_fields())
+PlanConfig.__doc__ = "The settings of `albert-tf plan`: pretrain's that a plan reads, the topology and the MFU."
 
 
 def add_arguments(parser):
-    a = parser.add_argument
-    a("--config", required=True, help="albert_config.json, a directory holding one, or a preset name")
-    a("--topology", required=True, help=f"Cloud TPU v3 slice: {', '.join(TOPOLOGIES)}")
-    a("--batch-size", type=int, default=None, help="the global batch (the paper: 4096; default: the --recipe's)")
-    a("--seq-length", type=int, default=None, help="tokens per example (the paper: 512; default: the --recipe's)")
-    a("--max-predictions", type=int, default=None, 
-      help="masked positions per example (default: the --recipe's, else 20)")
-    a("--steps", type=int, default=None, 
-      help="training steps, for the total time (the paper: 125000; default: the --recipe's, else no total)")
-    a("--recipe", default=None, help="take batch, seq length, predictions and steps from a pretraining recipe "
-                                     "(paper_v2, paper_v1 or a .json file); explicit flags win")
-    a("--dtype", choices=tuple(DTYPE_BYTES), default="bfloat16", help="compute dtype")
-    a("--mfu", type=float, default=0.5, help="fraction of the peak FLOP/s sustained")
-    a("--remat", action="store_true", help="rematerialize each block's activations in the backward pass")
-    a("--gradient-accumulation-steps", type=int, default=1,
-      help="each core's batch as N accumulated micro-batches (pretrain's flag of the same name)")
-    a("--json", action="store_true", help="print one JSON object instead of text")
+    """`albert-tf plan`'s flags: one per PlanConfig field (pretrain's spelling), then --recipe."""
+    from albert_tf.training.pretrain_config import add_recipe_argument  # pylint: disable=import-outside-toplevel
+
+    run_config.add_fields_as_arguments(parser, PlanConfig)
+    add_recipe_argument(parser)
+
+
+def topology_setup(cfg):
+    """(cores, peak FLOP/s per core, memory per core, usable fraction, dtype) of the plan's --topology."""
+    if cfg.topology == CPU_TOPOLOGY:
+        replicas, total = cfg.cpu_replicas or 1, host_total_bytes()
+        # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
+        return replicas, None, total // replicas, host_usable_fraction(total), _planned_dtype(cfg.dtype, "float32")
+    return (topology_cores(cfg.topology), V3_PEAK_FLOPS_PER_CORE, V3_HBM_PER_CORE, HBM_USABLE_FRACTION,
+            _planned_dtype(cfg.dtype, "bfloat16"))
+
+
+def _planned_dtype(flag, auto):
+    """The dtype the plan assumes for pretrain's --dtype `flag` (auto or unset: `auto`, the device's)."""
+    return flag if flag in ("float32", "bfloat16") else auto
+
+
+def _shared_words(recipe, typed):
+    """The flags given to the plan that pretrain's command repeats: --recipe, each --set, and the typed values of
+    the fields the recommended option leaves alone (learning rate, steps, CPU replicas)."""
+    words = ["--recipe", recipe] if recipe else []
+    for key, value in typed.get("config_overrides", {}).items():
+        words += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    for name in ("learning_rate", "num_train_steps", "cpu_replicas"):
+        if name in typed:
+            words += ["--" + name.replace("_", "-"), str(typed[name])]
+    return words
 
 
 def run(args):
-    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-
-    if args.recipe:
-        from albert_tf.training.recipes import load_recipe  # pylint: disable=import-outside-toplevel
-
-        for flag, value in load_recipe(args.recipe).items():
-            dest = _RECIPE_FLAGS.get(flag)
-            if dest and getattr(args, dest) is None:
-                setattr(args, dest, value)
-    for dest in ("batch_size", "seq_length"):
-        if getattr(args, dest) is None:
-            raise ValueError(f"--{dest.replace('_', '-')} is required (or a --recipe that sets it)")
-    max_predictions = 20 if args.max_predictions is None else args.max_predictions
-    cores = topology_cores(args.topology)
-    config = load_config(args.config)
-    plan = estimate(config, args.batch_size, args.seq_length, max_predictions, cores=cores, dtype=args.dtype,
-                    remat=args.remat, steps=args.steps, mfu=args.mfu, topology=args.topology,
-                    accumulation_steps=args.gradient_accumulation_steps)
-    plan["config_arg"], plan["recipe_arg"] = args.config, args.recipe
-    print(json.dumps(plan, indent=2, sort_keys=True) if args.json else report(plan))
+    """`albert-tf plan`: the recipe's values, then the flags, as pretrain reads them; prints the plan."""
+    recipe = read_recipe(args.recipe) if args.recipe else {}
+    typed = run_config.given(PlanConfig, args)
+    cfg = PlanConfig(**{**{k: v for k, v in recipe.items() if k in PLAN_PRETRAIN_FIELDS}, **typed})
+    cores, peak, memory, usable, dtype = topology_setup(cfg)
+    config = model_config(cfg.config, cfg.config_overrides)
+    plan = estimate(config, cfg.batch_size, cfg.max_seq_length, cfg.max_predictions, cores=cores, dtype=dtype,
+                    remat=cfg.remat, steps=cfg.num_train_steps, mfu=cfg.mfu, peak_flops_per_core=peak,
+                    memory_per_core=memory, topology=cfg.topology, usable_fraction=usable,
+                    accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate)
+    if plan["recommended"] is not None:
+        plan["pretrain_command"] = pretrain_command(plan, plan["recommended"], cfg.config,
+                                                    _shared_words(args.recipe, typed))
+    print(json.dumps(plan, indent=2, sort_keys=True) if cfg.json else report(plan))
     return 0

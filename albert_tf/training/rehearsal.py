@@ -7,10 +7,16 @@ What it runs and checks (exit 1 and one line per failed check otherwise):
   1. reference: one process, `--cpu-replicas N` with one input pipeline per replica (ALBERT_TF_INPUT_PIPELINES=
      per-replica: replica i reads what worker i reads), uninterrupted to the last step;
   2. N workers; once the chief has logged its first loop, SIGTERM to ONE worker (the last): all of them must agree to
-     stop, save the same step and exit 0;
+     stop, save the same step and exit 75 (stopped on a signal after saving, albert_tf/runtime/exit_codes.py);
   3. the same N workers again: they resume from that checkpoint to the last step.
 Then: every worker had its own input pipeline (i/N, all distinct); the model dir holds only the chief's files (no
 worker leftovers); the final checkpoint equals the reference's (max |diff| over the model and optimizer variables).
+
+With --lose-a-worker SECONDS, a host lost instead (`lose_a_worker`): the last worker is SIGKILLed mid-run, the
+others must exit 76 within a bound (the coordination service notices the missing heartbeats), and a relaunch of
+all of them must resume from the last checkpoint; it prints the seconds to exit and the steps lost.
+
+    python -m albert_tf.training.rehearsal --train-data 'records/train-*' --work-dir /tmp/lost --lose-a-worker 12
 """
 import argparse
 import json
@@ -22,14 +28,16 @@ import subprocess
 import sys
 import time
 
+from albert_tf.runtime import exit_codes
 from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
 from albert_tf.data import record_index
 from albert_tf.text import vocabulary
+from albert_tf.training import pretrain_config
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
 MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, vocabulary.SPM_FILE, pretrained.METRICS_FILE, "train",
-                   "eval", record_index.CACHE_NAME)
+                   "eval", record_index.CACHE_NAME, pretrain_config.RECORD_FILE)
 
 
 def free_ports(count):
@@ -198,8 +206,9 @@ def rehearse(pretrain_args, workers, work_dir, timeout=900):
     logs = [read(path) for _, path in first]
     report["stopped_at"] = stop_steps(logs)
     report["pipelines"] = input_pipelines(logs)
-    if codes != [0] * workers:
-        fail(f"after SIGTERM to worker {workers - 1}, the workers exited {codes} (want all 0; None: hung)")
+    if codes != [exit_codes.STOPPED] * workers:
+        fail(f"after SIGTERM to worker {workers - 1}, the workers exited {codes} (want all {exit_codes.STOPPED}; "
+             "None: hung)")
     if len(set(report["stopped_at"])) != 1 or None in report["stopped_at"]:
         fail(f"the workers did not all stop at one saved step: {report['stopped_at']}")
     if sorted(report["pipelines"], key=str) != sorted(f"{i + 1}/{workers}" for i in range(workers)):
@@ -234,6 +243,105 @@ def rehearse(pretrain_args, workers, work_dir, timeout=900):
     return report
 
 
+# ---------------------------------------------------------------------------------------------- losing a worker
+def saved_step(model_dir):
+    """The step of the model dir's latest checkpoint (from its state file, no TensorFlow), or None."""
+    try:
+        text = read(os.path.join(model_dir, pretrained.CHECKPOINT_STATE_FILE))
+    except FileNotFoundError:
+        return None
+    match = re.search(r'^model_checkpoint_path: ".*?ckpt-(\d+)"', text, re.M)
+    return int(match.group(1)) if match else None
+
+
+def lost_after_step(text):
+    """The step a worker had finished when it noticed the loss ("... went away after step N ..."), or None."""
+    match = re.search(r"went away after step (\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def wait_for_checkpoint(started, model_dir, timeout):
+    """Waits until the chief has written a checkpoint while every worker runs; its step, or None if none came."""
+    deadline = time.time() + timeout
+    while saved_step(model_dir) is None:
+        if time.time() > deadline or any(proc.poll() is not None for proc, _ in started):
+            return None
+        time.sleep(0.1)
+    return saved_step(model_dir)
+
+
+def exit_times(started, since, timeout):
+    """Waits (at most `timeout` s) for every worker; [(exit code or None when still running, seconds from `since`
+    to its exit, seconds from `since` to its "went away" line or None)]. Those still running are killed."""
+    deadline, ended, noticed = time.time() + timeout, {}, {}
+    while len(ended) < len(started) and time.time() < deadline:
+        for index, (proc, log_path) in enumerate(started):
+            if index not in noticed and lost_after_step(read(log_path)) is not None:
+                noticed[index] = round(time.time() - since, 1)
+            if index not in ended and proc.poll() is not None:
+                ended[index] = (proc.returncode, round(time.time() - since, 1))
+        time.sleep(0.05)
+    for index, (proc, _) in enumerate(started):
+        if index not in ended:
+            proc.kill()
+            proc.wait()
+            ended[index] = (None, round(time.time() - since, 1))
+    return [(*ended[i], noticed.get(i)) for i in range(len(started))]
+
+
+def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=120, timeout=900):
+    """A host lost mid-run, rehearsed: N workers run; `kill_delay` s after the chief's first checkpoint the last
+    worker is SIGKILLed (no signal handler runs, as when a TPU host goes away). The chief must exit within
+    `exit_bound` s with exit_codes.RUNTIME_LOST (the coordination service notices the missing heartbeats and
+    aborts the collectives; --collective-timeout-secs bounds a hung peer), then all N workers are started again and
+    must resume from the latest checkpoint and finish (exit 0). Returns a report: seconds from the kill to each
+    worker's exit, their codes, the step the chief had reached, the step resumed from, the steps and seconds of
+    work lost; `failures` lists what went wrong."""
+    os.makedirs(work_dir, exist_ok=True)
+    model_dir = os.path.join(work_dir, "lost")
+    args = [*pretrain_args, "--model-dir", model_dir]
+    report = {"workers": workers, "failures": []}
+    fail = report["failures"].append
+    first = start_workers(args, workers, os.path.join(work_dir, "lost1"))
+    report["first_saved_step"] = wait_for_checkpoint(first, model_dir, timeout)
+    if report["first_saved_step"] is None:
+        fail("the workers ended (or hung) before the chief's first checkpoint: nothing to lose")
+        exit_times(first, time.time(), 0)  # (kills those still running)
+        return report
+    time.sleep(kill_delay)
+    state = os.path.join(model_dir, pretrained.CHECKPOINT_STATE_FILE)
+    report["checkpoint_age_at_kill_s"] = round(time.time() - os.path.getmtime(state), 1)
+    first[-1][0].send_signal(signal.SIGKILL)
+    killed = time.time()
+    ends = exit_times(first, killed, exit_bound)
+    report["exit_codes"] = [code for code, _, _ in ends]
+    report["seconds_to_exit"] = [seconds for _, seconds, _ in ends]
+    report["seconds_to_error_line"] = [seconds for _, _, seconds in ends]
+    report["reached_step"] = lost_after_step(read(first[0][1]))
+    report["saved_step"] = saved_step(model_dir)
+    survivors = report["exit_codes"][:-1]
+    if survivors != [exit_codes.RUNTIME_LOST] * len(survivors):
+        fail(f"after SIGKILL to worker {workers - 1}, the others exited {survivors} within {exit_bound} s (want "
+             f"all {exit_codes.RUNTIME_LOST}; None: still running)")
+    if report["reached_step"] is None or report["saved_step"] is None or report["reached_step"] < report["saved_step"]:
+        fail(f"the chief's line names no step it reached ({report['reached_step']}), or it is before the saved "
+             f"step {report['saved_step']}")
+        return report
+    report["steps_lost"] = report["reached_step"] - report["saved_step"]
+
+    second = start_workers(args, workers, os.path.join(work_dir, "lost2"))
+    codes = wait_all(second, timeout)
+    logs = [read(path) for _, path in second]
+    resumed = re.search(r"resumed from \S*ckpt-(\d+) at step", logs[0])
+    report["resumed_step"] = int(resumed.group(1)) if resumed else None
+    if codes != [0] * workers:
+        fail(f"the relaunched workers exited {codes} (want all 0; None: hung)")
+    if report["resumed_step"] != report["saved_step"]:
+        fail(f"the relaunch resumed from step {report['resumed_step']}, want the last checkpoint's "
+             f"{report['saved_step']}")
+    return report
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m albert_tf.training.rehearsal", description=__doc__.split("\n\n")[0],
@@ -242,22 +350,40 @@ def main(argv=None):
     parser.add_argument("--work-dir", required=True, help="where the runs' model dirs and worker logs go")
     parser.add_argument("--workers", type=int, default=2, help="local worker processes (2-4)")
     parser.add_argument("--config", default="albert_tiny")
-    parser.add_argument("--steps", type=int, default=40, help="--num-train-steps of every run")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="--num-train-steps of every run (default: 40; 400 with --lose-a-worker)")
     parser.add_argument("--batch-size", type=int, default=8, help="global batch, a multiple of --workers")
     parser.add_argument("--timeout", type=int, default=900, help="seconds each run may take")
+    parser.add_argument("--lose-a-worker", type=float, default=None, metavar="SECONDS",
+                        help="instead: SIGKILL the last worker SECONDS after the chief's first checkpoint (saves "
+                             "every 5 s by the clock, --collective-timeout-secs 60), time the others' exit (76) and "
+                             "check that a relaunch resumes from the last checkpoint (lose_a_worker)")
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
     if not 2 <= args.workers <= 8 or args.batch_size % args.workers:
         parser.error(f"--workers {args.workers} --batch-size {args.batch_size}: want 2-8 workers dividing the batch")
-    pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--train-batch-size",
-                     args.batch_size, "--num-train-steps", args.steps, "--num-warmup-steps", 2, "--steps-per-loop",
-                     2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01, *extra]
-    report = rehearse(pretrain_args, args.workers, args.work_dir, args.timeout)
+    losing = args.lose_a_worker is not None
+    pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--batch-size",
+                     args.batch_size, "--num-train-steps", args.steps or (400 if losing else 40), "--num-warmup-steps",
+                     2, "--learning-rate", 0.01]
+    if losing:
+        pretrain_args += ["--steps-per-loop", 10, "--save-checkpoints-steps", 100000, "--save-checkpoints-secs", 5,
+                          "--collective-timeout-secs", 60, *extra]
+        report = lose_a_worker(list(map(str, pretrain_args)), args.workers, args.work_dir, args.lose_a_worker,
+                               timeout=args.timeout)
+    else:
+        pretrain_args += ["--steps-per-loop", 2, "--save-checkpoints-steps", 4, *extra]
+        report = rehearse(pretrain_args, args.workers, args.work_dir, args.timeout)
     print(json.dumps({k: v for k, v in report.items() if k != "failures"}))
     for failure in report["failures"]:
         print(f"rehearsal: FAILED: {failure}", file=sys.stderr)
-    if not report["failures"]:
+    if losing and not report["failures"]:
+        print(f"rehearsal: worker {args.workers - 1} killed; the others exited {report['exit_codes'][:-1]} after "
+              f"{report['seconds_to_exit'][:-1]} s; the relaunch resumed from step {report['resumed_step']}, "
+              f"{report['steps_lost']} steps lost (the last checkpoint was {report['checkpoint_age_at_kill_s']} s "
+              "old at the kill)")
+    elif not report["failures"]:
         print(f"rehearsal: {args.workers} workers stopped together at step {report['stopped_at'][0]}, resumed, and "
               f"ended within {report['max_abs_diff']:.3g} of the one-process run")
     return 1 if report["failures"] else 0

@@ -90,7 +90,8 @@ _COLA_FIELDS = 4
 class Example:
     """One GLUE example: guid "split-N" (N counts the data rows from 0), the texts, and the label (an int index
     into the task's labels, a float for stsb, None in test files). text_b is None for single-sentence tasks and
-    for a pair whose second sentence is empty (packed [CLS] a [SEP], as the original)."""
+    for a pair whose second sentence is empty; packing treats None, "" and a text_b of only whitespace alike: no
+    second segment, [CLS] a [SEP], as the original (albert_tf.text.segments)."""
     guid: str
     text_a: str
     text_b: object
@@ -206,7 +207,7 @@ def read_examples(data_dir, task, split):
         label = None
         if "label" in positions:
             label = _parse_label(task, fields[positions["label"]].strip(), path, number)
-        # an empty second sentence is none, as the original's `if example.text_b:`: [CLS] a [SEP]
+        # an empty second sentence is none (the original's `if example.text_b:`); see albert_tf.text.segments
         text_b = (fields[positions["text_b"]] or None) if "text_b" in positions else None
         examples.append(Example(f"{split}-{len(examples)}", fields[positions["text_a"]], text_b, label))
     if not examples:

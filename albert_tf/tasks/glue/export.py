@@ -1,37 +1,43 @@
 """The classifier export: raw text in (`text_a`, and `text_b` for pair tasks), `probabilities` [B, K] and `label` [B]
 (classification) or `score` [B] (regression) out.
+
+A pair task's `text_b` is optional, as the encoder export's: omitted (the SignatureDef's default, an empty [0]
+tensor), or a row's text_b that tokenizes to no ids (such as ""), is packed [CLS] a [SEP], as fine-tuning packs a
+row without a second sentence (albert_tf.text.segments).
 """
 from albert_tf.modeling.base import trim_padding
 from albert_tf.serving.saved_model import keras_weights, write_saved_model
 from albert_tf.serving.signatures import SERVING_LENGTH_BUCKET, text_to_inputs
 
 
-def export_classifier(model, tokenizer, plan, pairs, regression, output_base):
+def export_classifier(model, tokenizer, budget, pairs, regression, output_base):
     """OUT/export/N: a SavedModel whose serving_default takes raw text (`text_a`, and `text_b` for pair tasks) and
     returns `probabilities` [B, K] and `label` [B] (classification) or `score` [B] (regression); written with
     albert_tf.serving's atomic BASE/N writer and in-graph text packing. Returns the path."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
 
     module = tf.Module()
     module.model_weights = keras_weights(model)  # not the Keras model: see keras_weights
     module.tokenizer = tokenizer.in_graph
 
     def outputs(text_a, text_b):
-        inputs = text_to_inputs(tokenizer, text_a, text_b, plan.max_seq_length)
+        inputs = text_to_inputs(tokenizer, text_a, text_b, budget.max_seq_length)
         logits = model(trim_padding(inputs, SERVING_LENGTH_BUCKET), training=False)  # as the encoder export
         if regression:
             return {"score": logits[:, 0]}
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "label": tf.argmax(logits, -1, output_type=tf.int32)}
 
     if pairs:
+        no_text_b = tf.constant([], tf.string)
+
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                       tf.TensorSpec([None], tf.string, name="text_b")])
-        def serving_default(text_a, text_b):
+        def serving_default(text_a, text_b=no_text_b):
             return outputs(text_a, text_b)
     else:
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
         def serving_default(text_a):
             return outputs(text_a, None)
     module.serving_default = serving_default
-    return write_saved_model(module, output_base, {"serving_default": serving_default.get_concrete_function()})
+    # the tf.function, not a concrete function: only then is text_b's default recorded in SignatureDef.defaults
+    return write_saved_model(module, output_base, {"serving_default": serving_default})

@@ -8,29 +8,28 @@ from albert_tf.tasks.pipelines import pack_dataset, predict_in_order
 class GlueFinetune(FinetuneTask):
     """A GLUE task: sentence (pair) classification or regression on the pooled output."""
 
-    def __init__(self, args):
-        self.spec = glue.TASKS[args.task]
-        self.train = glue.read_examples(args.data_dir, self.spec, "train")
-        self.dev = {split: glue.read_examples(args.data_dir, self.spec, split) for split in self.spec.dev_splits}
+    def __init__(self, data_dir, task):
+        self.spec = glue.TASKS[task]
+        self.train = glue.read_examples(data_dir, self.spec, "train")
+        self.dev = {split: glue.read_examples(data_dir, self.spec, split) for split in self.spec.dev_splits}
         self.regression = self.spec.num_labels == 1
         self.primary_metric = self.spec.metrics[0]
         self.pairs = any(e.text_b is not None for e in self.train)
 
     def _columns(self, examples):
-        """(text_a str [E], text_b str [E] or None, labels [E], pair_rows bool [E] or None): pair_rows marks the
-        examples with a second text when some lack one (an empty text_b: packed [CLS] a [SEP], as the original)."""
+        """(text_a str [E], text_b str [E] or None, labels [E]); a missing text_b is "": no second segment, packed
+        [CLS] a [SEP] as the original and the export do (albert_tf.text.segments)."""
         import numpy as np  # pylint: disable=import-outside-toplevel
 
         a = np.array([e.text_a for e in examples], dtype=object).astype(str)
         b = np.array([e.text_b or "" for e in examples], dtype=object).astype(str) if self.pairs else None
         labels = np.array([e.label for e in examples], np.float32 if self.regression else np.int32)
-        pair_rows = np.array([e.text_b is not None for e in examples], bool) if self.pairs else None
-        return a, b, labels, None if pair_rows is None or pair_rows.all() else pair_rows
+        return a, b, labels
 
-    def build_model(self, encoder, plan):
+    def build_model(self, encoder, budget):
         from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=import-outside-toplevel
 
-        return AlbertClassifier(encoder, self.spec.num_labels, dropout=plan.classifier_dropout)
+        return AlbertClassifier(encoder, self.spec.num_labels, dropout=budget.classifier_dropout)
 
     def loss_and_metrics(self):
         import keras  # pylint: disable=import-outside-toplevel
@@ -39,34 +38,33 @@ class GlueFinetune(FinetuneTask):
             return keras.losses.MeanSquaredError(), []
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
-    def sample_inputs(self, tokenizer, plan, n):
+    def sample_inputs(self, tokenizer, budget, n):
         """The first n training examples' model inputs (Python tokenizer: no tf.data pipeline before training's,
         whose in-graph tokenizer resources must live for the whole run)."""
         import numpy as np  # pylint: disable=import-outside-toplevel
 
-        rows = [tokenizer.pack(e.text_a, e.text_b, seq_length=plan.max_seq_length) for e in self.train[:n]]
+        rows = [tokenizer.pack(e.text_a, e.text_b, seq_length=budget.max_seq_length) for e in self.train[:n]]
         return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
-    def train_dataset(self, tokenizer, plan, order):
-        a, b, labels, pair_rows = self._columns(self.train)
-        return pack_dataset(tokenizer, plan.max_seq_length, a, b, labels, order, plan.batch_size,
-                            length_bucket=plan.length_bucket, pair_rows=pair_rows)
+    def train_dataset(self, tokenizer, budget, order):
+        a, b, labels = self._columns(self.train)
+        return pack_dataset(tokenizer, budget.max_seq_length, a, b, labels, order, budget.batch_size,
+                            length_bucket=budget.length_bucket)
 
-    def evaluate(self, model, tokenizer, plan):
+    def evaluate(self, model, tokenizer, budget):
         """{dev split: official metrics}."""
         results = {}
         for split, examples in self.dev.items():
-            a, b, labels, pair_rows = self._columns(examples)
+            a, b, labels = self._columns(examples)
             logits = predict_in_order(
-                model, lambda order: pack_dataset(tokenizer, plan.max_seq_length, a, b, None, order,
-                                                  plan.batch_size, length_bucket=plan.length_bucket,
-                                                  pair_rows=pair_rows),
-                len(examples), plan.batch_size)
+                model, lambda order: pack_dataset(tokenizer, budget.max_seq_length, a, b, None, order,
+                                                  budget.batch_size, length_bucket=budget.length_bucket),
+                len(examples), budget.batch_size)
             predictions = logits[:, 0] if self.regression else logits.argmax(-1)
             results[split] = {k: float(v) for k, v in glue.compute_metrics(self.spec, predictions,
                                                                                  labels).items()}
         return results
 
-    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+    def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
-        return export_classifier(model, tokenizer, plan, self.pairs, self.regression, output_base)
+        return export_classifier(model, tokenizer, budget, self.pairs, self.regression, output_base)

@@ -38,48 +38,48 @@ class RaceFinetune(FinetuneTask):
 
     primary_metric = "accuracy"
 
-    def __init__(self, args):
-        self.train = race.read_examples(args.data_dir, "train")
-        self.dev = {"dev": race.read_examples(args.data_dir, "dev")}
+    def __init__(self, data_dir, task):  # pylint: disable=unused-argument  (RACE is one task)
+        self.train = race.read_examples(data_dir, "train")
+        self.dev = {"dev": race.read_examples(data_dir, "dev")}
 
-    def _dataset(self, examples, tokenizer, plan, order, labels):
+    def _dataset(self, examples, tokenizer, budget, order, labels):
         """Batches of `order`'s examples featurized in tf.data by the export's in-graph tokenizer
         (`race.in_graph.race_inputs`, equal to `race.featurize`)."""
-        return race_dataset(examples, tokenizer, plan.max_seq_length, self.max_qa_length(plan), order,
-                            plan.batch_size, labels=labels, length_bucket=plan.length_bucket)
+        return race_dataset(examples, tokenizer, budget.max_seq_length, self.max_qa_length(budget), order,
+                            budget.batch_size, labels=labels, length_bucket=budget.length_bucket)
 
-    def build_model(self, encoder, plan):
+    def build_model(self, encoder, budget):
         from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
 
-        return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=plan.classifier_dropout)
+        return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=budget.classifier_dropout)
 
     def loss_and_metrics(self):
         import keras  # pylint: disable=import-outside-toplevel
 
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
-    def sample_inputs(self, tokenizer, plan, n):
-        arrays = race.featurize(self.train[:n], tokenizer, max_seq_length=plan.max_seq_length,
-                                     max_qa_length=self.max_qa_length(plan))
+    def sample_inputs(self, tokenizer, budget, n):
+        arrays = race.featurize(self.train[:n], tokenizer, max_seq_length=budget.max_seq_length,
+                                     max_qa_length=self.max_qa_length(budget))
         return {k: v for k, v in arrays.items() if k != "labels"}
 
-    def train_dataset(self, tokenizer, plan, order):
-        return self._dataset(self.train, tokenizer, plan, order, labels=True)
+    def train_dataset(self, tokenizer, budget, order):
+        return self._dataset(self.train, tokenizer, budget, order, labels=True)
 
-    def evaluate(self, model, tokenizer, plan):
-        logits = predict_in_order(model, lambda order: self._dataset(self.dev["dev"], tokenizer, plan, order,
+    def evaluate(self, model, tokenizer, budget):
+        logits = predict_in_order(model, lambda order: self._dataset(self.dev["dev"], tokenizer, budget, order,
                                                                      labels=False),
-                                  len(self.dev["dev"]), plan.batch_size)
+                                  len(self.dev["dev"]), budget.batch_size)
         return {"dev": {k: float(v) for k, v in race.compute_metrics(logits, self.dev["dev"]).items()}}
 
-    def export(self, model, tokenizer, plan, results, output_base):  # pylint: disable=unused-argument
+    def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: article, question, options [B, 4] in (albert_tf.tasks.race.export). Returns the path."""
         from albert_tf.tasks.race.export import export_race  # pylint: disable=import-outside-toplevel
 
-        return export_race(model, tokenizer, output_base, plan.max_seq_length,
-                                       max_qa_length=self.max_qa_length(plan))
+        return export_race(model, tokenizer, output_base, budget.max_seq_length,
+                                       max_qa_length=self.max_qa_length(budget))
 
     @staticmethod
-    def max_qa_length(plan):
+    def max_qa_length(budget):
         """Tokens kept of each question + option (128, at most half the sequence)."""
-        return min(128, plan.max_seq_length // 2)
+        return min(128, budget.max_seq_length // 2)

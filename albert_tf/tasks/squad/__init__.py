@@ -11,5 +11,5 @@
 from albert_tf.tasks.squad.data import (SquadExample, SquadFeature, check_window_sizes, doc_windows, featurize,
                                         features_to_arrays, max_context_windows, read_examples,
                                         training_answer_span)
-from albert_tf.tasks.squad.scoring import (SquadPredictions, evaluate, exact_match, f1_score, normalize_answer,
-                                           postprocess)
+from albert_tf.tasks.squad.scoring import (MAX_ANSWER_LENGTH, N_BEST, SquadPredictions, evaluate, exact_match, f1_score,
+                                           normalize_answer, postprocess)

@@ -1,10 +1,12 @@
-"""SQuAD v1.1 / v2.0: the official JSON files, sliding-window featurization, answer extraction, official metrics.
+"""SQuAD v1.1 / v2.0: the official JSON files and the Python sliding-window featurization.
 
   read_examples(path, version_2_with_negative)   train-v1.1.json, dev-v1.1.json, train-v2.0.json, dev-v2.0.json
   featurize(examples, tokenizer, ...)            [CLS] question [SEP] context window [SEP], doc stride 128
   features_to_arrays(features)                   the model inputs (and targets) as stacked int32 arrays
-  postprocess(examples, features, start_logits, end_logits, ...)   n-best spans -> answer text (v2: or "")
-  evaluate(examples, predictions, na_probs)      exact / f1 as the official v1.1 or v2.0 evaluation script does
+  doc_windows, max_context_windows               the windows over a context and which one gives a token most context
+  check_window_sizes, training_answer_span       the checks and the answer span shared with the in-graph featurizer
+
+Answer extraction and the official metrics (`postprocess`, `evaluate`) are in scoring.py.
 
 Answers are returned as substrings of the original context: every token carries the span of the context it comes
 from (`AlbertTokenizer.encode_with_offsets`, through lower casing, NFKD, removed accents and SentencePiece), so a

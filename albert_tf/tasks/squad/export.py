@@ -15,11 +15,13 @@ SQuAD  serving_default  question string [B], context string [B]
 """
 from albert_tf.serving.saved_model import keras_weights, write_task_export
 from albert_tf.tasks.squad.in_graph import squad_answers, squad_windows
+from albert_tf.tasks.squad.scoring import MAX_ANSWER_LENGTH, N_BEST
 from albert_tf.text.in_graph import clean_utf8, make_offset_encoder
 
 
-def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_length=64, max_answer_length=30,
-                     n_best=20, version_2_with_negative=False, null_score_diff_threshold=0.0):
+def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_length=64,
+                     max_answer_length=MAX_ANSWER_LENGTH, n_best=N_BEST, version_2_with_negative=False,
+                     null_score_diff_threshold=0.0):
     """(module, signatures) for `albert_tf.serving.saved_model.write_saved_model`: serving_default and windows (module doc).
 
     Args:
@@ -64,9 +66,9 @@ def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_len
                     "windows": windows_signature.get_concrete_function()}
 
 
-def export_squad(model, tokenizer, output_base, seq_length, doc_stride, max_query_length, max_answer_length=30,
-                 n_best=20, version_2_with_negative=False, null_score_diff_threshold=0.0, version=None,
-                 overwrite=False):
+def export_squad(model, tokenizer, output_base, seq_length, doc_stride, max_query_length,
+                 max_answer_length=MAX_ANSWER_LENGTH, n_best=N_BEST, version_2_with_negative=False,
+                 null_score_diff_threshold=0.0, version=None, overwrite=False):
     """A fine-tuned AlbertSpanQA as a raw-text SQuAD SavedModel at BASE/N (see the module doc); returns the path."""
     module, signatures = squad_signatures(model, tokenizer, seq_length, doc_stride, max_query_length,
                                           max_answer_length, n_best, version_2_with_negative,

@@ -8,44 +8,45 @@ from albert_tf.tasks.pipelines import array_dataset, predict_in_order
 
 class SquadFinetune(FinetuneTask):
     """SQuAD v1.1 / v2.0: start and end logits over the windows (doc stride 128, max query 64); answers from the
-    n-best (20) spans of at most 30 tokens; v2's no-answer threshold chosen on dev (best_f1_thresh)."""
+    n-best (`squad.N_BEST`) spans of at most `squad.MAX_ANSWER_LENGTH` tokens; v2's no-answer threshold chosen on
+    dev (best_f1_thresh)."""
 
-    def __init__(self, args):
+    def __init__(self, data_dir, task):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-        self.v2 = args.task == "squad2"
+        self.v2 = task == "squad2"
         version = "v2.0" if self.v2 else "v1.1"
-        paths = {split: os.path.join(args.data_dir, f"{split}-{version}.json") for split in ("train", "dev")}
+        paths = {split: os.path.join(data_dir, f"{split}-{version}.json") for split in ("train", "dev")}
         for path in paths.values():
             if not tf.io.gfile.exists(path):
-                raise FileNotFoundError(f"--data-dir {args.data_dir}: no {os.path.basename(path)} (SQuAD "
+                raise FileNotFoundError(f"--data-dir {data_dir}: no {os.path.basename(path)} (SQuAD "
                                         f"{version}'s official file names)")
         self.train = squad.read_examples(paths["train"], version_2_with_negative=self.v2)
         self.dev = {"dev": squad.read_examples(paths["dev"], version_2_with_negative=self.v2)}
         self.primary_metric = "best_f1" if self.v2 else "f1"
         self._cache = {}
 
-    def _features(self, name, examples, tokenizer, plan, is_training):
+    def _features(self, name, examples, tokenizer, budget, is_training):
         """The windows, featurized once per split in tf.data by the export's in-graph tokenizer
         (`squad.in_graph.featurize_squad`, equal to `squad.featurize`), and their stacked arrays."""
         from albert_tf.tasks.squad.in_graph import featurize_squad  # pylint: disable=import-outside-toplevel
 
         if name not in self._cache:
-            features = featurize_squad(examples, tokenizer, max_seq_length=plan.max_seq_length,
-                                                   is_training=is_training, **self.window_sizes(plan))
+            features = featurize_squad(examples, tokenizer, max_seq_length=budget.max_seq_length,
+                                                   is_training=is_training, **self.window_sizes(budget))
             self._cache[name] = (features, squad.features_to_arrays(features, is_training=is_training))
         return self._cache[name]
 
     @staticmethod
-    def window_sizes(plan):
+    def window_sizes(budget):
         """doc_stride 128 and max_query_length 64, at most half the sequence."""
-        return {"doc_stride": min(128, plan.max_seq_length // 2),
-                "max_query_length": min(64, plan.max_seq_length // 2 - 4)}
+        return {"doc_stride": min(128, budget.max_seq_length // 2),
+                "max_query_length": min(64, budget.max_seq_length // 2 - 4)}
 
-    def num_train(self, tokenizer, plan):
-        return len(self._features("train", self.train, tokenizer, plan, True)[0])
+    def num_train(self, tokenizer, budget):
+        return len(self._features("train", self.train, tokenizer, budget, True)[0])
 
-    def build_model(self, encoder, plan):
+    def build_model(self, encoder, budget):
         from albert_tf.modeling.span_qa import AlbertSpanQA  # pylint: disable=import-outside-toplevel
 
         return AlbertSpanQA(encoder, version_2_with_negative=self.v2)
@@ -56,23 +57,23 @@ class SquadFinetune(FinetuneTask):
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return {"start_logits": loss, "end_logits": loss}, []
 
-    def sample_inputs(self, tokenizer, plan, n):
-        arrays = self._features("train", self.train, tokenizer, plan, True)[1]
+    def sample_inputs(self, tokenizer, budget, n):
+        arrays = self._features("train", self.train, tokenizer, budget, True)[1]
         return {k: arrays[k][:n] for k in ("input_word_ids", "input_mask", "input_type_ids")}
 
-    def train_dataset(self, tokenizer, plan, order):
-        arrays = dict(self._features("train", self.train, tokenizer, plan, True)[1])
+    def train_dataset(self, tokenizer, budget, order):
+        arrays = dict(self._features("train", self.train, tokenizer, budget, True)[1])
         labels = {"start_logits": arrays.pop("start_positions"), "end_logits": arrays.pop("end_positions")}
-        return array_dataset(arrays, labels, order, plan.batch_size, plan.length_bucket)
+        return array_dataset(arrays, labels, order, budget.batch_size, budget.length_bucket)
 
-    def evaluate(self, model, tokenizer, plan):
+    def evaluate(self, model, tokenizer, budget):
         examples = self.dev["dev"]
-        features, arrays = self._features("dev", examples, tokenizer, plan, False)
+        features, arrays = self._features("dev", examples, tokenizer, budget, False)
         # At full length (no length_bucket): predict stacks the per-window logits [B, L] of every batch.
-        logits = predict_in_order(model, lambda order: array_dataset(arrays, None, order, plan.batch_size),
-                                  len(features), plan.batch_size)
+        logits = predict_in_order(model, lambda order: array_dataset(arrays, None, order, budget.batch_size),
+                                  len(features), budget.batch_size)
         predictions = squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
-                                             n_best=20, max_answer_length=30, version_2_with_negative=self.v2)
+                                        version_2_with_negative=self.v2)
         if self.v2:
             result = squad.evaluate(examples, predictions.best_span_answers, na_probs=predictions.null_score_diff,
                                     na_prob_thresh=0.0, version_2_with_negative=True)
@@ -80,12 +81,11 @@ class SquadFinetune(FinetuneTask):
             result = squad.evaluate(examples, predictions.answers)
         return {"dev": {k: float(v) for k, v in result.items()}}
 
-    def export(self, model, tokenizer, plan, results, output_base):
+    def export(self, model, tokenizer, budget, results, output_base):
         """OUT/export/N: question and context in, the answer out (albert_tf.tasks.squad.export); v2 keeps the dev
         set's best_f1_thresh as its no-answer threshold. Returns the path."""
         from albert_tf.tasks.squad.export import export_squad  # pylint: disable=import-outside-toplevel
 
         threshold = results["dev"]["best_f1_thresh"] if self.v2 else 0.0
-        return export_squad(model, tokenizer, output_base, plan.max_seq_length,
-                                        max_answer_length=30, n_best=20, version_2_with_negative=self.v2,
-                                        null_score_diff_threshold=threshold, **self.window_sizes(plan))
+        return export_squad(model, tokenizer, output_base, budget.max_seq_length, version_2_with_negative=self.v2,
+                            null_score_diff_threshold=threshold, **self.window_sizes(budget))

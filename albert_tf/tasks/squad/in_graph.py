@@ -3,13 +3,15 @@
 
 Windows: [CLS] question (first max_query_length tokens) [SEP] context window [SEP]; windows of
 L - len(question) - 3 tokens every doc_stride tokens; a span's start must lie where its window gives the token the
-most context; the n_best (20) highest start and end logits of each window pair into spans of at most
-max_answer_length (30) tokens; the highest start + end logit wins (the earliest window, start, end on a tie). Token
-character spans come from the in-graph offset encoder (albert_tf.text.in_graph.OffsetEncoder).
+most context; the n_best (`scoring.N_BEST`) highest start and end logits of each window pair into spans of at
+most max_answer_length (`scoring.MAX_ANSWER_LENGTH`) tokens; the highest start + end logit wins (the earliest window,
+start, end on a tie). Token character spans come from the in-graph offset encoder
+(albert_tf.text.in_graph.OffsetEncoder).
 """
 import numpy as np
 
 from albert_tf.tasks.squad import data as squad
+from albert_tf.tasks.squad.scoring import MAX_ANSWER_LENGTH, N_BEST
 from albert_tf.text.in_graph import make_offset_encoder
 
 
@@ -25,23 +27,6 @@ def squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride,
       token_end int64 [W, L] (-1 outside the context); token_is_max_context bool [W, L].
     """
     return _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length)[0]
-
-
-def squad_training_windows(encoder, tokenizer, question, context, answer_start, answer_end, seq_length, doc_stride,
-                           max_query_length):
-    """In-graph `squad.featurize(..., is_training=True)` of B questions.
-
-    Args:
-      as `squad_windows`, plus answer_start, answer_end: int64 [B], the first answer's character span in the
-        context ([start, end)); -1, -1 for an unanswerable question.
-    Returns:
-      `squad_windows`'s dict plus doc_span_index int32 [W], start_positions, end_positions int32 [W] (0 where the
-      answer is not wholly inside the window or there is none), keep bool [W] (False for every window of a
-      question whose answer covers no token: `squad.featurize` skips those questions).
-    """
-    windows, extra = _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length,
-                                    answer_start, answer_end)
-    return dict(windows, **extra)
 
 
 def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length,
@@ -193,7 +178,8 @@ def featurize_squad(examples, tokenizer, max_seq_length=384, doc_stride=128, max
     return features
 
 
-def squad_answers(windows, start_logits, end_logits, context, num_examples, n_best=20, max_answer_length=30,
+def squad_answers(windows, start_logits, end_logits, context, num_examples, n_best=N_BEST,
+                  max_answer_length=MAX_ANSWER_LENGTH,
                   version_2_with_negative=False, null_score_diff_threshold=0.0):
     """In-graph `squad.postprocess`'s answer of each question.
 

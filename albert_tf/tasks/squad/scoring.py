@@ -9,6 +9,11 @@ import sys
 
 import numpy as np
 
+#: Answer extraction as the original run_squad.py does it by default (its --n_best_size and --max_answer_length):
+#: the N_BEST highest start and end logits of each window pair into spans of at most MAX_ANSWER_LENGTH tokens.
+#: The Python `postprocess`, the in-graph `squad_answers`, the export and fine-tuning all take these.
+N_BEST = 20
+MAX_ANSWER_LENGTH = 30
 
 @dataclasses.dataclass
 class SquadPredictions:
@@ -33,7 +38,7 @@ def _softmax(scores):
     return exp / exp.sum()
 
 
-def postprocess(examples, features, start_logits, end_logits, n_best=20, max_answer_length=30,
+def postprocess(examples, features, start_logits, end_logits, n_best=N_BEST, max_answer_length=MAX_ANSWER_LENGTH,
                 version_2_with_negative=False, null_score_diff_threshold=0.0):
     """Picks each question's answer from its windows' logits, as the original BERT/ALBERT SQuAD code does.
 

@@ -1,0 +1,269 @@
+"""Typed run configs and the command line made from them: one definition per setting, so that `--help`, the CLI
+and the Python API cannot drift. No TensorFlow here.
+
+A run config is a dataclass whose fields are made with `option(...)`: each carries its type (the annotation), its
+default and its help text, and optionally its flag's spelling, the old spellings that still work (with a one-line
+notice on stderr), choices and whether a resumed run must keep it (`same_on_resume`).
+
+    add_fields_as_arguments(parser, cls)   one flag per field: --field-name (or the field's own `flag`)
+    config_from_args(cls, args, base)      the fields the user typed (argparse saw them) over `base` or defaults
+    values_from_mapping(cls, mapping, where)   a JSON object of flag or field names → checked field values
+    record / write_record / check_record   a config as a run record's JSON; a resumed run checked against it
+
+A flag is "given" exactly when argparse saw it: every generated flag's parser default is argparse.SUPPRESS, so an
+unset flag leaves no attribute, and a typed value equal to the default still wins over a recipe.
+"""
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import types
+import typing
+
+MISSING = dataclasses.MISSING
+
+
+def option(default=MISSING, help="", *, default_factory=MISSING, flag=None,  # pylint: disable=redefined-builtin
+           aliases=(), choices=None, metavar=None, negative=None, negative_help="", same_on_resume=False,
+           hidden=False):
+    """A run-config field. `default` MISSING: required. `flag`: the flag's spelling (default --name-with-dashes);
+    `aliases`: old spellings, accepted with a deprecation notice; `negative`: for an optional bool, the flag that
+    sets it False (`--cased` / `--uncased`), with `negative_help`; `same_on_resume`: a resumed run must have the
+    recorded value; `hidden`: a flag left out of --help."""
+    metadata = {"help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices, "metavar": metavar,
+                "negative": negative, "negative_help": negative_help, "same_on_resume": same_on_resume,
+                "hidden": hidden}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def flag_of(field):
+    """The field's flag: its own `flag` or --name-with-dashes."""
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def default_of(field):
+    """The field's default value (MISSING for a required field)."""
+    if field.default_factory is not MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def base_type(cls, field):
+    """(type, optional): the field's annotation without `| None` (a dict stays dict)."""
+    annotation = typing.get_type_hints(cls)[field.name]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        return next(a for a in args if a is not type(None)), True
+    return typing.get_origin(annotation) or annotation, False
+
+
+def parse_key_value(text):
+    """"KEY=VALUE" → (KEY, VALUE), VALUE read as JSON when it is (8000, 0.1, true) and as a string otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
+class _UpdateDict(argparse.Action):
+    """`--set KEY=VALUE`, repeatable: each adds KEY to the dict."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        current = dict(getattr(namespace, self.dest, None) or {})
+        key, value = values
+        current[key] = value
+        setattr(namespace, self.dest, current)
+
+
+def _deprecated(action_class, new_flag):
+    """`action_class` that first prints one line on stderr: the old spelling works, the new one is `new_flag`."""
+
+    class Deprecated(action_class):  # pylint: disable=too-few-public-methods
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"{parser.prog}: note: {option_string} is deprecated and will be removed in the next release; "
+                  f"use {new_flag}", file=sys.stderr, flush=True)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
+
+
+def _help_text(field, default):
+    """The help with the default appended once (none for a required or hidden flag)."""
+    text = field.metadata["help"]
+    if field.metadata["hidden"]:
+        return argparse.SUPPRESS
+    if default is MISSING or "default" in text.lower():
+        return text
+    shown = "none" if default in (None, {}) else default
+    return f"{text} (default: {shown})"
+
+
+def _argument_kwargs(cls, field):
+    """add_argument's keyword arguments for `field` (its parser default is SUPPRESS: unset leaves no attribute)."""
+    kind, _ = base_type(cls, field)
+    default = default_of(field)
+    kwargs = {"dest": field.name, "default": argparse.SUPPRESS, "help": _help_text(field, default)}
+    if default is MISSING:
+        kwargs["required"] = True
+    if kind is bool:
+        kwargs["action"] = "store_true"
+    elif kind is dict:
+        kwargs.update(action=_UpdateDict, type=parse_key_value, metavar=field.metadata["metavar"] or "KEY=VALUE")
+    else:
+        kwargs.update(type=kind, choices=field.metadata["choices"], metavar=field.metadata["metavar"])
+    return kwargs
+
+
+def add_fields_as_arguments(parser, cls):
+    """Adds one flag per field of the dataclass `cls` to `parser`, plus each field's deprecated aliases (hidden)."""
+    for field in dataclasses.fields(cls):
+        kwargs = _argument_kwargs(cls, field)
+        target = parser
+        if field.metadata["negative"]:
+            target = parser.add_mutually_exclusive_group()
+        action = target.add_argument(flag_of(field), **kwargs)
+        if field.metadata["negative"]:
+            target.add_argument(field.metadata["negative"], dest=field.name, action="store_false",
+                                default=argparse.SUPPRESS, help=field.metadata["negative_help"])
+        for alias in field.metadata["aliases"]:
+            add_alias(parser, action, alias)
+
+
+def add_alias(parser, action, alias):
+    """Adds `alias`, an old spelling of the flag of `action` (what add_argument returned): hidden from --help,
+    storing into the same place, after a one-line notice on stderr that names the new spelling."""
+    kwargs = {"dest": action.dest, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS,
+              "action": _deprecated(type(action), action.option_strings[0])}
+    if not isinstance(action, argparse._StoreConstAction):  # pylint: disable=protected-access  (store_true: no value)
+        kwargs.update(type=action.type, choices=action.choices, metavar=action.metavar, nargs=action.nargs)
+    parser.add_argument(alias, **kwargs)
+
+
+def given(cls, args):
+    """{field: value} of the fields the user typed (argparse set them: their parser default is SUPPRESS)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+def config_from_args(cls, args, base=None):
+    """The run config: `base` (a dict of field values: a preset or file's), then what the user typed."""
+    return cls(**{**(base or {}), **given(cls, args)})
+
+
+_KINDS = {bool: ("true or false", lambda v: isinstance(v, bool)),
+          int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+          float: ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+          str: ("a string", lambda v: isinstance(v, str)),
+          dict: ("an object of KEY: VALUE", lambda v: isinstance(v, dict))}
+
+
+def _check_value(cls, field, value, where, name):
+    """`value` checked against the field: its type (None where the field is optional; an int where a float is
+    wanted; a path where a string is), its choices. Returns it as the field holds it."""
+    kind, optional = base_type(cls, field)
+    if value is None and (optional or field.default is None):
+        return value
+    if kind is str and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    expected, ok = _KINDS[kind]
+    choices = field.metadata["choices"]
+    if choices:
+        expected = f"one of {', '.join(map(str, choices))}"
+    if not ok(value) or (choices and value not in choices):
+        raise ValueError(f"{where}: {name}: expected {expected}, got {value!r}")
+    return float(value) if kind is float else value
+
+
+def check_fields(config):
+    """Checks every field of a run config (a dataclass of `option`s) against its type and choices, as the CLI's
+    parser would: a notebook's `batch_size="32"` is refused with one line. Paths become strings."""
+    cls = type(config)
+    for field in dataclasses.fields(cls):
+        setattr(config, field.name, _check_value(cls, field, getattr(config, field.name), cls.__name__,
+                                                  field.name))
+
+
+def values_from_mapping(cls, mapping, where):
+    """A JSON object of settings (flag names without dashes, `learning-rate`, or field names, `learning_rate`; a
+    deprecated spelling with its notice) → {field: value}, each checked against its field. An unknown name is refused
+    with one line naming it and `where` (the file)."""
+    by_name = {}
+    for field in dataclasses.fields(cls):
+        by_name[field.name] = (field, None)
+        by_name[flag_of(field).lstrip("-").replace("-", "_")] = (field, None)
+        for alias in field.metadata["aliases"]:
+            by_name[alias.lstrip("-").replace("-", "_")] = (field, alias)
+    values = {}
+    for key, value in mapping.items():
+        field, alias = by_name.get(str(key).lstrip("-").replace("-", "_"), (None, None))
+        if field is None:
+            raise ValueError(f"{where}: unknown setting {key!r}; expected one of "
+                             f"{', '.join(flag_of(f).lstrip('-') for f in dataclasses.fields(cls))}")
+        if alias:
+            print(f"note: {where}: {key!r} is deprecated and will be removed in the next release; use "
+                  f"{flag_of(field).lstrip('-')!r}", file=sys.stderr, flush=True)
+        values[field.name] = _check_value(cls, field, value, where, repr(key))
+    return values
+
+
+def record(config):
+    """The run record of `config`: its fields as a JSON-ready dict."""
+    return dataclasses.asdict(config)
+
+
+def _flat(values, prefix=""):
+    """{"a": 1, "budget": {"b": 2}} → {"a": 1, "budget.b": 2}."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and key == "budget":
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def read_record(path):
+    """The run record at `path` (a dict), or None when there is none yet."""
+    from albert_tf import files  # pylint: disable=import-outside-toplevel
+
+    if not files.exists(path):
+        return None
+    try:
+        return json.loads(files.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); delete it or use a new output directory") from None
+
+
+def check_record(path, recorded, current, names, advice):
+    """Refuses a run whose values differ from its run record `recorded` (read from `path`; None: no record yet,
+    nothing to check). `names`: what a resumed run must keep, as field names ("budget.x": the key x of the
+    record's "budget" object). The line names each differing field with both values, then `advice`."""
+    if recorded is None:
+        return
+    recorded, current = _flat(recorded), _flat(json.loads(json.dumps(current)))  # as it would read back
+    diff = [n for n in names if n in recorded and n in current and recorded[n] != current[n]]
+    if diff:
+        said = ", ".join(f"{n} {current[n]!r} (recorded {recorded[n]!r})" for n in diff)
+        raise ValueError(f"{path}: the output directory holds a run with other settings: {said}; {advice}")
+
+
+def write_record(path, values):
+    """Writes the run record `values` (JSON) to `path` atomically, unless one is there already."""
+    from albert_tf import files  # pylint: disable=import-outside-toplevel
+
+    if not files.exists(path):
+        files.atomic_write_text(path, json.dumps(values, indent=2, sort_keys=True) + "\n")
+
+
+def same_on_resume(cls):
+    """The fields a resumed run must keep (`same_on_resume`)."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("same_on_resume")]
+
+
+__all__ = ["option", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
+           "check_fields", "record", "read_record", "write_record", "check_record", "same_on_resume", "flag_of",
+           "default_of", "parse_key_value"]

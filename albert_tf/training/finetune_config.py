@@ -1,0 +1,101 @@
+"""`albert-tf finetune`'s settings as one typed config, `FinetuneConfig`, and what a run returns, `FinetuneResult`.
+No TensorFlow here: `albert-tf finetune --help` builds its flags from these fields.
+
+    config = FinetuneConfig(task="sst2", data_dir="glue/SST-2", init="work/model", output="work/sst2", epochs=3)
+    result = albert_tf.finetune(config)          # albert_tf.training.finetune.finetune
+    result.metrics["dev"]["accuracy"], result.export
+
+A setting left None takes the paper's value for the task (albert_tf.training.finetune.PAPER_DEFAULTS). The output
+directory records the config with the resolved step and epoch budget (RECORD_FILE); a run started again must
+agree with it.
+"""
+import dataclasses
+
+from albert_tf import run_config
+from albert_tf.run_config import option
+from albert_tf.tasks import TASKS
+
+RECORD_FILE = "finetune_config.json"  # OUTPUT/: the run's config and budget (a restart with others is refused)
+EVAL_RESULTS_FILE = "eval_results.json"   # OUTPUT/: the best epoch's official dev metrics
+#: `--optimizer`'s choices, the default first (albert_tf.training.optimizers.OPTIMIZERS, which imports TensorFlow).
+OPTIMIZERS = ("adamw-original", "adamw-keras")
+
+
+@dataclasses.dataclass
+class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
+    """Every setting of a fine-tuning run (see each field's help; `albert-tf finetune --help` shows the same)."""
+    task: str = option(help="the task (its data layout, head and metric)", choices=TASKS, same_on_resume=True)
+    data_dir: str = option(help="the task's files as downloaded (GLUE task folder, SQuAD json dir, RACE)")
+    init: str = option(help="the pretrained encoder: a pretrained-model directory (`pretrain`'s, `convert`'s: "
+                            "albert_config.json, checkpoint, spm.model) or an `albert-tf export` BASE/N or BASE "
+                            "(newest)", same_on_resume=True)
+    output: str = option(help="output directory: checkpoints, TensorBoard logs, best model, results")
+    spm_model: str | None = option(None, "SentencePiece model (default: --init's spm.model)")
+    cased: bool | None = option(None, "the vocabulary keeps case (default: as recorded beside spm.model, else "
+                                      "uncased)", negative="--uncased",
+                                negative_help="the vocabulary is lowercased (default: as recorded beside spm.model, "
+                                              "else uncased)")
+    epochs: float | None = option(None, "passes over the training data (default: the paper's step count for the "
+                                        "task, rounded up to passes)")
+    learning_rate: float | None = option(None, "peak learning rate (default: the paper's, per task)")
+    batch_size: int | None = option(None, "global batch (default: the paper's, per task)")
+    max_seq_length: int | None = option(None, "tokens per example (default: the paper's, per task, capped by the "
+                                              "config)")
+    warmup_proportion: float | None = option(None, "fraction of the steps spent warming up (default: the paper's "
+                                                   "warm-up/steps ratio for the task)")
+    albert_dropout: float | None = option(None, "dropout inside the encoder (default: the paper's)")
+    classifier_dropout: float | None = option(None, "dropout before the head (default: the paper's)")
+    seed: int = option(12345, "seeds the head's init, the data order and dropout", same_on_resume=True)
+    optimizer: str = option(
+        OPTIMIZERS[0], "adamw-original: the original's AdamWeightDecay, with which the paper's learning rates were "
+                       "tuned (no bias correction); adamw-keras: Keras AdamW (bias-corrected: smaller early steps). "
+                       "Both: weight decay 0.01 except LayerNorm and biases, clip-norm 1.0", choices=OPTIMIZERS)
+    collapsed_init: str = option(
+        "keep", "when the --init encoder maps every input to nearly the same output (a too briefly pretrained "
+                "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and "
+                "LayerNorm betas before fine-tuning (reset-biases). Weights change only when asked",
+        choices=("keep", "reset-biases"))
+    tpu: str | None = option(None, "TPU name or address (`local` on a TPU VM); paths must be gs://")
+    cpu_replicas: int | None = option(None, "split the CPU into N replicas (tests the distributed path)")
+    steps_per_execution: int = option(1, "training steps per compiled call (Keras)")
+    xla: str = option("auto", "jit-compile the step on GPU/CPU (a TPU always compiles); auto: on for GPU, off for "
+                              "CPU", choices=("auto", "on", "off"))
+    length_bucket: int | None = option(
+        None, "pad each batch only to its longest example, rounded up to a multiple of N (fewer FLOPs on short "
+              "text; outputs unchanged); 0: every batch at --max-seq-length. Default: 16, and 0 on TPU, whose "
+              "compiled steps need static shapes")
+    log_every: int = option(100, "when stdout is not a terminal (a log), print a progress line every N steps and at "
+                                 "least every 30 s; on a terminal Keras' progress bar shows instead")
+    max_train_examples: int | None = option(None, "train on the first N training examples (quick runs)",
+                                            hidden=True)
+
+    def __post_init__(self):
+        run_config.check_fields(self)
+
+
+@dataclasses.dataclass
+class FinetuneResult:
+    """What `albert_tf.finetune` returns.
+
+    status: "done" (trained and exported), "complete" (the output directory already held the finished run) or
+      "stopped" (a signal: the last whole epoch is kept, the same config resumes).
+    epoch: the best epoch (its model is OUTPUT/best and the export); epochs: the run's epochs.
+    metrics: the best epoch's official dev metrics ({split: {metric: value}}, as OUTPUT/eval_results.json).
+    export: the fine-tuned raw-text SavedModel (OUTPUT/export/N), None unless done or complete.
+    exit_code: the CLI's (albert_tf.runtime.exit_codes: 0; 75 after SIGTERM, 130 after SIGINT).
+    """
+    status: str
+    output: str
+    epoch: int = 0
+    epochs: int = 0
+    metrics: dict = dataclasses.field(default_factory=dict)
+    export: str | None = None
+    exit_code: int = 0
+
+
+def add_arguments(parser):
+    """`albert-tf finetune`'s flags: one per FinetuneConfig field."""
+    run_config.add_fields_as_arguments(parser, FinetuneConfig)
+
+
+__all__ = ["FinetuneConfig", "FinetuneResult", "RECORD_FILE", "EVAL_RESULTS_FILE", "add_arguments"]

@@ -1,0 +1,213 @@
+"""`albert-tf pretrain`'s settings as one typed config, `PretrainConfig`, and what a run returns, `PretrainResult`.
+No TensorFlow here: `albert-tf pretrain --help` builds its flags from these fields and stays fast.
+
+    config = PretrainConfig(config="albert_base", train_data="data/train-*", model_dir="model", batch_size=256,
+                            config_overrides={"vocab_size": 8000})
+    result = albert_tf.pretrain(config)          # albert_tf.training.pretrain.pretrain
+    PretrainConfig.from_recipe("paper_v2", config="albert_base", train_data=..., model_dir=...)
+
+On the command line each field is a flag (`batch_size` → `--batch-size`, `config_overrides` → `--set KEY=VALUE`).
+The model dir records the config (RECORD_FILE); a resumed run must keep the fields marked `same_on_resume`: those
+the data position depends on (the data order is a function of the seed and the step; a step is a global batch).
+Others may change on a resume: a lower learning rate after a divergence, more steps, dropout switched off.
+
+Recipes are named presets of these values, so that nobody retypes the paper's run; `read_recipe` is their one
+reader, for `albert-tf pretrain` and `albert-tf plan`:
+
+    albert-tf pretrain --recipe paper_v2 --config albert_base --train-data 'gs://b/records/train-*' \\
+        --model-dir gs://b/models/albert_base --tpu NAME [any flag, which wins over the recipe]
+
+`paper_v2` is the paper's setup (Lan et al., 2020, §4.1, and the v2 release): global batch 4096, LAMB learning rate
+0.00176, 125,000 steps with 3,125 warm-up steps, sequences of 512 tokens with 20 masked positions, and no dropout
+(the v2 models; paper §4.7). `paper_v1` is the same with the config's dropout (the v1 models); it equals the
+defaults. `--recipe FILE.json` reads your own:
+
+    {"description": "...", "base": "paper_v2", "flags": {"learning-rate": 0.001, "batch-size": 1024}}
+
+with pretrain's flag names (without the leading dashes; field names such as `learning_rate` work too), over the
+optional `base` preset. The order is: preset, then file, then the flags typed on the command line.
+"""
+import dataclasses
+import json
+import os
+
+from albert_tf import run_config
+from albert_tf.run_config import option
+
+LOOP_SECONDS = 10.0  # the wall time of one compiled call once the step time is known (loop.LoopLength)
+COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
+RECORD_FILE = "pretrain_config.json"  # MODEL_DIR/: the run's config (a resume with other values is refused)
+
+
+@dataclasses.dataclass
+class PretrainConfig:  # pylint: disable=too-many-instance-attributes
+    """Every setting of a pretraining run (see each field's help; `albert-tf pretrain --help` shows the same)."""
+    config: str = option(help="albert_config.json, a directory holding one, or a preset name (albert_base, ...)")
+    train_data: str = option(help="glob of pretraining TFRecords (create-data's output)")
+    model_dir: str = option(help="the pretrained-model directory to write (local or gs://)")
+    config_overrides: dict = option(
+        default_factory=dict, flag="--set", metavar="KEY=VALUE",
+        help="change one key of --config (repeatable), e.g. --set vocab_size=8000; vocab_size=auto takes the "
+             "--spm-model's size")
+    tpu: str | None = option(None, "TPU name or address (`local` on a TPU VM); data and model dir must be gs://")
+    eval_data: str | None = option(None, "glob of held-out pretraining TFRecords")
+    max_seq_length: int = option(512, "tokens per sequence (the records' length)", same_on_resume=True)
+    max_predictions: int = option(20, "masked positions per sequence (max_predictions_per_seq)",
+                                  same_on_resume=True)
+    batch_size: int = option(4096, "the global batch, split across replicas", aliases=("--train-batch-size",),
+                             same_on_resume=True)
+    eval_batch_size: int | None = option(None, "global eval batch (default: --batch-size)")
+    max_eval_steps: int = option(100, "batches per evaluation")
+    eval_every_steps: int | None = option(None, "evaluate every N steps (default: at each checkpoint)")
+    learning_rate: float = option(0.00176, "the peak learning rate")
+    num_train_steps: int = option(125000, "training steps in all")
+    num_warmup_steps: int = option(3125, "steps of linear learning-rate warm-up")
+    poly_power: float = option(1.0, "power of the polynomial decay")
+    steps_per_loop: int = option(
+        100, "the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
+             f"also ends after about {LOOP_SECONDS:g} s of wall time, so a stop signal is acted on within seconds")
+    save_checkpoints_steps: int = option(5000, "save a checkpoint every N steps")
+    save_checkpoints_secs: int = option(
+        600, "also save when this many seconds have passed since the last save (0: off); bounds what a failure "
+             "without notice loses")
+    keep_checkpoint_max: int = option(5, "checkpoints kept (the oldest are deleted)")
+    dtype: str = option("auto", "compute dtype; variables stay float32. auto: bfloat16 on TPU and on GPUs of compute "
+                                "capability >= 8.0; on a CPU whichever a short matmul probe finds faster (kept per "
+                                "machine)", choices=("auto", "float32", "bfloat16"))
+    xla: str = option("auto", "jit-compile the forward/backward on GPU/CPU (TPU always compiles); auto: on for GPU, "
+                              "off for CPU", choices=("auto", "on", "off"))
+    no_dropout: bool = option(False, "train without dropout from the start")
+    no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",)
+    dynamic_masking: bool = option(False, "mask in the input pipeline (records made with --no-mask)",
+                                   same_on_resume=True)
+    init: str | None = option(None, "a pretrained-model directory to start from (weights only)",
+                              aliases=("--init-checkpoint",))
+    spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
+    seed: int = option(12345, "seeds the data order and masking (the model init too)", same_on_resume=True)
+    cpu_replicas: int | None = option(None, "split the CPU into N replicas (tests the distributed path)")
+    collective_timeout_secs: float = option(
+        COLLECTIVE_TIMEOUT_SECS, "multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer "
+        "worker fails and the run exits 76 to be relaunched (a hung peer; a dead one is noticed within seconds from "
+        "its missing heartbeats); longer than any save or evaluation one worker does alone; 0: no limit")
+    streams: int | None = option(
+        None, "split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
+              "overlaps elementwise kernels with matmuls; default: 2 on CPU without --remat, else 1)")
+    remat: bool = option(False, "rematerialization: keep only each block's input for the backward pass and "
+                                "recompute the block there (one more forward of the blocks per step; a fraction of "
+                                "the activation memory)")
+    gradient_accumulation_steps: int = option(
+        1, "run each replica's batch as N micro-batches whose gradients are summed before one LAMB update "
+           "(activation memory of one micro-batch; the same loss, steps and schedule)")
+
+    def __post_init__(self):
+        run_config.check_fields(self)
+
+    @classmethod
+    def from_recipe(cls, recipe, **values):
+        """A recipe (a name in RECIPES or a .json file) with `values` over it."""
+        return cls(**{**read_recipe(recipe), **values})
+
+
+@dataclasses.dataclass
+class PretrainResult:
+    """What `albert_tf.pretrain` returns.
+
+    status: "done" (trained to num_train_steps), "complete" (the model dir already was), "stopped" (a signal:
+      saved, the same config resumes) or "non-finite" (a loss was NaN/inf: stopped without saving).
+    step: the last trained (or restored) step. checkpoint: the latest checkpoint's path, or None.
+    metrics: the last `train` metrics row (loss, masked_lm_accuracy, ...), eval_metrics: the last `eval` row
+      ({} when none ran in this call). exit_code: the CLI's (albert_tf.runtime.exit_codes: 0 done or complete,
+      75 stopped by SIGTERM, 130 by SIGINT, 3 non-finite).
+    """
+    status: str
+    step: int
+    model_dir: str
+    checkpoint: str | None = None
+    metrics: dict = dataclasses.field(default_factory=dict)
+    eval_metrics: dict = dataclasses.field(default_factory=dict)
+    exit_code: int = 0
+
+
+def model_config(config, overrides=None, spm_model=None):
+    """The AlbertConfig of a run: `config` (a preset name, a file or a directory: albert_tf.config.load_config)
+    with `overrides` ({key: value}, `--set`) applied and validated. vocab_size "auto" is the size of `spm_model`."""
+    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+
+    overrides = dict(overrides or {})
+    if overrides.get("vocab_size") == "auto":
+        if not spm_model:
+            raise ValueError("--set vocab_size=auto takes the vocabulary's size from --spm-model; give --spm-model "
+                             "or a number")
+        from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+        overrides["vocab_size"] = AlbertTokenizer(spm_model).vocab_size
+    return load_config(config).with_overrides(overrides)
+
+
+# ---------------------------------------------------------------------------------------------- recipes
+_PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
+          "max_seq_length": 512, "max_predictions": 20}
+RECIPES = {
+    "paper_v2": {"description": "the ALBERT paper's pretraining (v2 models: no dropout)",
+                 "values": {**_PAPER, "no_dropout": True}},
+    "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
+                 "values": dict(_PAPER)},
+}
+_FILE_FIELDS = ("description", "base", "flags")
+
+
+def add_recipe_argument(parser):
+    """Adds `--recipe` (after the command's own flags)."""
+    parser.add_argument("--recipe", default=None,
+                        help=f"a pretraining recipe to start from: {', '.join(RECIPES)} or a recipe .json file; "
+                             "flags given on the command line win (default: none)")
+
+
+def _read_file(recipe):
+    """The JSON object of a recipe file; one line naming the file when it is missing or malformed."""
+    if not os.path.exists(recipe):
+        raise FileNotFoundError(f"--recipe {recipe}: no such file")
+    with open(recipe, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{recipe}: not valid JSON ({e})") from None
+    if not isinstance(values, dict) or not isinstance(values.get("flags"), dict):
+        raise ValueError(f"{recipe}: field 'flags': expected an object of pretrain flags, e.g. "
+                         '{"flags": {"learning-rate": 0.00176}}')
+    unknown = sorted(set(values) - set(_FILE_FIELDS))
+    if unknown:
+        raise ValueError(f"{recipe}: unknown field(s) {', '.join(unknown)}; expected {', '.join(_FILE_FIELDS)}")
+    if values.get("base") is not None and values["base"] not in RECIPES:
+        raise ValueError(f"{recipe}: field 'base': expected one of {', '.join(RECIPES)}, got {values['base']!r}")
+    return values
+
+
+def read_recipe(recipe):
+    """A recipe's PretrainConfig values {field: value}: a name in RECIPES, or a .json file (its `base` preset's
+    values, then its flags). A misspelled flag or a value of the wrong type is refused with one line."""
+    if recipe in RECIPES:
+        return dict(RECIPES[recipe]["values"])
+    if not str(recipe).endswith(".json"):
+        raise ValueError(f"--recipe {recipe!r}: unknown; expected one of {', '.join(RECIPES)} or a .json file")
+    values = _read_file(recipe)
+    base = dict(RECIPES[values["base"]]["values"]) if values.get("base") else {}
+    return {**base, **run_config.values_from_mapping(PretrainConfig, values["flags"], f"--recipe {recipe}")}
+
+
+# ---------------------------------------------------------------------------------------------- the command line
+def add_arguments(parser):
+    """`albert-tf pretrain`'s flags: one per PretrainConfig field, then --recipe."""
+    run_config.add_fields_as_arguments(parser, PretrainConfig)
+    add_recipe_argument(parser)
+
+
+def from_args(args):
+    """(PretrainConfig, {field: value} the recipe set) from parsed flags: the recipe's values, then the typed flags."""
+    base = read_recipe(args.recipe) if getattr(args, "recipe", None) else {}
+    typed = run_config.given(PretrainConfig, args)
+    return run_config.config_from_args(PretrainConfig, args, base), {k: v for k, v in base.items() if k not in typed}
+
+
+__all__ = ["PretrainConfig", "PretrainResult", "RECORD_FILE", "LOOP_SECONDS", "RECIPES", "read_recipe",
+           "add_recipe_argument", "add_arguments", "from_args"]
