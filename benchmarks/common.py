@@ -340,7 +340,7 @@ class FineTuner:
 
     A run: the encoder's weights set (pretrained, or a random init), the head drawn from the run's seed, the
     optimizer's slots and step zeroed; then `epochs` passes over the training examples in a seeded order at
-    `batch_size` (whole batches), with `optimizer` (albert_tf.training.optimizers.make_optimizer's name) on a
+    `batch_size` (whole batches, each cut to its longest example), with `optimizer` (albert_tf.training.optimizers.make_optimizer's name) on a
     linear warm-up (10 % of the steps) and linear decay from `learning_rate`.
 
     Args:
@@ -394,12 +394,17 @@ class FineTuner:
         head.bias.assign(np.zeros(head.bias.shape, "float32"))
         for variable in self.optimizer.variables:
             variable.assign(np.zeros(variable.shape, variable.dtype))
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        from albert_tf.tasks.pipelines import array_dataset  # pylint: disable=import-outside-toplevel
+
         rng = np.random.default_rng(seed)
         loss = float("nan")
-        for _ in range(self.epochs):
+        for _ in range(self.epochs):  # each batch cut to its longest example (rounded up to 16), as finetune does
             order = rng.permutation(len(self.y_train))[: self.batches * self.batch_size]
-            history = self.model.fit({k: v[order] for k, v in self.x_train.items()}, self.y_train[order],
-                                     batch_size=self.batch_size, epochs=1, shuffle=False, verbose=0)
+            batches = array_dataset(self.x_train, self.y_train, order, self.batch_size, 16).apply(
+                tf.data.experimental.assert_cardinality(self.batches))
+            history = self.model.fit(batches, epochs=1, shuffle=False, verbose=0)
             loss = float(history.history["loss"][-1])
         logits = self.model.predict(self.x_dev, batch_size=256, verbose=0)
         accuracy = float((np.asarray(logits).argmax(-1) == self.y_dev).mean())

@@ -25,8 +25,12 @@ seq 64, linear warm-up 10 % and decay) from the pretrained encoder and from a ra
 fit a logistic regression on word counts (numpy). `--init MODEL_DIR` skips the pretraining and evaluates that
 pretrained-model directory instead (its config and spm.model; the random arm uses its config).
 
-Prints one line per run and a table: dev accuracy mean ± std over seeds (and each seed's) per arm; the last line is
-`pretrained=... random=... bag_of_words=...` (means). Deterministic given the seeds on one machine.
+Before fine-tuning, a zero-shot probe of what the pretraining taught of this skill: with two inner words of a task
+sentence masked, how often the masked LM prefers their own order to the swapped one (0.5: nothing learned), for the
+pretrained model and a random init (`mlm_word_order_accuracy`).
+
+Prints one line per run and a table: dev accuracy mean ± std over seeds (and each seed's) per arm, and the probe;
+the last line is `pretrained=... random=... bag_of_words=...` (means). Deterministic given the seeds on one machine.
 """
 import argparse
 import glob
@@ -207,15 +211,60 @@ def word_order_task(documents, num_train, num_dev, seed, min_words=8, max_words=
     return out
 
 
-def swap_two_words(sentence, rng):
-    """The sentence with two inner words (not the first or last; different words) swapped."""
-    words = sentence.split()
+def swap_positions(words, rng):
+    """Two inner positions i < j (not the first or last word) holding different words."""
     while True:
         i, j = sorted(rng.sample(range(1, len(words) - 1), 2))
         if words[i].lower() != words[j].lower():
-            break
+            return i, j
+
+
+def swap_two_words(sentence, rng):
+    """The sentence with two inner words (not the first or last; different words) swapped."""
+    words = sentence.split()
+    i, j = swap_positions(words, rng)
     words[i], words[j] = words[j], words[i]
     return " ".join(words)
+
+
+def mlm_word_order_accuracy(pretrainer, tokenizer, sentences, seed):
+    """Zero-shot, no fine-tuning: how often the masked LM prefers a sentence's own order of two inner words.
+
+    For each sentence two inner words are drawn (as `swap_two_words`; sentences where either is not one piece, or
+    that do not fit TASK_SEQ, are left out), both masked, and the MLM's log-probabilities compared:
+    log p(a at i) + log p(b at j) against log p(b at i) + log p(a at j). Both orders share every other token, so one
+    forward pass scores both. A model that learned nothing of word order scores 0.5.
+    Returns (accuracy, sentences scored)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(seed)
+    rows, pairs = [], []
+    for sentence in sentences:
+        words = sentence.split()
+        i, j = swap_positions(words, rng)
+        pieces = [tokenizer.encode(w) for w in words]
+        ids = [tokenizer.cls_id] + [p for w in pieces for p in w] + [tokenizer.sep_id]
+        if len(pieces[i]) != 1 or len(pieces[j]) != 1 or len(ids) > TASK_SEQ:
+            continue
+        at = [1 + sum(len(p) for p in pieces[:k]) for k in (i, j)]
+        for position in at:
+            ids[position] = tokenizer.mask_id
+        rows.append((ids, at))
+        pairs.append((pieces[i][0], pieces[j][0]))
+    words = np.zeros([len(rows), TASK_SEQ], np.int32)
+    for row, (ids, _) in enumerate(rows):
+        words[row, :len(ids)] = ids
+    inputs = {"input_word_ids": words, "input_mask": (words > 0).astype(np.int32),
+              "input_type_ids": np.zeros_like(words), "masked_lm_positions": np.array([at for _, at in rows],
+                                                                                        np.int32)}
+    logits = np.asarray(pretrainer.predict(inputs, batch_size=256, verbose=0)["mlm_logits"], np.float64)
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    a, b = np.array(pairs).T
+    n = np.arange(len(pairs))
+    own = logp[n, 0, a] + logp[n, 1, b]
+    swapped = logp[n, 0, b] + logp[n, 1, a]
+    return float((own > swapped).mean()), len(pairs)
 
 
 # ------------------------------------------------------------------------------------------ bag of words
@@ -347,6 +396,7 @@ def main():
           flush=True)
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
 
+    probe = zero_shot_probe(config, tokenizer, model_dir, task, args.data_seed)
     results = {"pretrained": [], "random": [], "bag_of_words": []}
     bow = bag_of_words_accuracy(task["train"], task["dev"])
     tuner = common.FineTuner(config, tokenizer, task, TASK_SEQ, args.epochs, args.batch_size, args.learning_rate,
@@ -359,18 +409,37 @@ def main():
             results[arm].append(accuracy)
             print(f"seed {seed} {arm}: dev accuracy {accuracy:.4f} ({seconds:.0f}s)", flush=True)
         results["bag_of_words"].append(bow)  # deterministic: the same fit for every seed
-    report(results, args, config, model_dir, pretrain_seconds, time.monotonic() - started)
+    report(results, probe, args, config, model_dir, pretrain_seconds, time.monotonic() - started)
 
 
-def report(results, args, config, model_dir, pretrain_seconds, total_seconds):
+def zero_shot_probe(config, tokenizer, model_dir, task, seed):
+    """`mlm_word_order_accuracy` of the pretrained model and of a random init (seeded) on the task's unswapped
+    sentences (train and dev): {arm: (accuracy, sentences)}."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+
+    sentences = [t for split in ("dev", "train") for t, label in zip(*task[split]) if label]
+    keras.utils.set_random_seed(seed)
+    probe = {"pretrained": mlm_word_order_accuracy(AlbertPretrainer.from_pretrained(model_dir), tokenizer,
+                                                   sentences, seed),
+             "random": mlm_word_order_accuracy(AlbertPretrainer(config), tokenizer, sentences, seed)}
+    for arm, (accuracy, count) in probe.items():
+        print(f"zero-shot masked-LM order preference, {arm}: {accuracy:.3f} over {count} sentences", flush=True)
+    return probe
+
+
+def report(results, probe, args, config, model_dir, pretrain_seconds, total_seconds):
     """The table (markdown) and the last line."""
     print(f"\nword-order task: {args.train_examples} train / {args.dev_examples} dev sentences (chance 0.5); "
           f"fine-tuning {args.epochs} epochs at batch {args.batch_size}, lr {args.learning_rate:g} "
           f"({args.optimizer}); model {config.hidden_size}-wide, {config.num_hidden_layers} layers, vocab "
           f"{config.vocab_size}; {model_dir}")
-    print("| init | dev accuracy (mean ± std over seeds) | per seed |\n|---|---|---|")
+    print("| init | dev accuracy (mean ± std over seeds) | per seed | zero-shot MLM order preference |\n"
+          "|---|---|---|---|")
     for arm, values in results.items():
-        print(f"| {arm} | {common.summary(values)[2]} | {' '.join(f'{v:.3f}' for v in values)} |")
+        zero_shot = f"{probe[arm][0]:.3f} ({probe[arm][1]} sentences)" if arm in probe else "–"
+        print(f"| {arm} | {common.summary(values)[2]} | {' '.join(f'{v:.3f}' for v in values)} | {zero_shot} |")
     print(f"pretraining (or reading --init) {pretrain_seconds / 60:.1f} min, total {total_seconds / 60:.1f} min; "
           f"load average {common.load_average():.2f} at the end")
     print(" ".join(f"{arm}={common.summary(values)[0]:.4f}" for arm, values in results.items()), flush=True)

@@ -367,7 +367,7 @@ def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_mode
     for name, rows in FILES.items():
         if name.startswith(spec.folder + "/"):
             _write(str(tmp_path / name), _rows_without_text_b(spec, rows) if name.endswith("train.tsv") else rows)
-    finetune = GlueFinetune(types.SimpleNamespace(task=task, data_dir=str(tmp_path / spec.folder)))
+    finetune = GlueFinetune(str(tmp_path / spec.folder), task)
     assert [e.text_b for e in finetune.train[-2:]] == [None, " "]
     tokenizer = AlbertTokenizer(tiny_spm_model)
     plan = types.SimpleNamespace(max_seq_length=16, batch_size=2, length_bucket=0)
@@ -395,5 +395,5 @@ def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_mode
     assert np.abs(answer(old)[0] - want[0]).max() > 1e-3  # 100x the tolerance below
     for inputs in ({"text_a": np.array([LONG_A] * 2), "text_b": np.array(["", " "])},
                    {"text_a": np.array([LONG_A] * 2)}):  # text_b omitted: the SignatureDef's default
-        served = helpers.serve_with_tf1_session(path, "serving_default", inputs, str(tmp_path))
+        served = helpers.serve_in_fresh_process(path, {"a": ("tf1", "serving_default", inputs)}, str(tmp_path))["a"]
         np.testing.assert_allclose(served[output], want, atol=1e-5, rtol=0, err_msg=str(list(inputs)))

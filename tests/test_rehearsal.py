@@ -84,7 +84,8 @@ def test_log_parsing_and_leftovers(tmp_path):
             "input pipeline 2/2: train files 1::2\nSIGTERM: saved step 6 (m/ckpt-6); exiting\n", "nothing\n"]
     assert rehearsal.stop_steps(logs) == [6, 6, None]
     assert rehearsal.input_pipelines(logs) == ["1/2", "2/2", None]
-    for name in ("checkpoint", "ckpt-4.index", "metrics.jsonl", "albert_config.json", "train", ".worker_1"):
+    for name in ("checkpoint", "ckpt-4.index", "metrics.jsonl", "albert_config.json", "train", "pretrain_config.json",
+                 ".worker_1"):
         (tmp_path / name).write_text("")
     assert rehearsal.leftovers(str(tmp_path)) == [".worker_1"]
 
