@@ -290,11 +290,11 @@ def make_texts(count, seed):
     return [" ".join(sentence() for _ in range(rng.randint(1, 3))) for _ in range(count)]
 
 
-def prepare_export(workdir, config_path, seq_length, vocab_size, seed):
+def prepare_export(workdir, config_path, seq_length, vocab_size, seed, dtype="float32"):
     """What the serving benchmarks serve, under workdir: a SentencePiece vocabulary of `vocab_size` pieces
     trained on generated text, a pretrained-model directory of random weights with config_path's sizes (its
-    vocab_size replaced by the vocabulary's) and its `albert-tf export` at `seq_length` without warm-up records.
-    Returns (export path, spm path, model config path, export bytes)."""
+    vocab_size replaced by the vocabulary's) and its `albert-tf export --dtype DTYPE` at `seq_length` without
+    warm-up records. Returns (export path, spm path, model config path, export bytes)."""
     from albert_tf.serving.export import export_encoder  # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
@@ -317,9 +317,19 @@ def prepare_export(workdir, config_path, seq_length, vocab_size, seed):
     if not os.path.exists(model_dir):
         AlbertPretrainer(AlbertConfig.from_dict(config)).save_pretrained(model_dir, spm_model=spm)
     path = export_encoder(model_dir, os.path.join(workdir, "export"), version=1, seq_length=seq_length,
-                                 overwrite=True, warmup=False)
+                          overwrite=True, warmup=False, dtype=dtype)
     size = sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names)
     return path, spm, model_config, size
+
+
+def export_by_checkout(checkout, model_dir, output_base, seq_length):
+    """`albert-tf export` of model_dir by another checkout's albert_tf (e.g. the previous main, for a before/after
+    in one run), without warm-up records, to output_base/1. Returns that path."""
+    env = dict(child_env(checkout=False), PYTHONPATH=os.path.abspath(checkout))
+    subprocess.run([sys.executable, "-m", "albert_tf", "export", "--model", model_dir, "--output", output_base,
+                    "--version", "1", "--overwrite", "--no-warmup", "--max-seq-length", str(seq_length)],
+                   env=env, cwd=checkout, check=True)
+    return os.path.join(output_base, "1")
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning runs

@@ -1,6 +1,7 @@
 """Serving on this CPU, raw strings → pooled_output: our `albert-tf export` SavedModel vs keras-hub 0.32.
 
-    python benchmarks/serving.py --config configs/albert_base.json --seq-length 128 --batch-size 32
+    python benchmarks/serving.py --config configs/albert_base.json --seq-length 128 --batch-size 32 \
+        [--dtype float32|bfloat16|auto] [--before-checkout DIR]
 
 The parent (this project's Python) first builds what both sides serve, from one seed:
   * a SentencePiece vocabulary (`albert-tf vocab`'s trainer) on a generated English-like corpus; its size replaces
@@ -8,13 +9,16 @@ The parent (this project's Python) first builds what both sides serve, from one 
     is a negligible part of the work), so both tokenize with the same vocabulary;
   * random weights (AlbertPretrainer(config) saved as a pretrained-model directory) and
     `albert-tf export --max-seq-length L --no-warmup` of it: its size on disk is reported;
-  * the requests: real-looking English sentences (1–3 per text) generated deterministically from `--seed`.
+  * the requests: real-looking English sentences (1–3 per text) generated deterministically from `--seed`;
+  * with `--before-checkout DIR`: the same model exported by that checkout's `albert-tf export` (e.g. the previous
+    main), served by a second worker like ours (`before`), for a before/after beside the peer in one run.
 Then each side runs in its own worker process (loaded and warmed first, then idle while the others are timed),
 alternating round by round, `--rounds` times (the worker protocol of benchmarks/common.py):
 
   ours   a fresh process importing only tensorflow and tensorflow_text: tf.saved_model.load(export), then
          signatures["serving_default"](text_a=strings, text_b=<its default, empty>)["pooled_output"]
-         (normalization, SentencePiece and packing in the graph, padded to L). Load time (tf.saved_model.load) and the first call are reported.
+         (normalization, SentencePiece and packing in the graph; the encoder runs the batch's tokens only).
+         Load time (tf.saved_model.load) and the first call are reported. `--dtype` is the export's.
   peer   keras-hub 0.32 (under `--peer-python`): AlbertTokenizer(proto=the same vocabulary),
          AlbertTextClassifierPreprocessor(tokenizer, sequence_length=L) in a tf.function, then
          AlbertBackbone (the config's sizes, random weights).predict_on_batch(...)["pooled_output"], in every
@@ -23,7 +27,8 @@ alternating round by round, `--rounds` times (the worker protocol of benchmarks/
 
 Per round and side: `--batches` requests of `--batch-size` strings (examples/s), then `--singles` requests of one
 string (each timed; the round's p50). The figures are medians over rounds (best rounds beside them).
-The last line: examples_per_sec=X keras_hub_examples_per_sec=Y ratio=X/Y p50_ms=A keras_hub_p50_ms=B
+With --before-checkout, a line `before: examples_per_sec=… ratio=… p50_ms=… latency_ratio=…` (against the same
+peer figures). The last line: examples_per_sec=X keras_hub_examples_per_sec=Y ratio=X/Y p50_ms=A keras_hub_p50_ms=B
 latency_ratio=B/A export_mb=S load_seconds=T, then the chosen peer configurations.
 """
 import argparse
@@ -47,10 +52,14 @@ def _parse_args(argv=None):
     p.add_argument("--vocab-size", type=int, default=600,
                    help="pieces of the generated vocabulary (default 600; its corpus supports at most about 675)")
     common.add_peer_arguments(p)
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "auto"),
+                   help="our export's --dtype (default float32)")
+    p.add_argument("--before-checkout", default=None, metavar="DIR",
+                   help="also serve the export written by this checkout's `albert-tf export` of the same model")
     p.add_argument("--workdir", default=None, help="keep the vocabulary, model and export here (default: a temp dir)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", action="store_true", help="show the workers' stderr")
-    p.add_argument("--_worker", default=None, help=argparse.SUPPRESS)  # ours | peer:CONFIG
+    p.add_argument("--_worker", default=None, help=argparse.SUPPRESS)  # ours | before | peer:CONFIG
     p.add_argument("--_export", default=None, help=argparse.SUPPRESS)
     p.add_argument("--_spm", default=None, help=argparse.SUPPRESS)
     p.add_argument("--_model_config", default=None, help=argparse.SUPPRESS)
@@ -155,17 +164,22 @@ def main(args):  # noqa: C901
         workdir = args.workdir or tmp
         os.makedirs(workdir, exist_ok=True)
         path, spm, model_config, size = common.prepare_export(workdir, args.config, args.seq_length,
-                                                              args.vocab_size, args.seed)
+                                                              args.vocab_size, args.seed, dtype=args.dtype)
         print(f"{common.now()} load average {common.load_average():.2f}; "
               f"seq {args.seq_length}, batch {args.batch_size} x {args.batches} and {args.singles} batch-1 requests "
-              f"x {args.rounds} rounds; export {path}: {size / 2**20:.1f} MiB", flush=True)
-        argv = ["--seq-length", str(args.seq_length), "--batch-size", str(args.batch_size), "--seed", str(args.seed),
-                "--_export", path, "--_spm", spm, "--_model_config", model_config]
+              f"x {args.rounds} rounds; export {path} ({args.dtype}): {size / 2**20:.1f} MiB", flush=True)
+        common_argv = ["--seq-length", str(args.seq_length), "--batch-size", str(args.batch_size),
+                       "--seed", str(args.seed), "--_spm", spm, "--_model_config", model_config]
+        argv = common_argv + ["--_export", path]
         workers = {}
         try:
             workers["ours"] = _worker("ours", sys.executable, argv, args)
             if workers["ours"].ready["modules"]:
                 raise SystemExit(f"ours imported {workers['ours'].ready['modules']}")
+            if args.before_checkout:
+                before = common.export_by_checkout(args.before_checkout, os.path.join(workdir, "model"),
+                                                   os.path.join(workdir, "before"), args.seq_length)
+                workers["before"] = _worker("before", sys.executable, common_argv + ["--_export", before], args)
             workers.update(common.start_peers({f"peer:{c}": (args.peer_python, __file__, argv, args.verbose,
                                                              common.child_env(checkout=False), common.HERE)
                                                for c in peer_configs}))
@@ -195,6 +209,10 @@ def main(args):  # noqa: C901
         fastest = max(peers, key=lambda n: statistics.median(rates[n]))
         quickest = min(peers, key=lambda n: statistics.median(p50s[n]))
         peer_rate, peer_p50 = statistics.median(rates[fastest]), statistics.median(p50s[quickest])
+        if "before" in workers:
+            before_rate, before_p50 = statistics.median(rates["before"]), statistics.median(p50s["before"])
+            print(f"before: examples_per_sec={before_rate:.3f} ratio={before_rate / peer_rate:.3f} "
+                  f"p50_ms={before_p50:.2f} latency_ratio={peer_p50 / before_p50:.3f}", flush=True)
         print(f"{ours_text} keras_hub_examples_per_sec={peer_rate:.3f} ratio={ours_rate / peer_rate:.3f} "
               f"keras_hub_p50_ms={peer_p50:.2f} latency_ratio={peer_p50 / ours_p50:.3f} "
               f"keras_hub_config={fastest.split(':', 1)[1]} keras_hub_latency_config={quickest.split(':', 1)[1]}",
@@ -206,7 +224,7 @@ def main(args):  # noqa: C901
 
 if __name__ == "__main__":
     parsed = _parse_args()
-    if parsed._worker == "ours":  # pylint: disable=protected-access
+    if parsed._worker in ("ours", "before"):  # pylint: disable=protected-access
         _worker_ours(parsed)
     elif parsed._worker:  # pylint: disable=protected-access
         _worker_peer(parsed, parsed._worker.split(":", 1)[1])  # pylint: disable=protected-access

@@ -96,6 +96,60 @@ def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tm
             np.testing.assert_allclose(served["tf1_no_b"][key], served["tf1"][key][:4], atol=1e-6, rtol=0)
 
 
+#: --dtype bfloat16 against the float32 export, tiny model (measured: 2.3e-3 and 4.5e-2, |sequence_output| <= 3.5)
+BF16_ATOL = {"pooled_output": 1e-2, "sequence_output": 0.1}
+
+
+def test_bfloat16_export_is_near_the_float32_export(model_dirs, exported, tmp_path):
+    """--dtype bfloat16: float32 outputs within BF16_ATOL of the float32 export, not equal to them (bfloat16 ran),
+    the same ids; the dtype is recorded in the export's config and `load_encoder` reads past it."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    path = export_encoder(model_dirs["uncased"], str(tmp_path / "bf16"), seq_length=32, warmup=False,
+                          lower_case=True, dtype="bfloat16")
+    with open(os.path.join(path, "assets.extra", "albert_config.json"), encoding="utf-8") as f:
+        assert json.load(f)["dtype"] == "bfloat16"
+    requests = {"tf2": ("tf2", TEXTS, None), "tf1_pair": ("tf1", TEXTS, list(reversed(TEXTS)))}
+    bf16 = serve_in_fresh_process(path, requests, tmp_path)
+    f32 = serve_in_fresh_process(exported["uncased"], requests, tmp_path)
+    for name in requests:
+        np.testing.assert_array_equal(bf16[name]["input_mask"], f32[name]["input_mask"])
+        real = f32[name]["input_mask"] > 0
+        for key, atol in BF16_ATOL.items():
+            got, want = bf16[name][key], f32[name][key]
+            assert got.dtype == np.float32
+            if key == "sequence_output":
+                assert not got[~real].any()
+                got, want = got[real], want[real]
+            diff = float(np.abs(got - want).max())
+            print(f"bfloat16 export {name} {key}: max|diff| {diff:.2e}")
+            assert 0 < diff <= atol, (key, diff)
+    assert albert_tf.load_encoder(path).config == albert_tf.load_encoder(exported["uncased"]).config
+
+
+def test_auto_dtype_is_the_faster_on_this_machine(model_dirs, monkeypatch, tmp_path):
+    """--dtype auto on a CPU: the dtype whose probe rate is higher; an explicit dtype is kept; a bad one named."""
+    from albert_tf.serving.export import export_dtype  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.precision import AUTO_ENV  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.delenv(AUTO_ENV, raising=False)  # the suite pins auto to float32 (tests/conftest.py)
+    monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "cache"))
+    config = AlbertConfig.from_json_file(os.path.join(model_dirs["uncased"], "albert_config.json"))
+    shapes = []
+
+    def probe(float32, bfloat16):
+        return lambda m, k, n: shapes.append((m, k, n)) or {"float32": float32, "bfloat16": bfloat16}
+
+    assert export_dtype("auto", config, 32, probe(20.0, 40.0))[0] == "bfloat16"
+    assert shapes[0][1:] == (config.hidden_size, config.intermediate_size)
+    monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "other"))  # not the first probe's cached rates
+    assert export_dtype("auto", config, 32, probe(40.0, 20.0))[0] == "float32"
+    assert export_dtype("bfloat16", config, 32, probe(20.0, 40.0)) == ("bfloat16", "--dtype")
+    assert len(shapes) == 2
+    with pytest.raises(ValueError, match="--dtype 'float16': expected one of float32, bfloat16, auto"):
+        export_dtype("float16", config, 32)
+
+
 @pytest.mark.slow
 def test_converted_release_serves_like_keras_model(tmp_path, tiny_spm_model):
     """A checkpoint in google-research/albert's TF1 names -> `albert-tf convert` -> export -> served in a fresh

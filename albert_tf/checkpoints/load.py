@@ -5,8 +5,8 @@
     restore_encoder(model, s) the encoder weights of an InitSource into a model (every weight must be found)
     load_encoder(path)        a trainable AlbertEncoder from either
 
-An export keeps its config (plus lower_case and max_seq_length) and spm.model in assets.extra/ (the serving side's
-layout, albert_tf.serving.saved_model), and its weights under the SavedModel's variables/.
+An export keeps its config (plus lower_case, max_seq_length and dtype) and spm.model in assets.extra/ (the serving
+side's layout, albert_tf.serving.saved_model), and its weights under the SavedModel's variables/.
 """
 import dataclasses
 import json
@@ -56,6 +56,7 @@ def resolve_init(path, flag="--init"):
         config = json.load(f)
     lower_case = config.pop("lower_case", None)
     config.pop("max_seq_length", None)
+    config.pop("dtype", None)  # the export's compute dtype; its variables are float32 either way
     spm_model = os.path.join(path, ASSETS_EXTRA, vocabulary.SPM_FILE)
     return InitSource("export", path, AlbertConfig.from_dict(config),
                       spm_model if tf.io.gfile.exists(spm_model) else None, lower_case)

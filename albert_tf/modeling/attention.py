@@ -52,15 +52,38 @@ class AttentionSublayer(keras.layers.Layer):
         (q,) = split_into_heads(self.query(x), c.num_attention_heads)  # [B, N, L, D]
         (k,) = split_into_heads(self.key(x), c.num_attention_heads)
         (v,) = split_into_heads(self.value(x), c.num_attention_heads)
+        context = self._attend(q, k, v, attention_bias(input_mask), training)
+        out = self.output_dropout(self.output_dense(context), training=training)
+        return self.layer_norm(out + x)
+
+    def _attend(self, q, k, v, bias, training):
+        """Scaled dot-product attention over heads: q, k, v [B, N, L, D], bias float32 [B, 1, 1, L] -> the
+        context [B, L, H] (heads joined), in q's dtype."""
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, L, L]
-        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(c.head_size)) + attention_bias(input_mask)
-        probs = ops.cast(ops.softmax(scores, axis=-1), x.dtype)
+        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.config.head_size)) + bias
+        probs = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, L, D]
         context = ops.transpose(context, (0, 2, 1, 3))
-        context = ops.reshape(context, (ops.shape(x)[0], ops.shape(x)[1], c.hidden_size))
-        out = self.output_dropout(self.output_dense(context), training=training)
-        return self.layer_norm(out + x)
+        return ops.reshape(context, (ops.shape(q)[0], ops.shape(q)[2], self.config.hidden_size))
+
+    def unpadded_call(self, x, tokens, batch_length, bias):
+        """Inference on a batch's tokens only (see `AlbertEncoder.unpadded_call`): the dense layers and the
+        LayerNorm run on the [T, H] token rows; only the attention itself goes through the [B, L] layout.
+
+        Args:
+          x: float [T, H], the batch's tokens (row-major order of the [B, L] positions in `tokens`).
+          tokens: int [T] their flat positions b·L + l; batch_length: (B, L); bias: `attention_bias`.
+        Returns:
+          float [T, H].
+        """
+        batch, length = batch_length
+        hidden = self.config.hidden_size
+        qkv = ops.concatenate([self.query(x), self.key(x), self.value(x)], axis=-1)  # [T, 3H]
+        qkv = ops.reshape(ops.scatter(tokens[:, None], qkv, (batch * length, 3 * hidden)), (batch, length, -1))
+        q, k, v = split_into_heads(qkv, self.config.num_attention_heads, parts=3)
+        context = ops.take(ops.reshape(self._attend(q, k, v, bias, False), (-1, hidden)), tokens, axis=0)
+        return self.layer_norm(self.output_dense(context) + x)
 
     # ------------------------------------------------------------------ training path (fused kernels)
     def step_weights(self, uses=1):

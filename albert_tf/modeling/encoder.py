@@ -131,7 +131,8 @@ class AlbertEncoder(AlbertModelBase):
       dropout: False builds the model with both dropout rates set to 0 (the paper's dropout removal).
       fused: with training=True (TensorFlow backend), run the training path (`_training_forward`: fused kernels,
         shared weights cast once per step; see albert_tf/modeling/fused.py). False runs the plain keras.ops graph
-        in training too. Inference and exports always run the plain graph.
+        in training too. Inference runs the plain graph; exports run it on the batch's tokens only
+        (`unpadded_call`).
       remat: rematerialization (training path, TensorFlow): each application of a block (attention + FFN, per
         stream) keeps only its input for the backward pass and recomputes its activations there
         (`tf.recompute_grad`), with the same dropout masks (their seeds are drawn once, before the block). Memory:
@@ -199,6 +200,33 @@ class AlbertEncoder(AlbertModelBase):
         if (use_fused(training, self.fused) or remat) and isinstance(inputs, dict):
             return self._training_forward(inputs, training)
         return super().call(inputs, training=training, mask=mask)
+
+    def unpadded_call(self, inputs):
+        """Inference (training=False, dropout off) computed on the batch's tokens only: the outputs of
+        `self(inputs, training=False)` up to float rounding, without the arithmetic on padding.
+
+        The embeddings run on the [B, L] batch; every block's dense layers, GELU and LayerNorms then run on the
+        [T, H] rows of its tokens (T = the number of positions with input_mask 1, plus position 0 of each row and
+        every position of a row without any), and only the attention's scores and context go through the
+        [B, L] layout (a scatter before, a gather after). Padding is masked out of attention, so each token's
+        outputs are those of the padded computation; on a batch of mixed lengths most of the FLOPs spent on
+        padding go. Inputs as `call`. Returns {"sequence_output": float [B, L, H], zero where input_mask is 0,
+        "pooled_output": float [B, H]}.
+        """
+        mask = ops.not_equal(inputs["input_mask"], 0)
+        batch, length = ops.shape(mask)[0], ops.shape(mask)[1]
+        keep = mask | (ops.arange(length) == 0)[None, :] | ~ops.any(mask, axis=1, keepdims=True)
+        tokens = ops.nonzero(ops.reshape(keep, (-1,)))[0]  # [T] flat positions b·L + l, in order
+        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"], training=False)
+        x = ops.take(ops.reshape(x, (batch * length, -1)), tokens, axis=0)  # [T, H]
+        bias = attention_bias(inputs["input_mask"])
+        for attention_key, ffn_key in self.block_keys:
+            x = self.attention_layers[attention_key].unpadded_call(x, tokens, (batch, length), bias)
+            x = self.ffn_layers[ffn_key](x, training=False)
+        hidden = ops.shape(x)[-1]
+        sequence = ops.reshape(ops.scatter(tokens[:, None], x, (batch * length, hidden)), (batch, length, hidden))
+        pooled = self.pooler(sequence[:, 0, :])
+        return {"sequence_output": sequence * ops.cast(mask, sequence.dtype)[:, :, None], "pooled_output": pooled}
 
     def _training_forward(self, inputs, training):
         """The same function as the functional graph, for training (TensorFlow): each shared weight is read and

@@ -1,13 +1,18 @@
 """`albert-tf export`: a SavedModel for TF Serving that takes raw text (albert_tf.serving.signatures).
 
     albert-tf export --model DIR --output BASE [--version N] [--max-seq-length 128] [--spm-model PATH]
-                     [--overwrite] [--no-warmup]
+                     [--dtype float32|bfloat16|auto] [--overwrite] [--no-warmup]
 
 Writes BASE/N/ atomically (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps albert_config.json (the
-config plus lower_case and max_seq_length) and spm.model, so an export is self-contained: `load_encoder` rebuilds a
+config plus lower_case, max_seq_length and the compute dtype) and spm.model, so an export is self-contained: `load_encoder` rebuilds a
 trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
 (albert_tf.checkpoints.load, the reading side).
+
+--dtype is the encoder's compute dtype in the graph (`export_dtype`); the variables and the signatures' outputs are
+float32 either way. float32 (the default) gives the Keras model's outputs (tested to 1e-5); bfloat16 runs the
+matmuls and activations in bfloat16 (Keras' mixed_bfloat16), measured against float32 in docs/serving.md.
 """
+import contextlib
 import json
 import os
 
@@ -17,10 +22,49 @@ from albert_tf.serving.saved_model import export_version, warmup_records, write_
 from albert_tf.serving.signatures import encoder_signatures
 
 
+DTYPES = ("float32", "bfloat16", "auto")
+
+
+def export_dtype(flag, config, seq_length, probe=None):
+    """(dtype, reason) of an export: `flag` as given, or for "auto" the faster dtype on the machine that exports
+    (`albert_tf.training.precision`: bfloat16 on a GPU of compute capability 8.0 or more; on a CPU, whichever of a
+    float32 and a bfloat16 matmul of the serving shapes ran faster, probed once per machine and cached). The export
+    is served where it is loaded, so auto is right where the serving machine is of the exporting one's kind.
+    probe: the CPU probe (tests pass a stand-in)."""
+    if flag not in DTYPES:
+        raise ValueError(f"--dtype {flag!r}: expected one of {', '.join(DTYPES)}")
+    if flag != "auto":
+        return flag, "--dtype"
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.training import precision  # pylint: disable=import-outside-toplevel
+
+    # a batch of 32 requests at half of L (the serving graph runs real tokens only)
+    shape = precision.probe_shape(32, max(1, seq_length // 2), config.hidden_size, config.intermediate_size)
+    choice = precision.choose("auto", on_tpu=False, use_gpu=bool(tf.config.list_physical_devices("GPU")),
+                              shape=shape, **({} if probe is None else {"probe": probe}))
+    return choice.dtype, choice.reason
+
+
+@contextlib.contextmanager
+def compute_dtype(dtype):
+    """Keras' global dtype policy set to `dtype`'s ("float32" or "mixed_bfloat16") inside the block, restored
+    after it: the layers built there compute in `dtype`, their variables stay float32."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(before)
+
+
 def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
-                   warmup=True, lower_case=None):
+                   warmup=True, lower_case=None, dtype="float32"):
     """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
-    casing (uncased when none), else it must agree with the record."""
+    casing (uncased when none), else it must agree with the record. dtype: "float32", "bfloat16" or "auto"
+    (`export_dtype`); the chosen one is recorded as "dtype" in assets.extra/albert_config.json."""
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.files import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
@@ -37,10 +81,15 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
         spm_model = vocabulary.spm_model_path(model_dir)
         if spm_model is None:
             raise FileNotFoundError(f"{model_dir}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
-    encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
-    if seq_length > encoder.config.max_position_embeddings:
+    config = pretrained.read_config(model_dir)
+    if seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
-                         f"{encoder.config.max_position_embeddings}")
+                         f"{config.max_position_embeddings}")
+    dtype, reason = export_dtype(dtype, config, seq_length)
+    if reason != "--dtype":
+        print(f"albert-tf export: dtype {dtype} ({reason})", flush=True)
+    with compute_dtype(dtype):
+        encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
     lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(spm_model), None if lower_case is None else
                                                not lower_case, vocabulary.casing_path(spm_model))
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
@@ -54,7 +103,8 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
         requests = (warmup_records("serving_default", [{"text_a": one}, {"text_a": batch},
                                                        {"text_a": batch, "text_b": batch}])
                     + warmup_records("text", [{"text_a": batch}]))
-    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length))
+    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length),
+                  dtype=dtype)
     return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
                              warmup_requests=requests,
                              extra_assets={CONFIG_FILE: json.dumps(config, indent=2), vocabulary.SPM_FILE: tokenizer.model_proto})
@@ -90,6 +140,12 @@ def add_arguments(parser):
     parser.add_argument("--spm-model", default=None, metavar="PATH", 
                         help="the SentencePiece model (default: DIR/spm.model)")
     vocabulary.add_casing_arguments(parser)
+    parser.add_argument("--dtype", choices=DTYPES, default="float32",
+                        help="the encoder's compute dtype in the graph; variables and outputs stay float32. float32 "
+                             "(default) gives the Keras model's outputs; bfloat16 is faster where the serving "
+                             "device's bfloat16 matmuls are (docs/serving.md has its measured difference); auto "
+                             "picks the faster on this machine (a GPU: bfloat16 from compute capability 8.0; a "
+                             "CPU: a short matmul probe, cached)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing BASE/N")
     parser.add_argument("--no-warmup", action="store_true",
                         help="write no warm-up records (they need tensorflow-serving-api)")
@@ -98,6 +154,6 @@ def add_arguments(parser):
 def run(args):
     path = export_encoder(args.model, args.output, version=args.version, seq_length=args.max_seq_length,
                           spm_model=args.spm_model, overwrite=args.overwrite, warmup=not args.no_warmup,
-                          lower_case=None if args.cased is None else not args.cased)
+                          lower_case=None if args.cased is None else not args.cased, dtype=args.dtype)
     print(f"albert-tf export: wrote {path}")
     return 0

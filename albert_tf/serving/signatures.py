@@ -53,17 +53,17 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
     module.tokenizer = tokenizer.in_graph
 
     def outputs(inputs):
-        # The encoder runs on the batch cut to its longest text (rounded up to SERVING_LENGTH_BUCKET): padding is
-        # masked out of attention, so the real positions and the pooled output are those of the full-length batch,
-        # at the cost of the text actually sent; sequence_output is padded back to L with zeros.
+        # The encoder runs on the batch cut to its longest text (rounded up to SERVING_LENGTH_BUCKET), and its
+        # dense layers on the real tokens only (AlbertEncoder.unpadded_call): padding is masked out of attention,
+        # so the real positions and the pooled output are those of the full-length batch, at the cost of the text
+        # actually sent; sequence_output is padded back to L with zeros. Outputs are float32 in any compute dtype.
         mask = inputs["input_mask"]
-        trimmed = trim_padding(inputs, SERVING_LENGTH_BUCKET)
-        out = encoder(trimmed, training=False)
-        real = tf.cast(trimmed["input_mask"], out["sequence_output"].dtype)[:, :, None]
-        sequence = tf.pad(out["sequence_output"] * real,
-                          [[0, 0], [0, tf.shape(mask)[1] - tf.shape(real)[1]], [0, 0]])
+        out = encoder.unpadded_call(trim_padding(inputs, SERVING_LENGTH_BUCKET))
+        sequence = tf.cast(out["sequence_output"], tf.float32)
+        sequence = tf.pad(sequence, [[0, 0], [0, tf.shape(mask)[1] - tf.shape(sequence)[1]], [0, 0]])
         sequence.set_shape(mask.shape.concatenate(out["sequence_output"].shape[-1:]))
-        return {"pooled_output": out["pooled_output"], "sequence_output": sequence, "input_mask": mask}
+        return {"pooled_output": tf.cast(out["pooled_output"], tf.float32), "sequence_output": sequence,
+                "input_mask": mask}
 
     text_a_spec = tf.TensorSpec([None], tf.string, name="text_a")
     no_text_b = tf.constant([], tf.string)
