@@ -212,6 +212,18 @@ def run_child_if_asked(children):
 
 
 # ------------------------------------------------------------------------------------------ reporting
+def cpu_model():
+    """This machine's CPU model as /proc/cpuinfo names it (else platform's processor or machine)."""
+    import platform  # pylint: disable=import-outside-toplevel
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")),
+                        platform.processor() or platform.machine())
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
 def load_average():
     try:
         return os.getloadavg()[0]

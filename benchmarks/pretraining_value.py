@@ -331,7 +331,8 @@ def pretrain(work, corpus, recipe, args):
            "--seed", str(args.data_seed)])
     _step(["pretrain", "--config", config, "--train-data", os.path.join(work, "data", "train*"),
            "--model-dir", model_dir, "--spm-model", spm, "--max-seq-length", str(recipe["seq"]),
-           "--max-predictions", str(recipe["predictions"]), "--train-batch-size", "32", "--learning-rate", str(recipe["learning_rate"]),
+           "--max-predictions", str(recipe["predictions"]), "--batch-size", "32",
+           "--learning-rate", str(recipe["learning_rate"]),
            "--num-train-steps", str(steps), "--num-warmup-steps", str(max(1, steps // 10)),
            "--steps-per-loop", "50", "--save-checkpoints-steps", str(steps), "--dynamic-masking",
            "--seed", str(args.data_seed)])

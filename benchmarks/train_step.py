@@ -8,8 +8,9 @@ the others are timed), alternating round by round (ours, peer configurations...,
   ours      full pretraining steps as `albert-tf pretrain` runs them on one device: AlbertPretrainer forward,
             the MLM + SOP loss, gradients, the cross-replica sum, clipping to global norm 1.0 and the LAMB update
             (`albert_tf.training.pretrain.build_model_and_optimizer`, `make_train_step`, `loop.make_train_loop`), `--steps` steps per
-            compiled call as `--steps-per-loop` does. Default configuration: the fastest we found on this CPU
-            (see docs/benchmarks.md): mixed_bfloat16, no XLA for the step (the fused elementwise
+            compiled call as `--steps-per-loop` does. Default configuration: what `pretrain` runs by default, its
+            dtype chosen by `--dtype auto`'s matmul probe (the other dtype is timed beside it, and the report says
+            what fraction of the faster one auto reached), no XLA for the step (the fused elementwise
             kernels of albert_tf/modeling/fused.py are XLA-compiled on their own), two concurrent batch slices
             (`--streams 2`, pretrain's default on CPU), TF's default thread pools.
   peer      keras-hub 0.32 `AlbertMaskedLM` (MLM only, so it does less work than ours: no SOP head, no pooler)
@@ -53,8 +54,9 @@ def _parse_args(argv=None):
     p.add_argument("--steps", type=int, default=4, help="timed steps per round and side (default 4)")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps after compiling (default 2)")
-    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="float32",
-                   help="ours: compute dtype (default float32, what `pretrain` uses off TPU; bfloat16 pays on AMX)")
+    p.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
+                   help="ours: compute dtype (default auto: what `albert-tf pretrain` chooses on this machine, "
+                        "albert_tf.training.precision; the other dtype is timed beside it)")
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
     p.add_argument("--intra-threads", type=int, default=0, help="ours: TF intra-op threads (0: TF's default)")
     p.add_argument("--inter-threads", type=int, default=0, help="ours: TF inter-op threads (0: TF's default)")
@@ -217,7 +219,20 @@ def main(args):  # noqa: C901
     argv = ["--config", os.path.abspath(args.config), "--seq-length", str(args.seq_length),
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
             "--warmup-steps", str(args.warmup_steps), "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
-    ours = {"dtype": args.dtype, "xla": args.xla, "fused": "0" if args.no_fused else "1",
+    choice = None
+    if args.dtype == "auto":  # as `albert-tf pretrain --dtype auto` decides on this CPU (its probe, its cache)
+        from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
+        from albert_tf.training import precision  # pylint: disable=import-outside-toplevel
+
+        config = load_config(args.config)
+        choice = precision.choose("auto", False, False, precision.probe_shape(
+            args.batch_size, args.seq_length, config.hidden_size, config.intermediate_size))
+        print(f"{common.cpu_model()}, {os.cpu_count()} cpus: pretrain's default is {choice.describe()}"
+              f"{' (cached probe)' if choice.cached else ''}", flush=True)
+        other = "float32" if choice.dtype == "bfloat16" else "bfloat16"
+        if not any(f"dtype={other}" in text for text in args.also):
+            args.also = [f"dtype={other}"] + args.also
+    ours = {"dtype": choice.dtype if choice else args.dtype, "xla": args.xla, "fused": "0" if args.no_fused else "1",
             "streams": str(args.streams), "intra": str(args.intra_threads), "inter": str(args.inter_threads),
             "ynn": "0"}
     variants = {"ours": ours}
@@ -234,7 +249,7 @@ def main(args):  # noqa: C901
     ours_config = _describe(ours)
     peer_configs = common.peer_configs(args)
 
-    print(f"{common.now()} load average {common.load_average():.2f}; "
+    print(f"{common.now()} {common.cpu_model()}, load average {common.load_average():.2f}; "
           f"seq {args.seq_length}, batch {args.batch_size}, {args.max_predictions} predictions, "
           f"{args.steps} steps x {args.rounds} rounds", flush=True)
     workers = {}
@@ -298,6 +313,14 @@ def main(args):  # noqa: C901
     else:
         peer_text = (f"keras_hub_examples_per_sec=nan ratio=nan median_examples_per_sec={ours_median:.3f} "
                      f"median_peak_fraction={median_fraction:.3f} keras_hub_config=none")
+    by_dtype = {v["dtype"]: statistics.median(rates[name]) for name, v in variants.items()
+                if {k: x for k, x in v.items() if k != "dtype"} == {k: x for k, x in ours.items() if k != "dtype"}}
+    if choice is not None and len(by_dtype) == 2:
+        best_dtype = max(by_dtype, key=by_dtype.get)
+        print(f"auto chose {choice.dtype}: median {by_dtype[choice.dtype]:.3f} examples/s; float32 "
+              f"{by_dtype['float32']:.3f}, bfloat16 {by_dtype['bfloat16']:.3f}: auto = "
+              f"{by_dtype[choice.dtype] / by_dtype[best_dtype]:.3f} of the faster dtype ({best_dtype}); probe "
+              f"matmul rates (GFLOP/s) {choice.rates}", flush=True)
     print(f"examples_per_sec={ours_best:.3f} achieved_flops={achieved:.4g} peak_fraction={achieved / peak:.3f} "
           f"{peer_text} peak_flops={peak:.4g} config={ours_config}", flush=True)
     return 0

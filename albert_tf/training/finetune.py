@@ -32,7 +32,7 @@ import time
 from albert_tf import run_config
 from albert_tf.text import vocabulary
 from albert_tf.tasks import make_task
-from albert_tf.training import finetune_config
+from albert_tf.training import finetune_config, precision
 from albert_tf.training.finetune_config import EVAL_RESULTS_FILE, OPTIMIZERS, FinetuneConfig, FinetuneResult
 
 
@@ -327,6 +327,7 @@ class Prepared:
     strategy: object    # tf.distribute strategy
     budget: Budget
     jit: bool           # compile the step with XLA
+    dtype_choice: object = None  # albert_tf.training.precision.DtypeChoice: the training's compute dtype and why
 
 
 def check_settings(cfg):
@@ -369,11 +370,15 @@ def prepare(cfg):
         raise ValueError(f"--batch-size {budget.batch_size} is not divisible by the {replicas} replicas")
     on_tpu = distribute.is_tpu_strategy(strategy)
     budget = dataclasses.replace(budget, length_bucket=resolve_length_bucket(cfg.length_bucket, on_tpu))
-    jit = distribute.use_xla(cfg.xla, on_tpu, bool(tf.config.list_physical_devices("GPU")))
-    return Prepared(source, config, task, tokenizer, strategy, budget, jit)
+    use_gpu = bool(tf.config.list_physical_devices("GPU"))
+    jit = distribute.use_xla(cfg.xla, on_tpu, use_gpu)
+    choice = precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
+        budget.batch_size // replicas, budget.max_seq_length, config.hidden_size, config.intermediate_size))
+    print(choice.describe(), flush=True)
+    return Prepared(source, config, task, tokenizer, strategy, budget, jit, choice)
 
 
-def record_run(cfg, budget):
+def record_run(cfg, budget, dtype_choice=None):
     """Writes OUTPUT/finetune_config.json (the config and its resolved budget), or refuses an output directory that
     holds a run with other settings: the budget is part of the output (a restart with different settings would not
     resume the same run)."""
@@ -391,7 +396,8 @@ def record_run(cfg, budget):
     run_config.check_record(path, recorded, current, names, "use a new --output or the same settings")
     if recorded is None:
         tf.io.gfile.makedirs(cfg.output)
-        run_config.write_record(path, {**run_config.record(cfg), "budget": dataclasses.asdict(budget)})
+        run_config.write_record(path, {**run_config.record(cfg), "budget": dataclasses.asdict(budget),
+                                       "dtype_choice": dtype_choice and dtype_choice.to_record()})
 
 
 def completed_run(output, budget):
@@ -420,7 +426,8 @@ def build(cfg, prep):
     from albert_tf.checkpoints.load import restore_encoder  # pylint: disable=import-outside-toplevel
 
     with prep.strategy.scope():
-        model = prep.task.build_model(AlbertEncoder(prep.config), prep.budget)
+        with precision.compute_policy(prep.dtype_choice.dtype if prep.dtype_choice else "float32"):
+            model = prep.task.build_model(AlbertEncoder(prep.config), prep.budget)
         init_path = restore_encoder(model, prep.source)
         optimizer = create_optimizer(prep.budget, model)
         loss, metrics = prep.task.loss_and_metrics()
@@ -443,6 +450,20 @@ def build(cfg, prep):
     return model, state, managers, init_path
 
 
+def float32_model(prep, model):
+    """`model` itself when it computes in float32; else (trained under mixed bfloat16) the same task model built in
+    float32 with `model`'s weights (its variables are float32 already): the official metrics and the export are
+    computed in float32, so a served model gives what an in-process float32 model gives."""
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+
+    if prep.dtype_choice is None or prep.dtype_choice.dtype == "float32":
+        return model
+    with prep.strategy.scope(), precision.compute_policy("float32"):
+        copy = prep.task.build_model(AlbertEncoder(prep.config), prep.budget)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
 def finish(cfg, prep, model, state, managers, started):
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
     directory, and its raw-text export (OUTPUT/export/N). Returns the FinetuneResult."""
@@ -453,6 +474,7 @@ def finish(cfg, prep, model, state, managers, started):
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
     budget, task = prep.budget, prep.task
+    model = float32_model(prep, model)
     results = task.evaluate(model, prep.tokenizer, budget)
     best_epoch = int(state["best_epoch"].numpy())
     report = {"task": cfg.task, "epoch": best_epoch, "global_step": best_epoch * budget.steps_per_epoch, **results}
@@ -494,7 +516,7 @@ def fine_tune(cfg, started, prep, exits=True):
     import keras  # pylint: disable=import-outside-toplevel
 
     budget, task, tokenizer = prep.budget, prep.task, prep.tokenizer
-    record_run(cfg, budget)
+    record_run(cfg, budget, prep.dtype_choice)
     exported = completed_run(cfg.output, budget)
     if exported:
         print(f"the run in {cfg.output} is already complete ({budget.epochs} epoch(s), exported to {exported}): "
@@ -516,7 +538,8 @@ def fine_tune(cfg, started, prep, exits=True):
     print(f"fine-tuning {cfg.task}: {len(task.train)} training examples, {budget.epochs} epoch(s) of "
           f"{budget.steps_per_epoch} steps at batch {budget.batch_size}, seq {budget.max_seq_length}, lr "
           f"{budget.learning_rate:g} (warm-up {budget.warmup_steps} steps), "
-          f"{prep.strategy.num_replicas_in_sync} replica(s) ({type(prep.strategy).__name__})", flush=True)
+          f"{prep.strategy.num_replicas_in_sync} replica(s) ({type(prep.strategy).__name__}), dtype "
+          f"{prep.dtype_choice.dtype if prep.dtype_choice else 'float32'}", flush=True)
     if initial_epoch < budget.epochs:
         bar = sys.stdout.isatty()
         order = train_order(cfg.seed, initial_epoch, budget, task.num_train(tokenizer, budget))

@@ -50,6 +50,11 @@ class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
         OPTIMIZERS[0], "adamw-original: the original's AdamWeightDecay, with which the paper's learning rates were "
                        "tuned (no bias correction); adamw-keras: Keras AdamW (bias-corrected: smaller early steps). "
                        "Both: weight decay 0.01 except LayerNorm and biases, clip-norm 1.0", choices=OPTIMIZERS)
+    dtype: str = option(
+        "auto", "compute dtype of training; variables, the heads' logits, the loss and the metrics stay float32, and "
+                "the evaluation and the export run in float32. auto: bfloat16 on TPU and on GPUs of compute "
+                "capability >= 8.0; on a CPU whichever a short matmul probe finds faster (kept per machine)",
+        choices=("auto", "float32", "bfloat16"))
     collapsed_init: str = option(
         "keep", "when the --init encoder maps every input to nearly the same output (a too briefly pretrained "
                 "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and "

@@ -17,6 +17,7 @@ A CPU probe takes a fraction of a second; its result is kept per machine, Tensor
 explicit `--dtype float32|bfloat16` always wins. `ALBERT_TF_AUTO_DTYPE=float32` (or bfloat16) fixes what `auto`
 means on every machine, for runs that must give the same numbers everywhere (the test suite sets it).
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -177,5 +178,22 @@ def choose(flag, on_tpu, use_gpu, shape, directory=None, probe=probe_rates):
     return dataclasses.replace(decide("cpu", rates=rates), cached=cached)
 
 
+@contextlib.contextmanager
+def compute_policy(dtype):
+    """Keras' global dtype policy while the layers of a run are built: mixed_bfloat16 for "bfloat16" (variables
+    float32, compute bfloat16), float32 for "float32". Layers keep the policy they were built with; the previous
+    global policy is restored on leaving, so a notebook's later models are not affected."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
 __all__ = ["DTYPES", "CHOICES", "DtypeChoice", "decide", "probe_shape", "probe_rates", "cpu_rates", "choose",
-           "gpu_capability", "cache_dir"]
+           "gpu_capability", "cache_dir", "compute_policy"]
