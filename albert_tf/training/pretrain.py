@@ -269,10 +269,10 @@ def check_flags(cfg):
         raise ValueError(f"--streams must be positive, got {cfg.streams}")
     if cfg.max_predictions > cfg.max_seq_length:
         raise ValueError(f"--max-predictions {cfg.max_predictions} exceeds --max-seq-length {cfg.max_seq_length}")
-    if cfg.tpu:  # what cannot drive a TPU is refused before the output lock touches the bucket
-        distribute.check_tpu_support(tpu=cfg.tpu)
+    if cfg.tpu:  # paths, then what cannot drive a TPU: refused before the output lock touches the bucket
         distribute.check_cloud_paths({"--train-data": cfg.train_data, "--eval-data": cfg.eval_data,
                                       "--model-dir": cfg.model_dir, "--init": cfg.init})
+        distribute.check_tpu_support(tpu=cfg.tpu)
     check_output_dir(cfg.model_dir, "--model-dir")
     if cfg.spm_model:
         check_input_file(cfg.spm_model, "--spm-model", vocabulary.SPM_FILE)
