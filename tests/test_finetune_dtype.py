@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import finetune_helpers as fh
-import helpers
 from albert_tf.training import precision
 
 
@@ -83,21 +82,39 @@ def test_bfloat16_fine_tune_records_its_choice_and_exports_float32(tmp_path, ran
     assert report["dev"]["accuracy"] == pytest.approx(accuracy)
 
 
-@pytest.mark.slow  # six fine-tuning runs of 320 steps (about 4 minutes idle)
-def test_bfloat16_fine_tune_reaches_the_float32_accuracy(tmp_path, random_init):
-    """Equal quality: the generated cue-word task (640 train / 96 dev, 8 epochs, where every float32 seed passes
-    its plateau), 3 seeds per dtype from one random init: the bfloat16 runs' mean dev accuracy is within noise of
-    the float32 runs' (two dev sentences, or twice the float32 seeds' spread if larger)."""
-    data = fh.write_sst2(str(tmp_path / "sst2"), num_train=640, num_dev=96)
+@pytest.fixture(scope="module")
+def document_task(tmp_path_factory):
+    """The quickstart's task (real docstring sentences of the standard library: which modules' docstrings a sentence
+    comes from; about 1000 train / 250 dev) and a 2000-piece vocabulary trained on the quickstart's corpus."""
+    from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
+    from albert_tf.quickstart import write_builtin_corpus, write_document_task  # pylint: disable=import-outside-toplevel
+
+    d = tmp_path_factory.mktemp("documents")
+    write_document_task(str(d / "task"), seed=12345)
+    write_builtin_corpus(str(d / "corpus.txt"))
+    return str(d / "task"), train_vocab(str(d / "corpus.txt"), str(d / "spm"), vocab_size=2000)["model"]
+
+
+@pytest.mark.slow  # six fine-tuning runs of 252 steps (about 6 minutes)
+def test_bfloat16_fine_tune_reaches_the_float32_accuracy(tmp_path, document_task):
+    """Equal quality on real text: the quickstart's task, seeds 0-2, each seed's random init fine-tuned in both
+    dtypes with the quickstart's flags (as benchmarks/finetune_dtype.py, whose 5 seeds are in
+    docs/fine-tuning-quality.md): the bfloat16 runs' mean dev accuracy is within noise of the float32 runs' (two
+    dev sentences, or twice the float32 seeds' spread if larger). (The generated cue-word task is no judge of this:
+    whether a tiny model leaves its plateau in time is a coin toss per run, docs/fine-tuning-quality.md.)"""
+    import albert_tf
+
+    data, spm = document_task
     accuracy = {"float32": [], "bfloat16": []}
-    for seed in (1, 2, 3):
+    for seed in (0, 1, 2):
+        init = fh.save_random_init(str(tmp_path / f"init-{seed}"), spm, seed=seed)
         for dtype in accuracy:
-            output = tmp_path / f"{dtype}-{seed}"
-            helpers.run_cli("finetune", ["--task", "sst2", "--data-dir", data, "--init", random_init, "--output",
-                                         output, "--epochs", 8, "--batch-size", 16, "--max-seq-length", 24,
-                                         "--learning-rate", 2e-3, "--warmup-proportion", 0.1, "--seed", seed,
-                                         "--dtype", dtype])
-            accuracy[dtype].append(json.loads((output / "eval_results.json").read_text())["dev"]["accuracy"])
-    assert statistics.mean(accuracy["float32"]) >= 0.9, accuracy  # the reference learned the task
-    noise = max(2 / 96, 2 * statistics.pstdev(accuracy["float32"]))
+            result = albert_tf.finetune(albert_tf.FinetuneConfig(
+                task="sst2", data_dir=data, init=init, output=str(tmp_path / f"{dtype}-{seed}"), epochs=4,
+                batch_size=16, max_seq_length=64, learning_rate=1e-3, warmup_proportion=0.1, classifier_dropout=0.0,
+                optimizer="adamw-keras", seed=seed, dtype=dtype))
+            accuracy[dtype].append(result.metrics["dev"]["accuracy"])
+    dev_size = len(open(f"{data}/dev.tsv", encoding="utf-8").read().splitlines()) - 1
+    assert statistics.mean(accuracy["float32"]) >= 0.8, accuracy  # the reference learned the task
+    noise = max(2 / dev_size, 2 * statistics.pstdev(accuracy["float32"]))
     assert abs(statistics.mean(accuracy["bfloat16"]) - statistics.mean(accuracy["float32"])) <= noise, accuracy
