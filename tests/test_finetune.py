@@ -434,3 +434,21 @@ def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, cap
     assert finetune.prepare(config).budget.epochs == 698
     assert capsys.readouterr().err.strip() == warning
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_runtime_failure_during_fine_tuning_exits_76_with_one_line(tmp_path, random_init, capsys, monkeypatch):
+    """The TPU / runtime or a peer going away mid-run (a TensorFlow runtime error out of model.fit) ends finetune
+    as it ends pretrain: exit 76, one line naming the error and the last checkpoint, the output lock released."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def lost(*_args, **_kwargs):
+        raise tf.errors.UnavailableError(None, None, "Socket closed\n\t [[{{node CollectiveReduceV2}}]]")
+
+    monkeypatch.setattr(finetune, "fine_tune", lost)
+    data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
+    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out"],
+                     capsys)
+    assert code == 76, err
+    assert err.count("\n") == 1 and "went away during fine-tuning (UnavailableError: Socket closed)" in err
+    assert "the last checkpoint is none: relaunch the same command" in err
+    assert not (tmp_path / "out" / ".albert_tf.lock").exists()

@@ -499,10 +499,29 @@ def _finetune(cfg, exits):
     """`finetune`; `exits` (the CLI): a second SIGINT aborts the process at once."""
     from albert_tf.runtime import lock  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
+
     started = time.monotonic()
     prep = prepare(cfg)
     with lock.output_lock(cfg.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
-        return fine_tune(cfg, started, prep, exits)
+        try:
+            return fine_tune(cfg, started, prep, exits)
+        except distribute.RUNTIME_ERRORS as e:  # the TPU / runtime or a peer went away: exit 76, as pretrain
+            raise runtime_lost(cfg.output, e) from None
+
+
+def runtime_lost(output, error):
+    """The RuntimeLost (exit 76) for a runtime failure during fine-tuning: one line naming what failed and the last
+    whole epoch's checkpoint, which a relaunch of the same command resumes from."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.runtime.exit_codes import RuntimeLost  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import distribute  # pylint: disable=import-outside-toplevel
+
+    latest = tf.train.latest_checkpoint(os.path.join(output, "checkpoints"))
+    return RuntimeLost(f"the TPU / runtime or a peer worker went away during fine-tuning "
+                       f"({distribute.error_summary(error)}); the last checkpoint is {latest or 'none'}: relaunch the "
+                       "same command to resume from it")
 
 
 def run(args):
