@@ -446,8 +446,8 @@ def test_a_runtime_failure_during_fine_tuning_exits_76_with_one_line(tmp_path, r
 
     monkeypatch.setattr(finetune, "fine_tune", lost)
     data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
-    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out"],
-                     capsys)
+    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out",
+                      "--epochs", 1], capsys)
     assert code == 76, err
     assert err.count("\n") == 1 and "went away during fine-tuning (UnavailableError: Socket closed)" in err
     assert "the last checkpoint is none: relaunch the same command" in err
