@@ -812,3 +812,16 @@ def test_data_changed_mid_run_saves_the_last_completed_step_and_names_the_file(t
     undisturbed = tmp_path / "undisturbed"  # the same run (same schedule), its first checkpoint at that step
     ph.run_cli_killed_when("pretrain", args(undisturbed, save_every=step), str(undisturbed / "checkpoint"))
     assert_bit_exact(undisturbed, changed, step)
+
+
+def test_a_bfloat16_run_leaves_the_global_dtype_policy_as_it_was(data_dir, tmp_path):
+    """pretrain sets Keras' global policy to its compute dtype while it runs and restores it after: a notebook's (or
+    a test's) later models are not built in bfloat16."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    before = keras.mixed_precision.global_policy().name
+    assert before != "mixed_bfloat16"
+    assert run_in_process(base_args(data_dir, tmp_path / "m", steps=1) + ["--dtype", "bfloat16"]) == 0
+    record = json.loads((tmp_path / "m" / "pretrain_config.json").read_text())
+    assert record["dtype_choice"]["dtype"] == "bfloat16"
+    assert keras.mixed_precision.global_policy().name == before

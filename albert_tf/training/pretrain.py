@@ -791,7 +791,20 @@ def pretrain(config):
 
 def _pretrain(cfg, exits):
     """`pretrain`; `exits` (the CLI): a signal before the first step has finished exits the process at once
-    (nothing to save), and a second SIGINT aborts it (runtime.signals.StopSignal)."""
+    (nothing to save), and a second SIGINT aborts it (runtime.signals.StopSignal). Keras' global dtype policy,
+    which the run sets to its compute dtype, is restored when it ends: a notebook's later models (or a test's) are
+    not built in the run's dtype."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    policy = keras.mixed_precision.global_policy()
+    try:
+        return _run(cfg, exits)
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+
+
+def _run(cfg, exits):
+    """The body of `_pretrain`."""
     started = time.time()
     at_once = "before the first training step finished, nothing to save" if exits else None
     with StopSignal("albert-tf pretrain", at_once=at_once, exits=exits) as stop:
