@@ -59,7 +59,7 @@ def test_unpadded_call_matches_numpy_reference(sharing, embedding_size):
     np.testing.assert_allclose(got["pooled_output"][:4], expected["pooled_output"][:4], atol=1e-5)
     # The row without tokens attends uniformly to scores - 10000, which float32 rounds to ~1e-3 (7e-5 apart from
     # the float64 reference, for the padded Keras model too): compared with the padded model there, at 1e-4 (the
-    # two graphs round those scores in another order: 4e-5 apart on TensorFlow 2.20, 1e-6 on 2.21).
+    # two graphs round those scores in another order: 4e-5 apart on TensorFlow 2.20, under 1e-5 on 2.21).
     padded = model.encoder(batch, training=False)["pooled_output"]
     np.testing.assert_allclose(got["pooled_output"][4], padded[4], atol=1e-4)
 
