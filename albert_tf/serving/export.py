@@ -12,7 +12,6 @@ trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes fr
 float32 either way. float32 (the default) gives the Keras model's outputs (tested to 1e-5); bfloat16 runs the
 matmuls and activations in bfloat16 (Keras' mixed_bfloat16), measured against float32 in docs/serving.md.
 """
-import contextlib
 import json
 import os
 
@@ -46,20 +45,6 @@ def export_dtype(flag, config, seq_length, probe=None):
     return choice.dtype, choice.reason
 
 
-@contextlib.contextmanager
-def compute_dtype(dtype):
-    """Keras' global dtype policy set to `dtype`'s ("float32" or "mixed_bfloat16") inside the block, restored
-    after it: the layers built there compute in `dtype`, their variables stay float32."""
-    import keras  # pylint: disable=import-outside-toplevel
-
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(before)
-
-
 def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
                    warmup=True, lower_case=None, dtype="float32"):
     """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
@@ -69,6 +54,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.files import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import precision  # pylint: disable=import-outside-toplevel
 
     model_dir = os.fspath(model_dir)
     check_output_dir(output_base, "--output")
@@ -88,7 +74,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     dtype, reason = export_dtype(dtype, config, seq_length)
     if reason != "--dtype":
         print(f"albert-tf export: dtype {dtype} ({reason})", flush=True)
-    with compute_dtype(dtype):
+    with precision.compute_policy(dtype):
         encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
     lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(spm_model), None if lower_case is None else
                                                not lower_case, vocabulary.casing_path(spm_model))
