@@ -10,12 +10,13 @@ Public API:
   load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
   load_export                        an `albert-tf export` SavedModel (BASE or BASE/N), TF Text's ops registered
   convert_release                    Google's released weights by name ("albert_base_v2") → a pretrained-model dir
-  pretrain(PretrainConfig)           pretraining as `albert-tf pretrain` runs it → PretrainResult
-  finetune(FinetuneConfig)           fine-tuning as `albert-tf finetune` runs it → FinetuneResult
+  one call per command (albert_tf/jobs/): vocab(VocabConfig) → VocabResult, create_data, pretrain, finetune,
+  convert, plan, export, quickstart: each as `albert-tf COMMAND` runs it
 """
 import importlib
 import os
 
+from albert_tf import jobs
 from albert_tf.runtime import requirements, xla_flags
 
 __version__ = "0.1.0"
@@ -38,12 +39,7 @@ _LAZY = {
     "AlbertClassifier": "albert_tf.modeling.classifier",
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
-    "pretrain": "albert_tf.training.pretrain",
-    "PretrainConfig": "albert_tf.training.pretrain_config",
-    "PretrainResult": "albert_tf.training.pretrain_config",
-    "finetune": "albert_tf.training.finetune",
-    "FinetuneConfig": "albert_tf.training.finetune_config",
-    "FinetuneResult": "albert_tf.training.finetune_config",
+    **jobs.public_names(),  # every job's call, config and result: albert_tf.pretrain(PretrainConfig(...)), ...
 }
 
 
@@ -62,7 +58,4 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["AlbertConfig", "AlbertEncoder", "AlbertPretrainer", "AlbertTokenizer", "AlbertClassifier",
-           "AlbertSpanQA", "AlbertMultipleChoice", "load_encoder", "load_export", "convert_release", "pretrain",
-           "PretrainConfig", "PretrainResult", "finetune", "FinetuneConfig", "FinetuneResult", "configs_dir",
-           "__version__"]
+__all__ = sorted(_LAZY) + ["configs_dir", "__version__"]

@@ -1,45 +1,20 @@
-"""The `albert-tf` command line: one subcommand per job.
-
-Each subcommand lives in the module that does the work; that module exposes
-`add_arguments(parser)` and `run(args) -> int`. Modules are imported only when
-their subcommand runs, so `albert-tf --help` is fast; where the job module
-imports TensorFlow at its top, the flags live in a light module of their own
-(FLAGS_MODULES) so that `albert-tf COMMAND --help` never imports TensorFlow.
+"""The `albert-tf` command line, made from the jobs' registry (albert_tf/jobs/__init__.py): one subcommand per job,
+one flag per field of its config (albert_tf/run_config.py). Only the chosen command's job module is imported, and
+job modules import no TensorFlow at their top, so `albert-tf COMMAND --help` is fast.
 
 Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 2 bad flags or data, 3 non-finite loss,
 75 stopped on a signal after saving, 76 the runtime or a peer went away, 77 the output is locked by another run,
 130 Ctrl-C.
 """
 import argparse
-import importlib
 import os
 import re
 import sys
 import tempfile
 
+from albert_tf import __version__, run_config
+from albert_tf.jobs import BY_NAME, JOBS
 from albert_tf.runtime import exit_codes
-
-SUBCOMMANDS = {
-    # name: (module, one-line help)
-    "vocab": ("albert_tf.data.vocab", "train the SentencePiece vocabulary"),
-    "create-data": ("albert_tf.data.create_pretraining_data", "turn raw text into pretraining TFRecords"),
-    "pretrain": ("albert_tf.training.pretrain", "pretrain with LAMB (TPU, GPUs, multi-worker or CPU)"),
-    "finetune": ("albert_tf.training.finetune", "fine-tune on GLUE, SQuAD or RACE with model.fit"),
-    "convert": ("albert_tf.checkpoints.convert", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
-    "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
-    "export": ("albert_tf.serving.export", "write a SavedModel for TF Serving that takes raw text"),
-    "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
-}
-
-# Commands whose job module imports TensorFlow at its top: their flags come from a module that does not.
-FLAGS_MODULES = {
-    "pretrain": "albert_tf.training.pretrain_config",
-    "finetune": "albert_tf.training.finetune_config",
-    "convert": "albert_tf.checkpoints.convert_flags",
-}
-
-# Commands that never use TensorFlow: no quiet pre-import for them (it costs seconds).
-NO_TENSORFLOW = frozenset({"plan"})
 
 # TensorFlow's start-up notices on stderr: absl's pre-InitializeLog lines (TF_CPP_MIN_LOG_LEVEL does not reach them)
 # and the CUDA probe on a machine without a GPU. Shown with --verbose.
@@ -58,29 +33,41 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _run_job(module_name):
-    """The `run(args)` of a job module, imported when the command runs (not for `--help`)."""
+def _run_job(job):
+    """The CLI's run of `job`: its config from the parsed flags, then its `cli(config)` (the exit code) or its
+    Python call's result's exit code."""
     def run(args):
-        return importlib.import_module(module_name).run(args)
+        module = job.load()
+        from_args = getattr(module, "config_from_args", None)
+        config = from_args(args) if from_args else run_config.config_from_args(getattr(module, job.config), args)
+        if hasattr(module, "cli"):
+            return module.cli(config)
+        return getattr(module, job.function)(config).exit_code
     return run
 
 
-def build_parser(argv=None):
-    from albert_tf import __version__  # pylint: disable=import-outside-toplevel
+def add_job_arguments(parser, job):
+    """`job`'s flags: one per field of its config, then its extra arguments (e.g. --recipe)."""
+    module = job.load()
+    run_config.add_fields_as_arguments(parser, getattr(module, job.config))
+    if hasattr(module, "add_extra_arguments"):
+        module.add_extra_arguments(parser)
 
+
+def build_parser(argv=None):
+    """The parser of `albert-tf ARGV`: every command listed, only the chosen one's flags built."""
     parser = argparse.ArgumentParser(prog="albert-tf", description="ALBERT with Keras 3 and TensorFlow.")
     parser.add_argument("--version", action="version", version=f"albert-tf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # Only the chosen subcommand's module is imported.
     chosen = next((a for a in (argv or []) if not a.startswith("-")), None)
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    for job in JOBS:
         # every option's default shows in --help
-        p = sub.add_parser(name, help=help_text, description=help_text,
-                           formatter_class=HelpFormatter)
-        if name == chosen:
-            importlib.import_module(FLAGS_MODULES.get(name, module_name)).add_arguments(p)
-            p.set_defaults(_run=_run_job(module_name))
+        p = sub.add_parser(job.name, help=job.help, description=job.help, formatter_class=HelpFormatter)
+        if job.name == chosen:
+            add_job_arguments(p, job)
+            p.set_defaults(_run=_run_job(job))
             p.add_argument("--verbose", action="store_true", help="show TensorFlow's own start-up and log lines")
     return parser
 
@@ -110,7 +97,7 @@ def quiet_tensorflow(command, verbose):
     if verbose:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if command not in NO_TENSORFLOW and "tensorflow" not in sys.modules:
+    if BY_NAME[command].tensorflow and "tensorflow" not in sys.modules:
         try:
             _import_tensorflow_quietly()
         except ImportError:

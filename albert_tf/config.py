@@ -12,7 +12,7 @@ from albert_tf import files
 
 #: The config's file name inside a pretrained-model directory, a pretraining --model-dir and an export's
 #: assets.extra/ (the original's name).
-CONFIG_FILE = "albert_config.json"
+from albert_tf.layout import CONFIG_FILE  # pylint: disable=unused-import  (its one spelling)
 
 # Keys present in the released albert_config.json files that the model does not use.
 _IGNORED_RELEASED_KEYS = frozenset(
@@ -227,3 +227,16 @@ def read_config(directory):
         raise FileNotFoundError(f"{directory}: not a pretrained-model directory (no {CONFIG_FILE}; one is written "
                                 "by `albert-tf convert` and `albert-tf pretrain`)")
     return AlbertConfig.from_json_file(path)
+
+
+def resolve(config, overrides=None, vocab_size_of=None):
+    """The AlbertConfig of a run: `config` (a preset name, a file or a directory: load_config) with `overrides`
+    ({key: value}, `--set`) applied and validated. vocab_size "auto" is `vocab_size_of()` (the size of the run's
+    --spm-model: albert_tf.text.vocabulary.model_config passes it)."""
+    overrides = dict(overrides or {})
+    if overrides.get("vocab_size") == "auto":
+        if vocab_size_of is None:
+            raise ValueError("--set vocab_size=auto takes the vocabulary's size from --spm-model; give --spm-model "
+                             "or a number")
+        overrides["vocab_size"] = vocab_size_of()
+    return load_config(config).with_overrides(overrides)

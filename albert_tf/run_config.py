@@ -26,14 +26,16 @@ MISSING = dataclasses.MISSING
 
 def option(default=MISSING, help="", *, default_factory=MISSING, flag=None,  # pylint: disable=redefined-builtin
            aliases=(), choices=None, metavar=None, negative=None, negative_help="", same_on_resume=False,
-           hidden=False):
+           hidden=False, parse=None):
     """A run-config field. `default` MISSING: required. `flag`: the flag's spelling (default --name-with-dashes);
     `aliases`: old spellings, accepted with a deprecation notice; `negative`: for an optional bool, the flag that
     sets it False (`--cased` / `--uncased`), with `negative_help`; `same_on_resume`: a resumed run must have the
-    recorded value; `hidden`: a flag left out of --help."""
+    recorded value; `hidden`: a flag left out of --help; `parse`: for a field of two kinds (`int | str`, such as
+    vocab --vocab-size 8000 | auto), the function that reads the flag's text (argparse.ArgumentTypeError on bad
+    text) and checks a Python value given as text."""
     metadata = {"help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices, "metavar": metavar,
                 "negative": negative, "negative_help": negative_help, "same_on_resume": same_on_resume,
-                "hidden": hidden}
+                "hidden": hidden, "parse": parse}
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
@@ -79,6 +81,17 @@ class _UpdateDict(argparse.Action):
         setattr(namespace, self.dest, current)
 
 
+class _Once(argparse._StoreAction):  # pylint: disable=protected-access,too-few-public-methods
+    """A flag's value, given once: a repeated flag (`--input a --input b`, where argparse would keep only the last)
+    is refused with one line that names it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if hasattr(namespace, self.dest):
+            parser.error(f"{option_string} given more than once ({getattr(namespace, self.dest)!r}, then "
+                         f"{values!r}); give it once")
+        setattr(namespace, self.dest, values)
+
+
 def _deprecated(action_class, new_flag):
     """`action_class` that first prints one line on stderr: the old spelling works, the new one is `new_flag`."""
 
@@ -107,6 +120,8 @@ def _argument_kwargs(cls, field):
     kind, _ = base_type(cls, field)
     default = default_of(field)
     kwargs = {"dest": field.name, "default": argparse.SUPPRESS, "help": _help_text(field, default)}
+    if field.metadata.get("parse"):
+        kind = field.metadata["parse"]
     if default is MISSING:
         kwargs["required"] = True
     if kind is bool:
@@ -114,7 +129,7 @@ def _argument_kwargs(cls, field):
     elif kind is dict:
         kwargs.update(action=_UpdateDict, type=parse_key_value, metavar=field.metadata["metavar"] or "KEY=VALUE")
     else:
-        kwargs.update(type=kind, choices=field.metadata["choices"], metavar=field.metadata["metavar"])
+        kwargs.update(action=_Once, type=kind, choices=field.metadata["choices"], metavar=field.metadata["metavar"])
     return kwargs
 
 
@@ -125,12 +140,15 @@ def add_fields_as_arguments(parser, cls):
         target = parser
         if field.metadata["negative"]:
             target = parser.add_mutually_exclusive_group()
+        elif kwargs.get("required") and field.metadata["aliases"]:  # the flag or an old spelling of it
+            target = parser.add_mutually_exclusive_group(required=True)
+            kwargs["required"] = False
         action = target.add_argument(flag_of(field), **kwargs)
         if field.metadata["negative"]:
             target.add_argument(field.metadata["negative"], dest=field.name, action="store_false",
                                 default=argparse.SUPPRESS, help=field.metadata["negative_help"])
         for alias in field.metadata["aliases"]:
-            add_alias(parser, action, alias)
+            add_alias(target, action, alias)
 
 
 def add_alias(parser, action, alias):
@@ -141,6 +159,43 @@ def add_alias(parser, action, alias):
     if not isinstance(action, argparse._StoreConstAction):  # pylint: disable=protected-access  (store_true: no value)
         kwargs.update(type=action.type, choices=action.choices, metavar=action.metavar, nargs=action.nargs)
     parser.add_argument(alias, **kwargs)
+
+
+def _argv_words(field, value):
+    """The words that set `field` to `value` on the command line."""
+    flag = flag_of(field)
+    if isinstance(value, bool):
+        return [flag] if value else ([field.metadata["negative"]] if field.metadata["negative"] else [])
+    if isinstance(value, dict):
+        return [w for key, item in value.items()
+                for w in ("--set" if flag == "--set" else flag,
+                          f"{key}={item if isinstance(item, str) else json.dumps(item)}")]
+    return [flag, str(value)]
+
+
+def to_argv(config, base=None, last=()):
+    """The command-line words of `config` (a run config), the inverse of parsing: every field whose value differs
+    from `base` ({field: value}; default: the fields' defaults), in field order, the fields named in `last` at the
+    end (in that order). A field set back to None where its base is not None cannot be said on the command line:
+    ValueError names it."""
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    words = []
+    for field in [f for f in fields.values() if f.name not in last] + [fields[name] for name in last]:
+        value = getattr(config, field.name)
+        default = default_of(field)
+        before = (base or {}).get(field.name, None if default is MISSING else default)
+        if field.name in (base or {}) or default is not MISSING:
+            if value == before:
+                continue
+        if value is None:
+            raise ValueError(f"{type(config).__name__}.{field.name}: None cannot be given as a flag "
+                             f"(it is {before!r} before the flags)")
+        if isinstance(value, bool) and not value and not field.metadata["negative"]:
+            raise ValueError(f"{type(config).__name__}.{field.name}: False cannot be given as a flag")
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if (before or {}).get(k, object()) != v}
+        words += _argv_words(field, value)
+    return words
 
 
 def given(cls, args):
@@ -167,6 +222,11 @@ def _check_value(cls, field, value, where, name):
     kind, optional = base_type(cls, field)
     if value is None and (optional or field.default is None):
         return value
+    if field.metadata.get("parse"):
+        try:
+            return field.metadata["parse"](value if isinstance(value, str) else str(value))
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(f"{where}: {name}: {e}") from None
     if kind is str and isinstance(value, os.PathLike):
         value = os.fspath(value)
     expected, ok = _KINDS[kind]
@@ -264,6 +324,6 @@ def same_on_resume(cls):
     return [f.name for f in dataclasses.fields(cls) if f.metadata.get("same_on_resume")]
 
 
-__all__ = ["option", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
+__all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
            "check_fields", "record", "read_record", "write_record", "check_record", "same_on_resume", "flag_of",
            "default_of", "parse_key_value"]

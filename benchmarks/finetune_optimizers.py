@@ -2,7 +2,7 @@
 
     python benchmarks/finetune_optimizers.py [--seeds 5] [--learning-rate 1e-3] [--epochs 4] [--init MODEL_DIR]
 
-Task: the quickstart's (`albert_tf.quickstart.write_document_task`: does a docstring sentence of the standard
+Task: the quickstart's (`albert_tf.builtin_corpus.write_document_task`: does a docstring sentence of the standard
 library come from a module about files and archives or about networking and mail; about 1000 train / 250 dev real
 sentences, balanced), with a 2000-piece vocabulary trained on the quickstart's corpus and the tiny config, fine-tuned
 as the quickstart does (batch 16, seq 64, lr 1e-3, 4 epochs, warm-up 10 % then linear decay, dense-norm clip 1.0,
@@ -52,7 +52,7 @@ def main():
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.quickstart import write_builtin_corpus, write_document_task  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.builtin_corpus import write_builtin_corpus, write_document_task  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_optimizers_")

@@ -143,15 +143,15 @@ def _worker_ours(args):
 
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf import AlbertClassifier  # pylint: disable=import-outside-toplevel
-    from albert_tf.training import finetune  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks import budget as budgets  # pylint: disable=import-outside-toplevel
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)
     model = AlbertClassifier(AlbertEncoder(args.config), 2)
-    budget = finetune.Budget(learning_rate=2e-5, batch_size=args.batch_size, max_seq_length=args.seq_length,
+    budget = budgets.Budget(learning_rate=2e-5, batch_size=args.batch_size, max_seq_length=args.seq_length,
                              epochs=1, steps_per_epoch=10000, warmup_steps=100, albert_dropout=0.0,
                              classifier_dropout=0.1)
-    model.compile(optimizer=finetune.create_optimizer(budget, model),
+    model.compile(optimizer=finetuning.create_optimizer(budget, model),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   jit_compile=args.xla == "on")
     if args._batches:  # pylint: disable=protected-access

@@ -14,7 +14,7 @@ each of `--steps` measured steps resets the peak (`reset_memory_stats`) and read
 step's memory is peak − before (the largest over the measured steps), its time the median. The process's peak
 resident set (VmHWM) is printed too: TensorFlow's runtime, the program and the allocator's slack come on top.
 
-Beside it, the plan's figure for the same run (`albert_tf.training.plan.estimate` with one core whose memory is this
+Beside it, the plan's figure for the same run (`albert_tf.training.costs.estimate` with one core whose memory is this
 machine's, `remat`, `accumulation_steps`, the dtype): what the step allocates and frees again, i.e. the activations
 kept for the backward pass plus the step's parameter-sized transients (the gradients, the bf16 weight copies, the
 accumulated gradient sum). ratio = plan / measured; the target is 0.75–1.33 for every row.
@@ -113,11 +113,11 @@ def _child(args):
 # ------------------------------------------------------------------------------------------ the parent
 def plan_bytes(row):
     """The plan's per-step transient memory of a row: activations + gradients + bf16 copies + gradient sum."""
-    from albert_tf.training import plan  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import costs  # pylint: disable=import-outside-toplevel
 
     name, overrides, seq, batch_size, dtype, remat, steps = row
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    p = plan.estimate(_config(name, overrides), batch_size, seq, PREDICTIONS, cores=1, dtype=dtype, remat=remat,
+    p = costs.estimate(_config(name, overrides), batch_size, seq, PREDICTIONS, cores=1, dtype=dtype, remat=remat,
                       peak_flops_per_core=None, memory_per_core=total, accumulation_steps=steps)
     return {"activations": p["activations_bytes"],
             "step": p["activations_bytes"] + p["gradients_bytes"] + p["bf16_weight_copies_bytes"]

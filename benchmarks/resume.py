@@ -84,13 +84,13 @@ def _write_data(directory, shards, per_shard):
 def _checkpoint_at(model_dir, step):
     """A model dir holding the tiny model's checkpoint with the optimizer's step counter at `step`."""
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-    from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
 
     config = load_config(os.path.join(REPO, "configs", "albert_tiny.json"))
-    model, optimizer, _ = pretrain.build_model_and_optimizer(config, 1e-3, step + 1, 0)
+    model, optimizer, _ = pretrain_step.build_model_and_optimizer(config, 1e-3, step + 1, 0)
     optimizer.iterations.assign(step)
     pretrained.write_files(model_dir, config, None)
     tf.train.CheckpointManager(pretrained.checkpoint_for(model, optimizer), model_dir, max_to_keep=1,

@@ -7,7 +7,7 @@ the others are timed), alternating round by round (ours, peer configurations...,
 
   ours      full pretraining steps as `albert-tf pretrain` runs them on one device: AlbertPretrainer forward,
             the MLM + SOP loss, gradients, the cross-replica sum, clipping to global norm 1.0 and the LAMB update
-            (`albert_tf.training.pretrain.build_model_and_optimizer`, `make_train_step`, `loop.make_train_loop`), `--steps` steps per
+            (`albert_tf.training.pretrain_step.build_model_and_optimizer`, `make_train_step`, `loop.make_train_loop`), `--steps` steps per
             compiled call as `--steps-per-loop` does. Default configuration: what `pretrain` runs by default, its
             dtype chosen by `--dtype auto`'s matmul probe (the other dtype is timed beside it, and the report says
             what fraction of the faster one auto reached), no XLA for the step (the fused elementwise
@@ -28,7 +28,7 @@ the others are timed), alternating round by round (ours, peer configurations...,
 Both sides get the same random-but-valid batch: [CLS] A [SEP] B [SEP] over the whole length, `--max-predictions`
 distinct masked positions (the input id replaced by [MASK], the label the original id), random SOP labels.
 
-FLOPs per example: `albert_tf.training.flops.pretraining_flops_per_example` (matmuls only, forward + backward =
+FLOPs per example: `albert_tf.training.costs.training_flops_per_example` (matmuls only, forward + backward =
 3 × forward: the projections, FFN, QKᵀ and AV of every applied block, the E→H projection, pooler, SOP head and the
 MLM head at the P masked positions). achieved_flops = examples/s × that; peak_fraction = achieved / measured peak.
 
@@ -56,7 +56,7 @@ def _parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps after compiling (default 2)")
     p.add_argument("--dtype", choices=("auto", "bfloat16", "float32"), default="auto",
                    help="ours: compute dtype (default auto: what `albert-tf pretrain` chooses on this machine, "
-                        "albert_tf.training.precision; the other dtype is timed beside it)")
+                        "albert_tf.runtime.precision; the other dtype is timed beside it)")
     p.add_argument("--xla", choices=("on", "off"), default="off", help="ours: make_train_step(jit_compile=...)")
     p.add_argument("--intra-threads", type=int, default=0, help="ours: TF intra-op threads (0: TF's default)")
     p.add_argument("--inter-threads", type=int, default=0, help="ours: TF inter-op threads (0: TF's default)")
@@ -90,7 +90,7 @@ def _worker_ours(args):
     if args.inter_threads:
         tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-    from albert_tf.training import flops  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import costs  # pylint: disable=import-outside-toplevel
     from albert_tf.training.loop import make_train_loop  # pylint: disable=import-outside-toplevel
     from albert_tf.training.pretrain import (  # pylint: disable=import-outside-toplevel
         SUM_KEYS, build_model_and_optimizer, make_train_step)
@@ -116,7 +116,7 @@ def _worker_ours(args):
     compile_seconds = time.perf_counter() - start
     run(args.warmup_steps)
     common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],
-               flops_per_example=flops.pretraining_flops_per_example(config, args.seq_length, args.max_predictions),
+               flops_per_example=costs.training_flops_per_example(config, args.seq_length, args.max_predictions),
                params=int(sum(int(tf.size(v)) for v in {id(v): v for v in model.trainable_variables}.values())))
     common.serve({"run": common.timed(run)})
 
@@ -222,7 +222,7 @@ def main(args):  # noqa: C901
     choice = None
     if args.dtype == "auto":  # as `albert-tf pretrain --dtype auto` decides on this CPU (its probe, its cache)
         from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-        from albert_tf.training import precision  # pylint: disable=import-outside-toplevel
+        from albert_tf.runtime import precision  # pylint: disable=import-outside-toplevel
 
         config = load_config(args.config)
         choice = precision.choose("auto", False, False, precision.probe_shape(

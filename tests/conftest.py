@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# --dtype auto means float32 in tests (albert_tf.training.precision): the same numbers whatever the machine measures
+# --dtype auto means float32 in tests (albert_tf.runtime.precision): the same numbers whatever the machine measures
 os.environ.setdefault("ALBERT_TF_AUTO_DTYPE", "float32")
 
 import helpers  # noqa: E402  pylint: disable=wrong-import-position

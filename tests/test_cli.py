@@ -10,14 +10,11 @@ import re
 import numpy as np
 import pytest
 
-from albert_tf import __version__, cli, run_config
-from albert_tf.training.finetune_config import FinetuneConfig
-from albert_tf.training.plan import PlanConfig
-from albert_tf.training.pretrain_config import PretrainConfig
+from albert_tf import __version__, cli, jobs, run_config
 from helpers import run_cli
 
 
-@pytest.mark.parametrize("name", sorted(cli.SUBCOMMANDS))
+@pytest.mark.parametrize("name", sorted(jobs.BY_NAME))
 def test_help_of_every_subcommand(name, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main([name, "--help"])
@@ -78,27 +75,28 @@ def test_quickstart_end_to_end(tmp_path):
     assert export.startswith(str(out / "finetune" / "export"))
     answer = re.search(r"→ label (\d) \(([^)]*)\), probabilities \[([^]]*)\]", proc.stdout)
     assert answer, proc.stdout[-2000:]
-    from albert_tf import quickstart  # pylint: disable=import-outside-toplevel
+    from albert_tf.data import builtin_corpus  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import quickstart  # pylint: disable=import-outside-toplevel
 
-    label, probabilities = quickstart.ask_export(export, quickstart.REQUEST)
+    label, probabilities = quickstart.ask_export(export, builtin_corpus.REQUEST)
     assert int(answer.group(1)) == label == int(np.argmax(probabilities))
-    assert answer.group(2) == quickstart.TASK_GROUPS[label][0]
+    assert answer.group(2) == builtin_corpus.TASK_GROUPS[label][0]
     np.testing.assert_allclose([float(p) for p in answer.group(3).split(",")], probabilities, atol=1e-4)
     assert sum(probabilities) == pytest.approx(1.0, abs=1e-5)
     assert "[quickstart] done" in proc.stdout
 
 
 # ------------------------------------------------------------------------------------------ flags == fields
-CONFIGS = {"pretrain": PretrainConfig, "finetune": FinetuneConfig, "plan": PlanConfig}
-EXTRA_FLAGS = {"pretrain": {"--recipe"}, "finetune": set(), "plan": {"--recipe"}}  # not settings: where they come from
+CONFIGS = {job.name: getattr(job.load(), job.config) for job in jobs.JOBS}
+EXTRA_FLAGS = {name: set() for name in CONFIGS}
+EXTRA_FLAGS["pretrain"] = {"--recipe"}  # not a setting: where settings come from
 
 
 def _parser(command):
     import argparse  # pylint: disable=import-outside-toplevel
-    import importlib  # pylint: disable=import-outside-toplevel
 
     parser = argparse.ArgumentParser(prog=f"albert-tf {command}")
-    importlib.import_module(cli.FLAGS_MODULES.get(command, cli.SUBCOMMANDS[command][0])).add_arguments(parser)
+    cli.add_job_arguments(parser, jobs.BY_NAME[command])
     return parser
 
 
@@ -108,6 +106,8 @@ def _other_value(cls, field):
     default, choices = run_config.default_of(field), field.metadata["choices"]
     if choices:
         return next(c for c in choices if c != default)
+    if field.metadata["parse"]:  # a field of two kinds (vocab --vocab-size N | auto)
+        return "auto"
     if kind in (str, dict, bool):
         return {str: f"/x/{field.name}", dict: {"vocab_size": 8000}, bool: default is None or not default}[kind]
     return (0 if default in (None, dataclasses.MISSING) else default) + kind(3)
@@ -161,13 +161,13 @@ def test_the_cli_and_the_python_api_give_the_same_config(command):
 def test_the_quickstarts_next_steps_run_on_a_generated_corpus(tmp_path, monkeypatch, capsys):
     """The printed "next: your own corpus" commands, pasted, run to the end on a small corpus: the vocabulary sized
     from it, pretrain's vocab_size taken from that vocabulary, the batch from the memory model (here for a 4 GiB
-    machine, to keep the test short). Only the run lengths are shortened, by flags appended after the printed ones
-    (argparse keeps the last). Then the printed GLUE step on a generated SST-2 folder, shortened likewise."""
+    machine, to keep the test short). Only the run lengths are shortened, by changing the printed values of their
+    flags (or adding them). Then the printed GLUE step on a generated SST-2 folder, shortened likewise."""
     import shlex  # pylint: disable=import-outside-toplevel
 
     import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
     import helpers  # pylint: disable=import-outside-toplevel
-    from albert_tf import quickstart  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import quickstart  # pylint: disable=import-outside-toplevel
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "corpus").mkdir()
@@ -177,10 +177,16 @@ def test_the_quickstarts_next_steps_run_on_a_generated_corpus(tmp_path, monkeypa
     lines = quickstart.next_steps(str(tmp_path / "unused"), memory=4 * 2 ** 30)
     commands = [shlex.split(line) for line in lines if line.startswith("  albert-tf ")]
     assert [c[1] for c in commands] == ["vocab", "create-data", "pretrain", "export", "finetune"]
-    shorter = {"pretrain": ["--num-train-steps", "1", "--num-warmup-steps", "0"],
-               "finetune": ["--epochs", "1", "--batch-size", "8", "--max-seq-length", "32"]}
+    shorter = {"pretrain": {"--num-train-steps": "1", "--num-warmup-steps": "0"},
+               "finetune": {"--epochs": "1", "--batch-size": "8", "--max-seq-length": "32"}}
     for command in commands:
-        code = cli.main(command[1:] + shorter.get(command[1], []))
+        argv = list(command[1:])
+        for flag, value in shorter.get(command[1], {}).items():  # a flag given twice is refused: change its value
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
+        code = cli.main(argv)
         assert code == 0, (command, capsys.readouterr())
     out = capsys.readouterr().out
     pretrain = commands[2]

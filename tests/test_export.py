@@ -130,7 +130,7 @@ def test_bfloat16_export_is_near_the_float32_export(model_dirs, exported, tmp_pa
 def test_auto_dtype_is_the_faster_on_this_machine(model_dirs, monkeypatch, tmp_path):
     """--dtype auto on a CPU: the dtype whose probe rate is higher; an explicit dtype is kept; a bad one named."""
     from albert_tf.serving.export import export_dtype  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.precision import AUTO_ENV  # pylint: disable=import-outside-toplevel
+    from albert_tf.runtime.precision import AUTO_ENV  # pylint: disable=import-outside-toplevel
 
     monkeypatch.delenv(AUTO_ENV, raising=False)  # the suite pins auto to float32 (tests/conftest.py)
     monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "cache"))
@@ -251,12 +251,12 @@ def test_bad_requests(model_dirs, exported):
 
 def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, capsys):
     base = tmp_path / "base"
-    assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup",
+    assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--no-warmup",
                      "--max-seq-length", "16"]) == 0
     assert capsys.readouterr().out == f"albert-tf export: wrote {base / '1'}\n"  # the result, on stdout
-    assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--no-warmup"]) == 0
+    assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--no-warmup"]) == 0
     assert sorted(os.listdir(base)) == ["1", "2"]
-    assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(base), "--version", "1",
+    assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--version", "1",
                      "--no-warmup"]) == 2
     assert "already exists (pass --overwrite" in capsys.readouterr().err
 
@@ -277,12 +277,12 @@ def test_bad_arguments_name_the_problem(model_dirs, tmp_path, capsys):
     d = tmp_path / "model"
     AlbertPretrainer(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).save_pretrained(
         str(d), spm_model=os.path.join(model_dirs["uncased"], "spm.model"))  # vocab_size 1000 vs 300 pieces
-    assert cli_main(["export", "--model", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
+    assert cli_main(["export", "--init", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
     assert "has vocab_size 1000" in capsys.readouterr().err
     os.remove(d / "spm.model")
-    assert cli_main(["export", "--model", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
+    assert cli_main(["export", "--init", str(d), "--output", str(tmp_path / "b"), "--no-warmup"]) == 2
     assert "no spm.model (pass --spm-model PATH)" in capsys.readouterr().err
-    assert cli_main(["export", "--model", model_dirs["uncased"], "--output", str(tmp_path / "b"),
+    assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(tmp_path / "b"),
                      "--max-seq-length", "1000", "--no-warmup"]) == 2
     assert "exceeds the config's max_position_embeddings 128" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "b")
@@ -326,7 +326,7 @@ def test_resolve_init_reads_model_dirs_export_versions_and_bases(model_dirs, exp
     assert resolve_init(cased_dir).lower_case is False
     path = export_encoder(cased_dir, str(tmp_path / "base"), seq_length=16, warmup=False)
     assert resolve_init(path).lower_case is False
-    code = cli_main(["export", "--model", cased_dir, "--output", str(tmp_path / "b2"), "--uncased", "--no-warmup"])
+    code = cli_main(["export", "--init", cased_dir, "--output", str(tmp_path / "b2"), "--uncased", "--no-warmup"])
     assert code == 2 and not (tmp_path / "b2").exists()
 
 
@@ -370,7 +370,7 @@ def test_load_export_registers_tf_text_ops(model_dirs, exported, tmp_path):
 
 
 def test_load_export_and_export_refuse_what_is_not_theirs(model_dirs, exported, tmp_path, capsys):
-    """load_export: a model dir is not an export. export --model: an export (BASE/N or BASE) and a file each get
+    """load_export: a model dir is not an export. export --init: an export (BASE/N or BASE) and a file each get
     their own line, before anything is written."""
     import albert_tf  # pylint: disable=import-outside-toplevel
 
@@ -384,7 +384,7 @@ def test_load_export_and_export_refuse_what_is_not_theirs(model_dirs, exported, 
                             (base, f"this is an export base (newest: {exported['uncased']}), not a model dir;"),
                             (str(config_file), "this is a file; a pretrained-model directory was expected"),
                             (str(tmp_path / "nope"), "no such directory; a pretrained-model directory was")]:
-        assert cli_main(["export", "--model", model, "--output", str(out), "--no-warmup"]) == 2
+        assert cli_main(["export", "--init", model, "--output", str(out), "--no-warmup"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and expected in err, err
     assert not os.path.exists(out)

@@ -17,9 +17,10 @@ from albert_tf import cli
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
 from albert_tf.tasks import TASKS
-from albert_tf.training import finetune
-from albert_tf.training import finetune_config
-from albert_tf.training.finetune_config import FinetuneConfig
+from albert_tf import layout, run_config
+from albert_tf.tasks import budget as budgets
+from albert_tf.training import collapse, finetuning
+from albert_tf.jobs.finetune import FinetuneConfig
 from albert_tf.training.optimizers import WEIGHT_DECAY, AdamWDenseNorm, AdamWeightDecay, OPTIMIZERS
 
 
@@ -28,59 +29,59 @@ def _args(**overrides):
 
 
 def test_paper_defaults_and_budget():
-    cola = finetune.PAPER_DEFAULTS["cola"]  # Table 16 / run_glue.sh: CoLA 320 warm-up, 1e-5, 5336 steps, batch 16
+    cola = budgets.PAPER_DEFAULTS["cola"]  # Table 16 / run_glue.sh: CoLA 320 warm-up, 1e-5, 5336 steps, batch 16
     assert (cola.learning_rate, cola.batch_size, cola.train_steps, cola.warmup_steps) == (1e-5, 16, 5336, 320)
-    assert set(finetune.PAPER_DEFAULTS) == set(TASKS)
-    budget = finetune.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)
+    assert set(budgets.PAPER_DEFAULTS) == set(TASKS)
+    budget = budgets.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)
     assert budget.steps_per_epoch == 8551 // 16 == 534
     assert budget.epochs == 10                                      # ceil(5336 / 534)
     assert budget.warmup_steps == round(320 / 5336 * 10 * 534)
-    budget = finetune.make_budget(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 128)
+    budget = budgets.make_budget(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 128)
     assert (budget.epochs, budget.steps_per_epoch, budget.warmup_steps, budget.max_seq_length) == (2, 10, 2, 64)
     with pytest.raises(ValueError, match="fewer than one batch"):
-        finetune.make_budget(_args(), 3, 512)
+        budgets.make_budget(_args(), 3, 512)
     with pytest.raises(ValueError, match="max_position_embeddings"):
-        finetune.make_budget(_args(max_seq_length=256), 100, 128)
+        budgets.make_budget(_args(max_seq_length=256), 100, 128)
 
 
 def test_optimizer_flag_defaults_to_the_original_and_is_part_of_the_run(tmp_path):
     parser = argparse.ArgumentParser()
-    finetune.add_arguments(parser)
+    run_config.add_fields_as_arguments(parser, FinetuneConfig)
     required = ["--task", "mrpc", "--data-dir", "d", "--init", "i", "--output", str(tmp_path)]
     with pytest.raises(SystemExit):
         parser.parse_args(required + ["--optimizer", "sgd"])
     cfg = _args(task="mrpc", output=str(tmp_path))
-    assert cfg.optimizer == "adamw-original" and finetune.make_budget(cfg, 100, 128).optimizer == "adamw-original"
+    assert cfg.optimizer == "adamw-original" and budgets.make_budget(cfg, 100, 128).optimizer == "adamw-original"
     keras_cfg = _args(task="mrpc", output=str(tmp_path), optimizer="adamw-keras")
-    budget = finetune.make_budget(keras_cfg, 100, 128)
+    budget = budgets.make_budget(keras_cfg, 100, 128)
     assert budget.optimizer == "adamw-keras"
     # A run recorded before --optimizer existed trained with Keras AdamW: it resumes with that, and only that.
-    finetune.record_run(keras_cfg, budget)
-    path = tmp_path / finetune_config.RECORD_FILE
+    finetuning.record_run(keras_cfg, budget)
+    path = tmp_path / layout.FINETUNE_RECORD_FILE
     recorded = json.loads(path.read_text())
     del recorded["budget"]["optimizer"]
     path.write_text(json.dumps(recorded))
-    finetune.record_run(keras_cfg, budget)
+    finetuning.record_run(keras_cfg, budget)
     with pytest.raises(ValueError, match=r"budget.optimizer 'adamw-original' \(recorded 'adamw-keras'\)"):
-        finetune.record_run(cfg, finetune.make_budget(cfg, 100, 128))
+        finetuning.record_run(cfg, budgets.make_budget(cfg, 100, 128))
 
 
 def test_epoch_order_is_a_function_of_seed_and_epoch():
-    a = finetune.epoch_order(1, 3, 50, 4, 8)
-    np.testing.assert_array_equal(a, finetune.epoch_order(1, 3, 50, 4, 8))
+    a = finetuning.epoch_order(1, 3, 50, 4, 8)
+    np.testing.assert_array_equal(a, finetuning.epoch_order(1, 3, 50, 4, 8))
     assert len(a) == 32 and len(set(a.tolist())) == 32
-    assert not np.array_equal(a, finetune.epoch_order(1, 4, 50, 4, 8))
-    assert not np.array_equal(a, finetune.epoch_order(2, 3, 50, 4, 8))
+    assert not np.array_equal(a, finetuning.epoch_order(1, 4, 50, 4, 8))
+    assert not np.array_equal(a, finetuning.epoch_order(2, 3, 50, 4, 8))
 
 
 @pytest.mark.parametrize("name, kind", [("adamw-original", AdamWeightDecay), ("adamw-keras", AdamWDenseNorm)])
 def test_optimizers_decay_kernels_but_not_layer_norm_or_bias(name, kind):
-    assert finetune.OPTIMIZERS == OPTIMIZERS  # the flag's choices (kept apart: optimizers imports TensorFlow)
+    assert budgets.OPTIMIZERS == OPTIMIZERS  # the flag's choices (kept apart: optimizers imports TensorFlow)
     keras.utils.set_random_seed(0)
     model = AlbertClassifier(AlbertEncoder("albert_tiny"), 2)
-    budget = finetune.Budget(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
+    budget = budgets.Budget(learning_rate=0.1, batch_size=1, max_seq_length=8, epochs=1, steps_per_epoch=10,
                              warmup_steps=0, albert_dropout=0.0, classifier_dropout=0.0, optimizer=name)
-    optimizer = finetune.create_optimizer(budget, model)
+    optimizer = finetuning.create_optimizer(budget, model)
     assert type(optimizer) is kind and optimizer.global_clipnorm == 1.0  # the dense-norm clip
     before = {v.path: np.asarray(v).copy() for v in model.trainable_variables}
     optimizer.apply([keras.ops.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
@@ -99,17 +100,17 @@ def test_collapse_check_flags_a_bias_dominated_encoder_and_reset_restores_it():
     rng = np.random.default_rng(1)
     ids = rng.integers(5, 1000, (8, 12)).astype("int32")
     inputs = {"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)}
-    spread, reference = finetune.check_collapse(encoder, inputs, seed=1)
-    assert spread > finetune.COLLAPSE_RATIO * reference      # a random encoder is not collapsed
+    spread, reference = collapse.check_collapse(encoder, inputs, seed=1)
+    assert spread > collapse.COLLAPSE_RATIO * reference      # a random encoder is not collapsed
     # What brief LAMB pretraining does (docs/fine-tuning.md, "Collapsed init"): biases of ~0.1 per element beside 0.02-scale kernels.
     for v in encoder.trainable_variables:
         if v.path.endswith(("bias", "beta")):
             v.assign(np.asarray(rng.normal(0, 0.3, v.shape), "float32"))
-    collapsed, _ = finetune.check_collapse(encoder, inputs, seed=1)
-    assert collapsed < finetune.COLLAPSE_RATIO * reference, (collapsed, reference)
-    assert finetune.reset_biases(encoder) > 0
-    restored, _ = finetune.check_collapse(encoder, inputs, seed=1)
-    assert restored > finetune.COLLAPSE_RATIO * reference
+    collapsed, _ = collapse.check_collapse(encoder, inputs, seed=1)
+    assert collapsed < collapse.COLLAPSE_RATIO * reference, (collapsed, reference)
+    assert collapse.reset_biases(encoder) > 0
+    restored, _ = collapse.check_collapse(encoder, inputs, seed=1)
+    assert restored > collapse.COLLAPSE_RATIO * reference
 
 
 def _collapsed_tiny_encoder(rng):
@@ -134,11 +135,11 @@ def test_collapsed_init_is_only_measured_by_default_and_reset_only_when_asked(ca
     rng = np.random.default_rng(1)
     ids = rng.integers(5, 1000, (8, 12)).astype("int32")
     task = _SampleTask({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)})
-    budget = finetune.Budget(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0)
+    budget = budgets.Budget(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0)
     for config, changed in ((_args(task="sst2"), False), (_args(task="sst2", collapsed_init="reset-biases"), True)):
         encoder = _collapsed_tiny_encoder(np.random.default_rng(2))
         before = {v.path: np.array(v) for v in encoder.weights}
-        assert finetune.handle_collapse(encoder, task, None, budget, config) is True
+        assert collapse.handle_collapse(encoder, task, None, budget, config) is True
         out = capsys.readouterr()
         assert "input spread" in out.out and len(out.err.strip().splitlines()) == 1, out
         biases = [p for p in before if p.endswith(("bias", "beta"))]
@@ -237,14 +238,14 @@ def test_finetune_from_python_raises_what_the_cli_prints_and_writes_nothing(tmp_
 
 def test_a_record_of_an_earlier_release_is_compared_by_its_budget(tmp_path):
     """Records written before the config was recorded hold the budget at the top level beside task, init and seed."""
-    budget = finetune.Budget(1e-3, 8, 12, 2, 5, 1, 0.0, 0.1, length_bucket=16)
+    budget = budgets.Budget(1e-3, 8, 12, 2, 5, 1, 0.0, 0.1, length_bucket=16)
     config = _args(task="sst2", output=str(tmp_path))
     legacy = {"task": "sst2", "init": "i", "seed": 12345, **dataclasses.asdict(budget)}
     (tmp_path / "finetune_config.json").write_text(json.dumps(legacy))
-    finetune.record_run(config, budget)  # the same run: accepted, the record left as it is
+    finetuning.record_run(config, budget)  # the same run: accepted, the record left as it is
     assert json.loads((tmp_path / "finetune_config.json").read_text()) == legacy
     with pytest.raises(ValueError, match=r"epochs 3 \(recorded 2\)"):
-        finetune.record_run(config, finetune.Budget(1e-3, 8, 12, 3, 5, 1, 0.0, 0.1, length_bucket=16))
+        finetuning.record_run(config, budgets.Budget(1e-3, 8, 12, 3, 5, 1, 0.0, 0.1, length_bucket=16))
 
 
 def test_bad_settings_from_python_are_refused_with_one_line():
@@ -311,7 +312,7 @@ def test_briefly_pretrained_model_fine_tunes_as_well_as_a_random_init(tmp_path, 
 def test_finetune_from_an_export_equals_finetune_from_its_model_dir(tmp_path, random_init):
     """Issue 19 item 5: `finetune --init BASE` (an `albert-tf export` of the model dir, no --spm-model: the export
     carries its vocabulary) gives the same dev result as `--init DIR`."""
-    helpers.run_cli("export", ["--model", random_init, "--output", tmp_path / "base", "--max-seq-length", 24,
+    helpers.run_cli("export", ["--init", random_init, "--output", tmp_path / "base", "--max-seq-length", 24,
                                "--no-warmup"])
     data = fh.write_sst2(str(tmp_path / "sst2"), 64, 32)
     results = {}
@@ -417,23 +418,23 @@ def test_race_through_the_cli_reports_accuracy_per_level(tmp_path, random_init):
 def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, capsys):
     """SST-2's 20935 steps at batch 32 over 960 examples (30 steps a pass): ceil(20935 / 30) = 698 passes, a
     warm-up of round(1256 / 20935 * 698 * 30) = 1256 steps, and one line naming --epochs."""
-    plan = finetune.make_budget(_args(task="sst2"), num_train_examples=960, max_position_embeddings=512)
+    plan = budgets.make_budget(_args(task="sst2"), num_train_examples=960, max_position_embeddings=512)
     assert (plan.epochs, plan.warmup_steps) == (698, 1256)
-    warning = finetune.many_epochs_warning(_args(task="sst2"), plan, 960)
+    warning = budgets.many_epochs_warning(_args(task="sst2"), plan, 960)
     assert warning.startswith("warning: the paper's 20935 steps for sst2 at batch 32 make 698 passes over these "
                               "960 training examples") and "--epochs N" in warning and "\n" not in warning
-    assert finetune.many_epochs_warning(_args(task="sst2", epochs=698), plan, 960) is None  # asked for
-    cola = finetune.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)  # 10 passes
-    assert finetune.many_epochs_warning(_args(), cola, 8551) is None
-    assert finetune.MANY_EPOCHS == 20
-    edge = finetune.make_budget(_args(), num_train_examples=16 * 267, max_position_embeddings=512)  # 5336/267: 20
-    assert edge.epochs == 20 and finetune.many_epochs_warning(_args(), edge, 16 * 267) is None
-    over = finetune.make_budget(_args(), num_train_examples=16 * 266, max_position_embeddings=512)  # 21 passes
-    assert over.epochs == 21 and finetune.many_epochs_warning(_args(), over, 16 * 266) is not None
+    assert budgets.many_epochs_warning(_args(task="sst2", epochs=698), plan, 960) is None  # asked for
+    cola = budgets.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)  # 10 passes
+    assert budgets.many_epochs_warning(_args(), cola, 8551) is None
+    assert budgets.MANY_EPOCHS == 20
+    edge = budgets.make_budget(_args(), num_train_examples=16 * 267, max_position_embeddings=512)  # 5336/267: 20
+    assert edge.epochs == 20 and budgets.many_epochs_warning(_args(), edge, 16 * 267) is None
+    over = budgets.make_budget(_args(), num_train_examples=16 * 266, max_position_embeddings=512)  # 21 passes
+    assert over.epochs == 21 and budgets.many_epochs_warning(_args(), over, 16 * 266) is not None
     # the run's own check, on a generated SST-2 of 960 examples: the one line on stderr, before anything is written
     config = _args(task="sst2", data_dir=fh.write_sst2(str(tmp_path / "sst2"), num_train=960),
                    init=fh.save_random_init(str(tmp_path / "init"), tiny_spm_model), output=str(tmp_path / "out"))
-    assert finetune.prepare(config).budget.epochs == 698
+    assert finetuning.prepare(config).budget.epochs == 698
     assert capsys.readouterr().err.strip() == warning
     assert not os.path.exists(tmp_path / "out")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import finetune_helpers as fh
-from albert_tf.training import precision
+from albert_tf.runtime import precision
 
 
 def test_compute_policy_builds_mixed_layers_and_restores_the_global_policy():
@@ -87,7 +87,7 @@ def document_task(tmp_path_factory):
     """The quickstart's task (real docstring sentences of the standard library: which modules' docstrings a sentence
     comes from; about 1000 train / 250 dev) and a 2000-piece vocabulary trained on the quickstart's corpus."""
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
-    from albert_tf.quickstart import write_builtin_corpus, write_document_task  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.builtin_corpus import write_builtin_corpus, write_document_task  # pylint: disable=import-outside-toplevel
 
     d = tmp_path_factory.mktemp("documents")
     write_document_task(str(d / "task"), seed=12345)

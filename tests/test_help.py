@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from albert_tf.cli import SUBCOMMANDS
+from albert_tf.jobs import BY_NAME
 from tests.helpers import run_python
 
 _HELP = """
@@ -37,7 +37,7 @@ def _optional_flags(text):
     return {flag for group in re.findall(r"\[([^\[\]]+)", usage) for flag in re.findall(r"(?:^|\| )(--[\w-]+)", group)}
 
 
-@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+@pytest.mark.parametrize("command", sorted(BY_NAME))
 def test_help_imports_no_tensorflow_and_shows_each_default_once(command):
     proc = run_python(_HELP.format(command=command), COLUMNS="250")
     assert proc.returncode == 0, proc.stderr

@@ -10,7 +10,8 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier, AlbertMultipleChoice
 from albert_tf.text import AlbertTokenizer
 from albert_tf.tasks.pipelines import pack_dataset
-from albert_tf.training import finetune
+from albert_tf.tasks import budget as budgets
+from albert_tf.training import finetuning  # noqa: F401
 from helpers import SMALL
 
 
@@ -74,11 +75,11 @@ def test_pack_dataset_pads_to_the_bucket_and_keeps_the_ids(tiny_spm_model):
 
 
 def test_length_bucket_flag_resolution():
-    assert finetune.resolve_length_bucket(None, on_tpu=False) == 16
-    assert finetune.resolve_length_bucket(None, on_tpu=True) == 0
-    assert finetune.resolve_length_bucket(0, on_tpu=True) == 0
-    assert finetune.resolve_length_bucket(32, on_tpu=False) == 32
+    assert budgets.resolve_length_bucket(None, on_tpu=False) == 16
+    assert budgets.resolve_length_bucket(None, on_tpu=True) == 0
+    assert budgets.resolve_length_bucket(0, on_tpu=True) == 0
+    assert budgets.resolve_length_bucket(32, on_tpu=False) == 32
     with pytest.raises(ValueError, match="--length-bucket 16: a TPU's compiled step needs static shapes"):
-        finetune.resolve_length_bucket(16, on_tpu=True)
+        budgets.resolve_length_bucket(16, on_tpu=True)
     with pytest.raises(ValueError, match="--length-bucket must be 0 or positive, got -1"):
-        finetune.resolve_length_bucket(-1, on_tpu=False)
+        budgets.resolve_length_bucket(-1, on_tpu=False)

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from albert_tf import run_config
 from tests.helpers import REPO
 
 _NOISE_MARKERS = ("cuInit", "E0000", "I0000", "W0000", "absl::InitializeLog")
@@ -35,7 +36,7 @@ def test_cli_stderr_has_no_tensorflow_startup_lines():
 def test_cli_command_stderr_is_one_line(tmp_path):
     """A whole command (export, which imports TensorFlow) on a user mistake: its error line and nothing else."""
     proc = _python("import sys; from albert_tf.cli import main; sys.exit(main(sys.argv[1:]))",
-                   "export", "--model", str(tmp_path / "missing"), "--output", str(tmp_path / "out"))
+                   "export", "--init", str(tmp_path / "missing"), "--output", str(tmp_path / "out"))
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert _noise(proc.stderr) == []
@@ -47,26 +48,29 @@ def test_import_albert_tf_leaves_the_log_level_alone():
 
 
 # ---------------------------------------------------------------------------------------------- quickstart's echo
-def test_quickstart_echoes_pasteable_commands(monkeypatch, capsys):
-    """The echoed line, split as a shell would (shlex.split: no glob expansion inside quotes), gives back argv."""
+def test_quickstart_echoes_pasteable_commands_that_parse_to_its_configs():
+    """Each step's echoed line (made from its config by run_config.to_argv), split as a shell would (shlex.split: no
+    glob expansion inside quotes) and parsed by the CLI, gives back the config the quickstart runs."""
     import shlex  # pylint: disable=import-outside-toplevel
 
-    from albert_tf import cli, quickstart  # pylint: disable=import-outside-toplevel
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import quickstart  # pylint: disable=import-outside-toplevel
 
-    monkeypatch.setattr(cli, "main", lambda argv: 0)
-    argv = ["pretrain", "--train-data", "/tmp/albert quickstart/data/train-*", "--seed", "1"]
-    assert quickstart._step(argv) == 0  # pylint: disable=protected-access
-    echoed = capsys.readouterr().out.splitlines()[0]
-    assert echoed.startswith("[quickstart] $ ")
-    command = echoed[len("[quickstart] $ "):]
-    assert "'/tmp/albert quickstart/data/train-*'" in command
-    assert shlex.split(command) == ["albert-tf", *argv]
+    config = quickstart.QuickstartConfig(output="/tmp/albert quickstart", num_train_steps=40, seed=1)
+    steps = quickstart.pretraining_steps(config.output, config) + [quickstart.finetune_step(config.output, config)]
+    for step in steps:
+        command = quickstart.command_line(step)
+        argv = shlex.split(command)[1:]
+        assert "'/tmp/albert quickstart/" in command
+        parsed = cli.build_parser(argv).parse_args(argv)
+        assert run_config.config_from_args(type(step), parsed) == step, command
 
 
 def test_quickstart_next_steps_are_commands_the_cli_accepts():
     import shlex  # pylint: disable=import-outside-toplevel
 
-    from albert_tf import cli, quickstart  # pylint: disable=import-outside-toplevel
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import quickstart  # pylint: disable=import-outside-toplevel
 
     lines = quickstart.next_steps("/tmp/q s/finetune/export")
     commands = [shlex.split(line) for line in lines if line.startswith("  ")]
@@ -81,7 +85,7 @@ def test_quickstart_next_steps_are_commands_the_cli_accepts():
 # ---------------------------------------------------------------------------------------------- plan's counts
 def test_summary_line_counts_in_sensible_units():
     """albert_tiny's 36,800-parameter encoder read "0.0M" before; the units here are worked out by hand."""
-    from albert_tf.training.plan import count_text  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.costs import count_text  # pylint: disable=import-outside-toplevel
 
     assert [count_text(v) for v in (800, 36_800, 11_683_584, 223_000_000, 999_600, 1_200_000_000)] == [
         "800", "36.8K", "11.7M", "223M", "1M", "1.2B"]
@@ -90,10 +94,10 @@ def test_summary_line_counts_in_sensible_units():
 def test_summary_line_of_albert_tiny():
     """pretrain's start line for albert_tiny: its parameter count (from plan's own counts) in thousands."""
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-    from albert_tf.training import plan  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import costs  # pylint: disable=import-outside-toplevel
 
-    estimate = plan.estimate(load_config("albert_tiny"), global_batch=8, seq_length=128, cores=1)
-    line = plan.summary_line(estimate)
+    estimate = costs.estimate(load_config("albert_tiny"), global_batch=8, seq_length=128, cores=1)
+    line = costs.summary_line(estimate)
     assert 1_000 <= estimate["parameters"] < 1_000_000
     assert line.startswith(f"plan: {estimate['parameters'] / 1e3:.3g}K parameters, "), line
 
@@ -179,7 +183,7 @@ def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpu
          f"albert-tf pretrain: error: --model-dir {f} is a file; expected a directory"),
         (["finetune", "--task", "sst2", "--data-dir", tmp_path, "--init", tmp_path, "--output", f],
          f"albert-tf finetune: error: --output {f} is a file; expected a directory"),
-        (["export", "--model", tmp_path, "--output", f],
+        (["export", "--init", tmp_path, "--output", f],
          f"albert-tf export: error: --output {f} is a file; expected a directory"),
         (["create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output", f / "sub" / "train"],
          f"albert-tf create-data: error: --output {f / 'sub' / 'train'}: {f} is a file, not a directory"),
@@ -199,7 +203,7 @@ def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
 
 
 def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, tiny_spm_model):
-    """A missing export --model (was "no spm.model"), --spm-model DIRECTORY (was "not found" / "no such file"),
+    """A missing export --init (was "no spm.model"), --spm-model DIRECTORY (was "not found" / "no such file"),
     --input DIRECTORY (was "matches no file"), finetune --data-dir FILE (was "no such directory")."""
     spm_dir, model_dir = tmp_path / "spm_dir", tmp_path / "model"
     spm_dir.mkdir()
@@ -207,11 +211,11 @@ def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, ti
     (model_dir / "spm.model").write_bytes(open(tiny_spm_model, "rb").read())  # pylint: disable=consider-using-with
     corpus_dir = os.path.dirname(corpus_file)
     cases = [
-        (["export", "--model", tmp_path / "nothing", "--output", tmp_path / "out"],
-         f"albert-tf export: error: --model {tmp_path / 'nothing'}: no such directory; a pretrained-model "
+        (["export", "--init", tmp_path / "nothing", "--output", tmp_path / "out"],
+         f"albert-tf export: error: --init {tmp_path / 'nothing'}: no such directory; a pretrained-model "
          "directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s --model-dir or "
          "`convert`'s --output)"),
-        (["export", "--model", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
+        (["export", "--init", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
          f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
         (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],
          f"albert-tf create-data: error: --spm-model {model_dir} is a directory; expected a file; did you mean "

@@ -9,7 +9,8 @@ import pytest
 import helpers
 from albert_tf.cli import main
 from albert_tf.config import AlbertConfig
-from albert_tf.training import flops, plan
+from albert_tf.runtime import devices
+from albert_tf.training import costs
 
 TINY = AlbertConfig.from_preset("albert_tiny")  # V 1000, E 16, H 32, 4 layers in 2 groups, 4 heads, FFN 64
 # The README's counts (tests/test_modeling.py::test_paper_parameter_counts checks them against the built models).
@@ -27,7 +28,7 @@ def test_tiny_parameters_by_hand():
     pooler = 32 * 32 + 32
     mlm = 32 * 16 + 16 + 2 * 16 + 1000                    # dense H→E, LayerNorm, output bias (decoder tied)
     sop = 32 * 2 + 2
-    counts = plan.parameter_counts(TINY)
+    counts = costs.parameter_counts(TINY)
     assert counts["encoder"] == embeddings + attention + ffn + pooler == 36_800
     assert counts["total"] == 36_800 + mlm + sop == 38_426
 
@@ -44,13 +45,13 @@ def test_parameters_equal_the_built_model(changes):
 
     config = TINY.replace(**changes)
     model = AlbertPretrainer(config)
-    counts = plan.parameter_counts(config)
+    counts = costs.parameter_counts(config)
     assert (counts["encoder"], counts["total"]) == (count_params(model.encoder), count_params(model))
 
 
 @pytest.mark.parametrize("preset", sorted(PAPER_TOTALS))
 def test_paper_parameter_counts(preset):
-    counts = plan.parameter_counts(AlbertConfig.from_preset(preset))
+    counts = costs.parameter_counts(AlbertConfig.from_preset(preset))
     assert (counts["encoder"], counts["total"]) == (PAPER_ENCODERS[preset], PAPER_TOTALS[preset])
 
 
@@ -58,10 +59,10 @@ def test_bert_large_config():
     config = AlbertConfig.from_preset("bert_large")
     assert (config.embedding_size, config.hidden_size, config.num_hidden_layers, config.sharing) == \
         (1024, 1024, 24, "none")
-    counts = plan.parameter_counts(config)
+    counts = costs.parameter_counts(config)
     # BERT-large is "334M" (Devlin et al.; the ALBERT paper's Table 1); ours has a 30,000-piece vocabulary.
     assert counts["encoder"] == 334_607_360 and counts["total"] == 335_691_058
-    assert plan.parameter_sets(config) == (24, 24)
+    assert costs.parameter_sets(config) == (24, 24)
 
 
 def test_tiny_flops_by_hand():
@@ -75,14 +76,14 @@ def test_tiny_flops_by_hand():
     heads = 32 * 32 + 2 * 32 * 16 + 2 * 16 * 1000 + 32 * 2  # pooler, MLM dense H→E and decoder on 2 positions, SOP
     macs = projection + 4 * per_block + heads
     assert macs == 316_736
-    got = plan.forward_macs(TINY, 8, 2)
+    got = costs.forward_macs(TINY, 8, 2)
     assert got["total"] == macs and got["blocks"] == 4 * per_block and got["mlm_decoder"] == 32_000
-    assert plan.training_flops_per_example(TINY, 8, 2) == 3 * 2 * macs == 1_900_416
-    assert flops.pretraining_flops_per_example(TINY, 8, 2) == 1_900_416  # what pretrain's MFU uses
-    estimate = plan.estimate(TINY, 16, 8, 2, cores=8)
+    assert costs.training_flops_per_example(TINY, 8, 2) == 3 * 2 * macs == 1_900_416
+    assert costs.training_flops_per_example(TINY, 8, 2) == 1_900_416  # what pretrain's MFU uses
+    estimate = costs.estimate(TINY, 16, 8, 2, cores=8)
     assert estimate["flops_per_step"] == 16 * 1_900_416
     # E == H: no projection term
-    assert plan.forward_macs(TINY.replace(embedding_size=32), 8, 2)["embedding_projection"] == 0
+    assert costs.forward_macs(TINY.replace(embedding_size=32), 8, 2)["embedding_projection"] == 0
 
 
 def test_tiny_activation_memory_by_hand():
@@ -92,29 +93,29 @@ def test_tiny_activation_memory_by_hand():
     assert per_block == 14_336
     embeddings = 2 * 2 * 2 * 8 * 16
     heads = 2 * 2 * (2 * 32 + 3 * 2 * 16 + 2 * 32) + 8 * 2 * 2 * 1000
-    act = plan.activation_bytes(TINY, 2, 8, 2, "bfloat16")
+    act = costs.activation_bytes(TINY, 2, 8, 2, "bfloat16")
     assert (act["per_block"], act["blocks"], act["total"]) == (per_block, 4 * per_block,
                                                                4 * per_block + embeddings + heads)
-    remat = plan.activation_bytes(TINY, 2, 8, 2, "bfloat16", remat=True)
+    remat = costs.activation_bytes(TINY, 2, 8, 2, "bfloat16", remat=True)
     assert remat["blocks"] == 4 * 2 * 2 * 8 * 32 + 2 * per_block   # the inputs + two blocks' working set
     # float32 doubles everything but the float32 logits; dropout adds masks at the compute dtype
-    assert plan.activation_bytes(TINY, 2, 8, 2, "float32")["per_block"] == 2 * per_block
+    assert costs.activation_bytes(TINY, 2, 8, 2, "float32")["per_block"] == 2 * per_block
     dropout = TINY.replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    assert plan.activation_bytes(dropout, 2, 8, 2, "bfloat16")["per_block"] == \
+    assert costs.activation_bytes(dropout, 2, 8, 2, "bfloat16")["per_block"] == \
         per_block + 2 * 2 * (4 * 8 * 8 + 2 * 8 * 32)
     # state: weights 4 + m, v 8 + gradients 4 (+ bf16 copies 2) bytes per parameter (+ 4: accumulation's sum)
-    estimate = plan.estimate(TINY, 16, 8, 2, cores=8)
+    estimate = costs.estimate(TINY, 16, 8, 2, cores=8)
     assert estimate["hbm_per_core_bytes"] == 38_426 * 18 + act["total"]
     # 2 micro-batches of 1 per core: the activations of one example, and the gradient sum
-    accumulated = plan.estimate(TINY, 16, 8, 2, cores=8, accumulation_steps=2)
+    accumulated = costs.estimate(TINY, 16, 8, 2, cores=8, accumulation_steps=2)
     assert accumulated["micro_batch"] == 1
-    assert accumulated["hbm_per_core_bytes"] == 38_426 * 22 + plan.activation_bytes(TINY, 1, 8, 2, "bfloat16")["total"]
+    assert accumulated["hbm_per_core_bytes"] == 38_426 * 22 + costs.activation_bytes(TINY, 1, 8, 2, "bfloat16")["total"]
     assert accumulated["flops_per_step"] == estimate["flops_per_step"]
 
 
 def test_xxlarge_on_v3_512_fits_and_times():
     config = AlbertConfig.from_preset("albert_xxlarge")
-    p = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, mfu=0.5, topology="v3-512")
+    p = costs.estimate(config, 4096, 512, 20, cores=512, steps=125_000, mfu=0.5, topology="v3-512")
     # 8 per core: the measured activation model (two [b, heads, L, L] tensors per block) needs --remat
     assert p["per_core_batch"] == 8 and p["fits"] is False and p["recommended"]["flags"]["--remat"] is True
     assert p["hbm_capacity_bytes"] == 16 * 2 ** 30
@@ -123,7 +124,7 @@ def test_xxlarge_on_v3_512_fits_and_times():
     assert p["step_time_s"] == pytest.approx(p["flops_per_step"] / (0.5 * peak))
     assert p["total_time_s"] == pytest.approx(125_000 * p["step_time_s"])
     # remat: less memory, one more forward of the blocks
-    r = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, remat=True)
+    r = costs.estimate(config, 4096, 512, 20, cores=512, steps=125_000, remat=True)
     assert r["hbm_per_core_bytes"] < p["hbm_per_core_bytes"] and r["fits"] and not r["advice"]
     assert r["recommended"]["hbm_per_core_bytes"] == r["hbm_per_core_bytes"]
     extra = 2 * p["forward_macs_per_example"]["blocks"] * 4096
@@ -134,10 +135,10 @@ def test_xxlarge_on_v3_512_fits_and_times():
 def test_v3_slices_up_to_2048_cores(topology, cores):
     """v3 slices go to v3-2048 (256 hosts); the paper's batch of 4096 there is 4 or 2 examples per core, and the
     step time at the same MFU scales as 1 / cores from v3-512's (the FLOPs per step do not change)."""
-    assert plan.topology_cores(topology) == cores
+    assert devices.topology_cores(topology) == cores
     config = AlbertConfig.from_preset("albert_xxlarge")
-    big = plan.estimate(config, 4096, 512, 20, cores=cores, steps=125_000, topology=topology)
-    base = plan.estimate(config, 4096, 512, 20, cores=512, steps=125_000, topology="v3-512")
+    big = costs.estimate(config, 4096, 512, 20, cores=cores, steps=125_000, topology=topology)
+    base = costs.estimate(config, 4096, 512, 20, cores=512, steps=125_000, topology="v3-512")
     assert big["per_core_batch"] == 4096 // cores and big["flops_per_step"] == base["flops_per_step"]
     assert big["peak_flops"] == pytest.approx(cores / 2 * 123e12)
     assert big["step_time_s"] == pytest.approx(base["step_time_s"] * 512 / cores)
@@ -146,26 +147,26 @@ def test_v3_slices_up_to_2048_cores(topology, cores):
 
 def test_does_not_fit_names_what_to_change():
     config = AlbertConfig.from_preset("albert_xxlarge")
-    p = plan.estimate(config, 4096, 384, 20, cores=8, topology="v3-8")   # 512 examples per core
+    p = costs.estimate(config, 4096, 384, 20, cores=8, topology="v3-8")   # 512 examples per core
     assert p["fits"] is False
     text = " ".join(p["advice"])
     assert "per-core batch" in text and "v3-512" in text
     best = int(text.split("per-core batch ")[1].split()[0])
     budget = 0.9 * 16 * 2 ** 30
     state = p["hbm_per_core_bytes"] - p["activations_bytes"]
-    fits = lambda b: state + plan.activation_bytes(config, b, 384, 20, "bfloat16")["total"] <= budget  # noqa: E731
+    fits = lambda b: state + costs.activation_bytes(config, b, 384, 20, "bfloat16")["total"] <= budget  # noqa: E731
     assert fits(best) and (not fits(best + 1) if best < 8 else best % 8 == 0 and not fits(best + 8))
-    assert "DOES NOT FIT" in plan.report(p) and "DOES NOT FIT" in plan.summary_line(p)
+    assert "DOES NOT FIT" in costs.report(p) and "DOES NOT FIT" in costs.summary_line(p)
     # a case that --remat alone rescues, and accumulation too: both keep the global batch and come first
-    p16 = plan.estimate(config, 16 * 512, 512, 20, cores=512)
+    p16 = costs.estimate(config, 16 * 512, 512, 20, cores=512)
     assert p16["fits"] is False and any(a.startswith("--remat fits") for a in p16["advice"])
-    assert plan.estimate(config, 16 * 512, 512, 20, cores=512, remat=True)["fits"]
+    assert costs.estimate(config, 16 * 512, 512, 20, cores=512, remat=True)["fits"]
     keeps = [i for i, a in enumerate(p16["advice"]) if "keeps the global batch" in a]
     changes = [i for i, a in enumerate(p16["advice"]) if "changes the recipe" in a]
     assert keeps and changes and max(keeps) < min(changes)
     # a model whose state alone exceeds a core
     huge = config.replace(sharing="none", num_hidden_layers=24)
-    advice = plan.estimate(huge, 512, 128, 20, cores=512)["advice"]
+    advice = costs.estimate(huge, 512, 128, 20, cores=512)["advice"]
     assert len(advice) == 1 and "whatever the batch" in advice[0]
 
 
@@ -177,15 +178,18 @@ def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset,
     code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2")
     assert code == 0 and "DOES NOT FIT" in out
     command = shlex.split(out.rstrip().splitlines()[-1])  # as a shell reads it, pasted
-    assert command[:3] == ["albert-tf", "pretrain", "--config"] and command[3] == preset
+    assert command[:2] == ["albert-tf", "pretrain"] and command[command.index("--config") + 1] == preset
     from albert_tf import cli  # pylint: disable=import-outside-toplevel
 
+    from albert_tf.jobs import pretrain  # pylint: disable=import-outside-toplevel
+
     args = cli.build_parser(["pretrain"]).parse_args(command[1:])  # every flag exists (argparse exits otherwise)
-    assert args.batch_size == 4096 and args.max_seq_length == 512 and args.recipe == "paper_v2"
-    assert args.train_data == "gs://BUCKET/records/train-*"  # the glob quoted: the shell leaves it to pretrain
-    remat, steps = getattr(args, "remat", False), getattr(args, "gradient_accumulation_steps", 1)
+    config = pretrain.config_from_args(args)  # the recipe's values under the typed flags, as pretrain reads them
+    assert config.batch_size == 4096 and config.max_seq_length == 512 and args.recipe == "paper_v2"
+    assert config.train_data == "gs://BUCKET/records/train-*"  # the glob quoted: the shell leaves it to pretrain
+    remat, steps = config.remat, config.gradient_accumulation_steps
     assert remat or steps > 1
-    again = plan.estimate(AlbertConfig.from_preset(preset), 4096, 512, 20, cores=plan.topology_cores(topology),
+    again = costs.estimate(AlbertConfig.from_preset(preset), 4096, 512, 20, cores=devices.topology_cores(topology),
                           remat=remat, accumulation_steps=steps)
     assert again["fits"] and again["hbm_per_core_bytes"] <= 0.9 * 16 * 2 ** 30
     # the plan run with those flags fits as is and still ends with the command
@@ -197,25 +201,25 @@ def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset,
 
 def test_accumulation_steps_must_divide_the_per_core_batch():
     with pytest.raises(ValueError, match="--gradient-accumulation-steps 3 does not divide the per-core batch 8"):
-        plan.estimate(TINY, 64, 8, 2, cores=8, accumulation_steps=3)
+        costs.estimate(TINY, 64, 8, 2, cores=8, accumulation_steps=3)
 
 
 def test_learning_rate_rule():
-    assert plan.learning_rate_for(4096) == pytest.approx(0.00176)
-    assert plan.learning_rate_for(1024) == pytest.approx(0.00088)
-    assert plan.learning_rate_for(16384) == pytest.approx(0.00352)
-    assert "sqrt" in plan.LEARNING_RATE_RULE
+    assert costs.learning_rate_for(4096) == pytest.approx(0.00176)
+    assert costs.learning_rate_for(1024) == pytest.approx(0.00088)
+    assert costs.learning_rate_for(16384) == pytest.approx(0.00352)
+    assert "sqrt" in costs.LEARNING_RATE_RULE
 
 
 def test_host_memory():
     # tiny, 2 replicas of 8 examples each, float32: per replica 16 bytes per parameter + activations of 8
-    expected = 2 * (38_426 * 16 + plan.activation_bytes(TINY, 8, 8, 2, "float32")["total"])
-    assert plan.host_memory_bytes(TINY, 16, 8, 2, replicas=2, dtype="float32") == expected
+    expected = 2 * (38_426 * 16 + costs.activation_bytes(TINY, 8, 8, 2, "float32")["total"])
+    assert costs.host_memory_bytes(TINY, 16, 8, 2, replicas=2, dtype="float32") == expected
     base = AlbertConfig.from_preset("albert_base")
-    assert plan.host_memory_bytes(base, 4096, 512, 20) > 100 * 2 ** 30      # the paper's batch: not a laptop
-    assert plan.host_memory_bytes(base, 8, 128, 20) < 2 * 2 ** 30
+    assert costs.host_memory_bytes(base, 4096, 512, 20) > 100 * 2 ** 30      # the paper's batch: not a laptop
+    assert costs.host_memory_bytes(base, 8, 128, 20) < 2 * 2 ** 30
     # CPU use from pretrain: no HBM, no peak
-    line = plan.summary_line(plan.estimate(base, 8, 128, 20, cores=1, dtype="float32", peak_flops_per_core=None,
+    line = costs.summary_line(costs.estimate(base, 8, 128, 20, cores=1, dtype="float32", peak_flops_per_core=None,
                                            memory_per_core=None))
     assert line.startswith("plan: 11.8M parameters, 1 replica(s) x 8 examples") and "/step at" not in line
 
@@ -279,7 +283,7 @@ def test_json_and_no_tensorflow_import():
                 "total_time_s"):
         assert key in p
     assert p["parameters"] == 223_158_450 and p["fits"] is True and p["hbm_capacity_bytes"] == 16 * 2 ** 30
-    assert p["flops_per_step"] == 4096 * plan.training_flops_per_example(
+    assert p["flops_per_step"] == 4096 * costs.training_flops_per_example(
         AlbertConfig.from_preset("albert_xxlarge"), 512, 20)
     assert math.isclose(p["total_time_s"], 125_000 * p["step_time_s"])
 
@@ -288,9 +292,9 @@ def test_set_overrides_the_config_and_is_repeated_in_the_command(capsys):
     code, out, _ = _run_cli(capsys, "--config", "albert_base", "--set", "vocab_size=8000", "--topology", "v3-8",
                             "--batch-size", "256", "--max-seq-length", "128", "--json")
     got = json.loads(out)
-    expected = plan.parameter_counts(AlbertConfig.from_preset("albert_base").replace(vocab_size=8000))["total"]
+    expected = costs.parameter_counts(AlbertConfig.from_preset("albert_base").replace(vocab_size=8000))["total"]
     assert code == 0 and got["parameters"] == expected and got["config"]["vocab_size"] == 8000
-    assert "--config albert_base --set vocab_size=8000 --batch-size 256" in got["pretrain_command"]
+    assert "--config albert_base --set vocab_size=8000 --max-seq-length 128 --batch-size 256" in got["pretrain_command"]
 
 
 def test_old_plan_spellings_work_with_a_notice(capsys):
@@ -306,23 +310,23 @@ def test_old_plan_spellings_work_with_a_notice(capsys):
 
 def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(capsys, monkeypatch):
     """--topology cpu: the host's memory holds every replica, with the overhead and slack pretrain checks a CPU run
-    against (plan.host_need_bytes): the plan fits exactly when pretrain's check passes, and the batch the plan
+    against (costs.host_need_bytes): the plan fits exactly when pretrain's check passes, and the batch the plan
     recommends when it does not fit passes that check."""
     total = 8 * 2 ** 30
-    monkeypatch.setattr(plan, "host_total_bytes", lambda: total)
+    monkeypatch.setattr(costs, "host_total_bytes", lambda: total)
     base = AlbertConfig.from_preset("albert_base")
     for batch in (16, 64, 256):
         code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "cpu", "--batch-size", str(batch),
                                 "--max-seq-length", "128", "--json")
         got = json.loads(out)
-        need = plan.host_need_bytes(base, batch, 128, 20)
+        need = costs.host_need_bytes(base, batch, 128, 20)
         assert code == 0 and got["fits"] is (need <= total) and got["dtype"] == "float32" and got["cores"] == 1
         assert got["step_time_s"] is None  # no peak FLOP/s for a CPU
         command = got["pretrain_command"]
         assert command.endswith("--train-data 'data/train-*' --model-dir model") and "--tpu" not in command
         if not got["fits"]:
             option = got["recommended"]["flags"]
-            assert plan.host_need_bytes(base, option["--batch-size"], 128, 20,
+            assert costs.host_need_bytes(base, option["--batch-size"], 128, 20,
                                         remat=option.get("--remat", False),
                                         accumulation_steps=option.get("--gradient-accumulation-steps", 1)) <= total
     code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "cpu", "--cpu-replicas", "2",
@@ -334,8 +338,8 @@ def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(capsys, monkeyp
 def test_host_batch_that_fits():
     base = AlbertConfig.from_preset("albert_base").replace(vocab_size=8000)
     total = 24 * 2 ** 30
-    batch = plan.host_batch_that_fits(base, 128, 20, total=total)
+    batch = costs.host_batch_that_fits(base, 128, 20, total=total)
     assert batch in (1, 2, 4, 8, 16, 32, 64, 128, 256)
-    assert plan.host_need_bytes(base, batch, 128, 20) <= total
-    assert batch == 256 or plan.host_need_bytes(base, 2 * batch, 128, 20) > total
-    assert plan.host_batch_that_fits(base, 128, 20, total=2 ** 30) == 0  # the overhead alone takes it
+    assert costs.host_need_bytes(base, batch, 128, 20) <= total
+    assert batch == 256 or costs.host_need_bytes(base, 2 * batch, 128, 20) > total
+    assert costs.host_batch_that_fits(base, 128, 20, total=2 ** 30) == 0  # the overhead alone takes it

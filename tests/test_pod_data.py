@@ -10,7 +10,7 @@ import tensorflow as tf
 import helpers as ph
 from albert_tf.data import dataset, record_index
 from albert_tf.data.dataset import pretraining_dataset
-from albert_tf.training import pretrain
+from albert_tf.training import pretrain_step, pretraining, pretraining_input  # noqa: F401
 
 pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
@@ -141,7 +141,7 @@ def test_eval_counts_every_record_once_on_any_number_of_pipelines(data, pipeline
     assert len(set(expected)) == len(expected) == sum(EVAL_COUNTS)
     global_batch = 4 * pipelines  # 2 replicas per pipeline, per-replica batch 2
     steps = dataset.eval_steps(sum(EVAL_COUNTS), global_batch)
-    eval_step = pretrain.make_eval_step(_fake_model, global_batch)
+    eval_step = pretrain_step.make_eval_step(_fake_model, global_batch)
     seen, sums = [], None
     for pipeline_id in range(pipelines):
         batches = _numpy(pretraining_dataset(files, seq_length=SEQ, max_predictions=PRED, batch_size=global_batch,
@@ -157,7 +157,7 @@ def test_eval_counts_every_record_once_on_any_number_of_pipelines(data, pipeline
             step_sums = {k: float(v) for k, v in eval_step(batch).items()}
             sums = step_sums if sums is None else {k: sums[k] + step_sums[k] for k in sums}
     assert sorted(seen) == sorted(expected)  # each record exactly once: none dropped, none twice
-    got = pretrain.metrics_from_sums(sums)
+    got = pretrain_step.metrics_from_sums(sums)
     for name, value in _reference_metrics(records).items():
         np.testing.assert_allclose(got[name], value, rtol=1e-5, err_msg=name)
 

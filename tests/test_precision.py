@@ -1,10 +1,10 @@
-"""--dtype auto (albert_tf.training.precision): the decision as a pure function of device, capability and measured
+"""--dtype auto (albert_tf.runtime.precision): the decision as a pure function of device, capability and measured
 rates; the explicit flag wins; a CPU's probe is measured once per machine and size, then read from the cache."""
 import json
 
 import pytest
 
-from albert_tf.training import precision
+from albert_tf.runtime import precision
 
 
 def test_tpu_is_bfloat16_and_gpus_by_compute_capability():

@@ -17,7 +17,7 @@ import helpers as ph
 from albert_tf import cli
 from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
-from albert_tf.training.pretrain_config import PretrainConfig
+from albert_tf.jobs.pretrain import PretrainConfig
 
 pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
@@ -95,7 +95,8 @@ _PER_STEP_REDUCTION = """
 import json, sys
 import tensorflow as tf
 from albert_tf import cli
-from albert_tf.training import pretrain
+from albert_tf.data import pretraining_input
+from albert_tf.training import pretrain_step, pretraining
 
 def per_step_reduction_loop(strategy, step_fn, sum_keys):
     def loop(iterator, num_steps, *args):
@@ -108,7 +109,7 @@ def per_step_reduction_loop(strategy, step_fn, sum_keys):
 
 on_device, per_step = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 assert cli.main(["pretrain"] + on_device) == 0
-pretrain.make_train_loop = per_step_reduction_loop
+pretraining.make_train_loop = per_step_reduction_loop
 assert cli.main(["pretrain"] + per_step) == 0
 """
 
@@ -283,14 +284,14 @@ def test_default_flags_show_progress_within_30s_and_sigterm_saves_within_one_cal
     assert seconds <= max(30.0, row_seconds), (seconds, row_seconds, out)
 
 
-# One worker of a 2-worker MultiWorkerMirroredStrategy on loopback ports, printing what pretrain.agree decides.
+# One worker of a 2-worker MultiWorkerMirroredStrategy on loopback ports, printing what pretraining.agree decides.
 _AGREE_WORKER = """
 import json, os, sys
 ports, index, proposal = json.loads(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
 os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                                       "task": {"type": "worker", "index": index}})
 import tensorflow as tf
-from albert_tf.training.pretrain import agree
+from albert_tf.training.pretraining import agree
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 print(json.dumps([agree(strategy, *proposal), agree(strategy, proposal[0] + 1, False, False)]))
 """
@@ -360,9 +361,9 @@ def test_the_runtime_going_away_mid_run_exits_76_naming_the_step_and_the_checkpo
     """A peer or the TPU lost between two calls (here in the workers' agreement, where a multi-worker run's first
     collective after a call is; the real loss of a worker: tests/test_rehearsal.py): one line, exit 76, and the same
     command resumes from the last checkpoint."""
-    from albert_tf.training import pretrain  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
 
-    agree = pretrain.agree
+    agree = pretraining.agree
 
     def lose_the_peer_at_the_third_call(strategy, num_steps, save_now, stop_now):
         calls.append(num_steps)
@@ -477,7 +478,7 @@ def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(data_dir):
     from albert_tf.data import pretraining_dataset
     from albert_tf.modeling.pretrainer import AlbertPretrainer
     from albert_tf.training import LAMB, WarmupPolynomialDecay
-    from albert_tf.training.pretrain import make_train_step
+    from albert_tf.training.pretrain_step import make_train_step
 
     batch_size = 8
     dataset = pretraining_dataset(str(data_dir / "train.tfrecord"), seq_length=SEQ, max_predictions=PRED,
@@ -595,12 +596,11 @@ def test_rerunning_a_finished_run_says_it_is_complete(data_dir, tmp_path, capsys
 
 
 def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tmp_path, capsys):
-    from albert_tf.training import pretrain
 
     args = PretrainConfig(config="albert_base", train_data="d", model_dir=str(tmp_path / "m"), batch_size=4096,
                           max_seq_length=512, max_predictions=20)
     base = AlbertConfig.from_preset("albert_base")
-    check = lambda: pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # noqa
+    check = lambda: pretraining.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # noqa
     with pytest.raises(ValueError) as info:
         check()
     message = str(info.value)
@@ -616,7 +616,7 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(data_dir, tm
     # a model too big for any batch: the smaller-batch advice
     args.gradient_accumulation_steps = 1
     with pytest.raises(ValueError, match="no batch fits"):
-        pretrain.check_host_memory(args, base, replicas=1, dtype="float32", total=2**30)
+        pretraining.check_host_memory(args, base, replicas=1, dtype="float32", total=2**30)
 
 
 # ------------------------------------------------------------------------------------------ from Python
@@ -769,7 +769,7 @@ def test_start_up_line_gives_files_and_records_per_pipeline_and_progress_goes_to
 
 
 def test_data_error_lines_name_the_file_without_the_assertions_brackets():
-    from albert_tf.training.pretrain import data_error  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.pretraining_input import data_error  # pylint: disable=import-outside-toplevel
 
     message = ("assertion failed: [/d/train.tfrecord: truncated or corrupt TFRecord file (read 5680340 of 1088974 "
                "bytes: the file grew after the run started)]\n\t [[{{node Assert/Assert}}]] [Op:__inference_loop_9]")

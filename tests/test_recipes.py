@@ -6,9 +6,10 @@ import shlex
 
 import pytest
 
+from albert_tf import cli
 from albert_tf.cli import main
-from albert_tf.training import pretrain_config
-from albert_tf.training.pretrain_config import PretrainConfig
+from albert_tf.jobs import pretrain as jobs_pretrain
+from albert_tf.jobs.pretrain import PretrainConfig
 
 REQUIRED = ["--config", "albert_tiny", "--train-data", "d-*", "--model-dir", "m"]
 PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
@@ -17,9 +18,9 @@ PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000
 
 def parse(*argv):
     """(PretrainConfig, what the recipe set) of `albert-tf pretrain REQUIRED ARGV`."""
-    parser = argparse.ArgumentParser(prog="albert-tf pretrain")
-    pretrain_config.add_arguments(parser)
-    return pretrain_config.from_args(parser.parse_args([*REQUIRED, *argv]))
+    args = cli.build_parser(["pretrain"]).parse_args(["pretrain", *REQUIRED, *argv])
+    base, typed = jobs_pretrain.recipe_and_typed(args)
+    return PretrainConfig(**{**base, **typed}), {k: v for k, v in base.items() if k not in typed}
 
 
 def test_paper_v2_sets_the_paper_values_and_no_dropout():
@@ -87,9 +88,9 @@ def test_bad_recipes_are_refused_by_pretrain_and_plan_alike(tmp_path, capsys, co
 
 def test_unknown_names():
     with pytest.raises(ValueError, match="--recipe 'paper_v3': unknown; expected one of paper_v2, paper_v1"):
-        pretrain_config.read_recipe("paper_v3")
+        jobs_pretrain.read_recipe("paper_v3")
     with pytest.raises(FileNotFoundError, match="no such file"):
-        pretrain_config.read_recipe("/nonexistent/recipe.json")
+        jobs_pretrain.read_recipe("/nonexistent/recipe.json")
 
 
 def test_plan_takes_a_recipe(capsys):
@@ -118,9 +119,8 @@ def test_plan_keeps_the_recipes_learning_rate_and_notes_the_scaling(tmp_path, ca
     assert lr_line.startswith("learning rate: 0.0005; note: square-root scaling") and "0.00088 at batch 1024" in lr_line
     command = out.rstrip().splitlines()[-1]
     assert "--recipe " + str(path) in command and "--learning-rate" not in command
-    parser = argparse.ArgumentParser()  # the command parses as pretrain's and trains at the recipe's rate
-    pretrain_config.add_arguments(parser)
-    config, _ = pretrain_config.from_args(parser.parse_args(shlex.split(command)[2:]))
+    # the command parses as pretrain's and trains at the recipe's rate
+    config = jobs_pretrain.config_from_args(cli.build_parser(["pretrain"]).parse_args(shlex.split(command)[1:]))
     assert config.learning_rate == 0.0005 and config.batch_size == 1024
     # asked for: a typed --learning-rate is repeated in the command
     assert main(["plan", "--config", "albert_base", "--topology", "v3-8", "--recipe", str(path),

@@ -40,7 +40,7 @@ def train(batch_list, training, remat=False, accumulation_steps=1, streams=1, ji
     compiled step's optimized HLO when step_jit)."""
     import keras
 
-    from albert_tf.training.pretrain import build_model_and_optimizer, make_train_step
+    from albert_tf.training.pretrain_step import build_model_and_optimizer, make_train_step
 
     keras.utils.set_random_seed(0)
     model, optimizer, _ = build_model_and_optimizer(DROPOUT, 0.01, 10, 1, training_streams=streams, remat=remat)

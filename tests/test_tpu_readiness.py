@@ -49,7 +49,7 @@ def test_the_multi_step_loop_compiles_as_one_xla_program_at_the_papers_shapes():
     kernel and a static shape, nothing may go back to the host inside the loop, and the matmuls run in bfloat16."""
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
     from albert_tf.training import LAMB, WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.pretrain import SUM_KEYS, make_train_step  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretrain_step import SUM_KEYS, make_train_step  # pylint: disable=import-outside-toplevel
 
     config = AlbertConfig.from_preset("albert_tiny")
     config = AlbertConfig(**dict(config.to_dict(), vocab_size=30000, max_position_embeddings=SEQ))

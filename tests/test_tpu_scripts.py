@@ -415,10 +415,10 @@ def test_tensorboard_export_delete():
     assert commands("tensorboard.sh", *DRY_RUNS["tensorboard.sh"], "--port", "7000") == [
         ["tensorboard", "--logdir", "gs://b/albert/models/albert_base", "--port", "7000"]]
     assert commands("export.sh", *DRY_RUNS["export.sh"]) == [
-        ["albert-tf", "export", "--model", "gs://b/albert/models/albert_base", "--output",
+        ["albert-tf", "export", "--init", "gs://b/albert/models/albert_base", "--output",
          "gs://b/albert/export/albert_base"]]
     (ssh,) = commands("export.sh", "--model-dir", "gs://b/m", "--name", "pod", "--zone", ZONE)
-    assert "--worker=0" in ssh and inner(ssh) == ["python3", "-m", "albert_tf", "export", "--model", "gs://b/m",
+    assert "--worker=0" in ssh and inner(ssh) == ["python3", "-m", "albert_tf", "export", "--init", "gs://b/m",
                                                   "--output", "gs://b/m/export"]
     assert commands("delete_tpu.sh", *DRY_RUNS["delete_tpu.sh"]) == [
         ["gcloud", "compute", "tpus", "tpu-vm", "delete", "vm", f"--zone={ZONE}", "--quiet"]]

@@ -84,7 +84,7 @@ def test_pretrain_and_export_refuse_a_truncated_spm(truncated_spm, data_dir, tmp
     assert len(lines) == 1 and f"SentencePiece model {truncated_spm} is truncated" in lines[0]
     assert not model_dir.exists()
     ph.run_cli("pretrain", base_args(data_dir, model_dir, steps=2))  # a model dir without spm.model
-    proc = ph.run_cli("export", ["--model", model_dir, "--spm-model", truncated_spm, "--output", tmp_path / "exp",
+    proc = ph.run_cli("export", ["--init", model_dir, "--spm-model", truncated_spm, "--output", tmp_path / "exp",
                                  "--max-seq-length", 32],
                       check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

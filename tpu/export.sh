@@ -28,7 +28,7 @@ if [[ -n $NAME ]]; then
   require --zone "$ZONE"
   read -r -a cli <<< "$ALBERT_TF"
   gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 \
-    --command "$(join_quoted "${cli[@]}" export --model "$MODEL_DIR" --output "$OUTPUT" "${EXTRA[@]}")"
+    --command "$(join_quoted "${cli[@]}" export --init "$MODEL_DIR" --output "$OUTPUT" "${EXTRA[@]}")"
 else
-  run "$LOCAL_CLI" export --model "$MODEL_DIR" --output "$OUTPUT" "${EXTRA[@]}"
+  run "$LOCAL_CLI" export --init "$MODEL_DIR" --output "$OUTPUT" "${EXTRA[@]}"
 fi

@@ -16,9 +16,12 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+from safetensors.numpy import load as load_safetensors
 
-from albert_tf.checkpoints import convert_flags, releases
+from albert_tf.checkpoints import pretrained, releases
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling.base import count_params
+from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.text import vocabulary
 
 _SKIPPED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Momentum$|/lamb_[mv]$)")
@@ -220,8 +223,6 @@ def config_from_hf(path):
 def read_hf_checkpoint(directory):
     """{name: numpy array} from DIR/model.safetensors (numpy API: no torch needed); names get the `albert.`
     prefix when the file is an AlbertModel's."""
-    from safetensors.numpy import load as load_safetensors  # pylint: disable=import-outside-toplevel
-
     path = os.path.join(directory, "model.safetensors")
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"{path}: no model.safetensors (a Hugging Face ALBERT directory holds config.json "
@@ -263,9 +264,6 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     """Converts a released checkpoint into a new pretrained-model directory `output` (written atomically by
     albert_tf.checkpoints.pretrained.save), recording its vocabulary's casing (`cased`: the --cased/--uncased
     flag, None: see `_release_casing`). Returns the loaded AlbertPretrainer."""
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-
     output = os.fspath(output).rstrip("/")
     if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
         raise ValueError(f"{output}: output directory exists and is not empty; give a new or empty directory")
@@ -297,7 +295,8 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     return model
 
 
-def _stderr(message):
+def log_to_stderr(message):
+    """A progress line on stderr (conversions print their result on stdout)."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -307,14 +306,12 @@ def convert_release(name, output=None, cache_dir=None, cased=None, log=None):
     pretrained-model directory. Downloads (resumed, checked, cached) when not cached, then converts like
     `convert --from tf1` / `--from hf`. `output`: a new or empty directory; None for CACHE/models/NAME, reused as
     it is when a conversion is already there. Returns the output directory."""
-    output, _ = _convert_release(name, output, cache_dir, cased, log or _stderr)
+    output, _ = convert_release_model(name, output, cache_dir, cased, log or log_to_stderr)
     return output
 
 
-def _convert_release(name, output, cache_dir, cased, log):
+def convert_release_model(name, output, cache_dir, cased, log):
     """(output directory, the converted AlbertPretrainer or None when a cached conversion was reused)."""
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-
     name = releases.canonical_name(name)
     if output is None:
         output = os.path.join(releases.cache_dir(cache_dir), "models",
@@ -335,36 +332,6 @@ def _convert_release(name, output, cache_dir, cased, log):
     return output, model
 
 
-def add_arguments(parser):
-    """The flags (albert_tf/checkpoints/convert_flags.py: `--help` needs no TensorFlow)."""
-    convert_flags.add_arguments(parser)
-
-
-def run(args):
-    from albert_tf.files import check_input_file  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling.base import count_params  # pylint: disable=import-outside-toplevel
-
-    log = _stderr
-    if args.release:
-        given = [flag for flag, value in (("--from", args.source), ("--checkpoint", args.checkpoint),
-                                          ("--config", args.config), ("--spm-model", args.spm_model)) if value]
-        if given:
-            raise ValueError(f"--release brings its own checkpoint, config and vocabulary: drop {', '.join(given)}")
-        output, model = _convert_release(args.release, args.output, args.cache_dir, args.cased, log)
-    else:
-        missing = [flag for flag, value in (("--from", args.source), ("--checkpoint", args.checkpoint),
-                                            ("--output", args.output)) if not value]
-        if missing:
-            raise ValueError(f"{', '.join(missing)} required (or --release NAME for Google's released weights)")
-        if args.cache_dir:
-            raise ValueError("--cache-dir goes with --release")
-        if args.spm_model:
-            check_input_file(args.spm_model, "--spm-model", "spiece.model")
-        output = args.output
-        model = convert(args.source, args.checkpoint, output, config=args.config, spm_model=args.spm_model,
-                        log=log, cased=args.cased)
-    if model is None:
-        print(f"{output}: already converted")
-    else:
-        print(f"wrote {output}: {count_params(model):,} parameters ({count_params(model.encoder):,} in the encoder)")
-    return 0
+def parameter_counts(model):
+    """(parameters of `model`, of its encoder)."""
+    return count_params(model), count_params(model.encoder)

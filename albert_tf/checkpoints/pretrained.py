@@ -6,10 +6,10 @@ as its `--model-dir`, and what `from_pretrained`, `pretrain --init`, `albert-tf 
     albert_config.json      the model config (the original albert_config.json keys)
     spm.model               the SentencePiece model, when known
     spm.casing.json         {"lower_case": true|false}: whether text is lowercased for it, when known
-                            (albert_tf.data.vocabulary.casing_path; carried along with the SentencePiece model)
+                            (albert_tf.text.vocabulary.casing_path; carried along with the SentencePiece model)
     checkpoint, ckpt-N.*    TF checkpoints (tf.train.CheckpointManager); the object graph's root holds the Keras
                             model under `model` (and, in a pretraining run, the optimizer under `optimizer`)
-    pretrain_config.json    a pretraining run's settings (albert_tf.training.pretrain_config: its run record)
+    pretrain_config.json    a pretraining run's settings (its run record; every name: albert_tf/layout.py)
 
 Inside `model`, an AlbertPretrainer and every task model hold their AlbertEncoder as `encoder`, so the encoder of
 any of them can be restored into any other (`restore(..., part="encoder")`).
@@ -20,8 +20,7 @@ import os
 from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
 from albert_tf.text import vocabulary
 
-CHECKPOINT_STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file (names the latest ckpt-N)
-METRICS_FILE = "metrics.jsonl"  # a pretraining run's metrics, one JSON object per (split, step) line
+from albert_tf.layout import CHECKPOINT_STATE_FILE, METRICS_FILE  # noqa: F401  (names: albert_tf/layout.py)
 MODEL_KEY = "model"          # the checkpoint's root → the Keras model
 OPTIMIZER_KEY = "optimizer"  # the checkpoint's root → the optimizer (pretraining runs only)
 ENCODER_KEY = "encoder"      # a pretrainer / task model → its AlbertEncoder

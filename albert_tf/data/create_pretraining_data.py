@@ -1,8 +1,5 @@
-"""`albert-tf create-data`: raw text → pretraining TFRecords (SOP pairs, n-gram whole-word masking).
-
-    albert-tf create-data --input 'corpus/*.txt' --spm-model spm.model --output data/train \\
-        [--num-shards N] [--max-seq-length 512] [--max-predictions 20] [--masked-lm-prob 0.15] [--ngram 3]
-        [--dupe-factor 1] [--short-seq-prob 0.1] [--seed 12345] [--workers N] [--no-mask]
+"""Raw text → pretraining TFRecords (SOP pairs, n-gram whole-word masking): the work of `albert-tf create-data`
+(the job, its settings and its Python call: albert_tf/jobs/create_data.py).
 
 Input: the original format, one sentence per line and a blank line between documents (comma-separated globs,
 local or gs://). Output: PREFIX-00000-of-0000N.tfrecord ... holding the features of albert_tf.data.features, so
@@ -41,8 +38,7 @@ from albert_tf.data import record_index
 from albert_tf.data.corpus import check_text_files
 from albert_tf.data.instances import InstanceOptions
 
-__all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "add_arguments", "run", "match_files",
-           "shard_paths"]
+__all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "match_files", "shard_paths"]
 
 
 @dataclasses.dataclass
@@ -496,51 +492,3 @@ class _Shards:
         for tmp in self.temps:
             if tf.io.gfile.exists(tmp):
                 tf.io.gfile.remove(tmp)
-
-
-# ---------------------------------------------------------------------------------------------- CLI
-def add_arguments(parser):
-    parser.add_argument("--input", required=True, help="comma-separated globs of text files (one sentence per "
-                        "line, a blank line between documents)")
-    parser.add_argument("--spm-model", required=True, help="SentencePiece model from `albert-tf vocab`")
-    parser.add_argument("--output", required=True, help="output prefix: PREFIX-00000-of-0000N.tfrecord ... (a "
-                        "file-name prefix such as data/train, not a directory)")
-    parser.add_argument("--overwrite", action="store_true", help="remove the shards an earlier run wrote to this "
-                        "prefix that this run does not replace (another --num-shards); without it they are refused")
-    parser.add_argument("--num-shards", type=int, default=1, help="output files")
-    parser.add_argument("--max-seq-length", type=int, default=512, help="tokens per sequence")
-    parser.add_argument("--max-predictions", type=int, default=20, help="masked LM predictions per sequence")
-    parser.add_argument("--masked-lm-prob", type=float, default=0.15,
-                        help="fraction of the tokens masked")
-    parser.add_argument("--ngram", type=int, default=3, help="longest masked n-gram (in whole words)")
-    parser.add_argument("--dupe-factor", type=int, default=1, help="passes over the corpus, each with new "
-                        "chunking and masks")
-    parser.add_argument("--short-seq-prob", type=float, default=0.1,
-                        help="probability of a shorter target length for a sequence")
-    parser.add_argument("--seed", type=int, default=12345, help="seeds chunking, pairing and masking")
-    parser.add_argument("--workers", type=int, default=1, help="processes (the output does not depend on it)")
-    parser.add_argument("--no-mask", action="store_true", help="write unmasked records (for dynamic masking)")
-    parser.add_argument("--cased", action="store_true", help="keep case (for a vocabulary made with `vocab --cased`)")
-
-
-def options_from_args(args):
-    return InstanceOptions(max_seq_length=args.max_seq_length, max_predictions=args.max_predictions,
-                           masked_lm_prob=args.masked_lm_prob, ngram=args.ngram, dupe_factor=args.dupe_factor,
-                           short_seq_prob=args.short_seq_prob, seed=args.seed, mask=not args.no_mask)
-
-
-def run(args):
-    """The CLI job. Ctrl-C or SIGTERM: the workers stop, the temp files are removed, one line on stderr, exit 130
-    after SIGINT, 143 after SIGTERM (128 + the signal's number, the shell's code for a process it ended; nothing is
-    written: the shards are renamed into place only once all of them are complete)."""
-    try:
-        with sigterm_interrupts():
-            create_pretraining_data(args.input, args.spm_model, args.output, num_shards=args.num_shards,
-                                    options=options_from_args(args), workers=args.workers, lower_case=not args.cased,
-                                    overwrite=args.overwrite)
-    except KeyboardInterrupt as e:
-        name = "SIGTERM" if isinstance(e, Terminated) else "interrupted"
-        print(f"albert-tf create-data: {name}: no shard written, the temporary files removed", file=sys.stderr,
-              flush=True)
-        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
-    return 0

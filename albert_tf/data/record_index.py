@@ -24,7 +24,7 @@ import re
 from albert_tf.files import is_url
 
 SUFFIX = ".record_counts.json"
-CACHE_NAME = "record_counts.json"
+from albert_tf.layout import RECORD_COUNTS_FILE as CACHE_NAME
 FORMAT = "albert_tf.record_counts"
 VERSION = 1
 

@@ -1,7 +1,4 @@
-"""`albert-tf vocab`: train ALBERT's SentencePiece vocabulary on raw text.
-
-    albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000|auto] [--cased]
-                    [--max-sentences 10000000] [--seed 12345]
+"""Training ALBERT's SentencePiece vocabulary on raw text (the job: albert_tf/jobs/vocab.py, `albert-tf vocab`).
 
 `--vocab-size auto` sizes the vocabulary from the corpus (`suggest_vocab_size`: a quarter of the distinct words seen
 at least twice, between 1,000 and 30,000) as a soft limit, so that a small corpus gets a vocabulary it can fill;
@@ -23,12 +20,16 @@ whether text is lowercased for it (albert_tf.text.vocabulary). `vocab` writes it
 `--cased`/`--uncased` flags must agree with it.
 """
 import argparse
+import collections
+import io
 import os
 import random
 import sys
 
-from albert_tf.files import check_output_prefix, is_url, match_files
+import sentencepiece as spm
+
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
+from albert_tf.files import atomic_output, check_output_prefix, is_url, match_files
 from albert_tf.text import normalize, vocabulary
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
@@ -110,8 +111,6 @@ def _drain(items):
 
 def suggest_vocab_size(sample):
     """--vocab-size auto's size for a sample of normalized sentences (see AUTO_WORDS_PER_PIECE)."""
-    import collections  # pylint: disable=import-outside-toplevel
-
     counts = collections.Counter(word for sentence in sample for word in sentence.split())
     repeated = sum(1 for count in counts.values() if count >= 2)
     rounded = int(round(repeated / AUTO_WORDS_PER_PIECE, -3))
@@ -130,8 +129,6 @@ def vocab_size_argument(text):
 
 def vocab_lines(model_proto):
     """The PREFIX.vocab text SentencePiece writes: "piece<TAB>score" per id (score as C++ streams print it)."""
-    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
-
     sp = spm.SentencePieceProcessor(model_proto=model_proto)
     return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
 
@@ -163,12 +160,6 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
       ValueError: an output prefix that is a directory, a UTF-16 / UTF-32 file, an empty corpus, or a vocab_size
         the corpus cannot support.
     """
-    import io  # pylint: disable=import-outside-toplevel
-
-    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.files import atomic_output  # pylint: disable=import-outside-toplevel
-
     check_output_prefix(output_prefix, "--output-prefix", "spm")
     files = match_files(input_pattern)
     check_text_files(files)
@@ -212,21 +203,6 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     return stats
 
 
-def add_arguments(parser):
-    parser.add_argument("--input", required=True, metavar="GLOBS",
-                        help="comma-separated globs of UTF-8 text files (local or gs://), one sentence per line; "
-                             f"blank lines are ignored, lines over {LINE_LIMIT} bytes are cut into sentences")
-    parser.add_argument("--output-prefix", required=True, metavar="PREFIX",
-                        help="writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json (a file-name prefix, e.g. "
-                             "work/spm, not a directory)")
-    parser.add_argument("--vocab-size", type=vocab_size_argument, default=30000,
-                        help="pieces, special ones included; auto: sized from the corpus (at most what it holds)")
-    parser.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased ALBERT)")
-    parser.add_argument("--max-sentences", type=int, default=DEFAULT_MAX_SENTENCES,
-                        help="train on a seeded uniform sample of at most this many sentences (bounds memory)")
-    parser.add_argument("--seed", type=int, default=12345, help="sampling seed")
-
-
 def summary_lines(stats, cased):
     """What `albert-tf vocab` prints: (result lines for stdout, warning lines for stderr)."""
     share = stats["sampled_bytes"] / max(1, stats["text_bytes"])
@@ -248,14 +224,3 @@ def summary_lines(stats, cased):
         warnings.append(f"albert-tf vocab: warning: replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with "
                         f"U+FFFD ({per_file})")
     return lines, warnings
-
-
-def run(args):
-    stats = train_vocab(args.input, args.output_prefix, vocab_size=args.vocab_size, lower_case=not args.cased,
-                        max_sentences=args.max_sentences, seed=args.seed)
-    lines, warnings = summary_lines(stats, args.cased)
-    for line in warnings:
-        print(line, file=sys.stderr)
-    for line in lines:
-        print(line)
-    return 0

@@ -10,6 +10,8 @@ job scheduler, a shell loop) knows what to do next without reading the log. No T
           Cloud TPU API did not answer at start-up                          resumes from the last checkpoint
     77    the output directory's lock is held by another live run          wait, then retry
     130   interrupted (Ctrl-C, SIGINT)                                     a person asked to stop: nothing
+    143   ended by SIGTERM with nothing to keep (create-data: no shard     run the same command again: it starts
+          written; 128 + 15, the shell's code for it)                      over
 
 A command that ends with one of the exceptions below prints its one line (`albert-tf CMD: error: ...`) and exits
 with its code (albert_tf.cli).
@@ -22,6 +24,7 @@ STOPPED = 75
 RUNTIME_LOST = 76
 LOCK_HELD = 77
 INTERRUPTED = 130
+TERMINATED = 143
 
 
 class ExitError(Exception):

@@ -10,6 +10,10 @@ import threading
 
 from albert_tf.runtime import exit_codes, lock
 
+# The wall time of one compiled training call once the step time is known (training.loop.LoopLength): between calls
+# the host acts on a stop signal, so a signal is acted on within about this many seconds.
+LOOP_SECONDS = 10.0
+
 
 def duration_text(seconds):
     """A duration as a log shows it: '42s', '12m05s', '3h07m', '2d05h'."""

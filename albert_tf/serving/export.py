@@ -1,7 +1,7 @@
-"""`albert-tf export`: a SavedModel for TF Serving that takes raw text (albert_tf.serving.signatures).
+"""The encoder's SavedModel for TF Serving that takes raw text (albert_tf.serving.signatures): the work of
+`albert-tf export` (the job, its settings and its Python call: albert_tf/jobs/export.py).
 
-    albert-tf export --model DIR --output BASE [--version N] [--max-seq-length 128] [--spm-model PATH]
-                     [--dtype float32|bfloat16|auto] [--overwrite] [--no-warmup]
+    export_encoder(model_dir, output_base, version=None, seq_length=128, ...) → BASE/N
 
 Writes BASE/N/ atomically (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps albert_config.json (the
 config plus lower_case, max_seq_length and the compute dtype) and spm.model, so an export is self-contained: `load_encoder` rebuilds a
@@ -15,28 +15,28 @@ matmuls and activations in bfloat16 (Keras' mixed_bfloat16), measured against fl
 import json
 import os
 
+import tensorflow as tf
+
+from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE
-from albert_tf.text import vocabulary
+from albert_tf.files import check_input_file, check_output_dir
+from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.runtime import precision
 from albert_tf.serving.saved_model import export_version, warmup_records, write_saved_model
 from albert_tf.serving.signatures import encoder_signatures
-
-
-DTYPES = ("float32", "bfloat16", "auto")
+from albert_tf.text import AlbertTokenizer, vocabulary
 
 
 def export_dtype(flag, config, seq_length, probe=None):
     """(dtype, reason) of an export: `flag` as given, or for "auto" the faster dtype on the machine that exports
-    (`albert_tf.training.precision`: bfloat16 on a GPU of compute capability 8.0 or more; on a CPU, whichever of a
+    (`albert_tf.runtime.precision`: bfloat16 on a GPU of compute capability 8.0 or more; on a CPU, whichever of a
     float32 and a bfloat16 matmul of the serving shapes ran faster, probed once per machine and cached). The export
     is served where it is loaded, so auto is right where the serving machine is of the exporting one's kind.
     probe: the CPU probe (tests pass a stand-in)."""
-    if flag not in DTYPES:
-        raise ValueError(f"--dtype {flag!r}: expected one of {', '.join(DTYPES)}")
+    if flag not in precision.CHOICES:
+        raise ValueError(f"--dtype {flag!r}: expected one of {', '.join(precision.CHOICES)}")
     if flag != "auto":
         return flag, "--dtype"
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.training import precision  # pylint: disable=import-outside-toplevel
 
     # a batch of 32 requests at half of L (the serving graph runs real tokens only)
     shape = precision.probe_shape(32, max(1, seq_length // 2), config.hidden_size, config.intermediate_size)
@@ -50,12 +50,6 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
     casing (uncased when none), else it must agree with the record. dtype: "float32", "bfloat16" or "auto"
     (`export_dtype`); the chosen one is recorded as "dtype" in assets.extra/albert_config.json."""
-    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-    from albert_tf.files import check_input_file, check_output_dir  # pylint: disable=import-outside-toplevel
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-    from albert_tf.training import precision  # pylint: disable=import-outside-toplevel
-
     model_dir = os.fspath(model_dir)
     check_output_dir(output_base, "--output")
     check_model_dir(model_dir)
@@ -99,47 +93,15 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
 def check_model_dir(model_dir):
     """--model must be a pretrained-model directory: a missing path, a file (such as a config .json) and an export
     (BASE/N or BASE, which has no checkpoint to export from) are each refused with what was expected."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-
     expected = "a pretrained-model directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s " \
                "--model-dir or `convert`'s --output)"
     if not tf.io.gfile.exists(model_dir):
-        raise FileNotFoundError(f"--model {model_dir}: no such directory; {expected}")
+        raise FileNotFoundError(f"--init {model_dir}: no such directory; {expected}")
     if not tf.io.gfile.isdir(model_dir):
         hint = " (a config file is `pretrain --config`'s)" if model_dir.endswith(".json") else ""
-        raise FileNotFoundError(f"--model {model_dir}: this is a file; {expected}{hint}")
+        raise FileNotFoundError(f"--init {model_dir}: this is a file; {expected}{hint}")
     found = None if tf.io.gfile.exists(pretrained.config_path(model_dir)) else export_version(model_dir)
     if found:
         kind = "an export (BASE/N)" if found == model_dir.rstrip("/") else f"an export base (newest: {found})"
-        raise ValueError(f"--model {model_dir}: this is {kind}, not a model dir; it is ready to serve as it is. "
+        raise ValueError(f"--init {model_dir}: this is {kind}, not a model dir; it is ready to serve as it is. "
                          f"To export again, give --model the pretrained-model directory it was made from")
-
-
-# ------------------------------------------------------------------------------------ command line
-def add_arguments(parser):
-    parser.add_argument("--model", required=True, metavar="DIR", help="a pretrained-model directory")
-    parser.add_argument("--output", required=True, metavar="BASE", help="writes BASE/N (TF Serving's layout)")
-    parser.add_argument("--version", type=int, default=None, help="N (default: the next free integer)")
-    parser.add_argument("--max-seq-length", type=int, default=128, help="L, the packed length")
-    parser.add_argument("--spm-model", default=None, metavar="PATH", 
-                        help="the SentencePiece model (default: DIR/spm.model)")
-    vocabulary.add_casing_arguments(parser)
-    parser.add_argument("--dtype", choices=DTYPES, default="float32",
-                        help="the encoder's compute dtype in the graph; variables and outputs stay float32. float32 "
-                             "(default) gives the Keras model's outputs; bfloat16 is faster where the serving "
-                             "device's bfloat16 matmuls are (docs/serving.md has its measured difference); auto "
-                             "picks the faster on this machine (a GPU: bfloat16 from compute capability 8.0; a "
-                             "CPU: a short matmul probe, cached)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing BASE/N")
-    parser.add_argument("--no-warmup", action="store_true",
-                        help="write no warm-up records (they need tensorflow-serving-api)")
-
-
-def run(args):
-    path = export_encoder(args.model, args.output, version=args.version, seq_length=args.max_seq_length,
-                          spm_model=args.spm_model, overwrite=args.overwrite, warmup=not args.no_warmup,
-                          lower_case=None if args.cased is None else not args.cased, dtype=args.dtype)
-    print(f"albert-tf export: wrote {path}")
-    return 0

@@ -9,7 +9,7 @@ the task's official files then). It holds:
 
 
 class FinetuneTask:
-    """Base class of the fine-tuning adapters. `budget` is albert_tf.training.finetune.Budget (batch size, sequence
+    """Base class of the fine-tuning adapters. `budget` is albert_tf.tasks.budget.Budget (batch size, sequence
     length, length bucket, dropout); `tokenizer` an AlbertTokenizer; `order` int64 [N] example indices."""
 
     primary_metric = "accuracy"

@@ -11,9 +11,10 @@ imported for local paths except where a function says so.
 import json
 import os
 
-from albert_tf import files
+from albert_tf import config as albert_config
+from albert_tf import files, run_config
 
-SPM_FILE = "spm.model"
+from albert_tf.layout import SPM_FILE  # pylint: disable=unused-import  (its one spelling)
 
 
 def spm_model_path(directory):
@@ -67,13 +68,14 @@ def resolve_lower_case(recorded, cased_flag, source):
     return wanted
 
 
-def add_casing_arguments(parser):
-    """--cased / --uncased (dest cased: True / False / None when neither)."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--cased", dest="cased", action="store_true", default=None,
-                       help="the vocabulary keeps case (default: as recorded beside spm.model, else uncased)")
-    group.add_argument("--uncased", dest="cased", action="store_false",
-                       help="the vocabulary is lowercased (default: as recorded beside spm.model, else uncased)")
+def cased_option():
+    """The one casing setting of every job that reads or writes text: `--cased` / `--uncased` (the field `cased`:
+    True / False / None when neither, which means as recorded beside the vocabulary, else uncased)."""
+    return run_config.option(
+        None, "the vocabulary keeps case (default: as recorded beside the SentencePiece model, else uncased)",
+        negative="--uncased",
+        negative_help="the vocabulary is lowercased (default: as recorded beside the SentencePiece model, else "
+                      "uncased)")
 
 
 def _sha256(path):
@@ -107,3 +109,12 @@ def check_vocabulary(config, spm_model, what="--spm-model"):
         raise ValueError(f"{what} {spm_model}: the SentencePiece model has {size:,} pieces but the config's "
                          f"vocab_size is {config.vocab_size:,}; they must be equal (set vocab_size to {size} or "
                          "use the vocabulary the model was built for)")
+
+
+def model_config(config, overrides=None, spm_model=None):
+    """The AlbertConfig of a run (albert_tf.config.resolve): `config` with `overrides` (`--set`); vocab_size "auto"
+    is the size of `spm_model`."""
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    size = (lambda: AlbertTokenizer(spm_model).vocab_size) if spm_model else None
+    return albert_config.resolve(config, overrides, size)

@@ -303,3 +303,15 @@ def use_xla(flag, on_tpu, use_gpu):
                              "\"albert_tf[tf]\")")
         return False
     return flag == "on" or use_gpu
+
+
+def local_device_kind():
+    """A description of this machine's accelerator: the first GPU's name, the TPU VM's accelerator type, or None
+    (what runtime.devices.peak_flops_for reads)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        return tf.config.experimental.get_device_details(gpus[0]).get("device_name")
+    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE") or os.environ.get("ACCELERATOR_TYPE")
+    if accelerator:  # e.g. "v3-8", "v4-32"
+        return "tpu " + accelerator.split("-")[0]
+    return None

@@ -27,7 +27,7 @@ import keras
 from albert_tf.training.lamb import DEFAULT_EXCLUDE, LAMB
 
 #: The fine-tuning optimizers by `finetune --optimizer` name; the first is the default.
-OPTIMIZERS = ("adamw-original", "adamw-keras")
+from albert_tf.tasks.budget import OPTIMIZERS  # noqa: E402  (the names; built here)
 #: The original's fine-tuning settings: weight decay λ, the variables it skips (regexes searched in the path),
 #: ε, the global-norm clip.
 WEIGHT_DECAY = 0.01

@@ -28,16 +28,12 @@ import subprocess
 import sys
 import time
 
+from albert_tf import layout
+from albert_tf.layout import CHECKPOINT_STATE_FILE, EVAL_SPLIT, METRICS_FILE, TRAIN_SPLIT
 from albert_tf.runtime import exit_codes
-from albert_tf.checkpoints import pretrained
-from albert_tf.config import CONFIG_FILE
-from albert_tf.data import record_index
-from albert_tf.text import vocabulary
-from albert_tf.training import pretrain_config
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
-MODEL_DIR_FILES = (pretrained.CHECKPOINT_STATE_FILE, CONFIG_FILE, vocabulary.SPM_FILE, pretrained.METRICS_FILE, "train",
-                   "eval", record_index.CACHE_NAME, pretrain_config.RECORD_FILE)
+MODEL_DIR_FILES = layout.ModelDir.names()
 
 
 def free_ports(count):
@@ -101,7 +97,7 @@ def wait_all(started, timeout):
 def metrics_rows(model_dir, split):
     """{step: metrics} of metrics.jsonl's rows of `split` ("train" / "eval"); {} when there is none."""
     try:
-        with open(os.path.join(model_dir, pretrained.METRICS_FILE), encoding="utf-8") as f:
+        with open(os.path.join(model_dir, METRICS_FILE), encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
@@ -115,7 +111,7 @@ def eval_differences(pod_dir, reference_dir):
     """The eval rows the pod run and the one-process reference share: (steps compared, max relative |diff| over
     their metrics). Every eval record counted once on each side (whatever the number of workers) gives equal
     metrics, up to the order of float sums."""
-    pod, reference = metrics_rows(pod_dir, "eval"), metrics_rows(reference_dir, "eval")
+    pod, reference = metrics_rows(pod_dir, EVAL_SPLIT), metrics_rows(reference_dir, EVAL_SPLIT)
     steps = sorted(set(pod) & set(reference))
     diffs = [abs(pod[s][k] - reference[s][k]) / max(abs(reference[s][k]), 1e-6) for s in steps for k in EVAL_METRICS]
     return steps, max(diffs, default=0.0)
@@ -123,7 +119,7 @@ def eval_differences(pod_dir, reference_dir):
 
 def first_train_row(model_dir):
     """The step of metrics.jsonl's first train row, or None."""
-    steps = sorted(metrics_rows(model_dir, "train"))
+    steps = sorted(metrics_rows(model_dir, TRAIN_SPLIT))
     return steps[0] if steps else None
 
 
@@ -247,7 +243,7 @@ def rehearse(pretrain_args, workers, work_dir, timeout=900):
 def saved_step(model_dir):
     """The step of the model dir's latest checkpoint (from its state file, no TensorFlow), or None."""
     try:
-        text = read(os.path.join(model_dir, pretrained.CHECKPOINT_STATE_FILE))
+        text = read(os.path.join(model_dir, CHECKPOINT_STATE_FILE))
     except FileNotFoundError:
         return None
     match = re.search(r'^model_checkpoint_path: ".*?ckpt-(\d+)"', text, re.M)
@@ -309,7 +305,7 @@ def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=1
         exit_times(first, time.time(), 0)  # (kills those still running)
         return report
     time.sleep(kill_delay)
-    state = os.path.join(model_dir, pretrained.CHECKPOINT_STATE_FILE)
+    state = os.path.join(model_dir, CHECKPOINT_STATE_FILE)
     report["checkpoint_age_at_kill_s"] = round(time.time() - os.path.getmtime(state), 1)
     first[-1][0].send_signal(signal.SIGKILL)
     killed = time.time()

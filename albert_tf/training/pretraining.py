@@ -1,19 +1,15 @@
-"""`albert-tf pretrain`: ALBERT pretraining (MLM + SOP) with LAMB, on one CPU core, GPUs, or a TPU pod.
+"""The pretraining run behind `albert-tf pretrain` (albert_tf/jobs/pretrain.py holds its settings, PretrainConfig):
+check every input before anything is written, pick the strategy, build the model, the optimizer and the data,
+restore the latest checkpoint, and run the loop. One step is albert_tf/training/pretrain_step.py; the records'
+checks and the input pipeline are albert_tf/data/pretraining_input.py.
 
-Read it top to bottom: the flags, the loss, one step, the checks, then `run()`, which checks every input before
-anything is written, picks the strategy, builds the model, the optimizer and the data, restores the latest
-checkpoint, and runs the loop. One training step is `train_step()`:
-
-    forward → loss (MLM Σw·nll / Σw over the GLOBAL batch + SOP mean over the global batch)
-           → gradients of this replica's share → sum over replicas → clip to global norm 1.0 → LAMB update
-
-Up to `--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
-iterations_per_loop, and a call lasts about LOOP_SECONDS of wall time once the step time is known
-(`loop.LoopLength`): between calls the host acts on signals, prints progress (`loop.Progress`, a line at least every
-PROGRESS_SECONDS) and checks the save clock. Every --steps-per-loop span ends with a metrics row (log line,
-TensorBoard summaries, metrics.jsonl: `loop.MetricsLog`), a checkpoint when due (every --save-checkpoints-steps
-steps or --save-checkpoints-secs seconds), eval when due. The model dir (albert_tf/checkpoints/pretrained.py's layout) gets its
-first file only after the first step has run.
+Read it top to bottom: the checks, `prepare`, `build`, then `train`. Up to `--steps-per-loop` steps run inside one
+compiled tf.function (`loop.make_train_loop`), the original's iterations_per_loop, and a call lasts about
+LOOP_SECONDS of wall time once the step time is known (`loop.LoopLength`): between calls the host acts on signals,
+prints progress (`loop.Progress`, a line at least every PROGRESS_SECONDS) and checks the save clock. Every
+--steps-per-loop span ends with a metrics row (log line, TensorBoard summaries, metrics.jsonl: `loop.MetricsLog`), a
+checkpoint when due (every --save-checkpoints-steps steps or --save-checkpoints-secs seconds), eval when due. The
+model dir (albert_tf/checkpoints/layout.py) gets its first file only after the first step has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the seed
@@ -27,235 +23,30 @@ loss. Exit codes: albert_tf/runtime/exit_codes.py.
 """
 import dataclasses
 import os
-import re
 import sys
 import time
 
+import keras
 import tensorflow as tf
 
-from albert_tf.runtime import exit_codes, host_xla, lock
-from albert_tf.runtime.exit_codes import RuntimeLost
-from albert_tf.runtime.signals import StopSignal, duration_text
+from albert_tf import layout, run_config
 from albert_tf.checkpoints import pretrained
-from albert_tf.files import check_input_file, check_output_dir, is_url
+from albert_tf.data import pretraining_input, record_index
+from albert_tf.data.pretraining_input import (changed_files, check_records, data_error, eval_steps, make_dataset_fn,
+                                              record_counts)
+from albert_tf.files import check_input_file, check_output_dir
+from albert_tf.runtime import devices, exit_codes, lock, precision
+from albert_tf.runtime.exit_codes import RuntimeLost
+from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.text import vocabulary
-from albert_tf import run_config
-from albert_tf.training import distribute, flops, precision, pretrain_config
-from albert_tf.training import plan as planner
-from albert_tf.training.pretrain_config import PretrainConfig, PretrainResult
-from albert_tf.training.loop import (LoopLength, MetricsLog, Progress, evaluate, make_train_loop)
+from albert_tf.training import costs, distribute
+from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, make_train_loop
+from albert_tf.training.pretrain_step import (EVAL_KEYS, SUM_KEYS, build_model_and_optimizer, make_eval_step,
+                                              make_train_step, metrics_from_sums)
 
-# What one step returns per replica, summed over replicas and over the steps of a loop: the loss's sums
-# (pretraining_loss) and the gradient norm.
-LOSS_SUM_KEYS = ("mlm_nll", "mlm_weight", "mlm_correct", "sop_nll", "sop_correct", "sop_count")
-SUM_KEYS = LOSS_SUM_KEYS + ("grad_norm_sum",)
-EVAL_KEYS = LOSS_SUM_KEYS
-LOOP_SECONDS = pretrain_config.LOOP_SECONDS  # the wall time of one compiled call once the step time is known
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
 
 
-def add_arguments(parser):
-    """The flags: one per PretrainConfig field (albert_tf/training/pretrain_config.py: `--help` needs no
-    TensorFlow)."""
-    pretrain_config.add_arguments(parser)
-
-
-# ---------------------------------------------------------------------------------------------- the loss
-def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
-    """This replica's share of the loss, and metric sums.
-
-    Args:
-      outputs: the pretrainer's outputs; `mlm_logits` float32 [b, P, V], `sop_logits` float32 [b, 2].
-      batch: `masked_lm_ids` int32 [b, P], `masked_lm_weights` float32 [b, P], `sentence_order_labels` int32 [b],
-        optional `sentence_order_weights` float32 [b] (eval batches: 0 marks a padding example; default 1).
-      global_batch_size: B, the batch summed over all replicas.
-      mlm_weight_total: Σ masked_lm_weights over the global batch (a scalar, already summed over replicas).
-    Returns:
-      (loss, sums): loss is a scalar whose sum over replicas is the global loss
-        Σ w·nll / (Σw + 1e-5) + Σ sop_nll / B (the original's 1e-5 guards an all-padding batch);
-        sums holds float32 scalars summed later over replicas and steps for the metrics.
-    """
-    ids, weights = batch["masked_lm_ids"], batch["masked_lm_weights"]
-    labels = batch["sentence_order_labels"]
-    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
-    sop_logits = tf.cast(outputs["sop_logits"], tf.float32)
-
-    mlm_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm_logits)      # [b, P]
-    sop_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=sop_logits)   # [b]
-    sop_weights = batch.get("sentence_order_weights")
-    sop_weights = tf.ones_like(sop_nll) if sop_weights is None else sop_weights
-    mlm_nll_sum = tf.reduce_sum(weights * mlm_nll)
-    sop_nll_sum = tf.reduce_sum(sop_weights * sop_nll)
-    loss = mlm_nll_sum / (mlm_weight_total + 1e-5) + sop_nll_sum / float(global_batch_size)
-
-    mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids), tf.float32)
-    sop_correct = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels), tf.float32)
-    sums = {
-        "mlm_nll": mlm_nll_sum,
-        "mlm_weight": tf.reduce_sum(weights),
-        "mlm_correct": tf.reduce_sum(weights * mlm_correct),
-        "sop_nll": sop_nll_sum,
-        "sop_correct": tf.reduce_sum(sop_weights * sop_correct),
-        "sop_count": tf.reduce_sum(sop_weights),
-    }
-    return loss, sums
-
-
-def metrics_from_sums(sums):
-    """The logged metrics from sums over replicas and steps (floats)."""
-    mlm_loss = sums["mlm_nll"] / max(sums["mlm_weight"], 1e-5)
-    sop_loss = sums["sop_nll"] / max(sums["sop_count"], 1.0)
-    return {
-        "loss": mlm_loss + sop_loss,
-        "masked_lm_loss": mlm_loss,
-        "masked_lm_accuracy": sums["mlm_correct"] / max(sums["mlm_weight"], 1e-5),
-        "sentence_order_loss": sop_loss,
-        "sentence_order_accuracy": sums["sop_correct"] / max(sums["sop_count"], 1.0),
-    }
-
-
-# ---------------------------------------------------------------------------------------------- one step
-@host_xla.jit_function(autograph=False)
-def _add_lists(totals, more):
-    """[a + b for a, b in zip(totals, more)] as one XLA kernel where the host has XLA. (As plain adds inside the
-    accumulation loop, Grappler's arithmetic optimizer merges them with the gradients' own sums into AccumulateNV2
-    ops whose temporary variables collide across the loop's iterations: AlreadyExistsError, albert_base, 2 streams.)"""
-    return [a + b for a, b in zip(totals, more)]
-
-
-def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accumulation_steps=1):
-    """Returns train_step(batch, training) → metric sums, to run in a replica context (strategy.run).
-
-    batch: a per-replica pretraining batch, static shapes [b, L] / [b, P] / [b].
-    `jit_compile` compiles the forward/backward with XLA (the cross-replica sum and the update stay outside).
-    `accumulation_steps` N: the batch runs as N micro-batches of b / N examples, one after the other (a while loop,
-    one micro-batch's activations alive at a time), their gradients summed in float32; the loss normalizers are
-    those of the whole global batch (Σw over all micro-batches and replicas, B), so the summed gradient is the
-    gradient of the same loss, then clipped once and applied by one LAMB update.
-    """
-    variables = model.trainable_variables
-
-    def forward_backward(batch, mlm_weight_total, training):
-        with tf.GradientTape() as tape:
-            outputs = model(batch, training=training)
-            loss, sums = pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total)
-        grads = tape.gradient(loss, variables)
-        return [tf.convert_to_tensor(g) for g in grads], sums  # embedding gathers give IndexedSlices
-
-    if jit_compile:
-        forward_backward = tf.function(forward_backward, jit_compile=True, reduce_retracing=True)
-
-    def accumulated(batch, mlm_weight_total, training):
-        """Σ of forward_backward over the N micro-batches of `batch`: (gradients, sums)."""
-        micro = {k: tf.reshape(v, [accumulation_steps, v.shape[0] // accumulation_steps] + v.shape[1:])
-                 for k, v in batch.items()}
-
-        def body(index, grads, sums):
-            more_grads, more_sums = forward_backward({k: v[index] for k, v in micro.items()}, mlm_weight_total,
-                                                     training)
-            totals = _add_lists(grads + [sums[k] for k in LOSS_SUM_KEYS],
-                                more_grads + [more_sums[k] for k in LOSS_SUM_KEYS])
-            return index + 1, totals[:len(grads)], dict(zip(LOSS_SUM_KEYS, totals[len(grads):]))
-
-        zeros = ([tf.zeros(v.shape, tf.float32) for v in variables], {k: tf.constant(0.0) for k in LOSS_SUM_KEYS})
-        _, grads, sums = tf.while_loop(lambda index, *_: index < accumulation_steps, body, (tf.constant(0), *zeros),
-                                       parallel_iterations=1)  # one micro-batch at a time
-        return grads, sums
-
-    def train_step(batch, training):
-        replica = tf.distribute.get_replica_context()
-        mlm_weight_total = replica.all_reduce("sum", tf.reduce_sum(batch["masked_lm_weights"]))
-        if accumulation_steps > 1:
-            grads, sums = accumulated(batch, mlm_weight_total, training)
-        else:
-            grads, sums = forward_backward(batch, mlm_weight_total, training)
-        grads = replica.all_reduce("sum", grads)                 # the gradient of the global-batch loss
-        grads, grad_norm = tf.clip_by_global_norm(grads, 1.0)    # as the original: clip_norm=1.0
-        optimizer.apply_reduced_gradients(grads, variables)     # (Keras' apply() would sum again)
-        sums["grad_norm_sum"] = grad_norm / tf.cast(replica.num_replicas_in_sync, tf.float32)
-        return sums
-
-    return train_step
-
-
-# ---------------------------------------------------------------------------------------------- evaluation
-def make_eval_step(model, global_batch_size):
-    """Returns eval_step(batch) → metric sums (replica context), the model without dropout. Padding examples of
-    the last eval batches (sentence_order_weights 0, masked_lm_weights 0) count in no sum. Run it through one
-    `loop.make_train_loop(strategy, eval_step, EVAL_KEYS)` per run: one trace, one compilation for every eval."""
-
-    @tf.autograph.experimental.do_not_convert  # no control flow; spares a harmless AutoGraph warning
-    def eval_step(batch):
-        outputs = model(batch, training=False)
-        total = tf.distribute.get_replica_context().all_reduce("sum", tf.reduce_sum(batch["masked_lm_weights"]))
-        return pretraining_loss(outputs, batch, global_batch_size, total)[1]
-
-    return eval_step
-
-
-# ---------------------------------------------------------------------------------------------- inputs
-def record_counts(cfg, file_pattern, write_cache):
-    """{path: records} of the files `file_pattern` matches: from create-data's index, else from the count cache in
-    the model dir (written back when `write_cache`: the chief of a resumed run), else counted."""
-    from albert_tf.data import dataset, record_index  # pylint: disable=import-outside-toplevel
-
-    files = dataset.data_files(file_pattern)
-    return record_index.record_counts(files, dataset.file_sizes(files),
-                                      cache=os.path.join(cfg.model_dir, record_index.CACHE_NAME),
-                                      write_cache=write_cache)
-
-
-def pipeline_line(files, counts, pipeline_id, num_pipelines):
-    """The start-up line of one training input pipeline: the files it reads (files i, i + n, ... of the sorted
-    list, as pretraining_dataset takes them) and the records they hold (`counts`: {file: records}, those known)."""
-    mine = files[pipeline_id::num_pipelines]
-    records = (f"{sum(counts[f] for f in mine):,} records" if all(f in counts for f in mine) else
-               "records not counted (no record-count index beside the files)")
-    return (f"input pipeline {pipeline_id + 1}/{num_pipelines}: {len(mine)} train file(s) (files "
-            f"{pipeline_id}::{num_pipelines} of the {len(files)} sorted), {records}")
-
-
-def make_dataset_fn(cfg, config, file_pattern, global_batch_size, is_training, skip_global_batches=0,
-                    counts=None, known_counts=None):
-    """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes.
-
-    Replicas of one input pipeline take consecutive per-replica batches, so a global batch is the same examples
-    whatever the number of replicas. Resuming positions each pipeline at the global batch `skip_global_batches`
-    without reading what comes before (the data order is a function of (seed, step); `counts`: the files' record
-    counts, `record_counts()`). Eval (`is_training=False`): every pipeline yields the same number of padded
-    batches, at most --max-eval-steps global batches in all (`eval_steps()`). Training prints each pipeline's
-    `pipeline_line` (`known_counts`: (sorted files, {file: records known})).
-    """
-    from albert_tf.data import pretraining_dataset  # pylint: disable=import-outside-toplevel
-
-    def dataset_fn(input_context):
-        # batch_size is the global batch: with input_context the pipeline yields per-replica batches.
-        replicas_per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-        if is_training and known_counts:  # the share of the files this pipeline reads, and its records
-            print(pipeline_line(*known_counts, input_context.input_pipeline_id, input_context.num_input_pipelines),
-                  flush=True)
-        return pretraining_dataset(
-            file_pattern, seq_length=cfg.max_seq_length, max_predictions=cfg.max_predictions,
-            batch_size=global_batch_size, is_training=is_training, input_context=input_context,
-            dynamic_masking=cfg.dynamic_masking, seed=cfg.seed,
-            vocab_size=config.vocab_size if cfg.dynamic_masking else None,
-            start_batch=skip_global_batches * replicas_per_pipeline, record_counts=counts,
-            max_batches=None if is_training else cfg.max_eval_steps)
-
-    return dataset_fn
-
-
-def eval_steps(cfg, counts, global_batch_size):
-    """Global eval batches per evaluation: every eval record once, at most --max-eval-steps batches."""
-    from albert_tf.data.dataset import eval_steps as steps  # pylint: disable=import-outside-toplevel
-
-    try:
-        return steps(sum(counts.values()), global_batch_size, cfg.max_eval_steps)
-    except ValueError as e:
-        raise ValueError(f"--eval-data {cfg.eval_data}: {e}") from None
-
-
-# ---------------------------------------------------------------------------------------------- checks
 def check_flags(cfg):
     positive = ("max_seq_length", "max_predictions", "batch_size", "num_train_steps", "steps_per_loop",
                 "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps", "gradient_accumulation_steps")
@@ -278,46 +69,6 @@ def check_flags(cfg):
         check_input_file(cfg.spm_model, "--spm-model", vocabulary.SPM_FILE)
 
 
-def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
-    """Refuses, before anything is built: a pattern matching nothing; records whose lengths disagree with the flags
-    or whose token ids run past the vocabulary (each file's first record); files cut short: a file that create-data's
-    record-count index lists must have the size it records, and the record headers of up to `walk` other local
-    files (spread over the list) are walked; create-data shards of one prefix from different runs
-    (record_index.check_one_run). The files are checked in parallel (on gs:// each read is a round trip), so
-    start-up hardly grows with the number of shards; the input pipeline checks every file again as it reads it.
-    Returns {file: its size in bytes} (the sizes at start, which a data error mid-run is compared with)."""
-    import concurrent.futures  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.data import dataset, record_index  # pylint: disable=import-outside-toplevel
-
-    files = dataset.data_files(file_pattern, flag)
-    record_index.check_one_run(files, flag)
-    sizes = dataset.file_sizes(files)
-    entries = record_index.index_entries(files)
-    unlisted = [f for f in files if f not in entries and not is_url(f)]
-    sample = set(unlisted if len(unlisted) <= walk else
-                 [unlisted[i * (len(unlisted) - 1) // (walk - 1)] for i in range(walk)])
-
-    def check(path, size):
-        dataset.check_first_record(path, seq_length=cfg.max_seq_length, max_predictions=cfg.max_predictions,
-                                   dynamic_masking=cfg.dynamic_masking, size=size)
-        dataset.check_token_ids(path, vocab_size)
-        if path in entries and entries[path][1] != size:
-            raise ValueError(f"{path}: truncated or corrupt TFRecord file, or replaced: {size} bytes, but "
-                             f"{entries[path][2]} lists {entries[path][1]} (delete that index if the file is right)")
-        if path in sample:
-            dataset.check_framing(path, size)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(32, len(files))) as pool:
-        futures = [pool.submit(check, path, size) for path, size in zip(files, sizes)]
-        for future in futures:  # the first failure in file order
-            try:
-                future.result()
-            except ValueError as e:
-                raise ValueError(f"{flag}: {e}") from None
-    return dict(zip(files, sizes))
-
-
 def check_inputs(cfg, config):
     """Everything that can be checked before the model dir gets its first file: the config against the flags, the
     vocabulary, the records, the model dir's own config, and (TPU) the paths. Returns {flag: {file: size at start}}
@@ -333,34 +84,6 @@ def check_inputs(cfg, config):
     pretrained.check_config(cfg.model_dir, config)
     vocabulary.check_same_vocabulary(cfg.model_dir, cfg.spm_model)  # the vocabulary is part of the model
     return sizes
-
-
-_ASSERTION = re.compile(r"assertion failed: \[(.*)\]")
-
-
-def data_error(e):
-    """A data error raised inside the compiled loop (the input pipeline's check of a truncated, corrupt or changed
-    file, TensorFlow's own record check, a file gone) as one line naming the file, or None if `e` is something
-    else."""
-    if isinstance(e, tf.errors.NotFoundError):
-        return str(e).strip().splitlines()[0] if str(e).strip() else None
-    for line in str(e).splitlines():
-        if "truncated or corrupt" in line or "corrupted record" in line.lower():
-            match = _ASSERTION.search(line)
-            return (match.group(1) if match else line).strip()
-    return None
-
-
-def changed_files(sizes):
-    """[(flag, path, size at start, size now or None: gone)] of the data files whose size is not what it was
-    (`sizes`: {flag: {path: size at start}}, from check_inputs)."""
-    changed = []
-    for flag, by_path in sizes.items():
-        for path, size in by_path.items():
-            now = tf.io.gfile.stat(path).length if tf.io.gfile.exists(path) else None
-            if now != size:
-                changed.append((flag, path, size, now))
-    return changed
 
 
 def data_error_line(detail, cfg, setup, manager, step):
@@ -412,24 +135,6 @@ def loop_end(step, cfg):
     return min(boundaries), training
 
 
-def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup_steps, poly_power=1.0,
-                              training_streams=1, fused=True, remat=False):
-    """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), LAMB with the original's settings and
-    its schedule (call under strategy.scope()). Returns (model, optimizer, schedule)."""
-    from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.lamb import LAMB  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.schedules import WarmupPolynomialDecay  # pylint: disable=import-outside-toplevel
-
-    # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with training=False,
-    # which in ALBERT removes dropout and nothing else. (Building it with the rates set to 0 would draw Keras'
-    # seed stream differently and so change the initial weights of a seeded run.)
-    model = AlbertPretrainer(config, fused=fused, training_streams=training_streams, remat=remat)
-    schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
-    optimizer = LAMB(schedule)
-    optimizer.build(model.trainable_variables)
-    return model, optimizer, schedule
-
-
 def restore(manager, model, cfg):
     """The latest checkpoint of this run, else --init's weights. Returns a line saying which.
     Every worker restores the chief's checkpoint (the model dir's), not its own temporary save directory."""
@@ -460,14 +165,14 @@ def check_accumulation(cfg, replicas):
 def check_host_memory(cfg, config, replicas, dtype, total=None):
     """Refuses a CPU run whose model cannot fit in this machine's memory (e.g. the paper's batch 4096 on a laptop),
     saying what to change, instead of being killed by the kernel minutes later without a word. The need is
-    albert_tf.training.plan's host estimate (its activation model measured on CPU: benchmarks/plan_memory.py) with
-    its slack and overhead (`planner.host_need_bytes`). The advice keeps the global batch first
+    albert_tf.training.costs' host estimate (its activation model measured on CPU: benchmarks/plan_memory.py) with
+    its slack and overhead (`costs.host_need_bytes`). The advice keeps the global batch first
     (--gradient-accumulation-steps, --remat), then halves it."""
     if total is None:
-        total = planner.host_total_bytes()
+        total = costs.host_total_bytes()
 
     def need(batch, remat=cfg.remat, steps=cfg.gradient_accumulation_steps):
-        return planner.host_need_bytes(config, batch, cfg.max_seq_length, cfg.max_predictions, replicas=replicas,
+        return costs.host_need_bytes(config, batch, cfg.max_seq_length, cfg.max_predictions, replicas=replicas,
                                        dtype=dtype, remat=remat, accumulation_steps=steps)
 
     if need(cfg.batch_size) <= total:
@@ -509,7 +214,7 @@ class Setup:
     jit: bool
     streams: int
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
-    dtype_choice: object = None  # albert_tf.training.precision.DtypeChoice: why `dtype` (kept in the run record)
+    dtype_choice: object = None  # albert_tf.runtime.precision.DtypeChoice: why `dtype` (kept in the run record)
     data_sizes: dict = dataclasses.field(default_factory=dict)  # {flag: {file: bytes}} at start (check_inputs)
 
 
@@ -533,15 +238,13 @@ def prepare(cfg):
     the connection and the TPU system's initialization), every check of the inputs (nothing is written before they
     pass; a model dir's run record must agree), the model config, dtype, XLA and streams; prints the plan's line.
     Returns a Setup."""
-    import keras  # pylint: disable=import-outside-toplevel
-
     strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas,
                                           collective_timeout_secs=cfg.collective_timeout_secs)  # writes nothing
-    config = pretrain_config.model_config(cfg.config, cfg.config_overrides, cfg.spm_model)
+    config = vocabulary.model_config(cfg.config, cfg.config_overrides, cfg.spm_model)
     data_sizes = check_inputs(cfg, config)
-    record = os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE)
+    record = layout.ModelDir(cfg.model_dir).run_record
     run_config.check_record(record, run_config.read_record(record), run_config.record(cfg),
-                            run_config.same_on_resume(PretrainConfig), "use a new --model-dir or the same values")
+                            run_config.same_on_resume(type(cfg)), "use a new --model-dir or the same values")
     on_tpu, replicas = distribute.is_tpu_strategy(strategy), strategy.num_replicas_in_sync
     eval_batch_size = cfg.eval_batch_size or cfg.batch_size
     for flag, size in (("--batch-size", cfg.batch_size), ("--eval-batch-size", eval_batch_size)):
@@ -556,11 +259,11 @@ def prepare(cfg):
     streams = choose_streams(cfg, micro_batch, on_tpu, use_gpu)
     if not on_tpu and not use_gpu:
         check_host_memory(cfg, config, replicas, dtype)
-    peak = flops.peak_flops_for(flops.local_device_kind())
-    print(planner.summary_line(planner.estimate(
+    peak = devices.peak_flops_for(distribute.local_device_kind())
+    print(costs.summary_line(costs.estimate(
         config, cfg.batch_size, cfg.max_seq_length, cfg.max_predictions, cores=replicas, dtype=dtype,
         steps=cfg.num_train_steps, peak_flops_per_core=peak,
-        memory_per_core=planner.V3_HBM_PER_CORE if on_tpu else None, remat=cfg.remat,
+        memory_per_core=devices.V3_HBM_PER_CORE if on_tpu else None, remat=cfg.remat,
         accumulation_steps=cfg.gradient_accumulation_steps)), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(cfg.seed)
@@ -593,7 +296,7 @@ def save(cfg, setup, manager, step):
     """Writes the checkpoint of `step` (and, first time, albert_config.json, spm.model and the run record)."""
     if setup.chief:
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
-        run_config.write_record(os.path.join(cfg.model_dir, pretrain_config.RECORD_FILE),
+        run_config.write_record(layout.ModelDir(cfg.model_dir).run_record,
                                 {**run_config.record(cfg), "dtype_choice": setup.dtype_choice and setup.dtype_choice.to_record()})
     manager.save(checkpoint_number=step)
     if not setup.chief:  # other workers take part in the save but keep nothing
@@ -688,8 +391,6 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
     (loop.LoopLength): between calls the host acts on a stop signal, the save clock and progress. After a call:
     the progress line, the metrics row when a --steps-per-loop span ends, a checkpoint and an evaluation when
     due. Returns a PretrainResult."""
-    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
-
     strategy, step, rows = setup.strategy, int(optimizer.iterations.numpy()), {}
     counts = record_counts(cfg, cfg.train_data, setup.chief) if step else None
     sizes = setup.data_sizes["--train-data"]
@@ -703,7 +404,7 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
     evaluation = make_evaluation(cfg, setup, model, step)
     log = MetricsLog(cfg.model_dir, setup.chief)
     log.truncate_after(step)
-    flops_per_example = flops.pretraining_flops_per_example(setup.config, cfg.max_seq_length, cfg.max_predictions)
+    flops_per_example = costs.training_flops_per_example(setup.config, cfg.max_seq_length, cfg.max_predictions)
     print(f"training {setup.config.num_hidden_layers}-layer ALBERT from step {step} to {cfg.num_train_steps} on "
           f"{setup.replicas} replica(s) ({type(strategy).__name__}), global batch {cfg.batch_size}, "
           f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {setup.streams}"
@@ -773,29 +474,17 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
 
 
 def result(cfg, status, step, manager, rows, exit_code=0):
-    """The PretrainResult of a run that ends at `step` with `status`; `rows`: the last metrics rows by split."""
-    return PretrainResult(status=status, step=step, model_dir=cfg.model_dir, checkpoint=manager.latest_checkpoint,
-                          metrics=rows.get("train", {}), eval_metrics=rows.get("eval", {}), exit_code=exit_code)
+    """The fields of the PretrainResult of a run that ends at `step` with `status`; `rows`: the last metrics rows by
+    split."""
+    return dict(status=status, step=step, model_dir=cfg.model_dir, checkpoint=manager.latest_checkpoint,
+                metrics=rows.get("train", {}), eval_metrics=rows.get("eval", {}), exit_code=exit_code)
 
 
-def pretrain(config):
-    """Pretrains as `config` (a PretrainConfig) says: the flags' checks, the output lock, prepare (strategy, checks,
-    plan), build and restore, train. Returns a PretrainResult. Usable from a notebook or a script: progress lines as
-    the CLI prints them, errors as ValueError / FileNotFoundError (nothing written before the checks pass), the
-    model dir held by another run as LockHeld, the TPU / runtime or a peer worker gone as RuntimeLost (both in
-    albert_tf.runtime.exit_codes: the same config resumes), and on the main thread SIGINT / SIGTERM (a notebook's
-    interrupt) stop at the end of the compiled call in flight with a checkpoint (status "stopped"; the same config
-    resumes)."""
-    return _pretrain(config, exits=False)
-
-
-def _pretrain(cfg, exits):
-    """`pretrain`; `exits` (the CLI): a signal before the first step has finished exits the process at once
-    (nothing to save), and a second SIGINT aborts it (runtime.signals.StopSignal). Keras' global dtype policy,
-    which the run sets to its compute dtype, is restored when it ends: a notebook's later models (or a test's) are
-    not built in the run's dtype."""
-    import keras  # pylint: disable=import-outside-toplevel
-
+def run(cfg, exits):
+    """Pretrains as `cfg` (a PretrainConfig) says; returns the PretrainResult's fields (a dict). `exits` (the
+    CLI): a signal before the first step has finished exits the process at once (nothing to save), and a second
+    SIGINT aborts it (runtime.signals.StopSignal). Keras' global dtype policy, which the run sets to its compute
+    dtype, is restored when it ends: a notebook's later models (or a test's) are not built in the run's dtype."""
     policy = keras.mixed_precision.global_policy()
     try:
         return _run(cfg, exits)
@@ -804,7 +493,7 @@ def _pretrain(cfg, exits):
 
 
 def _run(cfg, exits):
-    """The body of `_pretrain`."""
+    """The body of `run`."""
     started = time.time()
     at_once = "before the first training step finished, nothing to save" if exits else None
     with StopSignal("albert-tf pretrain", at_once=at_once, exits=exits) as stop:
@@ -825,16 +514,3 @@ def _run(cfg, exits):
                       flush=True)
                 return result(cfg, "complete", step, manager, {})
             return train(cfg, setup, model, optimizer, schedule, manager, stop, started)
-
-
-def run(args):
-    """`albert-tf pretrain`: the flags over the --recipe as a PretrainConfig, then the run. SIGTERM and SIGINT stop
-    it cleanly: before the first step has finished at once (nothing to save), afterwards at the end of the compiled
-    call in flight, with a checkpoint; exit 75 after SIGTERM (not done: the same command resumes), 130 after
-    SIGINT. Returns the exit code (albert_tf.runtime.exit_codes)."""
-    config, applied = pretrain_config.from_args(args)
-    if applied:
-        flags = {f.name: run_config.flag_of(f) for f in dataclasses.fields(PretrainConfig)}
-        print(f"recipe {args.recipe}: " + " ".join(flags[k] if v is True else f"{flags[k]} {v}"
-                                                   for k, v in applied.items() if v is not False), flush=True)
-    return _pretrain(config, exits=True).exit_code

@@ -1,13 +1,14 @@
-"""`albert-tf pretrain`'s settings as one typed config, `PretrainConfig`, and what a run returns, `PretrainResult`.
-No TensorFlow here: `albert-tf pretrain --help` builds its flags from these fields and stays fast.
+"""`albert-tf pretrain`: its settings as one typed config, `PretrainConfig`, the call `pretrain(config)` and what a
+run returns, `PretrainResult`. The run itself is albert_tf/training/pretraining.py (imported when the call runs, so
+`albert-tf pretrain --help` builds its flags from these fields without TensorFlow).
 
     config = PretrainConfig(config="albert_base", train_data="data/train-*", model_dir="model", batch_size=256,
                             config_overrides={"vocab_size": 8000})
-    result = albert_tf.pretrain(config)          # albert_tf.training.pretrain.pretrain
+    result = albert_tf.pretrain(config)
     PretrainConfig.from_recipe("paper_v2", config="albert_base", train_data=..., model_dir=...)
 
 On the command line each field is a flag (`batch_size` → `--batch-size`, `config_overrides` → `--set KEY=VALUE`).
-The model dir records the config (RECORD_FILE); a resumed run must keep the fields marked `same_on_resume`: those
+The model dir records the config (layout.PRETRAIN_RECORD_FILE); a resumed run must keep the fields marked `same_on_resume`: those
 the data position depends on (the data order is a function of the seed and the step; a step is a global batch).
 Others may change on a resume: a lower learning rate after a divergence, more steps, dropout switched off.
 
@@ -33,10 +34,9 @@ import os
 
 from albert_tf import run_config
 from albert_tf.run_config import option
+from albert_tf.runtime.signals import LOOP_SECONDS
 
-LOOP_SECONDS = 10.0  # the wall time of one compiled call once the step time is known (loop.LoopLength)
 COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
-RECORD_FILE = "pretrain_config.json"  # MODEL_DIR/: the run's config (a resume with other values is refused)
 
 
 @dataclasses.dataclass
@@ -128,22 +128,6 @@ class PretrainResult:
     exit_code: int = 0
 
 
-def model_config(config, overrides=None, spm_model=None):
-    """The AlbertConfig of a run: `config` (a preset name, a file or a directory: albert_tf.config.load_config)
-    with `overrides` ({key: value}, `--set`) applied and validated. vocab_size "auto" is the size of `spm_model`."""
-    from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-
-    overrides = dict(overrides or {})
-    if overrides.get("vocab_size") == "auto":
-        if not spm_model:
-            raise ValueError("--set vocab_size=auto takes the vocabulary's size from --spm-model; give --spm-model "
-                             "or a number")
-        from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
-        overrides["vocab_size"] = AlbertTokenizer(spm_model).vocab_size
-    return load_config(config).with_overrides(overrides)
-
-
 # ---------------------------------------------------------------------------------------------- recipes
 _PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
           "max_seq_length": 512, "max_predictions": 20}
@@ -154,13 +138,6 @@ RECIPES = {
                  "values": dict(_PAPER)},
 }
 _FILE_FIELDS = ("description", "base", "flags")
-
-
-def add_recipe_argument(parser):
-    """Adds `--recipe` (after the command's own flags)."""
-    parser.add_argument("--recipe", default=None,
-                        help=f"a pretraining recipe to start from: {', '.join(RECIPES)} or a recipe .json file; "
-                             "flags given on the command line win (default: none)")
 
 
 def _read_file(recipe):
@@ -195,19 +172,56 @@ def read_recipe(recipe):
     return {**base, **run_config.values_from_mapping(PretrainConfig, values["flags"], f"--recipe {recipe}")}
 
 
+# ---------------------------------------------------------------------------------------------- the call
+def pretrain(config):
+    """Pretrains as `config` (a PretrainConfig) says: the flags' checks, the output lock, prepare (strategy, checks,
+    plan), build and restore, train. Returns a PretrainResult. Usable from a notebook or a script: progress lines as
+    the CLI prints them, errors as ValueError / FileNotFoundError (nothing written before the checks pass), the
+    model dir held by another run as LockHeld, the TPU / runtime or a peer worker gone as RuntimeLost (both in
+    albert_tf.runtime.exit_codes: the same config resumes), and on the main thread SIGINT / SIGTERM (a notebook's
+    interrupt) stop at the end of the compiled call in flight with a checkpoint (status "stopped"; the same config
+    resumes)."""
+    return PretrainResult(**_pretraining().run(config, exits=False))
+
+
+def _pretraining():
+    """albert_tf.training.pretraining, imported when a run starts (it imports TensorFlow)."""
+    from albert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+
+    return pretraining
+
+
 # ---------------------------------------------------------------------------------------------- the command line
-def add_arguments(parser):
-    """`albert-tf pretrain`'s flags: one per PretrainConfig field, then --recipe."""
-    run_config.add_fields_as_arguments(parser, PretrainConfig)
-    add_recipe_argument(parser)
+def add_extra_arguments(parser):
+    """`--recipe` (after the command's own flags): where settings come from, not a setting."""
+    parser.add_argument("--recipe", default=None,
+                        help=f"a pretraining recipe to start from: {', '.join(RECIPES)} or a recipe .json file; "
+                             "flags given on the command line win (default: none)")
 
 
-def from_args(args):
-    """(PretrainConfig, {field: value} the recipe set) from parsed flags: the recipe's values, then the typed flags."""
+def recipe_and_typed(args):
+    """(the recipe's values, the fields the user typed) of parsed flags."""
     base = read_recipe(args.recipe) if getattr(args, "recipe", None) else {}
-    typed = run_config.given(PretrainConfig, args)
-    return run_config.config_from_args(PretrainConfig, args, base), {k: v for k, v in base.items() if k not in typed}
+    return base, run_config.given(PretrainConfig, args)
 
 
-__all__ = ["PretrainConfig", "PretrainResult", "RECORD_FILE", "LOOP_SECONDS", "RECIPES", "read_recipe",
-           "add_recipe_argument", "add_arguments", "from_args"]
+def config_from_args(args):
+    """The PretrainConfig of parsed flags: the recipe's values, then the typed flags; prints the recipe's line
+    (the values it set that no flag overrides)."""
+    base, typed = recipe_and_typed(args)
+    applied = {k: v for k, v in base.items() if k not in typed}
+    if applied:
+        flags = {f.name: run_config.flag_of(f) for f in dataclasses.fields(PretrainConfig)}
+        print(f"recipe {args.recipe}: " + " ".join(flags[k] if v is True else f"{flags[k]} {v}"
+                                                   for k, v in applied.items() if v is not False), flush=True)
+    return PretrainConfig(**{**base, **typed})
+
+
+def cli(config):
+    """`albert-tf pretrain`: the run, with the CLI's signal handling (SIGTERM and SIGINT stop it cleanly: before
+    the first step has finished at once, nothing to save; afterwards at the end of the compiled call in flight, with
+    a checkpoint; exit 75 after SIGTERM, 130 after SIGINT; a second SIGINT aborts). Returns the exit code."""
+    return _pretraining().run(config, exits=True)["exit_code"]
+
+
+__all__ = ["PretrainConfig", "PretrainResult", "pretrain", "RECIPES", "read_recipe"]

@@ -1,24 +1,21 @@
-"""`albert-tf finetune`'s settings as one typed config, `FinetuneConfig`, and what a run returns, `FinetuneResult`.
-No TensorFlow here: `albert-tf finetune --help` builds its flags from these fields.
+"""`albert-tf finetune`: its settings as one typed config, `FinetuneConfig`, the call `finetune(config)` and what a
+run returns, `FinetuneResult`. The run itself is albert_tf/training/finetuning.py (imported when the call runs, so
+`albert-tf finetune --help` builds its flags from these fields without TensorFlow).
 
     config = FinetuneConfig(task="sst2", data_dir="glue/SST-2", init="work/model", output="work/sst2", epochs=3)
-    result = albert_tf.finetune(config)          # albert_tf.training.finetune.finetune
+    result = albert_tf.finetune(config)
     result.metrics["dev"]["accuracy"], result.export
 
-A setting left None takes the paper's value for the task (albert_tf.training.finetune.PAPER_DEFAULTS). The output
-directory records the config with the resolved step and epoch budget (RECORD_FILE); a run started again must
-agree with it.
+A setting left None takes the paper's value for the task (albert_tf.tasks.budget.PAPER_DEFAULTS). The output
+directory records the config with the resolved step and epoch budget (layout.FINETUNE_RECORD_FILE); a run started
+again must agree with it.
 """
 import dataclasses
 
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.tasks import TASKS
-
-RECORD_FILE = "finetune_config.json"  # OUTPUT/: the run's config and budget (a restart with others is refused)
-EVAL_RESULTS_FILE = "eval_results.json"   # OUTPUT/: the best epoch's official dev metrics
-#: `--optimizer`'s choices, the default first (albert_tf.training.optimizers.OPTIMIZERS, which imports TensorFlow).
-OPTIMIZERS = ("adamw-original", "adamw-keras")
+from albert_tf.tasks.budget import OPTIMIZERS
 
 
 @dataclasses.dataclass
@@ -98,9 +95,24 @@ class FinetuneResult:
     exit_code: int = 0
 
 
-def add_arguments(parser):
-    """`albert-tf finetune`'s flags: one per FinetuneConfig field."""
-    run_config.add_fields_as_arguments(parser, FinetuneConfig)
+def finetune(config):
+    """Fine-tunes as `config` (a FinetuneConfig) says. Returns a FinetuneResult. Usable from a notebook or a
+    script: progress as the CLI prints it, errors as ValueError / FileNotFoundError (nothing written before the
+    checks pass), and on the main thread SIGINT / SIGTERM (a notebook's interrupt) stop at the next step boundary,
+    keeping the last whole epoch (status "stopped"; the same config resumes)."""
+    return FinetuneResult(**_finetuning().run(config, exits=False))
 
 
-__all__ = ["FinetuneConfig", "FinetuneResult", "RECORD_FILE", "EVAL_RESULTS_FILE", "add_arguments"]
+def _finetuning():
+    """albert_tf.training.finetuning, imported when a run starts (it imports TensorFlow)."""
+    from albert_tf.training import finetuning  # pylint: disable=import-outside-toplevel
+
+    return finetuning
+
+
+def cli(config):
+    """`albert-tf finetune`: the run, where a second SIGINT aborts the process at once. Returns the exit code."""
+    return _finetuning().run(config, exits=True)["exit_code"]
+
+
+__all__ = ["FinetuneConfig", "FinetuneResult", "finetune"]

@@ -1,6 +1,8 @@
-"""`albert-tf plan`: parameters, per-core memory, FLOPs and time of a pretraining run, before renting a TPU.
+"""The cost model of a pretraining run: parameters, per-core memory, FLOPs and time (what `albert-tf plan` prints,
+albert_tf/jobs/plan.py, and what `pretrain` checks a CPU run's memory and measures MFU with).
 
-No TensorFlow is imported (the config is read with the standard library), so the plan runs anywhere in a second.
+No TensorFlow is imported (the config is read with the standard library), so a plan runs anywhere in a second.
+The devices' figures (TPU v3 cores, HBM, peaks, topologies) are albert_tf/runtime/devices.py's.
 
     albert-tf plan --config albert_xxlarge --topology v3-512 --batch-size 4096 --max-seq-length 512
     albert-tf plan --config albert_base --set vocab_size=8000 --topology cpu --batch-size 64 --max-seq-length 128
@@ -21,7 +23,7 @@ of every matmul, per example of L tokens with P masked positions, H hidden, E em
 the embedding projection L·E·H (when E ≠ H); per applied block Q/K/V 3·L·H², attention output L·H², attention
 scores L²·H, attention context L²·H, FFN in and out 2·L·H·I; the pooler H²; the MLM head on the masked positions
 only, P·H·E (dense H→E) + P·E·V (decoder E→V); SOP 2·H. Softmax, LayerNorm, GELU, the embedding gathers and the
-optimizer update are not counted (they are not matmuls). This is the count `albert_tf.training.flops` uses for MFU.
+optimizer update are not counted (they are not matmuls). This is the count pretrain's MFU uses (`training_flops_per_example`).
 
 **Memory per core** (TPUStrategy is data parallel: every core holds a full replica and its optimizer state):
   - weights float32 (4 bytes per parameter), LAMB slots m and v float32 (8), gradients float32 (4), with bf16
@@ -60,32 +62,19 @@ with the gradient's scale as SGD's does; the LAMB paper (You et al., 2020) scale
 root of the batch size in its BERT batch-size experiments. Linear scaling would give 16× the rate at batch 65536,
 where LAMB's authors needed far less. It is a starting point, not a tuned value.
 """
-import dataclasses
-import json
 import math
 import os
-import typing
 
-from albert_tf import run_config
-from albert_tf.training.pretrain_config import PretrainConfig, model_config, read_recipe
+from albert_tf.runtime.devices import (CPU_TOPOLOGY, HBM_USABLE_FRACTION, TOPOLOGIES, V3_CORES_PER_CHIP,
+                                       V3_CORES_PER_HOST, V3_HBM_PER_CORE, V3_PEAK_FLOPS_PER_CHIP,
+                                       V3_PEAK_FLOPS_PER_CORE, topology_cores)
 
-# Cloud TPU v3 (facts from Google's v3 documentation: 2 TensorCores per chip, 16 GiB HBM per core, 4 chips =
-# 8 cores per host, 123 TFLOP/s bf16 per chip).
-V3_PEAK_FLOPS_PER_CHIP = 123e12
-V3_CORES_PER_CHIP = 2
-V3_CORES_PER_HOST = 8
-V3_PEAK_FLOPS_PER_CORE = V3_PEAK_FLOPS_PER_CHIP / V3_CORES_PER_CHIP
-V3_HBM_PER_CORE = 16 * 2 ** 30
-TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512, 1024, 2048)}
-# The share of a core's memory the estimate may take: the rest is left to XLA's temporaries and the runtime.
-HBM_USABLE_FRACTION = 0.9
 # What a CPU run needs besides the host estimate (which matches TensorFlow's allocator statistics:
 # benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
 # the allocator's bins over the bytes in use (25%: albert_tiny at batch 4096 peaked at 14.7 GiB RSS where the
 # estimate is 11.7 GiB).
 HOST_OVERHEAD_BYTES = 2**30
 HOST_SLACK = 1.25
-CPU_TOPOLOGY = "cpu"
 
 PAPER_BATCH_SIZE = 4096
 PAPER_LEARNING_RATE = 0.00176
@@ -251,13 +240,6 @@ def host_batch_that_fits(config, seq_length, max_predictions=20, total=None, dty
 def learning_rate_for(batch_size):
     """The paper's 0.00176 at batch 4096, square-root scaled to `batch_size`."""
     return PAPER_LEARNING_RATE * math.sqrt(batch_size / PAPER_BATCH_SIZE)
-
-
-def topology_cores(topology):
-    """Cores of a v3 topology name ("v3-512" → 512); ValueError naming the accepted ones otherwise."""
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"--topology {topology!r}: unknown; expected one of {', '.join(TOPOLOGIES)}")
-    return TOPOLOGIES[topology]
 
 
 def _check_positive(**values):
@@ -587,7 +569,7 @@ def report(plan):
                 f", {_duration_text(option['executed_flops_per_step'] / (plan['mfu'] * plan['peak_flops']))} per step")
         lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
                       f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
-                  "  " + (plan.get("pretrain_command") or pretrain_command(plan, option))]
+                  "  " + (plan.get("pretrain_command") or pretrain_flags(option))]
     return "\n".join(lines)
 
 
@@ -603,93 +585,4 @@ def learning_rate_note(plan):
     return line
 
 
-def pretrain_command(plan, option, config="CONFIG", words=()):
-    """`albert-tf pretrain ...` for the option: --config, then `words` (the flags the plan was given that pretrain
-    shares, e.g. --recipe, --set, --learning-rate), the option's flags, and placeholders for the data and the
-    model dir (gs:// and --tpu on a TPU topology)."""
-    import shlex  # pylint: disable=import-outside-toplevel
 
-    where = (["--train-data", "data/train-*", "--model-dir", "model"] if plan["topology"] == CPU_TOPOLOGY else
-             ["--tpu", "TPU_NAME", "--train-data", "gs://BUCKET/records/train-*", "--model-dir", "gs://BUCKET/model"])
-    flags = [w for flag, value in option["flags"].items() for w in ([flag] if value is True else [flag, str(value)])]
-    return shlex.join(["albert-tf", "pretrain", "--config", config, *words, *flags, *where])
-
-
-# ---------------------------------------------------------------------------------------------- the command
-def _plan_fields():
-    """PlanConfig's fields: pretrain's (the same flag, type, default and help) and the plan's own."""
-    hints = typing.get_type_hints(PretrainConfig)
-    old = {"max_seq_length": ("--seq-length",), "num_train_steps": ("--steps",)}  # the plan's earlier spellings
-    borrowed = {f.name: (f.name, hints[f.name], dataclasses.field(
-        default=f.default, default_factory=f.default_factory,
-        metadata={**f.metadata, "aliases": f.metadata["aliases"] + old.get(f.name, ())}))
-        for f in dataclasses.fields(PretrainConfig)}
-    return [
-        borrowed["config"],
-        ("topology", str, run_config.option(help=f"Cloud TPU v3 slice ({', '.join(TOPOLOGIES)}) or {CPU_TOPOLOGY} "
-                                                 "(this machine: its memory, --cpu-replicas replicas)")),
-        *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
-        ("mfu", float, run_config.option(0.5, "fraction of the peak FLOP/s sustained")),
-        ("json", bool, run_config.option(False, "print one JSON object instead of text")),
-    ]
-
-
-# The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
-PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_length", "max_predictions",
-                        "num_train_steps", "learning_rate", "dtype", "remat", "gradient_accumulation_steps",
-                        "cpu_replicas")
-PlanConfig = dataclasses.make_dataclass("PlanConfig", _plan_fields())
-PlanConfig.__doc__ = "The settings of `albert-tf plan`: pretrain's that a plan reads, the topology and the MFU."
-
-
-def add_arguments(parser):
-    """`albert-tf plan`'s flags: one per PlanConfig field (pretrain's spelling), then --recipe."""
-    from albert_tf.training.pretrain_config import add_recipe_argument  # pylint: disable=import-outside-toplevel
-
-    run_config.add_fields_as_arguments(parser, PlanConfig)
-    add_recipe_argument(parser)
-
-
-def topology_setup(cfg):
-    """(cores, peak FLOP/s per core, memory per core, usable fraction, dtype) of the plan's --topology."""
-    if cfg.topology == CPU_TOPOLOGY:
-        replicas, total = cfg.cpu_replicas or 1, host_total_bytes()
-        # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
-        return replicas, None, total // replicas, host_usable_fraction(total), _planned_dtype(cfg.dtype, "float32")
-    return (topology_cores(cfg.topology), V3_PEAK_FLOPS_PER_CORE, V3_HBM_PER_CORE, HBM_USABLE_FRACTION,
-            _planned_dtype(cfg.dtype, "bfloat16"))
-
-
-def _planned_dtype(flag, auto):
-    """The dtype the plan assumes for pretrain's --dtype `flag` (auto or unset: `auto`, the device's)."""
-    return flag if flag in ("float32", "bfloat16") else auto
-
-
-def _shared_words(recipe, typed):
-    """The flags given to the plan that pretrain's command repeats: --recipe, each --set, and the typed values of
-    the fields the recommended option leaves alone (learning rate, steps, CPU replicas)."""
-    words = ["--recipe", recipe] if recipe else []
-    for key, value in typed.get("config_overrides", {}).items():
-        words += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
-    for name in ("learning_rate", "num_train_steps", "cpu_replicas"):
-        if name in typed:
-            words += ["--" + name.replace("_", "-"), str(typed[name])]
-    return words
-
-
-def run(args):
-    """`albert-tf plan`: the recipe's values, then the flags, as pretrain reads them; prints the plan."""
-    recipe = read_recipe(args.recipe) if args.recipe else {}
-    typed = run_config.given(PlanConfig, args)
-    cfg = PlanConfig(**{**{k: v for k, v in recipe.items() if k in PLAN_PRETRAIN_FIELDS}, **typed})
-    cores, peak, memory, usable, dtype = topology_setup(cfg)
-    config = model_config(cfg.config, cfg.config_overrides)
-    plan = estimate(config, cfg.batch_size, cfg.max_seq_length, cfg.max_predictions, cores=cores, dtype=dtype,
-                    remat=cfg.remat, steps=cfg.num_train_steps, mfu=cfg.mfu, peak_flops_per_core=peak,
-                    memory_per_core=memory, topology=cfg.topology, usable_fraction=usable,
-                    accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate)
-    if plan["recommended"] is not None:
-        plan["pretrain_command"] = pretrain_command(plan, plan["recommended"], cfg.config,
-                                                    _shared_words(args.recipe, typed))
-    print(json.dumps(plan, indent=2, sort_keys=True) if cfg.json else report(plan))
-    return 0

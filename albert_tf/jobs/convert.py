@@ -1,0 +1,93 @@
+"""`albert-tf convert`: Google's released TF1 / TF-Hub checkpoints (by name: `--release albert_base_v2`) and Hugging
+Face ALBERT directories → a pretrained-model directory (the work: albert_tf/checkpoints/convert.py).
+
+    result = albert_tf.convert(albert_tf.ConvertConfig(release="albert_base_v2"))
+    result = albert_tf.convert(albert_tf.ConvertConfig(source="hf", checkpoint="hf_dir", output="albert_dir"))
+    albert_tf.AlbertEncoder.from_pretrained(result.output)
+"""
+import dataclasses
+
+from albert_tf import run_config
+from albert_tf.checkpoints import releases
+from albert_tf.files import check_input_file
+from albert_tf.run_config import option
+from albert_tf.text import vocabulary
+
+
+@dataclasses.dataclass
+class ConvertConfig:
+    """Every setting of `albert-tf convert` (see each field's help; `--help` shows the same)."""
+    release: str | None = option(
+        None, "Google's released weights by name, downloaded (resumed, checked) and cached: "
+              f"{', '.join(releases.NAMES)}; or hf:OWNER/NAME, a Hugging Face hub id (needs huggingface_hub). Takes "
+              "the place of --from/--checkpoint/--config/--spm-model", metavar="NAME")
+    cache_dir: str | None = option(None, f"where --release keeps downloads (default: ${releases.CACHE_ENV}, else "
+                                         "~/.cache/albert_tf); a cached release needs no network", metavar="DIR")
+    source: str | None = option(None, "tf1: google-research/albert or TF-Hub checkpoint; hf: Hugging Face directory "
+                                      "(required without --release)", flag="--from", choices=("tf1", "hf"))
+    checkpoint: str | None = option(None, "tf1: the checkpoint prefix (e.g. PATH/model.ckpt-best); hf: the "
+                                          "directory (required without --release)")
+    config: str | None = option(None, "albert_config.json (default: tf1: albert_config.json beside the checkpoint; "
+                                      "hf: the directory's config.json)")
+    spm_model: str | None = option(None, "the SentencePiece model to copy into the output as spm.model (default: "
+                                         "hf: the directory's spiece.model if any; tf1: none)")
+    output: str | None = option(None, "the pretrained-model directory to write (required without --release; with "
+                                      "it the default is CACHE/models/NAME, reused when already converted)")
+    cased: bool | None = vocabulary.cased_option()
+
+    def __post_init__(self):
+        run_config.check_fields(self)
+
+
+@dataclasses.dataclass
+class ConvertResult:
+    """What `albert_tf.convert` returns: the pretrained-model directory, its parameters (all, the encoder's; 0 when
+    a cached conversion was reused), whether it was reused, and the CLI's exit code."""
+    output: str
+    parameters: int = 0
+    encoder_parameters: int = 0
+    reused: bool = False
+    exit_code: int = 0
+
+
+def _check(config):
+    """The flag combinations: --release alone, or --from, --checkpoint and --output."""
+    if config.release:
+        given = [flag for flag, value in (("--from", config.source), ("--checkpoint", config.checkpoint),
+                                          ("--config", config.config), ("--spm-model", config.spm_model)) if value]
+        if given:
+            raise ValueError(f"--release brings its own checkpoint, config and vocabulary: drop {', '.join(given)}")
+        return
+    missing = [flag for flag, value in (("--from", config.source), ("--checkpoint", config.checkpoint),
+                                        ("--output", config.output)) if not value]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} required (or --release NAME for Google's released weights)")
+    if config.cache_dir:
+        raise ValueError("--cache-dir goes with --release")
+    if config.spm_model:
+        check_input_file(config.spm_model, "--spm-model", "spiece.model")
+
+
+def convert(config):
+    """Converts as `config` (a ConvertConfig) says; progress lines on stderr, the result line on stdout. Returns a
+    ConvertResult."""
+    _check(config)
+    from albert_tf.checkpoints import convert as work  # pylint: disable=import-outside-toplevel  (TensorFlow)
+
+    log = work.log_to_stderr
+    if config.release:
+        output, model = work.convert_release_model(config.release, config.output, config.cache_dir, config.cased,
+                                                   log)
+    else:
+        output = config.output
+        model = work.convert(config.source, config.checkpoint, output, config=config.config,
+                             spm_model=config.spm_model, log=log, cased=config.cased)
+    if model is None:
+        print(f"{output}: already converted")
+        return ConvertResult(output, reused=True)
+    parameters, encoder = work.parameter_counts(model)
+    print(f"wrote {output}: {parameters:,} parameters ({encoder:,} in the encoder)")
+    return ConvertResult(output, parameters, encoder)
+
+
+__all__ = ["ConvertConfig", "ConvertResult", "convert"]

@@ -1,0 +1,142 @@
+"""`albert-tf plan`: parameters, per-core memory, FLOPs and time of a pretraining run, before renting a TPU (the
+cost model: albert_tf/training/costs.py; the devices: albert_tf/runtime/devices.py). No TensorFlow.
+
+    result = albert_tf.plan(albert_tf.jobs.plan.from_recipe("paper_v2", config="albert_xxlarge", topology="v3-512"))
+    result.plan["fits"], result.pretrain_config      # the estimate; the recommended run as a PretrainConfig
+
+Its flags are `albert-tf pretrain`'s (the same PretrainConfig fields: --batch-size, --max-seq-length, --recipe,
+--set, ...), so a plan's command line pastes into pretrain's and back; the recommended command is printed from a
+PretrainConfig (run_config.to_argv). `--topology cpu` plans a run on this machine: its memory holds every replica
+(`--cpu-replicas`), with the overhead and slack `pretrain` checks it against.
+"""
+import dataclasses
+import json
+import shlex
+import typing
+
+from albert_tf import config as albert_config
+from albert_tf import run_config
+from albert_tf.jobs.pretrain import PretrainConfig, read_recipe
+from albert_tf.runtime import devices
+from albert_tf.training import costs
+
+# The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
+PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_length", "max_predictions",
+                        "num_train_steps", "learning_rate", "dtype", "remat", "gradient_accumulation_steps",
+                        "cpu_replicas")
+# The recommended command's stand-ins for what a plan does not know: the data and the model dir.
+CPU_PLACES = {"train_data": "data/train-*", "model_dir": "model"}
+TPU_PLACES = {"tpu": "TPU_NAME", "train_data": "gs://BUCKET/records/train-*", "model_dir": "gs://BUCKET/model"}
+
+
+def _plan_fields():
+    """PlanConfig's fields: pretrain's (the same flag, type, default and help), the plan's own, and --recipe."""
+    hints = typing.get_type_hints(PretrainConfig)
+    old = {"max_seq_length": ("--seq-length",), "num_train_steps": ("--steps",)}  # the plan's earlier spellings
+    borrowed = {f.name: (f.name, hints[f.name], dataclasses.field(
+        default=f.default, default_factory=f.default_factory,
+        metadata={**f.metadata, "aliases": f.metadata["aliases"] + old.get(f.name, ())}))
+        for f in dataclasses.fields(PretrainConfig)}
+    return [
+        borrowed["config"],
+        ("topology", str, run_config.option(help=f"Cloud TPU v3 slice ({', '.join(devices.TOPOLOGIES)}) or "
+                                                 f"{devices.CPU_TOPOLOGY} (this machine: its memory, "
+                                                 "--cpu-replicas replicas)")),
+        *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
+        ("mfu", float, run_config.option(0.5, "fraction of the peak FLOP/s sustained")),
+        ("json", bool, run_config.option(False, "print one JSON object instead of text")),
+        ("recipe", str | None, run_config.option(None, "the pretraining recipe the run starts from, as pretrain's "
+                                                       "--recipe (its values, then the flags)")),
+    ]
+
+
+PlanConfig = dataclasses.make_dataclass("PlanConfig", _plan_fields())
+PlanConfig.__doc__ = ("The settings of `albert-tf plan`: pretrain's that a plan reads (a --recipe's values under the "
+                      "typed ones), the topology and the MFU.")
+PlanConfig.__post_init__ = run_config.check_fields
+
+
+@dataclasses.dataclass
+class PlanResult:
+    """What `albert_tf.plan` returns. plan: the estimate (training.costs.estimate's dict, with `pretrain_command`
+    when an option fits); pretrain_config: the recommended run as a PretrainConfig (None when nothing fits);
+    exit_code: 0."""
+    plan: dict
+    pretrain_config: PretrainConfig | None = None
+    exit_code: int = 0
+
+
+def _planned_dtype(flag, auto):
+    """The dtype the plan assumes for pretrain's --dtype `flag` (auto: `auto`, the device's)."""
+    return flag if flag in ("float32", "bfloat16") else auto
+
+
+def topology_setup(cfg):
+    """(cores, peak FLOP/s per core, memory per core, usable fraction, dtype) of the plan's --topology."""
+    if cfg.topology == devices.CPU_TOPOLOGY:
+        replicas, total = cfg.cpu_replicas or 1, costs.host_total_bytes()
+        # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
+        return (replicas, None, total // replicas, costs.host_usable_fraction(total),
+                _planned_dtype(cfg.dtype, "float32"))
+    return (devices.topology_cores(cfg.topology), devices.V3_PEAK_FLOPS_PER_CORE, devices.V3_HBM_PER_CORE,
+            devices.HBM_USABLE_FRACTION, _planned_dtype(cfg.dtype, "bfloat16"))
+
+
+def from_recipe(recipe, **values):
+    """A PlanConfig of `recipe` (a name or a .json file, as pretrain's --recipe; None: none) with `values` over the
+    recipe's values."""
+    recipe_values = read_recipe(recipe) if recipe else {}
+    return PlanConfig(**{**{k: v for k, v in recipe_values.items() if k in PLAN_PRETRAIN_FIELDS}, **values},
+                      recipe=recipe)
+
+
+def recommended_config(cfg, plan, option):
+    """The recommended run as a PretrainConfig: the recipe's values, the plan's pretrain settings, the option's
+    flags, and stand-ins for the data and the model dir (gs:// and --tpu on a TPU topology)."""
+    values = {**(read_recipe(cfg.recipe) if cfg.recipe else {}),
+              **{name: getattr(cfg, name) for name in PLAN_PRETRAIN_FIELDS}}
+    fields = {run_config.flag_of(f): f.name for f in dataclasses.fields(PretrainConfig)}
+    values.update({fields[flag]: value for flag, value in option["flags"].items()})
+    places = CPU_PLACES if plan["topology"] == devices.CPU_TOPOLOGY else TPU_PLACES
+    return PretrainConfig(**values, **places)
+
+
+def pretrain_command(config, recipe=None):
+    """`albert-tf pretrain ...` of a PretrainConfig: --recipe, then what differs from it (to_argv), the TPU, the
+    data and the model dir last."""
+    base = read_recipe(recipe) if recipe else None
+    return shlex.join(["albert-tf", "pretrain", *(["--recipe", recipe] if recipe else []),
+                       *run_config.to_argv(config, base, last=("tpu", "train_data", "model_dir"))])
+
+
+def plan(config):
+    """Plans the pretraining run `config` (a PlanConfig) describes. Returns a PlanResult; prints nothing."""
+    cfg = config
+    cores, peak, memory, usable, dtype = topology_setup(cfg)
+    model = albert_config.resolve(cfg.config, cfg.config_overrides)
+    estimate = costs.estimate(
+        model, cfg.batch_size, cfg.max_seq_length, cfg.max_predictions, cores=cores, dtype=dtype, remat=cfg.remat,
+        steps=cfg.num_train_steps, mfu=cfg.mfu, peak_flops_per_core=peak, memory_per_core=memory,
+        topology=cfg.topology, usable_fraction=usable, accumulation_steps=cfg.gradient_accumulation_steps,
+        learning_rate=cfg.learning_rate)
+    recommended = None
+    if estimate["recommended"] is not None:
+        recommended = recommended_config(cfg, estimate, estimate["recommended"])
+        estimate["pretrain_command"] = pretrain_command(recommended, cfg.recipe)
+    return PlanResult(estimate, recommended)
+
+
+def cli(config):
+    """`albert-tf plan`: prints the plan (text, or one JSON object with --json)."""
+    result = plan(config)
+    print(json.dumps(result.plan, indent=2, sort_keys=True) if config.json else costs.report(result.plan))
+    return result.exit_code
+
+
+def config_from_args(args):
+    """The PlanConfig of parsed flags: --recipe's values, then the typed flags."""
+    typed = run_config.given(PlanConfig, args)
+    return from_recipe(typed.pop("recipe", None), **typed)
+
+
+__all__ = ["PlanConfig", "PlanResult", "plan", "from_recipe"]
