@@ -16,6 +16,7 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.tasks import TASKS
 from albert_tf.tasks.budget import OPTIMIZERS
+from albert_tf.text import vocabulary
 
 
 @dataclasses.dataclass
@@ -28,10 +29,7 @@ class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
                             "(newest)", same_on_resume=True)
     output: str = option(help="output directory: checkpoints, TensorBoard logs, best model, results")
     spm_model: str | None = option(None, "SentencePiece model (default: --init's spm.model)")
-    cased: bool | None = option(None, "the vocabulary keeps case (default: as recorded beside spm.model, else "
-                                      "uncased)", negative="--uncased",
-                                negative_help="the vocabulary is lowercased (default: as recorded beside spm.model, "
-                                              "else uncased)")
+    cased: bool | None = vocabulary.cased_option()
     epochs: float | None = option(None, "passes over the training data (default: the paper's step count for the "
                                         "task, rounded up to passes)")
     learning_rate: float | None = option(None, "peak learning rate (default: the paper's, per task)")

@@ -1,0 +1,64 @@
+"""One spelling per concept across every job's config (albert_tf/jobs/): a setting that two commands share has one
+flag, one type and one help text; the old spellings are aliases only; the casing option is the one declared in
+albert_tf.text.vocabulary; every exit code a job returns is in the one table (albert_tf.runtime.exit_codes)."""
+import dataclasses
+
+import pytest
+
+from albert_tf import jobs, run_config
+from albert_tf.runtime import exit_codes
+from albert_tf.text import vocabulary
+
+CONFIGS = {job.name: getattr(job.load(), job.config) for job in jobs.JOBS}
+# Spellings of a concept that have a canonical flag elsewhere: never a field's own flag.
+OLD_SPELLINGS = {"--train-batch-size": "--batch-size", "--seq-length": "--max-seq-length", "--steps":
+                 "--num-train-steps", "--init-checkpoint": "--init", "--model": "--init", "--output-dir": "--output",
+                 "--dev-data": "--eval-data", "--lowercase": "--uncased", "--do-lower-case": "--uncased"}
+
+
+def _fields():
+    """(command, field) of every field of every job's config."""
+    return [(name, field) for name, cls in CONFIGS.items() for field in dataclasses.fields(cls)]
+
+
+def test_a_shared_setting_has_one_flag_and_one_type():
+    """(A setting may be required in one command and optional in another: the type compared is without None.)"""
+    by_name = {}
+    for command, field in _fields():
+        by_name.setdefault(field.name, []).append((command, field))
+    for name, uses in by_name.items():
+        if len(uses) < 2:
+            continue
+        spellings = {run_config.flag_of(f) for _, f in uses}
+        assert len(spellings) == 1, f"{name}: flags {spellings} in {[c for c, _ in uses]}"
+        kinds = {run_config.base_type(CONFIGS[c], f)[0] for c, f in uses}
+        assert len(kinds) == 1, f"{name}: types {kinds} in {[c for c, _ in uses]}"
+
+
+def test_no_field_is_spelled_the_old_way():
+    for command, field in _fields():
+        flag = run_config.flag_of(field)
+        assert flag not in OLD_SPELLINGS, f"{command} {flag}: spelled {OLD_SPELLINGS[flag]} everywhere else"
+        for alias in field.metadata["aliases"]:
+            assert OLD_SPELLINGS.get(alias, flag) == flag, f"{command} {alias} is an alias of {flag}"
+
+
+@pytest.mark.parametrize("command", sorted(name for name, cls in CONFIGS.items()
+                                           if "cased" in {f.name for f in dataclasses.fields(cls)}))
+def test_the_casing_option_is_the_one_declared_in_vocabulary(command):
+    field = next(f for f in dataclasses.fields(CONFIGS[command]) if f.name == "cased")
+    expected = vocabulary.cased_option()
+    assert dict(field.metadata) == dict(expected.metadata) and field.default is expected.default is None
+
+
+def test_every_command_reading_text_takes_the_casing_option():
+    readers = {"vocab", "create-data", "finetune", "export", "convert"}
+    assert {name for name, cls in CONFIGS.items() if "cased" in {f.name for f in dataclasses.fields(cls)}} >= readers
+
+
+def test_exit_codes_are_the_tables():
+    table = {v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
+    assert table == {0, 2, 3, 75, 76, 77, 130, 143}
+    documented = exit_codes.__doc__
+    for code in table:
+        assert f"\n    {code} " in documented, f"exit {code} is not in the table of runtime/exit_codes.py"
