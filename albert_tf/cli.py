@@ -28,6 +28,8 @@ SUBCOMMANDS = {
     "convert": ("albert_tf.checkpoints.convert", "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
     "plan": ("albert_tf.training.plan", "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)"),
     "export": ("albert_tf.serving.export", "write a SavedModel for TF Serving that takes raw text"),
+    "keep-alive": ("albert_tf.jobs.keep_alive", "keep a pretraining run going on a Cloud TPU slice through preemptions "
+                   "(gcloud; no TF)"),
     "quickstart": ("albert_tf.quickstart", "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 }
 
@@ -39,7 +41,7 @@ FLAGS_MODULES = {
 }
 
 # Commands that never use TensorFlow: no quiet pre-import for them (it costs seconds).
-NO_TENSORFLOW = frozenset({"plan"})
+NO_TENSORFLOW = frozenset({"plan", "keep-alive"})
 
 # TensorFlow's start-up notices on stderr: absl's pre-InitializeLog lines (TF_CPP_MIN_LOG_LEVEL does not reach them)
 # and the CUDA probe on a machine without a GPU. Shown with --verbose.

@@ -1,0 +1,1 @@
+"""One module per command: XConfig (the settings, whose fields make the flags), x(config) -> XResult."""
