@@ -87,12 +87,17 @@ def run(args, timeout):
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill(process)
-        return Result(args, stderr=f"gcloud {args[0]} ... timed out after {timeout:g} s", returncode=None,
-                      failure=TRANSIENT)
+        return timed_out(args, timeout)
     except BaseException:
         _kill(process)
         raise
     return Result(args, stdout, stderr, process.returncode, classify(process.returncode, stderr))
+
+
+def timed_out(args, timeout):
+    """The Result of a call that did not end within `timeout` seconds (TRANSIENT: the next poll goes on)."""
+    return Result(tuple(args), stderr=f"gcloud {' '.join(args[:4])} ... timed out after {timeout:g} s",
+                  returncode=None, failure=TRANSIENT)
 
 
 def _kill(process):
@@ -103,5 +108,5 @@ def _kill(process):
     process.communicate()
 
 
-__all__ = ["Result", "run", "classify", "TRANSIENT", "CAPACITY", "PERMANENT", "NOT_FOUND", "ALREADY_EXISTS",
+__all__ = ["Result", "run", "classify", "timed_out", "TRANSIENT", "CAPACITY", "PERMANENT", "NOT_FOUND", "ALREADY_EXISTS",
            "FAILURES"]

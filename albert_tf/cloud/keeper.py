@@ -281,12 +281,20 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         return self.delete_and_create()
 
     def delete_and_create(self):
-        spec = Spec(*self.recorded())
-        result = self.cloud.delete_queued() if spec.queued else self.cloud.delete()
+        result = self.delete_slice()
         if not result.ok and result.failure != gcloud.NOT_FOUND:
             self.say(f"the delete failed ({result.failure}: {result.line}): trying again in {self.s.wait:g}s")
             return self.s.wait
         return self.create("deleted")
+
+    def delete_slice(self):
+        """Deletes the slice: a Spot one's queued resource with it (--force); a node made without one (another's
+        Spot slice) by itself."""
+        if Spec(*self.recorded()).queued:
+            result = self.cloud.delete_queued()
+            if result.failure != gcloud.NOT_FOUND:
+                return result
+        return self.cloud.delete()
 
     def create(self, why):
         """Asks for the slice as recorded (or as the flags say, the first time). Ownership is recorded first."""
@@ -380,7 +388,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def clean_up(self, done):
         """Deletes what the keeper created (unless keep_slice); the last line says what is left billing."""
         name, spec = self.s.name, self.state.spec
-        queued = bool(spec and spec.queued)
+        queued = bool(spec and spec.queued and self.state.owned)  # another's slice may have no queued resource
         command = self.cloud.delete_commands(queued)
         what = f"TPU {name}" + (" and its queued resource" if queued else "")
         if not self.state.owned:
@@ -391,7 +399,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
                     f"delete it with: {command}")
         if self.s.keep_slice:
             return f"--keep-slice: {what} left up and billing; delete it with: {command}"
-        result = self.cloud.delete_queued() if queued else self.cloud.delete()
+        result = self.delete_slice()
         if result.failure == gcloud.NOT_FOUND:
             return f"{'done: ' if done else ''}nothing is left billing ({what} does not exist)"
         if result.ok:
