@@ -7,6 +7,8 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -233,7 +235,7 @@ def test_the_decision_table_is_in_the_docs():
 
 # ---------------------------------------------------------------------------------------------- scenarios
 def test_first_create_without_capacity_is_retried_every_wait(cloud, clock, tmp_path):
-    """No --project: gcloud's is read once. A reserved... on-demand slice finds no capacity twice: asked again every
+    """No --project: gcloud's is read once. An on-demand slice finds no capacity twice: asked again every
     --wait seconds, never given up; made the third time, launched, done, deleted."""
     cloud.creates = ["capacity", "capacity"]
     run = keep(cloud, clock, tmp_path, type="v3-32", project=None)
@@ -541,3 +543,22 @@ def test_project_and_zone_are_pinned_in_the_state_file(cloud, clock, tmp_path):
     assert (state["project"], state["zone"], state["name"]) == ("p1", ZONE, "pod")
     other = keep(FakeGcloud(clock, project="p2", configured=["p2"]), clock, tmp_path, project="p2")
     assert other.result.exit_code == 2 and re.search("records p1/europe-west4-a/pod", other.notes[-2])
+
+
+def test_the_keeper_runs_without_tensorflow(tmp_path):
+    """`albert-tf keep-alive` runs on a laptop without TensorFlow: a whole keeper run imports none."""
+    program = f"""
+import os, sys
+sys.path.insert(0, {os.path.join(REPO, 'tests')!r})
+os.environ["INSTALL_CMD"] = "fake-install"
+from fake_gcloud import FakeClock, FakeGcloud
+from albert_tf.jobs import keep_alive as job
+clock = FakeClock()
+config = job.KeepAliveConfig(name="pod", zone="{ZONE}", root="gs://b/albert", config="albert_base", steps=6,
+                             project="p1", type="v3-32", state_file={str(tmp_path / 'state')!r})
+result = job.keep_alive(config, runner=FakeGcloud(clock), clock=clock, say=lambda line: None)
+print(result.exit_code, "tensorflow" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.stdout.split() == ["0", "False"], proc.stderr

@@ -17,7 +17,6 @@ import os
 import re
 import time
 
-from albert_tf import files
 from albert_tf.cloud import decisions, gcloud, worker
 from albert_tf.cloud.decisions import NOT_FOUND
 from albert_tf.cloud.tpu_node import Spec
@@ -106,7 +105,8 @@ def read_state(path):
     if not os.path.exists(path):
         return State()
     try:
-        values = json.loads(files.read_text(path))
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
         known = {f.name for f in dataclasses.fields(State)}
         return State(**{k: v for k, v in values.items() if k in known})
     except (ValueError, TypeError) as e:
@@ -114,8 +114,11 @@ def read_state(path):
 
 
 def write_state(path, state):
+    """Written atomically (a local file: albert_tf.files would import TensorFlow for its writes)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    files.atomic_write_text(path, json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n")
+    os.replace(path + ".tmp", path)
 
 
 # ---------------------------------------------------------------------------------------------- the keeper
