@@ -18,7 +18,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
-    package_data={"albert_tf": ["configs/*.json"]},
+    package_data={"albert_tf": ["configs/*.json", "cloud/on_worker.sh"]},
     # TensorFlow is an extra, not a requirement: a TPU VM's TensorFlow (its image's, or tensorflow-tpu) must not be
     # replaced by the CPU `tensorflow` wheel, which pip would do for a requirement on `tensorflow` (tensorflow-tpu
     # is another distribution). Without it, `import tensorflow` names what to install (albert_tf/_requirements.py).

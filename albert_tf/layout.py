@@ -1,7 +1,7 @@
 """The one owner of run-directory names: what a pretraining model dir and a fine-tuning output hold, and where.
 
 Every module, the rehearsal and the TPU scripts take these names from here (the scripts by asking the package:
-`python -m albert_tf.layout model-dir metrics`). No TensorFlow, no other import of the package.
+`python -m albert_tf.layout metrics run-record`). No TensorFlow, no other import of the package.
 
 A pretraining `--model-dir` (`ModelDir`), which is also a pretrained-model directory:
 

@@ -126,6 +126,8 @@ def _argument_kwargs(cls, field):
         kwargs["required"] = True
     if kind is bool:
         kwargs["action"] = "store_true"
+    elif kind is list:  # repeatable: each use adds one word
+        kwargs.update(action="append", metavar=field.metadata["metavar"])
     elif kind is dict:
         kwargs.update(action=_UpdateDict, type=parse_key_value, metavar=field.metadata["metavar"] or "KEY=VALUE")
     else:
@@ -166,6 +168,8 @@ def _argv_words(field, value):
     flag = flag_of(field)
     if isinstance(value, bool):
         return [flag] if value else ([field.metadata["negative"]] if field.metadata["negative"] else [])
+    if isinstance(value, (list, tuple)):  # a repeatable flag: once per item
+        return [w for item in value for w in (flag, str(item))]
     if isinstance(value, dict):
         return [w for key, item in value.items()
                 for w in ("--set" if flag == "--set" else flag,
@@ -213,7 +217,8 @@ _KINDS = {bool: ("true or false", lambda v: isinstance(v, bool)),
           int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
           float: ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
           str: ("a string", lambda v: isinstance(v, str)),
-          dict: ("an object of KEY: VALUE", lambda v: isinstance(v, dict))}
+          dict: ("an object of KEY: VALUE", lambda v: isinstance(v, dict)),
+          list: ("a list of strings", lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v))}
 
 
 def _check_value(cls, field, value, where, name):
@@ -235,6 +240,8 @@ def _check_value(cls, field, value, where, name):
         expected = f"one of {', '.join(map(str, choices))}"
     if not ok(value) or (choices and value not in choices):
         raise ValueError(f"{where}: {name}: expected {expected}, got {value!r}")
+    if kind is list:
+        return list(value)
     return float(value) if kind is float else value
 
 

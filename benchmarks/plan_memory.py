@@ -81,7 +81,7 @@ def _child(args):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.training.loop import make_train_loop  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.pretrain import (  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretrain_step import (  # pylint: disable=import-outside-toplevel
         SUM_KEYS, build_model_and_optimizer, make_train_step)
     from train_step import random_batch  # pylint: disable=import-outside-toplevel
 

@@ -92,7 +92,7 @@ def _worker_ours(args):
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
     from albert_tf.training import costs  # pylint: disable=import-outside-toplevel
     from albert_tf.training.loop import make_train_loop  # pylint: disable=import-outside-toplevel
-    from albert_tf.training.pretrain import (  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretrain_step import (  # pylint: disable=import-outside-toplevel
         SUM_KEYS, build_model_and_optimizer, make_train_step)
 
     config = load_config(args.config)

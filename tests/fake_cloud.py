@@ -1,4 +1,4 @@
-"""A stand-in for Google Cloud that the tpu/ scripts can run against on this machine (tests/test_keeper.py).
+"""A stand-in for Google Cloud that the keeper can run against on this machine (tests/test_keeper_cloud.py).
 
 One program, four roles (the first argument): `gcloud ARGS` (put on PATH as `gcloud`), and, on the fake worker 0,
 `pretrain ARGS` (the `albert-tf pretrain` command), `python -c CODE` (the install check) and `install` (the install
@@ -6,10 +6,17 @@ command). Everything lives in the directory $FAKE:
 
   calls.log          every gcloud call made from this machine, one shlex-quoted line each (worker_calls.log: the
                      ones made on worker 0, e.g. the log copies)
-  slice.json         the TPU: {"state", "acceleratorType", "runtimeVersion", "schedulingConfig"}; absent: NOT_FOUND
-  describe.json      scripted answers, one used per `describe`: a state (the slice takes it), "fail" (an API error)
-                     or "not_found"; when none is left the slice's own state is the answer
-  create_failures    how many `create` calls fail (no capacity) before one succeeds
+  project            what `gcloud config get-value project` says (default p1); every other call must carry
+                     --project=p1 (the fake's only project)
+  slice.json         the TPU: {"state", "acceleratorType", "runtimeVersion", "schedulingConfig", "id"}; absent:
+                     NOT_FOUND
+  queued.json        its queued resource (Spot): {"state"}; absent: NOT_FOUND
+  describe.json      scripted answers, one used per `describe`: a state (the slice takes it), an error class
+                     ("fail": an expired token, "5xx", "permission") or "not_found"; when none is left the slice's
+                     own state is the answer
+  create_failures    how many creates fail (no capacity) before one succeeds; create_errors.json: scripted create
+                     errors ("capacity", "quota", "permission", "bad_image"), one per create, first
+  ssh_wedges         how many ssh calls hang (they never end: the keeper's timeout must kill them)
   install_failures   how many installs fail before one succeeds
   runs.json          one entry per pretrain start: {"steps": N, "end": "exit:CODE" | "preempt" | "vanish" | "hang",
                      "message": TEXT}; no entry: train to the last step and exit 0
@@ -20,6 +27,7 @@ ssh runs the command with bash in worker0/ and, for a start, returns when that r
 lost its slice), so that what the keeper sees next does not depend on timing.
 """
 import datetime
+import glob
 import json
 import os
 import shlex
@@ -103,9 +111,11 @@ def storage(args):
             print(f"{os.path.getsize(full):>10}  {stamp:%Y-%m-%dT%H:%M:%SZ}  {args[2]}{name}")
         print("TOTAL: some objects")
     elif args[0] == "ls":
-        if not os.path.exists(local(args[1])):
+        matches = sorted(glob.glob(local(args[1])))
+        if not matches:
             fail("(gcloud.storage.ls) One or more URLs matched no objects.")
-        print(args[1])
+        prefix = args[1].rsplit("/", 1)[0]
+        print("\n".join(f"{prefix}/{os.path.basename(m)}" for m in matches))
     elif args[0] == "cp":
         source, target = [a for a in args[1:] if not a.startswith("--")]
         target = local(target)
@@ -118,20 +128,28 @@ def storage(args):
         fail(f"unexpected: gcloud storage {shlex.join(args)}", 9)
 
 
+ERRORS = {
+    "fail": "There was a problem refreshing your current auth tokens",
+    "5xx": "INTERNAL: 503 Service Unavailable",
+    "permission": "PERMISSION_DENIED: Permission 'tpu.nodes.get' denied on 'projects/p1'",
+    "capacity": "RESOURCE_EXHAUSTED: There is no more capacity in the zone",
+    "quota": "RESOURCE_EXHAUSTED: Quota limit 'TPUV3PodPerProjectPerZoneForTPUAPI' has been exceeded",
+    "bad_image": "INVALID_ARGUMENT: Invalid runtime version",
+}
+
+
 def describe(name, zone):
     answer = take("describe.json")
     tpu = read_json("slice.json", None)
-    if answer == "fail":
-        fail("(gcloud.compute.tpus.tpu-vm.describe) There was a problem refreshing your current auth tokens")
+    if answer in ERRORS:
+        fail(f"(gcloud.compute.tpus.tpu-vm.describe) {ERRORS[answer]}")
     if tpu is None or answer == "not_found":
-        fail(f"(gcloud.compute.tpus.tpu-vm.describe) NOT_FOUND: Resource 'projects/p/locations/{zone}/nodes/{name}' "
+        fail(f"(gcloud.compute.tpus.tpu-vm.describe) NOT_FOUND: Resource 'projects/p1/locations/{zone}/nodes/{name}' "
              "was not found")
     if answer:
         tpu["state"] = answer
         write_json("slice.json", tpu)
-    capacity = tpu["schedulingConfig"]
-    print(",".join([tpu["state"], tpu["acceleratorType"], tpu["runtimeVersion"]] +
-                   ["True" if capacity.get(k) else "" for k in ("spot", "preemptible", "reserved")]))
+    print(json.dumps(tpu))
 
 
 def kill_worker_processes():
@@ -143,24 +161,55 @@ def kill_worker_processes():
             pass
 
 
-def create(name, args):
-    if read_json("slice.json", None) is not None:
-        fail(f"(gcloud.compute.tpus.tpu-vm.create) ALREADY_EXISTS: node {name}")
+def create(name, args, queued=False):
+    verb = "queued-resources" if queued else "tpu-vm"
+    if read_json("slice.json", None) is not None or (queued and read_json("queued.json", None) is not None):
+        fail(f"(gcloud.compute.tpus.{verb}.create) ALREADY_EXISTS: {name}")
+    error = take("create_errors.json")
+    if error:
+        fail(f"(gcloud.compute.tpus.{verb}.create) {ERRORS[error]}")
     if count_down("create_failures"):
-        fail("(gcloud.compute.tpus.tpu-vm.create) RESOURCE_EXHAUSTED: There is no more capacity in the zone")
+        fail(f"(gcloud.compute.tpus.{verb}.create) {ERRORS['capacity']}")
     kill_worker_processes()  # the hosts of a slice that vanished are gone too: a new slice has new, empty hosts
     subprocess.run(["rm", "-rf", WORKER], check=True)
     capacity = {k: f"--{k}" in args for k in ("spot", "preemptible", "reserved")}
+    made = read_json("made", 0) + 1
+    write_json("made", made)
     write_json("slice.json", {"state": "READY", "acceleratorType": flag(args, "--accelerator-type"),
-                              "runtimeVersion": flag(args, "--version"), "schedulingConfig": capacity})
+                              "runtimeVersion": flag(args, "--version") or flag(args, "--runtime-version"),
+                              "schedulingConfig": capacity, "id": str(1000 + made)})
+    if queued:
+        write_json("queued.json", {"state": "ACTIVE"})
     os.makedirs(WORKER)
+
+
+def queued_resources(verb, name, args):
+    if verb == "create":
+        assert flag(args, "--node-id") == name
+        return create(name, args, queued=True)
+    request = read_json("queued.json", None)
+    if request is None:
+        fail(f"(gcloud.compute.tpus.queued-resources.{verb}) NOT_FOUND: {name}")
+    if verb == "describe":
+        print(json.dumps({"state": request}))
+    elif verb == "delete":
+        assert "--force" in args  # its node goes with it
+        kill_worker_processes()
+        subprocess.run(["rm", "-rf", WORKER], check=True)
+        for name_ in ("queued.json", "slice.json"):
+            if os.path.exists(path(name_)):
+                os.remove(path(name_))
+    else:
+        fail(f"unexpected: gcloud compute tpus queued-resources {verb}", 9)
 
 
 def ssh(args):
     tpu = read_json("slice.json", None)
     if tpu is None or tpu["state"] != "READY":
         fail("(gcloud.compute.tpus.tpu-vm.ssh) ssh: connect to host worker 0 port 22: Connection refused", 255)
-    command = args[args.index("--command") + 1]
+    if count_down("ssh_wedges"):
+        time.sleep(3600)
+    command = next(a for a in args if a.startswith("--command="))[len("--command="):]
     if os.path.exists(path("settled")):
         os.remove(path("settled"))
     env = dict(os.environ, HOME=WORKER, FAKE_WORKER=WORKER, FAKE_ON_WORKER="1")
@@ -187,8 +236,16 @@ def gcloud(args):
     with open(path("worker_calls.log" if os.environ.get("FAKE_ON_WORKER") else "calls.log"), "a",
               encoding="utf-8") as f:
         f.write(shlex.join(args) + "\n")
+    if args[:3] == ["config", "get-value", "project"]:
+        print(open(path("project"), encoding="utf-8").read() if os.path.exists(path("project")) else "p1")
+        return None
+    if not os.environ.get("FAKE_ON_WORKER") and "--project=p1" not in args:
+        fail(f"PERMISSION_DENIED: this fake knows project p1 only: gcloud {shlex.join(args)}")
+    args = [a for a in args if a != "--project=p1"]
     if args[0] == "storage":
         return storage(args[1:])
+    if args[:3] == ["compute", "tpus", "queued-resources"]:
+        return queued_resources(args[3], args[4], args)
     if args[:3] != ["compute", "tpus", "tpu-vm"]:
         fail(f"unexpected: gcloud {shlex.join(args)}", 9)
     verb, name = args[3], args[4]
@@ -304,6 +361,8 @@ def train(args):
         tpu = read_json("slice.json", None)
         if end == "preempt":
             write_json("slice.json", dict(tpu, state="PREEMPTED"))
+            if read_json("queued.json", None) is not None:
+                write_json("queued.json", {"state": "SUSPENDED"})
         else:
             os.remove(path("slice.json"))
         return "lost"

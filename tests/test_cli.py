@@ -108,8 +108,9 @@ def _other_value(cls, field):
         return next(c for c in choices if c != default)
     if field.metadata["parse"]:  # a field of two kinds (vocab --vocab-size N | auto)
         return "auto"
-    if kind in (str, dict, bool):
-        return {str: f"/x/{field.name}", dict: {"vocab_size": 8000}, bool: default is None or not default}[kind]
+    if kind in (str, dict, bool, list):
+        return {str: f"/x/{field.name}", dict: {"vocab_size": 8000}, bool: default is None or not default,
+                list: ["--a", "--b"]}[kind]
     return (0 if default in (None, dataclasses.MISSING) else default) + kind(3)
 
 
@@ -119,6 +120,8 @@ def _words(cls, field, value):
         return [flag if value else field.metadata["negative"]]
     if isinstance(value, dict):
         return [w for k, v in value.items() for w in (flag, f"{k}={v}")]
+    if isinstance(value, list):
+        return [w for v in value for w in (f"{flag}={v}",)]
     return [flag, str(value)]
 
 

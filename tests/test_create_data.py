@@ -495,3 +495,27 @@ def test_summary_goes_to_stdout_progress_and_warnings_to_stderr(tmp_path, tiny_s
     err = stderr.splitlines()
     assert len(err) == 2 and re.fullmatch(r"\[#{20}\] 100\.0%  11 docs .*", err[0]), err
     assert err[1] == f"warning: {corpus}: replaced 1 bytes of invalid UTF-8 with U+FFFD"
+
+
+def test_records_follow_the_vocabularys_casing_record(tmp_path):
+    """A cased vocabulary (its X.casing.json says lower_case false) gets cased records without a flag, the same bytes
+    as with --cased; without the record the text is lowercased (other bytes); --uncased contradicting the record is
+    refused with one line naming both."""
+    from albert_tf.jobs.create_data import CreateDataConfig, create_data  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import vocabulary  # pylint: disable=import-outside-toplevel
+
+    spm = helpers.train_tiny_spm(str(tmp_path / "spm"))
+    corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=12, seed=3)
+
+    def run(name, **values):
+        create_data(CreateDataConfig(input=corpus, spm_model=spm, output=str(tmp_path / name / "train"),
+                                     max_seq_length=32, max_predictions=4, **values))
+        return (tmp_path / name / "train-00000-of-00001.tfrecord").read_bytes()
+
+    vocabulary.write_casing(spm, False)
+    recorded, flagged = run("recorded"), run("flagged", cased=True)
+    assert recorded == flagged
+    with pytest.raises(ValueError, match="--uncased contradicts .*casing.json"):
+        run("contradicted", cased=False)
+    os.remove(vocabulary.casing_path(spm))
+    assert run("lowercased") != recorded

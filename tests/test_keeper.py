@@ -1,297 +1,564 @@
-"""tpu/keep_alive.sh (the keeper) against a fake Google Cloud (tests/fake_cloud.py): a `gcloud` on PATH that plays a
-scripted sequence of slice states and answers and logs every call, whose ssh runs tpu/on_worker.sh for real on this
-machine (worker 0 is a directory), where a fake `albert-tf pretrain` trains a few steps into a local stand-in for
-the gs:// model dir, takes the output lock, and ends as scripted (an exit code, its slice preempted, a hang).
-
-Each scenario checks the gcloud calls the keeper made, in order, and what the runs saw."""
+"""The keeper (`albert-tf keep-alive`, albert_tf/cloud/keeper.py) against an in-process fake gcloud
+(tests/fake_gcloud.py) with a fake clock: one test per row of the decision table (albert_tf/cloud/decisions.py,
+which docs/tpu.md shows), and the scenarios of a pod's life, each checking the exact gcloud calls made, in order.
+The same keeper against the subprocess fake `gcloud` on PATH, whose worker 0 runs on_worker.sh for real:
+tests/test_keeper_cloud.py."""
+import dataclasses
 import json
 import os
-import shlex
-import signal
+import re
 import subprocess
 import sys
 
 import pytest
 
+from albert_tf.cloud import decisions, gcloud, tpu_node
+from albert_tf.cloud.keeper import Keeper, read_state
+from albert_tf.jobs import keep_alive as job
+from albert_tf.runtime import exit_codes
+from fake_gcloud import FakeClock, FakeGcloud, short
 from helpers import REPO
 
-KEEPER = os.path.join(REPO, "tpu", "keep_alive.sh")
-ON_WORKER = os.path.join(REPO, "tpu", "on_worker.sh")
-FAKE_CLOUD = os.path.join(REPO, "tests", "fake_cloud.py")
 ZONE = "europe-west4-a"
 MODEL_DIR = "gs://b/albert/models/albert_base"
-STEPS = 6
-# Fast polling; the watchdog's unit is pretrain's --save-checkpoints-secs (1 s here).
-FAST = ["--poll", "0.05", "--retry-wait", "0.01", "--wait", "0.05", "--kill-after", "0.3"]
+POD_IMAGE = "tpu-vm-tf-2.17.1-pod-pjrt"
+CREATE = f"create --accelerator-type=v3-32 --version={POD_IMAGE}"
+QUEUE = f"queue --accelerator-type=v3-32 --runtime-version={POD_IMAGE} --spot"
+LAUNCH = ["ssh status", "scp", "ssh start"]  # never started (or ended): the status, then the launch
 
 
-class Cloud:
-    """The fake cloud's directory, scripted before the keeper runs and read after."""
-
-    def __init__(self, directory):
-        self.dir = directory
-        self.bin = directory / "bin"
-        self.bin.mkdir()
-        for name, role in (("gcloud", "gcloud"), ("fake-pretrain", "pretrain"), ("fake-python", "python"),
-                           ("fake-install", "install")):
-            wrapper = self.bin / name
-            command = f"{shlex.quote(sys.executable)} -S {shlex.quote(FAKE_CLOUD)} {role}"  # -S: a fast start
-            wrapper.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n")
-            wrapper.chmod(0o755)
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE", "TF_IMAGE_VERSION", "ALBERT_TF",
-                                 "ALBERT_TF_PYTHON")}
-        self.env.update(PATH=f"{self.bin}:{os.environ['PATH']}", FAKE=str(directory), LOG_COPY_SECONDS="3600",
-                        ALBERT_TF=str(self.bin / "fake-pretrain"), ALBERT_TF_PYTHON=str(self.bin / "fake-python"),
-                        INSTALL_CMD=str(self.bin / "fake-install"))
-
-    def slice(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt", **capacity):
-        (self.dir / "slice.json").write_text(json.dumps({
-            "state": state, "acceleratorType": accelerator_type, "runtimeVersion": version,
-            "schedulingConfig": {k: capacity.get(k, False) for k in ("spot", "preemptible", "reserved")}}))
-        (self.dir / "worker0").mkdir(exist_ok=True)
-
-    def script(self, name, value):
-        (self.dir / name).write_text(json.dumps(value) if isinstance(value, list) else str(value))
-
-    def model_dir(self):
-        return self.dir / "gcs" / MODEL_DIR[len("gs://"):]
-
-    def keep(self, *flags, steps=STEPS, timeout=60):
-        args = ["--name", "pod", "--zone", ZONE, "--root", "gs://b/albert", "--config", "albert_base", "--steps",
-                str(steps), "--state-file", str(self.dir / "keeper.state"), *FAST, *flags]
-        if "--" not in flags:
-            args += ["--", "--save-checkpoints-secs", "1"]
-        return subprocess.run([KEEPER, *args], capture_output=True, text=True, env=self.env, timeout=timeout,
-                              check=False)
-
-    def calls(self):
-        """The keeper's gcloud calls, each cut short: its verb and what it is about (for ssh: the worker's action)."""
-        lines = (self.dir / "calls.log").read_text().splitlines()
-        return [short(shlex.split(line)) for line in lines]
-
-    def full_calls(self):
-        return [shlex.split(line) for line in (self.dir / "calls.log").read_text().splitlines()]
-
-    def launches(self):
-        path = self.dir / "launches.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    def read(self, name):
-        path = self.dir / name
-        return path.read_text() if path.exists() else ""
-
-    def cleanup(self):
-        for name in ("child", "pid"):
-            path = self.dir / "worker0" / "albert_tf_run" / name
-            try:
-                os.kill(int(path.read_text()), signal.SIGKILL)
-            except (FileNotFoundError, ProcessLookupError, ValueError):
-                pass
-
-
-def short(words):
-    if words[0] == "storage":
-        return " ".join(words[:3] if words[1:3] == ["ls", "-l"] else words[:2])
-    verb = words[3]
-    if verb == "ssh":
-        command = words[words.index("--command") + 1]
-        action = next(a for a in ("status", "start", "stop") if f"on_worker.sh {a}" in command)
-        return f"ssh [{action}]"
-    if verb == "create":
-        return " ".join(["create"] + [w for w in words[5:] if not w.startswith("--zone")])
-    return verb
+@pytest.fixture(autouse=True)
+def worker_env(monkeypatch):
+    monkeypatch.setenv("INSTALL_CMD", "fake-install")
+    for name in ("ALBERT_TF_SOURCE", "ALBERT_TF", "ALBERT_TF_PYTHON", "TPU_PJRT_LIBRARY"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
-def cloud(tmp_path):
-    fake = Cloud(tmp_path)
-    yield fake
-    fake.cleanup()
+def clock():
+    return FakeClock()
 
 
-LS, LIST = "storage ls", "storage ls -l"
-LAUNCH = [LIST, "scp", "ssh [start]"]  # a launch: the progress read, then launch_pretrain.sh's two calls
+@pytest.fixture
+def cloud(clock):
+    return FakeGcloud(clock)
 
 
-def test_describe_failing_three_times_then_ready_deletes_nothing(cloud):
-    cloud.slice()
-    cloud.script("describe.json", ["READY", "fail", "fail", "fail", "READY"])
-    result = cloud.keep()
-    assert result.returncode == 0, result.stderr
-    assert cloud.calls() == [
-        "describe",                                 # the first look: READY, its values recorded
-        LS, "describe", "describe", "describe",     # three failures: UNKNOWN, nothing touched
-        LS, "describe", "ssh [status]", *LAUNCH,    # READY: no run yet, launched; it trains to the last step
-        LS,                                         # the final checkpoint: done
-    ], result.stderr
-    assert "TPU pod is UNKNOWN (ERROR: (gcloud.compute.tpus.tpu-vm.describe) There was a problem refreshing" \
-        in result.stderr
-    assert len(cloud.launches()) == 1 and (cloud.model_dir() / f"ckpt-{STEPS}.index").exists()
+class Run:
+    """One keeper run: its result, its notes, and the calls made (cut short)."""
+
+    def __init__(self, result, notes, fake):
+        self.result, self.notes, self.fake = result, notes, fake
+        self.calls = [short(c) for c in fake.calls]
+        self.last = result.line
 
 
-def test_creating_is_waited_for(cloud):
-    cloud.slice(state="CREATING")
-    cloud.script("describe.json", ["CREATING", "CREATING", "REPAIRING", "READY"])
-    result = cloud.keep()
-    assert result.returncode == 0, result.stderr
-    assert cloud.calls() == ["describe", LS, "describe", LS, "describe", LS, "describe", "ssh [status]", *LAUNCH,
-                             LS], result.stderr
-    assert "TPU pod is CREATING: waiting" in result.stderr and "TPU pod is REPAIRING: waiting" in result.stderr
+def config(tmp_path, **values):
+    values = {"name": "pod", "zone": ZONE, "root": "gs://b/albert", "config": "albert_base", "num_train_steps": 6,
+              "project": "p1", "state_file": str(tmp_path / "keeper.state"), "poll": 300.0, "wait": 60.0,
+              "retry_wait": 10.0, **values}
+    return job.KeepAliveConfig(**values)
 
 
-def test_a_state_that_does_not_settle_is_reported(cloud):
-    cloud.slice(state="RESTARTING")
-    result = cloud.keep("--settle-timeout", "0", "--poll", "1.1")
-    assert result.returncode == 1
-    assert result.stderr.splitlines()[-1].startswith("keep_alive.sh: TPU pod has been RESTARTING for ")
-    assert "delete" not in cloud.calls() and not cloud.launches()
+def keep(fake, clock, tmp_path, **values):
+    notes = []
+    result = job.keep_alive(config(tmp_path, **values), runner=fake, clock=clock, say=notes.append)
+    assert result.line == notes[-1]
+    return Run(result, notes, fake)
 
 
-def test_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
-    """A reserved slice with its own image, found by the keeper (so replaced only with --allow-replace): preempted
-    after step 3 (last checkpoint: step 2), it is recreated with the recorded type, image and capacity, albert_tf
-    is installed again on the new worker 0, and the relaunch takes over the lock the lost run left."""
-    cloud.slice(version="tpu-vm-tf-2.17.1-pod-pjrt", reserved=True)
-    cloud.script("runs.json", [{"steps": 3, "end": "preempt"}])
-    result = cloud.keep("--allow-replace")
-    assert result.returncode == 0, result.stderr
-    assert cloud.calls() == [
-        "describe",
-        LS, "describe", "ssh [status]", *LAUNCH,    # launch 1: preempted at step 3
-        LS, "describe",                             # PREEMPTED
-        "delete", "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.1-pod-pjrt --reserved",
-        *LAUNCH,                                    # launch 2 on the new slice: resumes, finishes
-        LS,
-    ], result.stderr
-    first, second = cloud.launches()
-    assert first["resumed_from"] == 0 and first["lock"] == "free"
-    assert second["resumed_from"] == 2 and second["lock"] == "taken over"
-    assert first["run_id"] == second["run_id"] and first["run_id"].startswith("pod.albert_base.")
-    assert first["tpu_name"] == "pod" and first["tpu_load_library"] == "0"
-    assert cloud.read("installs.log") == "installed\ninstalled\n"  # each new worker 0 installs once
-    state = dict(line.split("=", 1) for line in cloud.read("keeper.state").splitlines())
-    assert state == {"accelerator_type": "v3-32", "runtime_version": "tpu-vm-tf-2.17.1-pod-pjrt",
-                     "capacity": "reserved", "created_by_keeper": "1", "run_id": first["run_id"],
-                     "model_dir": MODEL_DIR}
-    assert "TPU pod is PREEMPTED: recreating it as v3-32, tpu-vm-tf-2.17.1-pod-pjrt, reserved" in result.stderr
+def owned_state(tmp_path, capacity="on-demand", node_id="101"):
+    """A state file as the keeper leaves it after creating the slice (id 101: the fake's first node)."""
+    (tmp_path / "keeper.state").write_text(json.dumps({
+        "project": "p1", "zone": ZONE, "name": "pod", "accelerator_type": "v3-32", "runtime_version": POD_IMAGE,
+        "capacity": capacity, "owned": True, "requested_at": 1.0, "node_id": node_id, "run_id": "pod.run",
+        "model_dir": MODEL_DIR}))
 
 
-def test_a_slice_the_keeper_did_not_create_is_not_deleted(cloud):
-    cloud.slice(spot=True)
-    cloud.script("runs.json", [{"steps": 3, "end": "preempt"}])
-    result = cloud.keep()
-    assert result.returncode == 1
+# ---------------------------------------------------------------------------------------------- the table, row by row
+def one_check(fake, clock, tmp_path, **values):
+    """The keeper started on an owned slice, then one check: (seconds to the next, notes, calls of the check)."""
+    settings = job.settings_of(config(tmp_path, **values), "p1")
+    launch = job.make_launch(config(tmp_path, **values), MODEL_DIR, True)
+    notes = []
+    keeper = Keeper(settings, tpu_node.Cloud(fake, "p1", ZONE, "pod"), launch, clock=clock, say=notes.append)
+    keeper.start()
+    pause = keeper.check()
+    return pause, notes, [short(c) for c in fake.calls]
+
+
+WAITED = [s for s, (action, _) in decisions.NODE.items() if action == decisions.WAIT]
+
+
+def test_every_node_state_of_the_api_has_a_row():
+    assert set(decisions.NODE) == set(tpu_node.NODE_STATES) | {decisions.NOT_FOUND}
+    assert set(decisions.QUEUED) == set(tpu_node.QUEUED_STATES) | {decisions.NOT_FOUND}
+    codes = {v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
+    assert codes <= set(decisions.RUN)
+    lost = [s for s, (action, _) in decisions.NODE.items() if action == decisions.REPLACE]
+    assert lost == ["PREEMPTED", "TERMINATED"]  # TensorFlow's Client.recoverable(): only these are lost
+
+
+@pytest.mark.parametrize("state", WAITED)
+def test_a_transitional_or_unknown_state_is_waited_on(cloud, clock, tmp_path, state):
+    owned_state(tmp_path)
+    cloud.make_node(state)
+    pause, notes, calls = one_check(cloud, clock, tmp_path)
+    assert calls == ["ls", "describe"] and pause == 300
+    assert notes[-1] == f"TPU pod is {state}: waiting (0s so far)"
+
+
+@pytest.mark.parametrize("state", ["PREEMPTED", "TERMINATED"])
+def test_a_lost_slice_is_deleted_and_created_as_recorded(cloud, clock, tmp_path, state):
+    owned_state(tmp_path)
+    cloud.make_node(state)
+    pause, notes, calls = one_check(cloud, clock, tmp_path)
+    assert calls == ["ls", "describe", "delete", CREATE] and pause == 0
+    assert f"TPU pod is {state}: recreating it as v3-32, {POD_IMAGE}, on-demand" in notes
+
+
+def test_stopped_stops_the_keeper(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("STOPPED")
+    with pytest.raises(Exception, match="TPU pod is STOPPED .someone stopped it"):
+        one_check(cloud, clock, tmp_path)
+
+
+def test_ready_asks_worker_0(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.run = {"polls": 1}
+    pause, _, calls = one_check(cloud, clock, tmp_path)
+    assert calls == ["ls", "describe", "ssh status"] and pause == 300
+
+
+def test_not_found_is_believed_the_second_time(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    settings = job.settings_of(config(tmp_path), "p1")
+    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(config(tmp_path), MODEL_DIR,
+                    True), clock=clock)
+    keeper.start()
+    assert keeper.check() == 300 and [short(c) for c in cloud.calls] == ["ls", "describe"]
+    assert keeper.check() == 0 and [short(c) for c in cloud.calls][2:] == ["ls", "describe", CREATE]
+
+
+@pytest.mark.parametrize("failure, waits", [("transient", True), ("5xx", True), ("timeout", True),
+                                            ("permanent", False)])
+def test_a_failed_describe(cloud, clock, tmp_path, failure, waits):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.describes = [failure] * 3
+    if waits:
+        pause, notes, calls = one_check(cloud, clock, tmp_path)
+        assert calls == ["ls", "describe", "describe", "describe"] and pause == 300
+        assert "waiting" in notes[-1] and "UNKNOWN (" in notes[-1]
+    else:
+        with pytest.raises(Exception, match="describe pod failed .permanent"):
+            one_check(cloud, clock, tmp_path)
+        assert [short(c) for c in cloud.calls] == ["ls", "describe"]  # a permanent error is not retried
+
+
+@pytest.mark.parametrize("failure, stops", [("capacity", False), ("transient", False), ("quota", True),
+                                            ("permission", True), ("bad_image", True)])
+def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
+    cloud.creates = [failure]
+    run = keep(cloud, clock, tmp_path, type="v3-32", max_restarts=0, settle_timeout=0.0) if stops else None
+    if stops:
+        assert run.result.exit_code == 1
+        assert run.calls == ["ls eval", "ls", "describe", CREATE, "delete"]
+        assert run.notes[-2].startswith(f"could not create TPU pod (permanent: ")
+        assert run.last == "nothing is left billing (TPU pod does not exist)"
+    else:
+        settings = job.settings_of(config(tmp_path, type="v3-32"), "p1")
+        keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"),
+                        job.make_launch(config(tmp_path), MODEL_DIR, True), clock=clock)
+        keeper.start()
+        assert keeper.check() == 60 and keeper.check() == 0  # tried again after --wait
+        assert [short(c) for c in cloud.calls] == ["ls", "describe", CREATE, "ls", "describe", CREATE]
+
+
+@pytest.mark.parametrize("state", list(decisions.QUEUED))
+def test_a_queued_resource_of_a_slice_not_found(cloud, clock, tmp_path, state):
+    owned_state(tmp_path, capacity="spot")
+    cloud.queued = None if state == decisions.NOT_FOUND else state
+    action, _ = decisions.QUEUED[state]
+    settings = job.settings_of(config(tmp_path), "p1")
+    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(config(tmp_path), MODEL_DIR,
+                    True), clock=clock)
+    keeper.start()
+    pause = keeper.check()
+    calls = [short(c) for c in cloud.calls]
+    if action == decisions.WAIT:
+        assert calls == ["ls", "describe", "queued describe"] and pause == 300
+    elif action == decisions.REQUEUE:
+        assert calls == ["ls", "describe", "queued describe", "queued delete", QUEUE] and pause == 0
+    else:  # no queued resource either: believed the second time, then queued again
+        assert calls == ["ls", "describe", "queued describe"] and pause == 300
+
+
+RUN_ROWS = [(status, action) for status, (action, _) in decisions.RUN.items()]
+
+
+@pytest.mark.parametrize("status, action", RUN_ROWS)
+def test_the_run_on_worker_0(cloud, clock, tmp_path, status, action):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.checkpoints = [2]
+    if status == decisions.NO_ANSWER:
+        cloud.statuses = ["timeout"]
+        cloud.run = {"polls": 5}
+    elif status == decisions.RUNNING:
+        cloud.run = {"polls": 5}
+    elif status == decisions.NEVER_STARTED:
+        cloud.run = None
+    else:
+        cloud.run = {"end": 1 if status == decisions.OTHER_CODE else status}
+    if action in (decisions.STOP, decisions.DONE):
+        with pytest.raises(Exception) as stopped:
+            one_check(cloud, clock, tmp_path)
+        assert stopped.value.exit_code == (0 if action == decisions.DONE else 1)
+        return
+    pause, _, calls = one_check(cloud, clock, tmp_path)
+    expected = {decisions.NOTHING: ["ssh status"], decisions.WAIT: ["ssh status"],
+                decisions.LAUNCH: LAUNCH, decisions.RELAUNCH: LAUNCH,
+                decisions.RECHECK: ["ssh status", "describe", "scp", "ssh start"]}[action]
+    assert calls == ["ls", "describe", *expected] and pause == 300
+
+
+def test_the_decision_table_is_in_the_docs():
+    text = open(os.path.join(REPO, "docs", "tpu.md"), encoding="utf-8").read()
+    rows = {tuple(cell.strip(" `") for cell in line.strip("|").split("|")[:2])
+            for line in text.splitlines() if line.startswith("| ")}
+    for seen, action in decisions.table_rows():
+        assert (str(seen), action) in rows, f"docs/tpu.md lacks the row | {seen} | {action} |"
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+def test_first_create_without_capacity_is_retried_every_wait(cloud, clock, tmp_path):
+    """No --project: gcloud's is read once. An on-demand slice finds no capacity twice: asked again every
+    --wait seconds, never given up; made the third time, launched, done, deleted."""
+    cloud.creates = ["capacity", "capacity"]
+    run = keep(cloud, clock, tmp_path, type="v3-32", project=None)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["config", "ls eval",
+                         "ls", "describe", CREATE,           # no capacity
+                         "ls", "describe", CREATE,           # no capacity
+                         "ls", "describe", CREATE,           # made
+                         "ls", "describe", *LAUNCH,
+                         "ls", "delete"]                     # done: its checkpoint is there; the slice deleted
+    assert clock.sleeps == [60, 60, 0, 300]
+    assert sum("no more capacity" in n and "trying again in 60s" in n for n in run.notes) == 2
+    assert run.last == "done: TPU pod deleted: nothing is left billing"
+
+
+def test_a_create_reported_failed_whose_node_exists_is_the_keepers(cloud, clock, tmp_path):
+    """The create's wait times out, yet the node is made: it was asked for by the keeper, so it is its own (deleted
+    at the end, and after a preemption recreated without --allow-replace)."""
+    cloud.creates = ["timeout_made"]
+    cloud.runs = [{"steps": 3, "end": "preempt"}]
+    run = keep(cloud, clock, tmp_path, type="v3-32")
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", CREATE,
+                         "ls", "describe", *LAUNCH,           # the node is there: the keeper's
+                         "ls", "describe", "delete", CREATE,  # preempted: recreated
+                         "ls", "describe", *LAUNCH, "ls", "delete"]
+    state = read_state(str(tmp_path / "keeper.state"))
+    assert state.owned and state.node_id == "102"
+
+
+def test_the_api_state_unknown_is_waited_on(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.describes = ["UNKNOWN", "UNKNOWN", "READY"]
+    run = keep(cloud, clock, tmp_path)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, "ls", "delete"]
+    assert "TPU pod is UNKNOWN: waiting (300s so far)" in run.notes
+
+
+def test_a_wedged_ssh_times_out_and_the_next_poll_goes_on(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.run = {"polls": 1, "end": 75}
+    cloud.statuses = ["timeout"]
+    run = keep(cloud, clock, tmp_path)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
+                         "ls", "describe", "ssh status",                # running
+                         "ls", "describe", *LAUNCH,                     # stopped 75: relaunched
+                         "ls", "delete"]
+    assert any("worker 0 not answering (gcloud compute tpus tpu-vm ssh ... timed out after 300 s)" in n
+               for n in run.notes)
+
+
+def test_a_run_compiling_for_20_minutes_is_not_stopped(cloud, clock, tmp_path):
+    """No checkpoint and no metrics row for 25 minutes (start-up, restore, XLA compile): the keeper only asks."""
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.runs = [{"steps": 6, "end": 0, "polls": 5}]
+    cloud.checkpoints = []
+    run = keep(cloud, clock, tmp_path, num_train_steps=8)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH] + ["ls", "describe", "ssh status"] * 5 + \
+        ["ls", "describe", "ssh status", "delete"]
+    assert "ssh stop" not in run.calls and clock.sleeps == [300] * 6
+    assert run.last == "done: TPU pod deleted: nothing is left billing"
+
+
+def test_a_project_switch_mid_run_makes_no_second_slice(cloud, clock, tmp_path):
+    """The project is read once at start (p1) and passed to every call: `gcloud config set project p2` during the
+    run changes nothing (the fake refuses any call without --project=p1)."""
+    cloud.configured = ["p1", "p2"]
+    cloud.runs = [{"steps": 2, "end": 75}]
+    run = keep(cloud, clock, tmp_path, type="v3-32", project=None)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls.count("config") == 1 and run.calls.count(CREATE) == 1
+    assert all("--project=p1" in c for c in cloud.calls[1:])
+    assert read_state(str(tmp_path / "keeper.state")).project == "p1"
+
+
+def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, tmp_path):
+    """After a preemption the recreate hits the quota: permanent, so one line and the end, nothing left billing."""
+    owned_state(tmp_path)
+    cloud.make_node("PREEMPTED")
+    cloud.creates = ["quota"]
+    run = keep(cloud, clock, tmp_path)
+    assert run.result.exit_code == 1
+    assert run.calls == ["ls eval", "ls", "describe", "delete", CREATE, "delete"]
+    line = run.notes[-2]
+    assert line.startswith("could not create TPU pod (permanent: quota") and "Quota limit" in line
+    assert run.last == "nothing is left billing (TPU pod does not exist)"
+
+
+def test_done_deletes_the_slice_and_its_queued_resource(cloud, clock, tmp_path):
+    run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, "ls", "queued delete"]
+    assert cloud.node is None and cloud.queued is None
+    assert run.last == "done: TPU pod and its queued resource deleted: nothing is left billing"
+
+
+def test_keep_slice_leaves_it_billing_and_says_how_to_delete_it(cloud, clock, tmp_path):
+    run = keep(cloud, clock, tmp_path, type="v3-32", spot=True, keep_slice=True)
+    assert run.result.exit_code == 0 and cloud.node is not None and "queued delete" not in run.calls
+    assert run.last == ("--keep-slice: TPU pod and its queued resource left up and billing; delete it with: gcloud "
+                        f"compute tpus queued-resources delete pod --zone={ZONE} --project=p1 --quiet --force")
+
+
+def test_a_preempted_spot_slice_is_queued_again_as_it_was(cloud, clock, tmp_path):
+    """Spot through a queued resource: preempted (the node PREEMPTED, the request SUSPENDED), the request is deleted
+    (with its node) and queued again with the same type, image and capacity; the run resumes."""
+    cloud.runs = [{"steps": 3, "end": "preempt"}]
+    run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", QUEUE,                  # queued: made at once here
+                         "ls", "describe", *LAUNCH,                        # preempted after step 3
+                         "ls", "describe", "queued delete", QUEUE,          # requeued as it was
+                         "ls", "describe", *LAUNCH,                        # resumes from step 2
+                         "ls", "queued delete"]
+    first, second = cloud.launches
+    assert first == second and "--num-train-steps" in first
+    assert "TPU pod is PREEMPTED: recreating it as v3-32, tpu-vm-tf-2.17.1-pod-pjrt, spot" in run.notes
+
+
+def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud, clock, tmp_path):
+    cloud.make_node("READY", capacity="spot")
+    cloud.runs = [{"steps": 3, "end": "preempt"}]
+    run = keep(cloud, clock, tmp_path)
+    assert run.result.exit_code == 1
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
     assert "TPU pod was not created by this keeper: it will not be deleted or recreated (--allow-replace)" \
-        in result.stderr
-    last = result.stderr.splitlines()[-1]
-    assert last.startswith("keep_alive.sh: TPU pod is PREEMPTED; it was not created by this keeper, so it is neither")
-    assert cloud.calls() == ["describe", LS, "describe", "ssh [status]", *LAUNCH, LS, "describe"]
+        in run.notes
+    assert run.notes[-2].startswith("TPU pod is PREEMPTED; it was not created by this keeper, so it is neither")
+    assert run.last.startswith("TPU pod was not created by this keeper and is left as it is: it bills while it "
+                               f"exists; delete it with: gcloud compute tpus tpu-vm delete pod --zone={ZONE}")
 
 
-def test_a_vanished_slice_is_confirmed_then_recreated_and_the_stale_lock_taken_over(cloud):
-    """The keeper creates the slice itself (spot); the slice then vanishes under the run (NOT_FOUND), which takes
-    two checks to believe; the recreated slice's run takes over the lock the lost run left (same run id)."""
-    cloud.script("runs.json", [{"steps": 3, "end": "vanish"}])
-    result = cloud.keep("--type", "v3-64", "--spot")
-    assert result.returncode == 0, result.stderr
-    create = "create --accelerator-type=v3-64 --version=tpu-vm-tf-2.18.0-pod-pjrt --spot"
-    assert cloud.calls() == [
-        "describe", create,                         # not found at the start: created
-        LS, "describe", "ssh [status]", *LAUNCH,    # launch 1: the slice vanishes at step 3
-        LS, "describe",                             # NOT_FOUND once: checked again
-        LS, "describe", create, *LAUNCH,            # NOT_FOUND twice: created (nothing to delete), relaunched
-        LS,
-    ], result.stderr
-    assert [(r["resumed_from"], r["lock"]) for r in cloud.launches()] == [(0, "free"), (2, "taken over")]
-    assert "TPU pod was not found: checking again before recreating it" in result.stderr
+def test_allow_replace_recreates_a_found_slice_as_it_was(cloud, clock, tmp_path):
+    """A reserved slice with its own image, found by the keeper: replaced only with --allow-replace, with the
+    type, image and capacity describe gave; from then on it is the keeper's."""
+    cloud.make_node("READY", version="tpu-vm-tf-2.17.0-pod-pjrt", capacity="reserved")
+    cloud.runs = [{"steps": 3, "end": "preempt"}]
+    run = keep(cloud, clock, tmp_path, allow_replace=True)
+    assert run.result.exit_code == 0, run.notes
+    recreate = "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.0-pod-pjrt --reserved"
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "delete", recreate,
+                         "ls", "describe", *LAUNCH, "ls", "delete"]
 
 
-def test_a_hung_run_is_stopped_and_relaunched(cloud):
-    """The run trains 2 steps and hangs (ignoring SIGTERM, as a client waiting on a lost host may): with no newer
-    metrics row or checkpoint for 1 x --save-checkpoints-secs the watchdog stops it (SIGTERM, then SIGKILL)."""
-    cloud.slice()
-    cloud.script("runs.json", [{"steps": 2, "end": "hang"}])
-    result = cloud.keep("--hang-factor", "1")
-    assert result.returncode == 0, result.stderr
-    calls = cloud.calls()
-    assert calls[:7] == ["describe", LS, "describe", "ssh [status]", *LAUNCH]
-    stop = calls.index("ssh [stop]")
-    polls = calls[7:stop]  # checks while it hangs: the slice, the run, its progress
-    assert polls and polls == [LS, "describe", "ssh [status]", LIST] * (len(polls) // 4)
-    assert calls[stop + 1:] == [*LAUNCH, LS]
-    warning = next(line for line in result.stderr.splitlines() if "no progress" in line)
-    age = int(warning.split(" for ")[1].split("s ")[0])
-    assert age >= 2 and "(more than 1 x 1s) while pod is READY" in warning
-    assert "keep_alive.sh: worker 0: killed (SIGKILL) after 0.3s" in result.stderr
-    assert [r["resumed_from"] for r in cloud.launches()] == [0, 2]
-    log = cloud.read("worker0/albert_tf_run/pretrain.log")
-    assert "exit 137" in log  # SIGKILL: the hung run ignored SIGTERM
+def test_another_spot_slice_without_a_queued_resource_is_replaced_with_allow_replace(cloud, clock, tmp_path):
+    cloud.make_node("READY", capacity="spot")
+    cloud.runs = [{"steps": 3, "end": "preempt"}]
+    run = keep(cloud, clock, tmp_path, allow_replace=True)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "queued delete", "delete", QUEUE,
+                         "ls", "describe", *LAUNCH, "ls", "queued delete"]
 
 
-def test_a_failed_install_is_retried_by_the_next_launch(cloud):
-    cloud.slice()
-    cloud.script("install_failures", 1)
-    result = cloud.keep()
-    assert result.returncode == 0, result.stderr
-    assert cloud.calls() == ["describe", LS, "describe", "ssh [status]", *LAUNCH,  # the install fails
-                             LS, "describe", "ssh [status]", *LAUNCH, LS], result.stderr
-    assert cloud.read("installs.log") == "failed\ninstalled\n" and len(cloud.launches()) == 1
-    assert "the launch failed (exit 1): trying again at the next check" in result.stderr
-    assert "No space left on device" in result.stderr
+def test_a_vanished_slice_is_confirmed_then_recreated(cloud, clock, tmp_path):
+    cloud.runs = [{"steps": 3, "end": "vanish"}]
+    run = keep(cloud, clock, tmp_path, type="v3-64", preemptible=True)
+    create = f"create --accelerator-type=v3-64 --version={POD_IMAGE} --preemptible"
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", create, "ls", "describe", *LAUNCH,
+                         "ls", "describe",                 # NOT_FOUND once: checked again
+                         "ls", "describe", create,         # twice: created (nothing to delete)
+                         "ls", "describe", *LAUNCH, "ls", "delete"]
+    assert "TPU pod was not found: checking again before recreating it" in run.notes
 
 
-def test_bad_data_stops_the_keeper_with_one_line(cloud):
-    cloud.slice()
-    message = ("albert-tf pretrain: error: gs://b/albert/records/train-00000: feature input_ids has 128 values, "
-               "expected 512")
-    cloud.script("runs.json", [{"steps": 0, "end": "exit:2", "message": message}])
-    result = cloud.keep()
-    assert result.returncode == 1
-    assert cloud.calls() == ["describe", LS, "describe", "ssh [status]", *LAUNCH, LS, "describe", "ssh [status]"]
-    last = result.stderr.splitlines()[-1]
-    assert last == (f"keep_alive.sh: pretrain on pod exited 2 (bad flags or data), not relaunched: {message} "
-                    "(log: albert_tf_run/pretrain.log on worker 0, gs://b/albert/logs/albert_base/)")
-    assert sum("exited 2" in line for line in result.stderr.splitlines()) == 1
+def test_a_state_that_does_not_settle_stops_the_keeper(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("RESTARTING")
+    run = keep(cloud, clock, tmp_path, settle_timeout=600.0)
+    assert run.result.exit_code == 1
+    assert run.calls == ["ls eval"] + ["ls", "describe"] * 4 + ["delete"]
+    assert run.notes[-2] == "TPU pod has been RESTARTING for 900s (more than --settle-timeout 600s)"
+    assert run.last == "TPU pod deleted: nothing is left billing"
 
 
-def test_a_lock_held_by_another_live_run_is_waited_for_then_given_up(cloud):
-    cloud.slice()
-    cloud.model_dir().mkdir(parents=True)
-    (cloud.model_dir() / ".albert_tf.lock").write_text(json.dumps({"run_id": "someone-else", "pid": 1}))
-    result = cloud.keep("--max-restarts", "1")
-    assert result.returncode == 1
-    assert [r["lock"] for r in cloud.launches()] == ["held by someone-else"] * 2
-    assert "exited 77 (the model dir is locked by another live run: trying again every --poll)" in result.stderr
-    assert result.stderr.splitlines()[-1] == ("keep_alive.sh: gave up: 1 relaunches in a row made no progress in "
-                                              f"{MODEL_DIR}")
+def test_bad_data_stops_the_keeper_with_one_line(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    message = "albert-tf pretrain: error: gs://b/albert/records/train-00000: feature input_ids has 128 values"
+    cloud.runs = [{"steps": 0, "end": 2, "message": message}]
+    run = keep(cloud, clock, tmp_path)
+    assert run.result.exit_code == 1
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", "delete"]
+    assert run.notes[-2] == (f"pretrain on pod exited 2 (bad flags or data), not relaunched: {message} "
+                             "(log: albert_tf_run/pretrain.log on worker 0, gs://b/albert/logs/albert_base/)")
 
 
-def test_resume_codes_relaunch_and_the_run_id_is_kept_across_keepers(cloud):
-    """Exit 75 (stopped after a save) and 76 (the TPU went away; the slice is READY again) relaunch; a second keeper
-    on the same state file keeps the run id, so its relaunches take over the first keeper's lock too."""
-    cloud.slice()
-    cloud.script("runs.json", [{"steps": 2, "end": "exit:75"}, {"steps": 1, "end": "exit:76"}])
-    result = cloud.keep()
-    assert result.returncode == 0, result.stderr
-    assert cloud.calls() == ["describe", LS, "describe", "ssh [status]", *LAUNCH,
-                             LS, "describe", "ssh [status]", *LAUNCH,
-                             LS, "describe", "ssh [status]", "describe", *LAUNCH, LS], result.stderr
-    assert [r["resumed_from"] for r in cloud.launches()] == [0, 2, 3 // 2 * 2]
-    run_id = cloud.launches()[0]["run_id"]
-    again = cloud.keep(steps=STEPS + 2)
-    assert again.returncode == 0, again.stderr
-    assert {r["run_id"] for r in cloud.launches()} == {run_id}
+def test_a_lock_held_by_another_live_run_is_retried_then_given_up(cloud, clock, tmp_path):
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.runs = [{"steps": 0, "end": 77}] * 3
+    run = keep(cloud, clock, tmp_path, max_restarts=1)
+    assert run.result.exit_code == 1 and len(cloud.launches) == 2
+    assert run.notes[-2] == f"gave up: 1 relaunches in a row made no progress in {MODEL_DIR}"
 
 
-def test_progress_of_a_local_model_dir(tmp_path):
-    """newest_progress reads a local directory directly: the newest of metrics.jsonl, checkpoint and ckpt-*."""
-    for name, when in (("metrics.jsonl", 1000), ("checkpoint", 3000), ("ckpt-2.index", 2000), ("spm.model", 9000),
-                       (".albert_tf.lock", 9000)):
-        (tmp_path / name).write_text("")
-        os.utime(tmp_path / name, (when, when))
-    script = f'. {shlex.quote(os.path.join(REPO, "tpu", "lib.sh"))}; newest_progress "$1"'
-    run = lambda d: subprocess.run(["bash", "-c", script, "keep_alive.sh", str(d)], capture_output=True, text=True,
-                                   check=True).stdout.strip()
-    assert run(tmp_path) == "3000"
-    assert run(tmp_path / "none") == "0"
+def test_runtime_lost_and_resume_codes_relaunch_with_the_same_run_id(cloud, clock, tmp_path):
+    """75 relaunches; 76 (the TPU went away, or pretrain's step watchdog) looks at the slice again first. A second
+    keeper on the same state file keeps the run id."""
+    owned_state(tmp_path)
+    cloud.make_node("READY")
+    cloud.runs = [{"steps": 2, "end": 75}, {"steps": 4, "end": 76}]
+    run = keep(cloud, clock, tmp_path)
+    assert run.result.exit_code == 0, run.notes
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
+                         "ls", "describe", "ssh status", "describe", "scp", "ssh start", "ls", "delete"]
+    ids = {w for words in cloud.launches for w in words if w.startswith("ALBERT_TF_RUN_ID=")}
+    assert ids == {"ALBERT_TF_RUN_ID=pod.run"}
+
+
+def test_ctrl_c_deletes_the_slice_it_created(cloud, clock, tmp_path):
+    class Interrupted(FakeClock):
+        def sleep(self, seconds):
+            raise KeyboardInterrupt
+
+    clock = Interrupted()
+    cloud.clock = clock
+    run = keep(cloud, clock, tmp_path, type="v3-32")
+    assert run.result.exit_code == 130
+    assert run.calls == ["ls eval", "ls", "describe", CREATE, "delete"]
+    assert run.notes[-2:] == ["interrupted (Ctrl-C)", "TPU pod deleted: nothing is left billing"]
+
+
+# ---------------------------------------------------------------------------------------------- the launch line
+def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
+    cloud.eval_records = False
+    run = keep(cloud, clock, tmp_path, type="v3-8", pretrain_flags=["--remat"])
+    words = cloud.launches[0]
+    env, command = words[2:words.index("--")], words[words.index("--") + 1:]
+    assert run.calls[3] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
+    assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
+                       "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR, "--tpu", "local",
+                       "--num-train-steps", "6", "--spm-model", "gs://b/albert/spm.model", "--remat"]
+    assert env == ["TPU_NAME=local", "NEXT_PLUGGABLE_DEVICE_USE_C_API=true",
+                   "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so", "ALBERT_TF_TPU_IMAGE=tpu-vm-tf-2.18.0-pjrt",
+                   f"ALBERT_TF_RUN_ID={read_state(str(tmp_path / 'keeper.state')).run_id}"]
+    assert run.result.exit_code == 0 and "--eval-data" not in command  # no eval records under ROOT
+
+
+@pytest.mark.parametrize("flag", ["--model-dir", "--num-train-steps=9", "--train-data", "--tpu", "--eval-data"])
+def test_flags_the_keeper_owns_are_refused_after_the_double_dash(tmp_path, flag):
+    with pytest.raises(ValueError, match=f"^{flag.split('=')[0]} after --: the keeper sets it itself"):
+        job.keep_alive(config(tmp_path, pretrain_flags=[flag, "x"]), runner=None)
+
+
+def test_a_rebuilt_wheel_is_reinstalled_by_its_hash_and_gs_needs_gcloud_there(cloud, clock, tmp_path, monkeypatch):
+    monkeypatch.delenv("INSTALL_CMD")
+    monkeypatch.setenv("ALBERT_TF_SOURCE", "gs://b/dist/albert_tf-0.1.0-py3-none-any.whl")
+    run = keep(cloud, clock, tmp_path, type="v3-32")
+    assert run.calls == ["ls eval", "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
+                         "ssh start", "ls", "delete"]
+    start = next(c for c in cloud.calls if "on_worker.sh start" in c[-3])[-3]
+    assert "sha256sum albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl" in start
+    assert "--force-reinstall --no-deps" in start and "gcloud storage cp" in start and "gsutil cp" in start
+    assert "tensorflow-text==2.17.*" in start
+
+
+def test_a_worker_without_gcloud_or_gsutil_is_one_line(cloud, clock, tmp_path, monkeypatch):
+    monkeypatch.delenv("INSTALL_CMD")
+    monkeypatch.setenv("ALBERT_TF_SOURCE", "gs://b/dist/albert_tf-0.1.0-py3-none-any.whl")
+    original = cloud.ssh
+    cloud.ssh = lambda args, timeout: (FakeGcloud.ok(args, "") if any("command -v" in a for a in args)
+                                       else original(args, timeout))
+    run = keep(cloud, clock, tmp_path, type="v3-32")
+    assert run.result.exit_code == 1 and "scp" not in run.calls
+    assert run.notes[-2].startswith("worker 0 has neither gcloud nor gsutil")
+    assert run.last == "TPU pod deleted: nothing is left billing"
+
+
+def test_failures_are_classified():
+    for text, failure in (("INTERNAL: 503", gcloud.TRANSIENT), ("429 Too Many Requests", gcloud.TRANSIENT),
+                          ("RESOURCE_EXHAUSTED: There is no more capacity", gcloud.CAPACITY),
+                          ("RESOURCE_EXHAUSTED: Quota limit 'X' has been exceeded", gcloud.PERMANENT),
+                          ("PERMISSION_DENIED", gcloud.PERMANENT), ("INVALID_ARGUMENT: accelerator type",
+                                                                     gcloud.PERMANENT),
+                          ("Cloud TPU API has not been used in project 1 before or it is disabled",
+                           gcloud.PERMANENT),
+                          ("NOT_FOUND: node pod", gcloud.NOT_FOUND), ("ALREADY_EXISTS", gcloud.ALREADY_EXISTS),
+                          ("Connection reset by peer", gcloud.TRANSIENT)):
+        assert gcloud.classify(1, text) == failure, text
+    assert gcloud.classify(0, "PERMISSION_DENIED") is None
+
+
+def test_a_wedged_gcloud_is_killed_after_its_timeout(tmp_path, monkeypatch):
+    """The real runner: a `gcloud` that never ends (nor does its child) is killed with its process group."""
+    fake = tmp_path / "gcloud"
+    fake.write_text("#!/bin/sh\nsleep 600 &\nsleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    result = gcloud.run(["compute", "tpus", "tpu-vm", "ssh", "pod"], timeout=0.5)
+    assert result.failure == gcloud.TRANSIENT and "timed out after 0.5 s" in result.line
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert gcloud.run(["config", "list"], timeout=5).failure == gcloud.PERMANENT
+
+
+def test_project_and_zone_are_pinned_in_the_state_file(cloud, clock, tmp_path):
+    keep(cloud, clock, tmp_path, type="v3-32")
+    state = dataclasses.asdict(read_state(str(tmp_path / "keeper.state")))
+    assert (state["project"], state["zone"], state["name"]) == ("p1", ZONE, "pod")
+    other = keep(FakeGcloud(clock, project="p2", configured=["p2"]), clock, tmp_path, project="p2")
+    assert other.result.exit_code == 2 and re.search("records p1/europe-west4-a/pod", other.notes[-2])
+
+
+def test_the_keeper_runs_without_tensorflow(tmp_path):
+    """`albert-tf keep-alive` runs on a laptop without TensorFlow: a whole keeper run imports none."""
+    program = f"""
+import os, sys
+sys.path.insert(0, {os.path.join(REPO, 'tests')!r})
+os.environ["INSTALL_CMD"] = "fake-install"
+from fake_gcloud import FakeClock, FakeGcloud
+from albert_tf.jobs import keep_alive as job
+clock = FakeClock()
+config = job.KeepAliveConfig(name="pod", zone="{ZONE}", root="gs://b/albert", config="albert_base", num_train_steps=6,
+                             project="p1", type="v3-32", state_file={str(tmp_path / 'state')!r})
+result = job.keep_alive(config, runner=FakeGcloud(clock), clock=clock, say=lambda line: None)
+print(result.exit_code, "tensorflow" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False,
+                          env=dict(os.environ, PYTHONPATH=REPO))
+    assert proc.stdout.split() == ["0", "False"], proc.stderr

@@ -9,6 +9,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -44,6 +45,7 @@ def run_script(script, *args, env=None, check=True):
                if k not in ("INSTALL_CMD", "ALBERT_TF_SOURCE", "TF_IMAGE_VERSION", "ALBERT_TF", "ALBERT_TF_PYTHON",
                             "LOCAL_CLI")}
     environ["PATH"] = os.pathsep.join(GUARD + [os.environ["PATH"]])
+    environ["ALBERT_TF_PYTHON_HERE"] = sys.executable  # the keeper's wrapper runs albert_tf from this checkout
     environ.update(env or {})
     result = subprocess.run([os.path.join(TPU, script), *args], capture_output=True, text=True, env=environ,
                             timeout=60, check=False)
@@ -81,6 +83,9 @@ DRY_RUNS = {
 }
 
 
+KEEPER_SCRIPTS = ("keep_alive.sh", "resume_loop.sh")  # wrappers of `albert-tf keep-alive` (tests/test_keeper.py)
+
+
 def test_every_script_has_a_dry_run_case():
     assert sorted(DRY_RUNS) == SCRIPTS
 
@@ -92,7 +97,8 @@ def test_help_and_dry_run(script):
     assert usage in help_text and "--dry-run" in help_text and "shellcheck" not in help_text
     assert commands(script, *DRY_RUNS[script])
     bad = run_script(script, "--dry-run", *DRY_RUNS[script], "--bogus", check=False)
-    assert bad.returncode == 2 and "unknown argument --bogus" in bad.stderr
+    unknown = "unrecognized arguments: --bogus" if script in KEEPER_SCRIPTS else "unknown argument --bogus"
+    assert bad.returncode == 2 and unknown in bad.stderr
 
 
 def test_create_single_host_vm():
@@ -106,7 +112,7 @@ def test_create_single_host_vm():
 def test_create_pod_slice(size):
     create, install = commands("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--spot",
                                "--project", "my-project")
-    assert f"--accelerator-type=v3-{size}" in create and "--version=tpu-vm-tf-2.18.0-pod-pjrt" in create
+    assert f"--accelerator-type=v3-{size}" in create and "--version=tpu-vm-tf-2.17.1-pod-pjrt" in create
     assert "--spot" in create and create[-1] == install[-1] == "--project=my-project"
     assert "--worker=0" in install and not any("--worker=all" in w for w in install)  # Python runs on worker 0 only
     note = run_script("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--dry-run").stdout
@@ -114,9 +120,6 @@ def test_create_pod_slice(size):
 
 
 def test_create_image_overrides():
-    (create, _) = commands("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", "v3-32",
-                           env={"TF_IMAGE_VERSION": "2.17.1"})
-    assert "--version=tpu-vm-tf-2.17.1-pod-pjrt" in create
     (create,) = commands("create_tpu.sh", "--name", "vm", "--zone", ZONE, "--type", "v3-8", "--image", "my-image",
                          "--no-install")
     assert "--version=my-image" in create
@@ -286,7 +289,7 @@ def test_launch_on_a_pod_runs_on_worker_0_with_the_slice_name_and_no_local_runti
                               "--num-train-steps", "1000")
     assert "--worker=0" in ssh and "--worker=0" in scp and not any("--worker=all" in c for c in (scp, ssh))
     assert remote["env"] == {"TPU_NAME": "pod", "TPU_LOAD_LIBRARY": "0",
-                             "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.18.0-pod-pjrt"}
+                             "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.17.1-pod-pjrt"}
     pretrain = remote["pretrain"]
     flags = dict(zip(pretrain[4::2], pretrain[5::2]))
     assert flags["--tpu"] == "pod" and flags["--recipe"] == "paper_v1" and "--eval-data" not in flags
@@ -318,42 +321,35 @@ def test_launch_refuses_local_paths():
         assert result.returncode == 2 and message in result.stderr
 
 
-@pytest.mark.parametrize("script", ["keep_alive.sh", "resume_loop.sh"])
-def test_keeper_dry_run_shows_the_checks_a_relaunch_the_watchdog_and_a_recreation(script):
-    cmds = commands(script, *DRY_RUNS[script], "--steps", "5000", "--reserved", "--image", "tpu-vm-tf-2.17.1-pod-pjrt",
-                    "--", "--save-checkpoints-secs", "300")
+@pytest.mark.parametrize("script", KEEPER_SCRIPTS)
+def test_keeper_dry_run_shows_a_poll_a_launch_a_recreation_and_the_end(script):
+    cmds = commands(script, *DRY_RUNS[script], "--steps", "5000", "--reserved", "--image", "tpu-vm-tf-2.17.0-pod-pjrt",
+                    "--project", "p1", "--", "--remat")
     heads = [" ".join(c[:5]) for c in cmds]
-    assert heads == ["gcloud storage ls gs://b/albert/models/albert_base/ckpt-5000.index",
-                     "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm ssh",   # checks
-                     "gcloud storage ls -l gs://b/albert/models/albert_base/",                 # progress
-                     "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh",        # relaunch
-                     "gcloud compute tpus tpu-vm ssh",                                          # watchdog stop
-                     "gcloud compute tpus tpu-vm delete", "gcloud compute tpus tpu-vm create",  # recreation
-                     "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh"]        # launch
-    assert cmds[1][-1] == ("--format=csv[no-heading](state,acceleratorType,runtimeVersion,schedulingConfig.spot,"
-                           "schedulingConfig.preemptible,schedulingConfig.reserved)")
-    assert "bash albert_tf_run/on_worker.sh status albert_tf_run" in cmds[2][-1] and "--worker=0" in cmds[2]
-    assert inner(cmds[6]) == ["bash", "albert_tf_run/on_worker.sh", "stop", "albert_tf_run", "120"]
-    assert cmds[8][5:] == ["pod", f"--zone={ZONE}", "--accelerator-type=v3-32", "--version=tpu-vm-tf-2.17.1-pod-pjrt",
-                           "--reserved"]
-    words = inner(cmds[10])
+    assert heads == ["gcloud storage ls gs://b/albert/models/albert_base/ckpt-*.index --project=p1",
+                     "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm ssh",   # a poll
+                     "gcloud compute tpus tpu-vm scp", "gcloud compute tpus tpu-vm ssh",        # a launch
+                     "gcloud compute tpus tpu-vm delete", "gcloud compute tpus tpu-vm create",  # a recreation
+                     "gcloud compute tpus tpu-vm delete"]                                       # the end
+    assert all(c[-2:] == [f"--zone={ZONE}", "--project=p1"] for c in cmds[1:])
+    assert cmds[6][5:-2] == ["pod", "--accelerator-type=v3-32", "--version=tpu-vm-tf-2.17.0-pod-pjrt", "--reserved"]
+    words = shlex.split(cmds[4][cmds[4].index("--worker=0") + 1][len("--command="):])
     assert words[words.index("--num-train-steps") + 1] == "5000" and words[words.index("--tpu") + 1] == "pod"
-    assert words[words.index("--save-checkpoints-secs") + 1] == "300"
-    assert "TPU_LOAD_LIBRARY=0" in words and "ALBERT_TF_RUN_ID=RUN_ID" in words
-    note = run_script(script, "--dry-run", *DRY_RUNS[script], "--", "--save-checkpoints-secs=300").stdout
-    assert "no progress for 3 x 300s" in note
+    assert words[-1] == "--remat" and "TPU_LOAD_LIBRARY=0" in words and "ALBERT_TF_RUN_ID=RUN_ID" in words
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--poll", "soon"], "--poll soon: expected seconds"),
-    (["--hang-factor", "-1"], "--hang-factor -1: expected a non-negative integer"),
-    (["--kill-after", "0.25"], "--kill-after 0.25: expected seconds (one decimal at most)"),
-    (["--", "--save-checkpoints-secs", "1.5"], "--save-checkpoints-secs 1.5: expected a non-negative integer"),
+    (["--poll", "soon"], "argument --poll: invalid float value: 'soon'"),
+    (["--spot", "--reserved"], "--spot, --preemptible and --reserved: one at most"),
     (["--model-dir", "/local/dir"], "--model-dir /local/dir: expected a gs:// path"),
+    (["--", "--model-dir", "gs://b/other"], "--model-dir after --: the keeper sets it itself (use keep-alive's "
+                                             "--model-dir instead)"),
+    (["--image", "tpu-vm-tf-2.18.0-pjrt"], "--image tpu-vm-tf-2.18.0-pjrt is a single-host image"),
 ])
 def test_keeper_refuses_bad_flags(args, message):
     result = run_script("keep_alive.sh", "--dry-run", *DRY_RUNS["keep_alive.sh"], *args, check=False)
     assert result.returncode == 2 and message in result.stderr and not result.stdout
+    assert result.stderr.strip().splitlines()[-1].startswith("albert-tf keep-alive: error: ")
 
 
 # ---------------------------------------------------------------------------------------------- on_worker.sh

@@ -6,8 +6,8 @@
 # Usage: tpu/create_tpu.sh --name NAME --zone ZONE --type v3-8|v3-32|v3-64|v3-128|v3-256|v3-512|v3-1024|v3-2048
 #                          [--spot | --preemptible | --reserved] [--image VERSION] [--project P] [--no-install]
 #                          [--dry-run]
-#   --image        the runtime image (default tpu-vm-tf-2.18.0-pjrt for v3-8, tpu-vm-tf-2.18.0-pod-pjrt for slices;
-#                  TF_IMAGE_VERSION=2.x.y changes the TensorFlow version in both)
+#   --image        the runtime image (default tpu-vm-tf-2.18.0-pjrt for v3-8, tpu-vm-tf-2.17.1-pod-pjrt for slices:
+#                  albert_tf/cloud/images.py, each default with its Google source)
 #   --spot         Spot capacity: cheaper, preemptible at any time; tpu/keep_alive.sh recreates it and resumes
 #   --preemptible  the older preemptible capacity (at most 24 hours)
 #   --reserved     capacity from the project's reservation

@@ -21,7 +21,7 @@ require --zone "$ZONE"
 if [[ $DRY_RUN == 0 && -z ${INSTALL_CMD:-} && $ALBERT_TF_SOURCE == *github.com/OWNER/* ]]; then
   die "set ALBERT_TF_SOURCE (a git URL or a wheel) or INSTALL_CMD: the default source is a placeholder"
 fi
-INSTALL=$(install_command)
+INSTALL=$(install_command "")  # no image known here: the single-host default's TensorFlow release
 CHECK="TPU_LOAD_LIBRARY=0 $(join_quoted "$ALBERT_TF_PYTHON" -c \
   'import albert_tf, tensorflow as tf; print("albert_tf", albert_tf.__version__, "tensorflow", tf.__version__)')"
 gcloud_cmd compute tpus tpu-vm ssh "$NAME" "--zone=$ZONE" --worker=0 --command "$INSTALL && $CHECK"

@@ -69,7 +69,7 @@ words+=("${EXTRA[@]}")
 
 remote="$(join_quoted mkdir -p "$RUN_DIR") && $(join_quoted mv -f "$WORKER_SCRIPT_COPY" "$WORKER_SCRIPT") && "
 remote+="{ $(install_check) 2>/dev/null || { echo 'albert_tf is missing on worker 0: installing it' && "
-remote+="$(install_command); }; } && "
+remote+="$(install_command "$IMAGE"); }; } && "
 remote+=$(join_quoted bash "$WORKER_SCRIPT" start "$RUN_DIR" "$ROOT/logs/$(basename "$MODEL_DIR")" "${runtime[@]}" -- \
           "${words[@]}")
 if [[ $FOLLOW == 1 ]]; then remote+=" && $(join_quoted bash "$WORKER_SCRIPT" follow "$RUN_DIR")"; fi

@@ -15,10 +15,11 @@ PROG=$(basename "$0")
 DRY_RUN=0
 PROJECT=""
 
+LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # TensorFlow's TPU VM runtime images are named tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se] (Cloud TPU "TPU software versions"
-# page): "-pod" for a multi-host slice, "-pjrt" for the PJRT device API. 2.18.0 is the newest TensorFlow image
-# documented; `gcloud compute tpus versions list --zone=ZONE` lists what a zone offers.
-TF_IMAGE_VERSION=${TF_IMAGE_VERSION:-2.18.0}
+# page): "-pod" for a multi-host slice, "-pjrt" for the PJRT device API. The defaults come from one table, each name
+# with its Google source (albert_tf/cloud/images.py); any other image is given with --image.
+# `gcloud compute tpus versions list --zone=ZONE` lists what a zone offers.
 # What worker 0 installs (tpu/install.sh, and tpu/launch_pretrain.sh when albert_tf is missing there): the package
 # from ALBERT_TF_SOURCE, which pip installs from a git URL (git+https://...) or an https:// wheel; a gs:// wheel is
 # copied to worker 0 first (`gcloud storage cp`: pip does not read gs://). Or a whole command in INSTALL_CMD.
@@ -29,9 +30,6 @@ ALBERT_TF_PYTHON=${ALBERT_TF_PYTHON:-python3}
 ALBERT_TF=${ALBERT_TF:-$ALBERT_TF_PYTHON -m albert_tf}
 # Cloud TPU v3: a v3-N slice has N cores, 8 per host (v3-8 is one host, v3-2048 is 256).
 V3_TYPES="v3-8 v3-32 v3-64 v3-128 v3-256 v3-512 v3-1024 v3-2048"
-# The exit codes of `albert-tf pretrain` (tpu/README.md, "Exit codes"; tpu/keep_alive.sh acts on them).
-# shellcheck disable=SC2034  # read by the scripts that source this file
-EXIT_DONE=0 EXIT_RESUME=75 EXIT_TPU_LOST=76 EXIT_LOCKED=77 EXIT_BAD_INPUT=2 EXIT_NON_FINITE=3 EXIT_INTERRUPTED=130
 # Where a run lives on worker 0 (relative to the ssh user's home): tpu/on_worker.sh, the log, the run's lock.
 # shellcheck disable=SC2034  # read by the scripts that source this file
 RUN_DIR=albert_tf_run
@@ -97,15 +95,21 @@ hosts_of() {
   echo $(( ${1#v3-} / 8 ))
 }
 
+# image_for TYPE: the default runtime image of a v3 TYPE, from albert_tf/cloud/images.py (run from this checkout).
 image_for() {
-  if [[ $(hosts_of "$1") -gt 1 ]]; then
-    echo "tpu-vm-tf-${TF_IMAGE_VERSION}-pod-pjrt"
-  else
-    echo "tpu-vm-tf-${TF_IMAGE_VERSION}-pjrt"
-  fi
+  PYTHONPATH="$LIB_DIR/..${PYTHONPATH:+:$PYTHONPATH}" "${ALBERT_TF_PYTHON_HERE:-python3}" -c \
+    'import sys; from albert_tf.cloud import images; print(images.default_image(int(sys.argv[1])))' "$(hosts_of "$1")"
 }
 
-# The command that installs albert_tf on worker 0: $INSTALL_CMD, or pip installing albert_tf from ALBERT_TF_SOURCE
+# tensorflow_release IMAGE: "2.18" for tpu-vm-tf-2.18.0-pjrt; the single-host default's for another name.
+tensorflow_release() {
+  local image=$1
+  [[ $image =~ ^tpu-vm-tf-([0-9]+)\.([0-9]+)\. ]] || image=$(image_for v3-8)
+  [[ $image =~ ^tpu-vm-tf-([0-9]+)\.([0-9]+)\. ]]
+  echo "${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+}
+
+# install_command [IMAGE]: the command that installs albert_tf on worker 0: $INSTALL_CMD, or pip installing albert_tf from ALBERT_TF_SOURCE
 # with the Cloud TPU API client that TPUClusterResolver(tpu=NAME) imports (the [cloud-tpu] extra), then
 # tensorflow-text of the image's release without its dependencies (they would pull the CPU tensorflow wheel over
 # the image's TPU TensorFlow). With the placeholder source a real run gets a command that fails saying so.
@@ -127,7 +131,7 @@ install_command() {
   esac
   pip=$(join_quoted "$ALBERT_TF_PYTHON" -m pip install)
   printf '%s%s %s && %s --no-deps %s' "$fetch" "$pip" "$(quote "$requirement")" "$pip" \
-    "$(quote "tensorflow-text==${TF_IMAGE_VERSION%.*}.*")"
+    "$(quote "tensorflow-text==$(tensorflow_release "${1:-}").*")"
 }
 
 # Exits 0 when albert_tf imports on the host, without loading the TPU runtime (a running job holds the TPU).
@@ -155,70 +159,11 @@ check_config() {
   [[ $1 != */* || $1 == gs://* ]] || die "--config $1: expected a preset name (albert_base, ...) or a gs:// path"
 }
 
-# flag_value NAME: the value parse_flags stored for --NAME.
-flag_value() {
-  local var=${1//-/_}
-  var=${var^^}
-  printf '%s' "${!var}"
-}
 
-# check_number FLAG VALUE KIND: dies unless VALUE is a positive integer (KIND "positive"), a non-negative integer
-# ("integer") or a non-negative number of seconds, decimals allowed ("seconds").
-check_number() {
-  case $3 in
-    positive) [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 $2: expected a positive integer" ;;
-    integer) [[ $2 =~ ^[0-9]+$ ]] || die "$1 $2: expected a non-negative integer" ;;
-    seconds) [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$1 $2: expected seconds" ;;
-  esac
-}
 
-# save_interval PRETRAIN_FLAGS...: pretrain's --save-checkpoints-secs among them, or its default (600).
-save_interval() {
-  local value=600
-  while [[ $# -gt 0 ]]; do
-    case $1 in
-      --save-checkpoints-secs=*) value=${1#*=} ;;
-      --save-checkpoints-secs) value=${2:-}; shift ;;
-    esac
-    shift
-  done
-  check_number --save-checkpoints-secs "$value" integer
-  echo "$value"
-}
 
-nap() {
-  sleep "$1"
-}
 
-# epoch_of TIMESTAMP: seconds since 1970 of a UTC time as `gcloud storage ls -l` prints it (2025-01-31T12:00:00Z).
-epoch_of() {
-  date -u -d "$1" +%s 2>/dev/null || date -u -j -f '%Y-%m-%dT%H:%M:%SZ' "$1" +%s
-}
 
-# newest_progress MODEL_DIR: when the run last made progress, in seconds since 1970: the newest modification time of
-# metrics.jsonl, the checkpoint state file and the ckpt-* files (0: none yet). gs:// through `gcloud storage ls -l`,
-# a local directory directly. Fails when the listing fails (progress unknown).
-newest_progress() {
-  local dir=${1%/} newest=0 t size stamp url file listing
-  if [[ $dir == gs://* ]]; then
-    if ! listing=$(gcloud_cmd storage ls -l "$dir/" 2>&1); then
-      [[ $listing == *"matched no objects"* ]] || return 1
-    fi
-    while read -r size stamp url; do
-      case ${url##*/} in metrics.jsonl|checkpoint|ckpt-*) ;; *) continue ;; esac
-      [[ $size =~ ^[0-9]+$ ]] || continue
-      t=$(epoch_of "$stamp") || return 1
-      if [[ $t -gt $newest ]]; then newest=$t; fi
-    done <<< "$listing"
-  else
-    for file in "$dir"/metrics.jsonl "$dir"/checkpoint "$dir"/ckpt-*; do
-      [[ -e $file ]] || continue
-      t=$(stat -c %Y "$file" 2>/dev/null || stat -f %m "$file")
-      if [[ $t -gt $newest ]]; then newest=$t; fi
-    done
-  fi
-  echo "$newest"
-}
 
 # join_quoted WORD...: the words as one shell command line.
 join_quoted() {

@@ -55,6 +55,8 @@ JOBS = (
     Job("plan", "plan", "PlanConfig", "PlanResult",
         "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)", tensorflow=False),
     Job("export", "export", "ExportConfig", "ExportResult", "write a SavedModel for TF Serving that takes raw text"),
+    Job("keep-alive", "keep_alive", "KeepAliveConfig", "KeepAliveResult",
+        "keep a pretraining run going on a Cloud TPU slice through preemptions (gcloud; no TF)", tensorflow=False),
     Job("quickstart", "quickstart", "QuickstartConfig", "QuickstartResult",
         "run vocab → create-data → pretrain → finetune → a served request on a built-in corpus"),
 )

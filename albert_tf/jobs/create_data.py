@@ -68,9 +68,12 @@ def create_data(config):
     """Writes the pretraining records `config` (a CreateDataConfig) describes; prints progress and notes on
     stderr, the summary on stdout. Returns a CreateDataResult. Nothing is in place until every shard is complete:
     an interrupted run leaves no shard (and its temporary files are removed)."""
+    # the vocabulary's casing record decides; a flag that contradicts it is refused (text.vocabulary)
+    lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(config.spm_model), config.cased,
+                                               vocabulary.casing_path(config.spm_model))
     summary = creation.create_pretraining_data(
         config.input, config.spm_model, config.output, num_shards=config.num_shards,
-        options=config.instance_options(), workers=config.workers, lower_case=not config.cased,
+        options=config.instance_options(), workers=config.workers, lower_case=lower_case,
         overwrite=config.overwrite)
     stats = dataclasses.asdict(summary.stats)
     return CreateDataResult(list(summary.output_files), stats.get("instances", 0), stats.get("tokens", 0), stats,

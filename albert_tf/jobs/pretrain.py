@@ -71,6 +71,12 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
         600, "also save when this many seconds have passed since the last save (0: off); bounds what a failure "
              "without notice loses")
     keep_checkpoint_max: int = option(5, "checkpoints kept (the oldest are deleted)")
+    step_timeout: float = option(
+        1800.0, "the command line exits 76 with one line when no training step, save or evaluation completes for this "
+        "many seconds after the first step (a client hung on a lost TPU host; a relaunch resumes); 0: off")
+    first_step_timeout: float = option(
+        3600.0, "the same limit until the first step completes, counted from the start: it covers start-up, restore "
+        "and XLA compile (10+ minutes for a large model on a pod); 0: off")
     dtype: str = option("auto", "compute dtype; variables stay float32. auto: bfloat16 on TPU and on GPUs of compute "
                                 "capability >= 8.0; on a CPU whichever a short matmul probe finds faster (kept per "
                                 "machine)", choices=("auto", "float32", "bfloat16"))

@@ -25,7 +25,7 @@ class VocabConfig:
                                      "e.g. work/spm, not a directory)", metavar="PREFIX")
     vocab_size: int | str = option(30000, "pieces, special ones included; auto: sized from the corpus (at most what "
                                           "it holds)", parse=vocab_training.vocab_size_argument)
-    cased: bool | None = vocabulary.cased_option()
+    cased: bool | None = vocabulary.cased_option()  # a new vocabulary: uncased unless --cased
     max_sentences: int = option(vocab_training.DEFAULT_MAX_SENTENCES,
                                 "train on a seeded uniform sample of at most this many sentences (bounds memory)")
     seed: int = option(12345, "sampling seed")

@@ -38,6 +38,7 @@ from albert_tf.files import check_input_file, check_output_dir
 from albert_tf.runtime import devices, exit_codes, lock, precision
 from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
+from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
 from albert_tf.text import vocabulary
 from albert_tf.training import costs, distribute
 from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, make_train_loop
@@ -53,7 +54,8 @@ def check_flags(cfg):
     for name in positive:
         if getattr(cfg, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
-    for name in ("num_warmup_steps", "save_checkpoints_secs", "collective_timeout_secs"):
+    for name in ("num_warmup_steps", "save_checkpoints_secs", "collective_timeout_secs", "step_timeout",
+                 "first_step_timeout"):
         if getattr(cfg, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.streams is not None and cfg.streams <= 0:
@@ -386,8 +388,8 @@ def make_evaluation(cfg, setup, model, step):
     return evaluation
 
 
-def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
-    """The loop. Each compiled call runs 1..--steps-per-loop steps and about LOOP_SECONDS of wall time
+def train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchdog):  # pylint: disable=R0913
+    """The loop (`watchdog` is beaten after each call, save and evaluation). Each compiled call runs 1..--steps-per-loop steps and about LOOP_SECONDS of wall time
     (loop.LoopLength): between calls the host acts on a stop signal, the save clock and progress. After a call:
     the progress line, the metrics row when a --steps-per-loop span ends, a checkpoint and an evaluation when
     due. Returns a PretrainResult."""
@@ -421,6 +423,7 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
             while True:
                 progress.doing(f"steps {step + 1}..{step + num_steps} running")
                 sums, seconds = run_steps(train_loop, train_iterator, num_steps, training)
+                watchdog.beat()
                 stop.at_once = None  # trained: from now on a signal saves first
                 lengths.record(num_steps, seconds)
                 error = non_finite(sums, step + 1, step + num_steps, manager)
@@ -444,10 +447,12 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started):
                     progress.doing(f"saving step {step}")
                     save(cfg, setup, manager, step)
                     last_save = time.time()
+                    watchdog.beat()
                 if cfg.eval_data and step == end and not stopping and (
                         step % (cfg.eval_every_steps or cfg.save_checkpoints_steps) == 0 or done):
                     progress.doing(f"evaluating at step {step}")
                     rows["eval"] = evaluation()
+                    watchdog.beat()
                     progress.doing(None)  # (no progress line in the middle of the eval row)
                     log.write("eval", step, rows["eval"])
                 progress.doing(None)
@@ -496,7 +501,10 @@ def _run(cfg, exits):
     """The body of `run`."""
     started = time.time()
     at_once = "before the first training step finished, nothing to save" if exits else None
-    with StopSignal("albert-tf pretrain", at_once=at_once, exits=exits) as stop:
+    # The step watchdog ends the process (exit 76): the command line's only (a notebook's kernel is not ended).
+    limits = (cfg.first_step_timeout, cfg.step_timeout) if exits else (0, 0)
+    with StopSignal("albert-tf pretrain", at_once=at_once, exits=exits) as stop, \
+            StepWatchdog(*limits, on_expire=exit_lost("albert-tf pretrain")) as watchdog:
         check_flags(cfg)
         # The lock before the strategy: a second client started by mistake on a TPU is refused before it connects
         # to the TPU and initializes (resets) it under the running job.
@@ -513,4 +521,4 @@ def _run(cfg, exits):
                       f"{cfg.num_train_steps}): nothing to train; raise --num-train-steps to train further",
                       flush=True)
                 return result(cfg, "complete", step, manager, {})
-            return train(cfg, setup, model, optimizer, schedule, manager, stop, started)
+            return train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchdog)

@@ -1,0 +1,155 @@
+"""One Cloud TPU node (a TPU VM or pod slice) and its queued resource, through gcloud: describe, create, delete,
+queue, ssh and scp to worker 0, list a bucket. Every call carries the pinned `--project` and `--zone` and a timeout.
+No TensorFlow here.
+
+    cloud = Cloud(runner, project="p", zone="europe-west4-a", name="pod")
+    seen = cloud.describe()            # Node (its state, type, image, capacity, id) or a failed Result
+    cloud.create(spec)                 # tpu-vm create (on-demand, reserved, preemptible) or queued-resources create (spot)
+
+`runner(args, timeout) -> gcloud.Result` is albert_tf.cloud.gcloud.run, or a test's fake.
+"""
+import dataclasses
+import json
+
+from albert_tf.cloud import gcloud
+
+# The Cloud TPU v2 API's Node.State values (UNKNOWN: e.g. after a failed repair).
+NODE_STATES = ("CREATING", "READY", "RESTARTING", "REIMAGING", "DELETING", "REPAIRING", "STOPPED", "STOPPING",
+               "STARTING", "PREEMPTED", "TERMINATED", "HIDING", "HIDDEN", "UNHIDING", "UNKNOWN")
+# A queued resource's states (QueuedResourceState.State).
+QUEUED_STATES = ("CREATING", "ACCEPTED", "PROVISIONING", "FAILED", "DELETING", "ACTIVE", "SUSPENDING", "SUSPENDED",
+                 "WAITING_FOR_RESOURCES")
+CAPACITIES = ("on-demand", "spot", "preemptible", "reserved")
+# Spot capacity comes through a queued resource, as Google advises (cloud.google.com/tpu/docs/spot); the GA
+# `queued-resources create` has --spot, --reserved and --guaranteed but no preemptible kind, so a preemptible slice
+# is made with `tpu-vm create --preemptible` (cloud.google.com/tpu/docs/preemptible).
+QUEUED_CAPACITIES = ("spot",)
+
+# Timeouts of one call, in seconds: a create waits for its operation (a pod slice takes minutes).
+TIMEOUTS = {"describe": 120, "create": 1800, "delete": 1800, "queue": 300, "ssh": 300, "scp": 300, "storage": 120,
+            "config": 60}
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """What a slice is made of: recreated exactly so after a loss."""
+    accelerator_type: str
+    runtime_version: str
+    capacity: str  # one of CAPACITIES
+
+    @property
+    def queued(self):
+        return self.capacity in QUEUED_CAPACITIES
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A node as `describe` gives it."""
+    state: str
+    spec: Spec
+    node_id: str = ""
+    create_time: str = ""
+
+
+def node_from_json(text):
+    """A Node from `describe --format=json` (a state the API adds later is kept as it is: the keeper waits on it)."""
+    values = json.loads(text)
+    scheduling = values.get("schedulingConfig") or {}
+    capacity = next((c for c in ("spot", "preemptible", "reserved") if scheduling.get(c)), "on-demand")
+    spec = Spec(values.get("acceleratorType", ""), values.get("runtimeVersion", ""), capacity)
+    return Node(values.get("state") or "UNKNOWN", spec, str(values.get("id", "")), values.get("createTime", ""))
+
+
+class Cloud:
+    """gcloud calls about one node, in one project and zone (pinned when the keeper starts)."""
+
+    def __init__(self, runner, project, zone, name, queued_name=None, timeouts=None):
+        self.runner, self.project, self.zone, self.name = runner, project, zone, name
+        self.queued_name = queued_name or name
+        self.timeouts = {**TIMEOUTS, **(timeouts or {})}
+
+    def call(self, kind, *args, zone=True):
+        where = ([f"--zone={self.zone}"] if zone else []) + [f"--project={self.project}"]
+        return self.runner([*args, *where], self.timeouts[kind])
+
+    # ------------------------------------------------------------------------------------------ the node
+    def describe(self):
+        """(Node, None) or (None, the failed Result: NOT_FOUND or another failure class)."""
+        result = self.call("describe", "compute", "tpus", "tpu-vm", "describe", self.name, "--format=json")
+        if not result.ok:
+            return None, result
+        try:
+            return node_from_json(result.stdout), None
+        except (ValueError, AttributeError):
+            bad = dataclasses.replace(result, stderr=f"describe gave no node: {result.stdout[:200]!r}",
+                                      failure=gcloud.TRANSIENT)
+            return None, bad
+
+    def create(self, spec):
+        """Asks for the node: a queued resource for Spot, `tpu-vm create` otherwise. The Result of the call."""
+        if spec.queued:
+            return self.call("queue", "compute", "tpus", "queued-resources", "create", self.queued_name,
+                             f"--node-id={self.name}", f"--accelerator-type={spec.accelerator_type}",
+                             f"--runtime-version={spec.runtime_version}", f"--{spec.capacity}")
+        capacity = [] if spec.capacity == "on-demand" else [f"--{spec.capacity}"]
+        return self.call("create", "compute", "tpus", "tpu-vm", "create", self.name,
+                         f"--accelerator-type={spec.accelerator_type}", f"--version={spec.runtime_version}",
+                         *capacity)
+
+    def delete(self):
+        return self.call("delete", "compute", "tpus", "tpu-vm", "delete", self.name, "--quiet")
+
+    # ------------------------------------------------------------------------------------------ its queued resource
+    def describe_queued(self):
+        """(state, None) or (None, the failed Result)."""
+        result = self.call("describe", "compute", "tpus", "queued-resources", "describe", self.queued_name,
+                           "--format=json")
+        if not result.ok:
+            return None, result
+        try:
+            return (json.loads(result.stdout).get("state") or {}).get("state") or "CREATING", None
+        except (ValueError, AttributeError):
+            return None, dataclasses.replace(result, failure=gcloud.TRANSIENT,
+                                             stderr=f"describe gave no state: {result.stdout[:200]!r}")
+
+    def delete_queued(self):
+        """Deletes the queued resource and, with --force, the node it made."""
+        return self.call("delete", "compute", "tpus", "queued-resources", "delete", self.queued_name, "--quiet",
+                         "--force")
+
+    # ------------------------------------------------------------------------------------------ worker 0
+    def ssh(self, command):
+        return self.call("ssh", "compute", "tpus", "tpu-vm", "ssh", self.name, "--worker=0", f"--command={command}")
+
+    def scp(self, source, target):
+        return self.call("scp", "compute", "tpus", "tpu-vm", "scp", source, f"{self.name}:{target}", "--worker=0")
+
+    # ------------------------------------------------------------------------------------------ the bucket
+    def list_objects(self, pattern):
+        """(names, None) or (None, the failed Result); no match is an empty list."""
+        result = self.call("storage", "storage", "ls", pattern, zone=False)
+        if result.ok:
+            return [line.strip() for line in result.stdout.splitlines() if line.strip()], None
+        if "matched no objects" in result.stderr or result.failure == gcloud.NOT_FOUND:
+            return [], None
+        return None, result
+
+    def delete_commands(self, queued):
+        """The commands that stop the billing, for the keeper's last line."""
+        where = f"--zone={self.zone} --project={self.project}"
+        if queued:
+            return (f"gcloud compute tpus queued-resources delete {self.queued_name} {where} --quiet --force")
+        return f"gcloud compute tpus tpu-vm delete {self.name} {where} --quiet"
+
+
+def configured_project(runner):
+    """The project of gcloud's configuration (`gcloud config get-value project`), or ValueError."""
+    result = runner(["config", "get-value", "project"], TIMEOUTS["config"])
+    project = result.stdout.strip() if result.ok else ""
+    if not project or project == "(unset)":
+        raise ValueError("no --project given and gcloud has no project configured (gcloud config set project P)")
+    return project
+
+
+__all__ = ["NODE_STATES", "QUEUED_STATES", "CAPACITIES", "QUEUED_CAPACITIES", "TIMEOUTS", "Spec", "Node", "Cloud",
+           "node_from_json", "configured_project"]

@@ -1,0 +1,224 @@
+"""An in-process stand-in for `gcloud` (a runner for albert_tf.cloud: `runner(args, timeout) -> Result`) and a fake
+clock, for the keeper's tests (tests/test_keeper.py): fast, no subprocess per call, no sleeps.
+
+It plays one project's TPU node, its queued resource, the run on worker 0 and the model dir's checkpoints, logs
+every call, and answers as scripted:
+
+  describes   per `tpu-vm describe`: a Node.State (the node takes it), "not_found", or a failure class
+              ("transient", "capacity", "permanent") ; when none is left, the node's own state
+  creates     per create (tpu-vm or queued): None (made), "capacity", "quota", "permission", "bad_image",
+              "transient" (fails, not made), "timeout_made" (times out, but the node is made)
+  statuses    per status ssh: "timeout" (a wedged ssh) or "refused"; when none is left, the run's own status
+  runs        per launch: {"steps": N, "end": CODE | "preempt" | "vanish", "polls": K (running for K statuses)};
+              none: trains to the last step and exits 0
+  queued_states  per queued-resources describe: a state
+"""
+import dataclasses
+import json
+import shlex
+
+from albert_tf.cloud import gcloud
+
+ERRORS = {
+    "transient": "ERROR: (gcloud.compute.tpus) There was a problem refreshing your current auth tokens",
+    "5xx": "ERROR: (gcloud.compute.tpus) INTERNAL: 503 Service Unavailable",
+    "capacity": "ERROR: (gcloud.compute.tpus.tpu-vm.create) RESOURCE_EXHAUSTED: There is no more capacity in the "
+                "zone \"europe-west4-a\"",
+    "quota": "ERROR: (gcloud.compute.tpus.tpu-vm.create) RESOURCE_EXHAUSTED: Quota limit "
+             "'TPUV3PodPerProjectPerZoneForTPUAPI' has been exceeded",
+    "permission": "ERROR: (gcloud.compute.tpus) PERMISSION_DENIED: Permission 'tpu.nodes.create' denied",
+    "permanent": "ERROR: (gcloud.compute.tpus) PERMISSION_DENIED: Cloud TPU API has not been used in project p1",
+    "bad_image": "ERROR: (gcloud.compute.tpus.tpu-vm.create) INVALID_ARGUMENT: Invalid runtime version",
+    "not_found": "ERROR: (gcloud.compute.tpus) NOT_FOUND: Resource 'projects/p1/locations/europe-west4-a/nodes/pod' "
+                 "was not found",
+}
+
+
+class FakeClock:
+    """time() and sleep(): sleep only moves the time on (and is logged)."""
+
+    def __init__(self, start=1_800_000_000.0):
+        self.now = start
+        self.sleeps = []
+
+    def time(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@dataclasses.dataclass
+class FakeGcloud:  # pylint: disable=too-many-instance-attributes
+    clock: FakeClock
+    project: str = "p1"
+    configured: list = dataclasses.field(default_factory=lambda: ["p1"])  # `config get-value project`, in turn
+    node: dict | None = None
+    queued: str | None = None  # the queued resource's state
+    describes: list = dataclasses.field(default_factory=list)
+    creates: list = dataclasses.field(default_factory=list)
+    statuses: list = dataclasses.field(default_factory=list)
+    runs: list = dataclasses.field(default_factory=list)
+    queued_states: list = dataclasses.field(default_factory=list)
+    steps: int = 6
+    checkpoints: list = dataclasses.field(default_factory=list)
+    eval_records: bool = True
+    calls: list = dataclasses.field(default_factory=list)
+    launches: list = dataclasses.field(default_factory=list)
+    run: dict | None = None  # the run on worker 0: {"status": ..., "polls": K, "end": ...}
+    next_id: int = 100
+
+    def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.17.1-pod-pjrt",
+                  capacity="on-demand"):
+        self.next_id += 1
+        self.node = {"state": state, "acceleratorType": accelerator_type, "runtimeVersion": version,
+                     "schedulingConfig": {capacity: True} if capacity != "on-demand" else {},
+                     "id": str(self.next_id), "createTime": "2027-01-15T08:00:00Z"}
+        self.run = None
+
+    # ------------------------------------------------------------------------------------------ the runner
+    def __call__(self, args, timeout):
+        args = list(args)
+        self.calls.append(args)
+        if args[:2] == ["config", "get-value"]:
+            return self.ok(args, self.configured.pop(0) if len(self.configured) > 1 else self.configured[0])
+        assert f"--project={self.project}" in args, f"a call without --project={self.project}: {args}"
+        if args[0] == "storage":
+            return self.storage(args)
+        assert "--zone=europe-west4-a" in args, args
+        if args[2] == "queued-resources":
+            return self.queued_resource(args)
+        return {"describe": self.describe, "create": self.create, "delete": self.delete, "ssh": self.ssh,
+                "scp": lambda a, t: self.ok(a)}[args[3]](args, timeout)
+
+    @staticmethod
+    def ok(args, stdout=""):
+        return gcloud.Result(tuple(args), stdout=stdout)
+
+    @staticmethod
+    def error(args, kind):
+        text = ERRORS[kind]
+        return gcloud.Result(tuple(args), stderr=text + "\n", returncode=1, failure=gcloud.classify(1, text))
+
+    def storage(self, args):
+        pattern = args[2]
+        if pattern.endswith("records/eval-*"):
+            return self.ok(args, "gs://b/albert/records/eval-00000\n") if self.eval_records else \
+                gcloud.Result(tuple(args), stderr="ERROR: One or more URLs matched no objects.", returncode=1,
+                              failure=gcloud.TRANSIENT)
+        names = "".join(f"{pattern.rsplit('/', 1)[0]}/ckpt-{s}.index\n" for s in sorted(self.checkpoints))
+        if not names:
+            return gcloud.Result(tuple(args), stderr="ERROR: One or more URLs matched no objects.", returncode=1,
+                                 failure=gcloud.TRANSIENT)
+        return self.ok(args, names)
+
+    def describe(self, args, timeout):
+        answer = self.describes.pop(0) if self.describes else None
+        if answer in ("transient", "5xx", "permanent", "capacity"):
+            return self.error(args, answer)
+        if answer == "timeout":
+            self.clock.now += timeout
+            return gcloud.timed_out(args, timeout)
+        if self.node is None or answer == "not_found":
+            return self.error(args, "not_found")
+        if answer:
+            self.node["state"] = answer
+        return self.ok(args, json.dumps(self.node))
+
+    def create(self, args, timeout, queued=False):
+        answer = self.creates.pop(0) if self.creates else None
+        if answer == "timeout_made":
+            self.clock.now += timeout
+        elif answer:
+            return self.error(args, answer)
+        value = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
+        capacity = next((c for c in ("spot", "preemptible", "reserved") if f"--{c}" in args), "on-demand")
+        if queued:
+            self.queued = "ACTIVE"
+        self.make_node("READY", value["--accelerator-type"],
+                       value.get("--version") or value["--runtime-version"], capacity)
+        return gcloud.timed_out(args, timeout) if answer == "timeout_made" else self.ok(args)
+
+    def delete(self, args, timeout):
+        if self.node is None:
+            return self.error(args, "not_found")
+        self.node = None
+        return self.ok(args)
+
+    def queued_resource(self, args):
+        verb = args[3]
+        if verb == "create":
+            if self.queued is not None:
+                return gcloud.Result(tuple(args), stderr="ALREADY_EXISTS", returncode=1,
+                                     failure=gcloud.ALREADY_EXISTS)
+            return self.create(args, 300, queued=True)
+        if self.queued is None:
+            return self.error(args, "not_found")
+        if verb == "delete":
+            assert "--force" in args
+            self.queued, self.node = None, None
+            return self.ok(args)
+        state = self.queued_states.pop(0) if self.queued_states else self.queued
+        self.queued = state
+        return self.ok(args, '{"state": {"state": "%s"}}' % state)
+
+    # ------------------------------------------------------------------------------------------ worker 0
+    def ssh(self, args, timeout):
+        if self.node is None or self.node["state"] != "READY":
+            return gcloud.Result(tuple(args), stderr="ssh: connect to host worker 0 port 22: Connection refused",
+                                 returncode=255, failure=gcloud.TRANSIENT)
+        command = next(a for a in args if a.startswith("--command="))[len("--command="):]
+        if "on_worker.sh status" in command:
+            answer = self.statuses.pop(0) if self.statuses else None
+            if answer == "timeout":
+                self.clock.now += timeout
+                return gcloud.timed_out(args, timeout)
+            return self.ok(args, self.status())
+        if "on_worker.sh start" in command:
+            return self.start(args, command)
+        if command.startswith("command -v"):
+            return self.ok(args, "/usr/bin/gcloud\n")
+        raise AssertionError(f"unexpected ssh command: {command}")
+
+    def status(self):
+        if self.run is None:
+            return "never started\n"
+        if self.run.get("polls", 0) > 0:
+            self.run["polls"] -= 1
+            return "running 4242\n"
+        return f"stopped {self.run['end']}\n{self.run.get('message', 'the last log line')}\n"
+
+    def start(self, args, command):
+        words = shlex.split(command.split("on_worker.sh start", 1)[1])
+        self.launches.append(words)
+        run = dict(self.runs.pop(0)) if self.runs else {"steps": self.steps, "end": 0}
+        last = max(self.checkpoints, default=0)
+        self.checkpoints += [s for s in range(last + 2, min(run.get("steps", self.steps), self.steps) + 1, 2)]
+        if run["end"] == "preempt":
+            self.node["state"] = "PREEMPTED"
+            if self.queued:
+                self.queued = "SUSPENDED"
+        elif run["end"] == "vanish":
+            self.node = None
+        self.run = run
+        return self.ok(args, "started: log albert_tf_run/pretrain.log\n")
+
+
+def short(words):
+    """One call, cut short: its verb and what it is about."""
+    if words[0] == "config":
+        return "config"
+    if words[0] == "storage":
+        return "ls eval" if words[2].endswith("eval-*") else "ls"
+    if words[2] == "queued-resources":
+        if words[3] == "create":
+            return "queue " + " ".join(w for w in words[5:] if w.startswith(("--acc", "--run", "--spot", "--res")))
+        return f"queued {words[3]}"
+    verb = words[3]
+    if verb == "ssh":
+        command = next(w for w in words if w.startswith("--command="))
+        return next((f"ssh {a}" for a in ("status", "start", "stop") if f"on_worker.sh {a}" in command), "ssh tools")
+    if verb == "create":
+        return "create " + " ".join(w for w in words[5:] if not w.startswith(("--zone", "--project")))
+    return verb
