@@ -2,7 +2,7 @@
 `module/` prefix) and Hugging Face directories (config.json + model.safetensors), into a pretrained-model directory;
 `convert_release` fetches Google's released weights by name first (albert_tf.checkpoints.releases).
 
-The `albert-tf convert` subcommand lives here too.
+The `albert-tf convert` job (its settings and its Python call) is albert_tf/jobs/convert.py.
 
 Every model weight must receive a tensor of the right shape, and every checkpoint tensor must find a home, except
 optimizer slots (`adam_m`, `adam_v`) and `global_step`. A checkpoint with no pretraining-head tensors at all (an

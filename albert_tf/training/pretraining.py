@@ -9,7 +9,7 @@ LOOP_SECONDS of wall time once the step time is known (`loop.LoopLength`): betwe
 prints progress (`loop.Progress`, a line at least every PROGRESS_SECONDS) and checks the save clock. Every
 --steps-per-loop span ends with a metrics row (log line, TensorBoard summaries, metrics.jsonl: `loop.MetricsLog`), a
 checkpoint when due (every --save-checkpoints-steps steps or --save-checkpoints-secs seconds), eval when due. The
-model dir (albert_tf/checkpoints/layout.py) gets its first file only after the first step has run.
+model dir (its names: albert_tf/layout.py) gets its first file only after the first step has run.
 
 Faults: the checkpoint holds the model, the optimizer (m, v and the step counter, so the learning rate resumes
 exactly) and nothing else; the data order is a function of (seed, step): the input pipeline is rebuilt from the seed
