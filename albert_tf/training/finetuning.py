@@ -272,7 +272,7 @@ def finish(cfg, setup, model, state, managers, started):
     print(f"done in {duration_text(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
           f"{FinetuneDir(cfg.output).eval_results}", flush=True)
     return dict(status="done", output=cfg.output, epoch=best_epoch, epochs=budget.epochs, metrics=results,
-                export=path)
+                export=path, exit_code=0)
 
 
 def run(cfg, exits):
@@ -331,7 +331,7 @@ def fine_tune(cfg, started, setup, exits=True):
         if stop.requested:
             print(stopped_line(stop, epoch_end, state, managers), flush=True)
             return dict(status="stopped", output=cfg.output, epoch=int(state["best_epoch"].numpy()),
-                                  epochs=budget.epochs, exit_code=stop.exit_code)
+                        epochs=budget.epochs, exit_code=stop.exit_code)
     return finish(cfg, setup, model, state, managers, started)
 
 
@@ -340,4 +340,4 @@ def completed_result(cfg, budget, exported):
     report = json.loads(files.read_text(FinetuneDir(cfg.output).eval_results))
     metrics = {k: v for k, v in report.items() if isinstance(v, dict)}
     return dict(status="complete", output=cfg.output, epoch=report.get("epoch", 0), epochs=budget.epochs,
-                          metrics=metrics, export=exported)
+                metrics=metrics, export=exported, exit_code=0)
