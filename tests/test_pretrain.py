@@ -333,7 +333,9 @@ def test_sigterm_in_process_saves_after_the_next_call_and_exits_75(data_dir, tmp
     monkeypatch.setattr(run, "write_scalar_summary", preempt_on_first_log)
     model_dir = tmp_path / "preempted"
     sigint_before = signal.getsignal(signal.SIGINT)
-    assert run_in_process(base_args(data_dir, model_dir, steps=100, save_checkpoints_steps=50)) == 75
+    args = base_args(data_dir, model_dir, steps=100)
+    args[args.index("--save-checkpoints-steps") + 1] = "50"
+    assert run_in_process(args) == 75
     saved = tf.train.get_checkpoint_state(str(model_dir)).all_model_checkpoint_paths
     assert len(saved) == 1 and saved[0].endswith(("ckpt-3", "ckpt-4"))  # calls of <= 2 steps (--steps-per-loop)
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"SIGTERM: saved step {saved[0][-1]} (")
