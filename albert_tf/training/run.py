@@ -20,6 +20,7 @@ multi-step loop (TPU iterations per loop, exact resume), fine-tuning's Keras `mo
 import re
 
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
 
 from albert_tf import layout, run_config
 from albert_tf.runtime.exit_codes import RuntimeLost
@@ -118,8 +119,6 @@ def progress_line(step, total_steps, steps_per_second, batch_size, elapsed, more
 def write_scalar_summary(name, value):
     """tf.summary.scalar without the tensorboard package (TF 2.21 no longer depends on it): the same event
     record, a float32 scalar tagged for TensorBoard's scalars plugin."""
-    from tensorflow.core.framework import summary_pb2  # pylint: disable=import-outside-toplevel
-
     metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
 
