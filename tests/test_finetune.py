@@ -358,7 +358,7 @@ def _complete_outputs(output):
     for path in ("eval_results.json", "finetune_config.json", "best/checkpoint", "best/albert_config.json",
                  "checkpoints/checkpoint"):
         assert os.path.exists(os.path.join(output, path)), path
-    assert os.listdir(os.path.join(output, "logs", "dev"))
+    assert os.listdir(layout.FinetuneDir(str(output)).events(layout.EVAL_SPLIT))
     with open(os.path.join(output, "eval_results.json"), encoding="utf-8") as f:
         return json.load(f)
 
@@ -447,11 +447,11 @@ def test_a_runtime_failure_during_fine_tuning_exits_76_with_one_line(tmp_path, r
     def lost(*_args, **_kwargs):
         raise tf.errors.UnavailableError(None, None, "Socket closed\n\t [[{{node CollectiveReduceV2}}]]")
 
-    monkeypatch.setattr(finetune, "fine_tune", lost)
+    monkeypatch.setattr(finetuning, "fine_tune", lost)
     data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
     code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out",
                       "--epochs", 1], capsys)
     assert code == 76, err
-    assert err.count("\n") == 1 and "went away during fine-tuning (UnavailableError: Socket closed)" in err
+    assert err.count("\n") == 1 and "went away before the first epoch ended (UnavailableError: Socket closed)" in err
     assert "the last checkpoint is none: relaunch the same command" in err
     assert not (tmp_path / "out" / ".albert_tf.lock").exists()

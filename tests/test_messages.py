@@ -131,9 +131,9 @@ def test_progress_log_lines_by_steps_and_by_time():
     clock.now = 125.0  # a slow step: 18 s since the last line (step 9, t=107) → a line before 4 more steps
     log.on_train_batch_end(0, {"loss": 0.5})
     assert out.getvalue().splitlines() == [
-        "step 5/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 6s, ETA 4s",
-        "step 9/20 (epoch 1/2): loss 0.6931, 4.0 steps/s, 64 examples/s, elapsed 7s, ETA 3s",
-        "step 11/20 (epoch 2/2): loss 0.5000, 0.5 steps/s, 8 examples/s, elapsed 25s, ETA 18s",
+        "progress: step 5/20 (25.0%) | 4 steps/s | 64 examples/s | elapsed 6s | ETA 4s | epoch 1/2 | loss 0.6931",
+        "progress: step 9/20 (45.0%) | 4 steps/s | 64 examples/s | elapsed 7s | ETA 3s | epoch 1/2 | loss 0.6931",
+        "progress: step 11/20 (55.0%) | 0.5 steps/s | 8 examples/s | elapsed 25s | ETA 18s | epoch 2/2 | loss 0.5000",
     ]
 
 
@@ -149,11 +149,11 @@ def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_pat
     data = fh.write_sst2(str(tmp_path / "sst2"), 48, 8)
     proc = run_cli("finetune", ["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out",
                                 "--epochs", 1, "--batch-size", 16, "--max-seq-length", 16, "--log-every", 1])
-    progress = [line for line in proc.stderr.splitlines() if line.startswith("step ")]  # progress: stderr
-    assert not [line for line in proc.stdout.splitlines() if line.startswith("step ")]
-    number = r"\d+(\.\d+)?"
-    pattern = (rf"step (?P<step>[23])/3 \(epoch 1/1\): loss {number}, {number} steps/s, {number} examples/s, "
-               r"elapsed (\d+[dhm])?\d+[hms], ETA (\d+[dhm])?\d+[hms]")
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("progress: ")]  # progress: stderr
+    assert not [line for line in proc.stdout.splitlines() if line.startswith("progress: ")]
+    number = r"[\d,]+(\.\d+)?"  # 1,234 examples/s
+    pattern = (rf"progress: step (?P<step>[23])/3 \({number}%\) \| {number} steps/s \| {number} examples/s \| "
+               rf"elapsed (\d+[dhm])?\d+[hms] \| ETA (\d+[dhm])?\d+[hms] \| epoch 1/1 \| loss {number}")
     assert [re.fullmatch(pattern, line).group("step") for line in progress] == ["2", "3"], proc.stderr
     assert "\x08" not in proc.stdout and "━" not in proc.stdout  # no progress bar in a log
     assert re.search(r"^done in (\d+[dhm])?\d+[hms]: best epoch 1: ", proc.stdout, flags=re.MULTILINE), proc.stdout

@@ -321,7 +321,7 @@ def run_in_process(args):
 
 
 def test_sigterm_in_process_saves_after_the_next_call_and_exits_75(data_dir, tmp_path, monkeypatch, capsys):
-    from albert_tf.training import loop
+    from albert_tf.training import run
 
     sent = []
 
@@ -330,10 +330,12 @@ def test_sigterm_in_process_saves_after_the_next_call_and_exits_75(data_dir, tmp
             sent.append(True)
             os.kill(os.getpid(), signal.SIGTERM)  # during the row of step 2: the loop saves after the next call
 
-    monkeypatch.setattr(loop, "write_scalar_summary", preempt_on_first_log)
+    monkeypatch.setattr(run, "write_scalar_summary", preempt_on_first_log)
     model_dir = tmp_path / "preempted"
     sigint_before = signal.getsignal(signal.SIGINT)
-    assert run_in_process(base_args(data_dir, model_dir, steps=100, save_checkpoints_steps=50)) == 75
+    args = base_args(data_dir, model_dir, steps=100)
+    args[args.index("--save-checkpoints-steps") + 1] = "50"
+    assert run_in_process(args) == 75
     saved = tf.train.get_checkpoint_state(str(model_dir)).all_model_checkpoint_paths
     assert len(saved) == 1 and saved[0].endswith(("ckpt-3", "ckpt-4"))  # calls of <= 2 steps (--steps-per-loop)
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"SIGTERM: saved step {saved[0][-1]} (")
@@ -373,7 +375,7 @@ def test_the_runtime_going_away_mid_run_exits_76_naming_the_step_and_the_checkpo
         return agree(strategy, num_steps, save_now, stop_now)
 
     calls = []
-    monkeypatch.setattr(pretrain, "agree", lose_the_peer_at_the_third_call)
+    monkeypatch.setattr(pretraining, "agree", lose_the_peer_at_the_third_call)
     model_dir = tmp_path / "lost"
     assert run_in_process(base_args(data_dir, model_dir)) == 76
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("albert-tf")]
@@ -382,7 +384,7 @@ def test_the_runtime_going_away_mid_run_exits_76_naming_the_step_and_the_checkpo
                    f"sending heartbeats)); the last checkpoint is {model_dir}/ckpt-2: relaunch the same command to "
                    f"resume from it"]
     assert not (model_dir / ".albert_tf.lock").exists()  # released
-    monkeypatch.setattr(pretrain, "agree", agree)
+    monkeypatch.setattr(pretraining, "agree", agree)
     assert run_in_process(base_args(data_dir, model_dir)) == 0
     assert "resumed from " + str(model_dir / "ckpt-2") in capsys.readouterr().out
 
@@ -675,24 +677,24 @@ def test_pretrain_on_a_worker_thread_installs_no_signal_handler(data_dir, tmp_pa
     import threading
 
     import albert_tf
-    from albert_tf.training import loop
+    from albert_tf.training import run
 
     seen, results = [], []
-    original = loop.write_scalar_summary
+    original = run.write_scalar_summary
 
     def spy(name, value):
         seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
         return original(name, value)
 
     before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-    loop.write_scalar_summary = spy
+    run.write_scalar_summary = spy
     try:
         worker = threading.Thread(target=lambda: results.append(albert_tf.pretrain(python_config(
             data_dir, tmp_path / "thread", num_train_steps=2))))
         worker.start()
         worker.join(timeout=300)
     finally:
-        loop.write_scalar_summary = original
+        run.write_scalar_summary = original
     assert results and results[0].status == "done" and seen and set(seen) == {before}
 
 

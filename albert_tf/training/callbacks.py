@@ -1,19 +1,19 @@
 """`albert-tf finetune`'s Keras callbacks: the per-epoch work (EpochEnd), progress lines for logs (ProgressLog) and
 SIGINT / SIGTERM (StopOnSignal)."""
-import os
 import sys
 import time
 
 import keras
-import tensorflow as tf
 
-from albert_tf.runtime.signals import StopSignal, duration_text
-from albert_tf.training.loop import write_scalar_summary
+from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT, FinetuneDir
+from albert_tf.runtime.signals import StopSignal
+from albert_tf.training.run import Events, progress_line
 
 
 class EpochEnd(keras.callbacks.Callback):
     """At each epoch's end, in order: score the dev set with the task's official metric, keep the best model
-    (managers["best"]), log to TensorBoard (OUTPUT/logs/{train,dev}) and stdout, checkpoint (managers["resume"]).
+    (managers["best"]), log to TensorBoard (OUTPUT/train and OUTPUT/eval, pretraining's layout: run.Events) and
+    stdout, checkpoint (managers["resume"]).
 
     An epoch cut short (StopOnSignal stopped it) is neither scored nor saved: `steps_done` < steps_per_epoch.
 
@@ -27,8 +27,7 @@ class EpochEnd(keras.callbacks.Callback):
         super().__init__()
         self.task, self.tokenizer, self.budget = task, tokenizer, budget
         self.state, self.managers = state, managers
-        self.writers = {name: tf.summary.create_file_writer(os.path.join(output, "logs", name))
-                        for name in ("train", "dev")}
+        self.events = Events(FinetuneDir(output))
         self.steps_done = 0  # steps of the epoch in progress
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -56,23 +55,21 @@ class EpochEnd(keras.callbacks.Callback):
         self.managers["resume"].save(checkpoint_number=epoch + 1)
 
     def _log(self, step, logs, results):
-        with self.writers["train"].as_default(step=step):
-            for name, v in logs.items():
-                write_scalar_summary(name, float(v))
-            write_scalar_summary("learning_rate", float(self.model.optimizer.learning_rate.numpy()))
-        with self.writers["dev"].as_default(step=step):
-            for split, metrics in results.items():
-                for name, v in metrics.items():
-                    write_scalar_summary(f"{split}/{name}", v)
-        for writer in self.writers.values():
-            writer.flush()
+        """Training's Keras logs and learning rate under TRAIN_SPLIT; the official metrics under EVAL_SPLIT, tagged
+        with the task's data split ("dev/accuracy")."""
+        learning_rate = float(self.model.optimizer.learning_rate.numpy())
+        self.events.write(TRAIN_SPLIT, step, {**logs, "learning_rate": learning_rate})
+        self.events.write(EVAL_SPLIT, step, {f"{split}/{name}": v for split, metrics in results.items()
+                                             for name, v in metrics.items()})
+        self.events.flush()
 
 
 class ProgressLog(keras.callbacks.Callback):
     """Progress as lines, for logs (where Keras' bar is unreadable): every `every_steps` steps and at least every
-    `every_seconds` seconds,
+    `every_seconds` seconds, in pretraining's format (albert_tf.training.run.progress_line) with the epoch and the
+    loss after it,
 
-        step 120/300 (epoch 2/3): loss 0.6931, 14.2 steps/s, 227 examples/s, elapsed 9s, ETA 13s
+        progress: step 120/300 (40.0%) | 14.2 steps/s | 227 examples/s | elapsed 9s | ETA 13s | epoch 2/3 | loss 0.6931
 
     Rates are measured from the end of this run's first step (which includes compiling); elapsed counts from the
     start of training; ETA is the remaining steps at that rate.
@@ -109,12 +106,10 @@ class ProgressLog(keras.callbacks.Callback):
 
     def line(self, step, now, logs):
         """The progress line at global `step` (1-based) and clock `now`."""
-        steps_per_s = (step - self.anchor[0]) / max(now - self.anchor[1], 1e-9)
-        loss = f"loss {float(logs['loss']):.4f}, " if "loss" in logs else ""
-        eta = duration_text((self.total_steps - step) / steps_per_s) if steps_per_s > 0 else "?"
-        return (f"step {step}/{self.total_steps} (epoch {self.epoch + 1}/{self.epochs}): {loss}"
-                f"{steps_per_s:.1f} steps/s, {steps_per_s * self.batch_size:.0f} examples/s, "
-                f"elapsed {duration_text(now - self.started)}, ETA {eta}")
+        steps_per_second = (step - self.anchor[0]) / max(now - self.anchor[1], 1e-9)
+        more = [f"epoch {self.epoch + 1}/{self.epochs}"] + ([f"loss {float(logs['loss']):.4f}"] if "loss" in logs
+                                                             else [])
+        return progress_line(step, self.total_steps, steps_per_second, self.batch_size, now - self.started, more)
 
 
 class StopOnSignal(keras.callbacks.Callback):

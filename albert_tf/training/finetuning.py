@@ -1,7 +1,8 @@
 """The fine-tuning run behind `albert-tf finetune` and `albert_tf.finetune(config)` (albert_tf/jobs/finetune.py holds
 its settings, FinetuneConfig): fine-tune a pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or RACE with Keras
 `model.fit`. The per-task defaults (the paper's table) and the step and epoch budget are albert_tf/tasks/budget.py;
-the collapsed-init check is albert_tf/training/collapse.py.
+the collapsed-init check is albert_tf/training/collapse.py; what the run shares with pretraining (the run record,
+the progress line, the TensorBoard layout, the runtime-lost line) is albert_tf/training/run.py.
 
 Read it top to bottom:
 
@@ -11,8 +12,8 @@ Read it top to bottom:
     → the original's AdamWeightDecay (or Keras AdamW: --optimizer; LayerNorm and biases not decayed) on a linear
       warm-up + linear decay schedule, clip-norm 1.0
     → model.fit: one Keras "epoch" is one pass over the training data; at each epoch's end the dev set is scored
-      with the task's official metric (logged to TensorBoard), the best model is kept in OUTPUT/best, and a
-      checkpoint (model, optimizer, epoch, best so far) is written to OUTPUT/checkpoints
+      with the task's official metric (TensorBoard: OUTPUT/train and OUTPUT/eval), the best model is kept in
+      OUTPUT/best, and a checkpoint (model, optimizer, epoch, best so far) is written to OUTPUT/checkpoints
     → OUTPUT/eval_results.json: the best epoch's official dev metrics.
 
 Faults: a run killed at any point and started again with the same config resumes from the last epoch's checkpoint
@@ -21,11 +22,12 @@ everything that changes during training (weights, optimizer moments and step, dr
 metric so far). SIGINT (Ctrl-C) and SIGTERM stop at the next step boundary (callbacks.StopOnSignal): the epoch in
 progress is not kept, one line names the last epoch's checkpoint, and the run exits 130 after SIGINT, 75 after
 SIGTERM (as `pretrain`: stopped before its end, albert_tf/runtime/exit_codes.py); the same command resumes. On the
-command line a second Ctrl-C aborts at once (one line, exit 130).
+command line a second Ctrl-C aborts at once (one line, exit 130). The TPU, its runtime or a peer worker going away
+ends the run with one line naming the last whole epoch and its checkpoint, exit 76 (as `pretrain`).
 """
 import dataclasses
 import json
-import os
+import math
 import sys
 import time
 
@@ -40,7 +42,6 @@ from albert_tf.files import atomic_write_text, check_input_file, check_output_di
 from albert_tf.layout import FinetuneDir
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.runtime import lock, precision
-from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.runtime.signals import duration_text
 from albert_tf.serving.saved_model import latest_version
 from albert_tf.tasks import make_task
@@ -50,6 +51,7 @@ from albert_tf.training import distribute
 from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal
 from albert_tf.training.collapse import handle_collapse
 from albert_tf.training.optimizers import make_optimizer
+from albert_tf.training.run import check_record, resume_names, run_record, runtime_lost, write_record
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
 
@@ -127,7 +129,7 @@ def stopped_line(stop, epoch_end, state, managers):
 
 # ---------------------------------------------------------------------------------------------- run
 @dataclasses.dataclass
-class Prepared:
+class Setup:
     """What `prepare` read and decided before any output is written."""
     source: object      # what --init is: albert_tf.checkpoints.load.InitSource
     config: object      # the encoder's AlbertConfig
@@ -150,8 +152,9 @@ def check_settings(cfg):
 
 
 def prepare(cfg):
-    """Everything checked and read before any output is written. Returns a Prepared."""
-    check_settings(cfg)
+    """Everything read and decided before any output is written, after check_settings and the output lock: --init,
+    the task's files, the strategy (on a TPU, its connection), the budget, XLA and the compute dtype. Returns a
+    Setup."""
     source, spm_model, lower_case = read_init(cfg.init, cfg.spm_model, cfg.cased)
     config = source.config
     task = make_task(cfg.task, cfg.data_dir, cfg.max_train_examples)
@@ -176,27 +179,27 @@ def prepare(cfg):
     choice = precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
         budget.batch_size // replicas, budget.max_seq_length, config.hidden_size, config.intermediate_size))
     print(choice.describe(), flush=True)
-    return Prepared(source, config, task, tokenizer, strategy, budget, jit, choice)
+    return Setup(source, config, task, tokenizer, strategy, budget, jit, choice)
 
 
 def record_run(cfg, budget, dtype_choice=None):
     """Writes OUTPUT/finetune_config.json (the config and its resolved budget), or refuses an output directory that
-    holds a run with other settings: the budget is part of the output (a restart with different settings would not
-    resume the same run)."""
+    holds a run with other settings (run.check_record): the budget is part of the output (a restart with different
+    settings would not resume the same run)."""
     path = FinetuneDir(cfg.output).run_record
     recorded = run_config.read_record(path)
     if recorded is not None:  # recorded before --optimizer existed: the run trained with Keras AdamW
         recorded.get("budget", recorded).setdefault("optimizer", "adamw-keras")
-    current = {**run_config.record(cfg), "budget": dataclasses.asdict(budget)}
-    names = run_config.same_on_resume(type(cfg)) + [f"budget.{k}" for k in current["budget"]]
+    budget_values = dataclasses.asdict(budget)
+    current, names = run_record(cfg, budget=budget_values), resume_names(cfg, budget=budget_values)
     if recorded is not None and "budget" not in recorded:  # an older release's: the budget beside task, init, seed
-        current = {"task": cfg.task, "init": cfg.init, "seed": cfg.seed, **current["budget"]}
-        names = list(current)
-    run_config.check_record(path, recorded, current, names, "use a new --output or the same settings")
+        legacy = {"task": cfg.task, "init": cfg.init, "seed": cfg.seed, **budget_values}
+        check_record(path, legacy, list(legacy), "--output", recorded)
+    else:
+        check_record(path, current, names, "--output", recorded)
     if recorded is None:
         tf.io.gfile.makedirs(cfg.output)
-        run_config.write_record(path, {**run_config.record(cfg), "budget": dataclasses.asdict(budget),
-                                       "dtype_choice": dtype_choice and dtype_choice.to_record()})
+        write_record(path, current, dtype_choice)
 
 
 def completed_run(output, budget):
@@ -212,16 +215,16 @@ def completed_run(output, budget):
     return latest_version(export_base)
 
 
-def build(cfg, prep):
-    """The compiled task model with its encoder from --init (`prep.source`), and the run's state and checkpoint
+def build(cfg, setup):
+    """The compiled task model with its encoder from --init (`setup.source`), and the run's state and checkpoint
     managers: (model, state, managers, init_path)."""
-    with prep.strategy.scope():
-        with precision.compute_policy(prep.dtype_choice.dtype if prep.dtype_choice else "float32"):
-            model = prep.task.build_model(AlbertEncoder(prep.config), prep.budget)
-        init_path = restore_encoder(model, prep.source)
-        optimizer = create_optimizer(prep.budget, model)
-        loss, metrics = prep.task.loss_and_metrics()
-        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=prep.jit,
+    with setup.strategy.scope():
+        with precision.compute_policy(setup.dtype_choice.dtype if setup.dtype_choice else "float32"):
+            model = setup.task.build_model(AlbertEncoder(setup.config), setup.budget)
+        init_path = restore_encoder(model, setup.source)
+        optimizer = create_optimizer(setup.budget, model)
+        loss, metrics = setup.task.loss_and_metrics()
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=setup.jit,
                       steps_per_execution=cfg.steps_per_execution)
         state = {"epoch": tf.Variable(0, dtype=tf.int64, trainable=False),
                  "best_value": tf.Variable(-math.inf, dtype=tf.float64, trainable=False),
@@ -240,73 +243,69 @@ def build(cfg, prep):
     return model, state, managers, init_path
 
 
-def float32_model(prep, model):
+def float32_model(setup, model):
     """`model` itself when it computes in float32; else (trained under mixed bfloat16) the same task model built in
     float32 with `model`'s weights (its variables are float32 already): the official metrics and the export are
     computed in float32, so a served model gives what an in-process float32 model gives."""
-    if prep.dtype_choice is None or prep.dtype_choice.dtype == "float32":
+    if setup.dtype_choice is None or setup.dtype_choice.dtype == "float32":
         return model
-    with prep.strategy.scope(), precision.compute_policy("float32"):
-        copy = prep.task.build_model(AlbertEncoder(prep.config), prep.budget)
+    with setup.strategy.scope(), precision.compute_policy("float32"):
+        copy = setup.task.build_model(AlbertEncoder(setup.config), setup.budget)
     copy.set_weights(model.get_weights())
     return copy
 
 
-def finish(cfg, prep, model, state, managers, started):
+def finish(cfg, setup, model, state, managers, started):
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
     directory, and its raw-text export (OUTPUT/export/N). Returns the FinetuneResult."""
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
-    budget, task = prep.budget, prep.task
-    model = float32_model(prep, model)
-    results = task.evaluate(model, prep.tokenizer, budget)
+    budget, task = setup.budget, setup.task
+    model = float32_model(setup, model)
+    results = task.evaluate(model, setup.tokenizer, budget)
     best_epoch = int(state["best_epoch"].numpy())
     report = {"task": cfg.task, "epoch": best_epoch, "global_step": best_epoch * budget.steps_per_epoch, **results}
     atomic_write_text(FinetuneDir(cfg.output).eval_results, json.dumps(report, indent=2) + "\n")
-    prep.config.to_json_file(config_path(FinetuneDir(cfg.output).best))
-    path = task.export(model, prep.tokenizer, budget, results, FinetuneDir(cfg.output).export)
+    setup.config.to_json_file(config_path(FinetuneDir(cfg.output).best))
+    path = task.export(model, setup.tokenizer, budget, results, FinetuneDir(cfg.output).export)
     print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done in {duration_text(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
           f"{FinetuneDir(cfg.output).eval_results}", flush=True)
     return dict(status="done", output=cfg.output, epoch=best_epoch, epochs=budget.epochs, metrics=results,
-                export=path)
+                export=path, exit_code=0)
 
 
 def run(cfg, exits):
     """Fine-tunes as `cfg` (a FinetuneConfig) says; returns the FinetuneResult's fields (a dict). `exits` (the CLI):
     a second SIGINT aborts the process at once."""
     started = time.monotonic()
-    prep = prepare(cfg)
+    check_settings(cfg)
+    # The lock before the strategy, as pretrain: a second client started by mistake on a TPU is refused before it
+    # connects to the TPU under the running job.
     with lock.output_lock(cfg.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
         try:
-            return fine_tune(cfg, started, prep, exits)
+            setup = prepare(cfg)
+            return fine_tune(cfg, started, setup, exits)
         except distribute.RUNTIME_ERRORS as e:  # the TPU / runtime or a peer went away: exit 76, as pretrain
-            raise runtime_lost(cfg.output, e) from None
+            latest = tf.train.latest_checkpoint(FinetuneDir(cfg.output).checkpoints)
+            epoch = int(latest.rsplit("-", 1)[1]) if latest else None  # checkpoint N: after epoch N
+            raise runtime_lost("finetune", e, epoch, latest) from None
 
 
-def runtime_lost(output, error):
-    """The RuntimeLost (exit 76) for a runtime failure during fine-tuning: one line naming what failed and the last
-    whole epoch's checkpoint, which a relaunch of the same command resumes from."""
-    latest = tf.train.latest_checkpoint(FinetuneDir(output).checkpoints)
-    return RuntimeLost(f"the TPU / runtime or a peer worker went away during fine-tuning "
-                       f"({distribute.error_summary(error)}); the last checkpoint is {latest or 'none'}: relaunch the "
-                       "same command to resume from it")
-
-
-def fine_tune(cfg, started, prep, exits=True):
+def fine_tune(cfg, started, setup, exits=True):
     """The run once its inputs are checked and its output directory is locked: the run record, the model, training
     (resumed from the last epoch), the best epoch's results and export. Returns a FinetuneResult."""
-    budget, task, tokenizer = prep.budget, prep.task, prep.tokenizer
-    record_run(cfg, budget, prep.dtype_choice)
+    budget, task, tokenizer = setup.budget, setup.task, setup.tokenizer
+    record_run(cfg, budget, setup.dtype_choice)
     exported = completed_run(cfg.output, budget)
     if exported:
         print(f"the run in {cfg.output} is already complete ({budget.epochs} epoch(s), exported to {exported}): "
               "nothing to do (a new --output trains again)", flush=True)
         return completed_result(cfg, budget, exported)
     keras.utils.set_random_seed(cfg.seed)
-    prep = dataclasses.replace(prep, config=prep.config.replace(hidden_dropout_prob=budget.albert_dropout,
+    setup = dataclasses.replace(setup, config=setup.config.replace(hidden_dropout_prob=budget.albert_dropout,
                                                                 attention_probs_dropout_prob=budget.albert_dropout))
-    model, state, managers, init_path = build(cfg, prep)
+    model, state, managers, init_path = build(cfg, setup)
     if managers["resume"].latest_checkpoint:
         managers["resume"].checkpoint.restore(managers["resume"].latest_checkpoint).assert_existing_objects_matched()
         print(f"resumed from {managers['resume'].latest_checkpoint} after epoch {int(state['epoch'].numpy())}",
@@ -319,8 +318,8 @@ def fine_tune(cfg, started, prep, exits=True):
     print(f"fine-tuning {cfg.task}: {len(task.train)} training examples, {budget.epochs} epoch(s) of "
           f"{budget.steps_per_epoch} steps at batch {budget.batch_size}, seq {budget.max_seq_length}, lr "
           f"{budget.learning_rate:g} (warm-up {budget.warmup_steps} steps), "
-          f"{prep.strategy.num_replicas_in_sync} replica(s) ({type(prep.strategy).__name__}), dtype "
-          f"{prep.dtype_choice.dtype if prep.dtype_choice else 'float32'}", flush=True)
+          f"{setup.strategy.num_replicas_in_sync} replica(s) ({type(setup.strategy).__name__}), dtype "
+          f"{setup.dtype_choice.dtype if setup.dtype_choice else 'float32'}", flush=True)
     if initial_epoch < budget.epochs:
         bar = sys.stdout.isatty()
         order = train_order(cfg.seed, initial_epoch, budget, task.num_train(tokenizer, budget))
@@ -332,8 +331,8 @@ def fine_tune(cfg, started, prep, exits=True):
         if stop.requested:
             print(stopped_line(stop, epoch_end, state, managers), flush=True)
             return dict(status="stopped", output=cfg.output, epoch=int(state["best_epoch"].numpy()),
-                                  epochs=budget.epochs, exit_code=stop.exit_code)
-    return finish(cfg, prep, model, state, managers, started)
+                        epochs=budget.epochs, exit_code=stop.exit_code)
+    return finish(cfg, setup, model, state, managers, started)
 
 
 def completed_result(cfg, budget, exported):
@@ -341,4 +340,4 @@ def completed_result(cfg, budget, exported):
     report = json.loads(files.read_text(FinetuneDir(cfg.output).eval_results))
     metrics = {k: v for k, v in report.items() if isinstance(v, dict)}
     return dict(status="complete", output=cfg.output, epoch=report.get("epoch", 0), epochs=budget.epochs,
-                          metrics=metrics, export=exported)
+                metrics=metrics, export=exported, exit_code=0)

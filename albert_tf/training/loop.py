@@ -4,20 +4,21 @@
                                                     metric sums kept on the devices, reduced once per call
     LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
     evaluate(eval_loop, dataset, num_steps)         metric sums over an eval set (the loop compiled once per run)
-    MetricsLog(model_dir, chief)                     TensorBoard scalars + metrics.jsonl + a log line per record
-    Progress(start_step, total_steps, batch_size)   a progress line (steps/s, examples/s, elapsed, ETA) every ~20 s
-                                                    on stderr, rates and ETA from steady-state steps only
+    MetricsLog(model_dir, chief)                    TensorBoard scalars (run.Events) + metrics.jsonl + a log line
+                                                    per record
+    Progress(start_step, total_steps, batch_size)   pretraining's progress line (run.progress_line) every ~20 s on
+                                                    stderr, rates and ETA from steady-state steps only
 """
 import json
-import os
 import sys
 import threading
 import time
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import pretrained
+from albert_tf import layout
 from albert_tf.runtime.signals import duration_text
+from albert_tf.training.run import Events, progress_line
 
 
 # ---------------------------------------------------------------------------------------------- compiled loops
@@ -91,37 +92,19 @@ def evaluate(eval_loop, dataset, num_steps):
 
 
 # ---------------------------------------------------------------------------------------------- metrics
-def write_scalar_summary(name, value):
-    """tf.summary.scalar without the tensorboard package (TF 2.21 no longer depends on it): the same event
-    record, a float32 scalar tagged for TensorBoard's scalars plugin."""
-    from tensorflow.core.framework import summary_pb2  # pylint: disable=import-outside-toplevel
-
-    metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
-
-
 class MetricsLog:
-    """Where a run's metrics go: TensorBoard events under MODEL_DIR/<split>/, one JSON object per record in
-    MODEL_DIR/metrics.jsonl ({"split", "step", **metrics}) and a log line on stdout. Files are written by the
-    chief only (TensorFlow's single-client model: other workers print, nothing more).
+    """Where a run's metrics go: TensorBoard events under MODEL_DIR/<split>/ (run.Events), one JSON object per
+    record in MODEL_DIR/metrics.jsonl ({"split", "step", **metrics}) and a log line on stdout. Files are written by
+    the chief only (TensorFlow's single-client model: other workers print, nothing more).
 
     After a resume, `truncate_after(step)` drops the metrics.jsonl rows past the restored step (they belong to
     steps that are trained again), so the file holds one row per (split, step).
     """
 
-    FILE = pretrained.METRICS_FILE
-
-    def __init__(self, model_dir, chief=True, splits=("train", "eval"), echo=print):
+    def __init__(self, model_dir, chief=True, echo=print):
         self.model_dir, self.chief, self.echo = model_dir, chief, echo
-        self.path = os.path.join(model_dir, self.FILE)
-        self._splits = splits
-        self._writers = {}
-
-    def _writer(self, split):
-        if split not in self._writers:
-            self._writers[split] = (tf.summary.create_file_writer(os.path.join(self.model_dir, split))
-                                    if self.chief else tf.summary.create_noop_writer())
-        return self._writers[split]
+        self.path = layout.ModelDir(model_dir).metrics
+        self.events = Events(layout.ModelDir(model_dir), chief)
 
     def truncate_after(self, step):
         """Drops metrics.jsonl rows whose step is past `step` (rewritten atomically; no-op without the file)."""
@@ -137,9 +120,7 @@ class MetricsLog:
 
     def write(self, split, step, metrics):
         """Records `metrics` ({name: float}) of `split` at `step`."""
-        with self._writer(split).as_default(step=step):
-            for name, value in metrics.items():
-                write_scalar_summary(name, value)
+        self.events.write(split, step, metrics)
         self.echo(f"{split} step {step}: " + " ".join(f"{k}={v:.6g}" for k, v in metrics.items()), flush=True)
         if self.chief:
             tf.io.gfile.makedirs(self.model_dir)
@@ -147,22 +128,18 @@ class MetricsLog:
                 f.write(json.dumps({"split": split, "step": step, **metrics}) + "\n")
 
     def close(self):
-        for writer in self._writers.values():
-            writer.flush()
+        self.events.flush()
 
 
 # ---------------------------------------------------------------------------------------------- progress
-def _rate_text(value):
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
 def print_to_stderr(text, **kwargs):
     """print() to stderr: where progress goes (stdout holds a command's results: metrics rows, what it wrote)."""
     print(text, file=sys.stderr, **kwargs)
 
 
 class Progress:
-    """Progress lines on stderr, one at least every `interval` seconds whatever the step time:
+    """Progress lines on stderr, one at least every `interval` seconds whatever the step time, in the format of
+    both jobs (albert_tf.training.run.progress_line):
 
         progress: step 480/125,000 (0.4%) | 2.31 steps/s | 9,462 examples/s | elapsed 3m28s | ETA 14h58m
 
@@ -200,16 +177,11 @@ class Progress:
     def line(self, now=None):
         """The progress line as of now."""
         now = self.clock() if now is None else now
-        rate = self.rate()
-        fields = [f"progress: step {self.step:,}/{self.total_steps:,} ({100 * self.step / self.total_steps:.1f}%)",
-                  f"{_rate_text(rate)} steps/s" if rate else "- steps/s",
-                  f"{_rate_text(rate * self.batch_size)} examples/s" if rate else "- examples/s",
-                  f"elapsed {duration_text(now - self.started)}",
-                  f"ETA {duration_text((self.total_steps - self.step) / rate)}" if rate else "ETA -"]
+        more = ()
         if self._activity:
             what, since = self._activity
-            fields.append(f"{what} for {duration_text(now - since)}")
-        return " | ".join(fields)
+            more = (f"{what} for {duration_text(now - since)}",)
+        return progress_line(self.step, self.total_steps, self.rate(), self.batch_size, now - self.started, more)
 
     def _print(self, now):
         self._last_line = now

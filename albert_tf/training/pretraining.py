@@ -1,7 +1,8 @@
 """The pretraining run behind `albert-tf pretrain` (albert_tf/jobs/pretrain.py holds its settings, PretrainConfig):
 check every input before anything is written, pick the strategy, build the model, the optimizer and the data,
 restore the latest checkpoint, and run the loop. One step is albert_tf/training/pretrain_step.py; the records'
-checks and the input pipeline are albert_tf/data/pretraining_input.py.
+checks and the input pipeline are albert_tf/data/pretraining_input.py; what the run shares with fine-tuning (the
+run record, the progress line, the TensorBoard layout, the runtime-lost line) is albert_tf/training/run.py.
 
 Read it top to bottom: the checks, `prepare`, `build`, then `train`. Up to `--steps-per-loop` steps run inside one
 compiled tf.function (`loop.make_train_loop`), the original's iterations_per_loop, and a call lasts about
@@ -29,14 +30,14 @@ import time
 import keras
 import tensorflow as tf
 
-from albert_tf import layout, run_config
+from albert_tf import layout
 from albert_tf.checkpoints import pretrained
 from albert_tf.data import pretraining_input, record_index
 from albert_tf.data.pretraining_input import (changed_files, check_records, data_error, eval_steps, make_dataset_fn,
                                               record_counts)
 from albert_tf.files import check_input_file, check_output_dir
+from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
 from albert_tf.runtime import devices, exit_codes, lock, precision
-from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
 from albert_tf.text import vocabulary
@@ -44,6 +45,7 @@ from albert_tf.training import costs, distribute
 from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, make_train_loop
 from albert_tf.training.pretrain_step import (EVAL_KEYS, SUM_KEYS, build_model_and_optimizer, make_eval_step,
                                               make_train_step, metrics_from_sums)
+from albert_tf.training.run import check_record, resume_names, run_record, runtime_lost, write_record
 
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
 
@@ -244,9 +246,7 @@ def prepare(cfg):
                                           collective_timeout_secs=cfg.collective_timeout_secs)  # writes nothing
     config = vocabulary.model_config(cfg.config, cfg.config_overrides, cfg.spm_model)
     data_sizes = check_inputs(cfg, config)
-    record = layout.ModelDir(cfg.model_dir).run_record
-    run_config.check_record(record, run_config.read_record(record), run_config.record(cfg),
-                            run_config.same_on_resume(type(cfg)), "use a new --model-dir or the same values")
+    check_record(layout.ModelDir(cfg.model_dir).run_record, run_record(cfg), resume_names(cfg), "--model-dir")
     on_tpu, replicas = distribute.is_tpu_strategy(strategy), strategy.num_replicas_in_sync
     eval_batch_size = cfg.eval_batch_size or cfg.batch_size
     for flag, size in (("--batch-size", cfg.batch_size), ("--eval-batch-size", eval_batch_size)):
@@ -298,8 +298,7 @@ def save(cfg, setup, manager, step):
     """Writes the checkpoint of `step` (and, first time, albert_config.json, spm.model and the run record)."""
     if setup.chief:
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
-        run_config.write_record(layout.ModelDir(cfg.model_dir).run_record,
-                                {**run_config.record(cfg), "dtype_choice": setup.dtype_choice and setup.dtype_choice.to_record()})
+        write_record(layout.ModelDir(cfg.model_dir).run_record, run_record(cfg), setup.dtype_choice)
     manager.save(checkpoint_number=step)
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
@@ -310,15 +309,6 @@ def run_steps(train_loop, iterator, num_steps, training):
     start = time.time()
     sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
     return sums, time.time() - start
-
-
-def runtime_lost(error, step, manager):
-    """The RuntimeLost (exit 76) for a runtime failure (distribute.RUNTIME_ERRORS) after `step`: one line naming
-    the step, what failed and the last checkpoint, which a relaunch of the same command resumes from."""
-    where = f"after step {step}" if step is not None else "before training started"
-    latest = manager.latest_checkpoint if manager is not None else None
-    return RuntimeLost(f"the TPU / runtime or a peer worker went away {where} ({distribute.error_summary(error)}); "
-                       f"the last checkpoint is {latest or 'none'}: relaunch the same command to resume from it")
 
 
 def non_finite(sums, first, last, manager):
@@ -397,7 +387,7 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchd
     counts = record_counts(cfg, cfg.train_data, setup.chief) if step else None
     sizes = setup.data_sizes["--train-data"]
     known = counts or record_index.known_counts(list(sizes), list(sizes.values()),
-                                                os.path.join(cfg.model_dir, record_index.CACHE_NAME))
+                                                layout.ModelDir(cfg.model_dir).record_counts)
     train_iterator = iter(strategy.distribute_datasets_from_function(make_dataset_fn(
         cfg, setup.config, cfg.train_data, cfg.batch_size, True, skip_global_batches=step,
         counts=counts, known_counts=(list(sizes), known))))  # positioned, not skipped
@@ -439,9 +429,9 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchd
                 next_steps, save_by_clock, stopping = agree(strategy, 0 if done else lengths.next(next_end - step),
                                                             save_by_clock, stop.requested is not None and not done)
                 if step == end or stopping:
-                    rows["train"] = row.metrics(cfg, float(schedule(step - 1)), flops_per_example, setup.peak_flops,
-                                                setup.replicas)
-                    log.write("train", step, rows["train"])
+                    rows[TRAIN_SPLIT] = row.metrics(cfg, float(schedule(step - 1)), flops_per_example,
+                                                    setup.peak_flops, setup.replicas)
+                    log.write(TRAIN_SPLIT, step, rows[TRAIN_SPLIT])
                     row = TrainRow()
                 if step % cfg.save_checkpoints_steps == 0 or done or save_by_clock or stopping:
                     progress.doing(f"saving step {step}")
@@ -451,10 +441,10 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchd
                 if cfg.eval_data and step == end and not stopping and (
                         step % (cfg.eval_every_steps or cfg.save_checkpoints_steps) == 0 or done):
                     progress.doing(f"evaluating at step {step}")
-                    rows["eval"] = evaluation()
+                    rows[EVAL_SPLIT] = evaluation()
                     watchdog.beat()
                     progress.doing(None)  # (no progress line in the middle of the eval row)
-                    log.write("eval", step, rows["eval"])
+                    log.write(EVAL_SPLIT, step, rows[EVAL_SPLIT])
                 progress.doing(None)
                 if stopping:
                     print(f"{stop.name or 'a stop on another worker'}: saved step {step} ({manager.latest_checkpoint}); "
@@ -470,7 +460,7 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchd
             raise ValueError(data_error_line(detail, cfg, setup, manager, int(optimizer.iterations.numpy()))) \
                 from None
         except distribute.RUNTIME_ERRORS as e:  # the TPU, its runtime or a peer worker went away mid-run
-            raise runtime_lost(e, step, manager) from None
+            raise runtime_lost("pretrain", e, step, manager.latest_checkpoint) from None
         finally:
             log.close()
     print(f"done: step {step} in {duration_text(progress.elapsed())}, checkpoint {manager.latest_checkpoint}",
@@ -482,7 +472,7 @@ def result(cfg, status, step, manager, rows, exit_code=0):
     """The fields of the PretrainResult of a run that ends at `step` with `status`; `rows`: the last metrics rows by
     split."""
     return dict(status=status, step=step, model_dir=cfg.model_dir, checkpoint=manager.latest_checkpoint,
-                metrics=rows.get("train", {}), eval_metrics=rows.get("eval", {}), exit_code=exit_code)
+                metrics=rows.get(TRAIN_SPLIT, {}), eval_metrics=rows.get(EVAL_SPLIT, {}), exit_code=exit_code)
 
 
 def run(cfg, exits):
@@ -514,7 +504,7 @@ def _run(cfg, exits):
                 stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
                 model, optimizer, schedule, manager = build(cfg, setup)
             except distribute.RUNTIME_ERRORS as e:  # the runtime or a peer went away while starting
-                raise runtime_lost(e, None, None) from None
+                raise runtime_lost("pretrain", e, None, None) from None
             step = int(optimizer.iterations.numpy())
             if step >= cfg.num_train_steps:
                 print(f"the run in {cfg.model_dir} is already complete at step {step} (--num-train-steps "
