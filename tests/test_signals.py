@@ -256,12 +256,12 @@ def test_a_later_run_removes_the_temp_files_a_killed_run_left_and_only_those(tmp
 # ---------------------------------------------------------------------------------------------- any command
 def test_keyboard_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
     from albert_tf import cli  # pylint: disable=import-outside-toplevel
-    from albert_tf.data import vocab  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import vocab  # pylint: disable=import-outside-toplevel
 
-    def interrupted(args):
+    def interrupted(config):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vocab, "run", interrupted)
+    monkeypatch.setattr(vocab, "vocab", interrupted)
     monkeypatch.setattr(cli, "quiet_tensorflow", lambda command, verbose: None)
     assert cli.main(["vocab", "--input", "x.txt", "--output-prefix", "y"]) == 130
     assert capsys.readouterr().err == "albert-tf vocab: interrupted\n"
