@@ -15,8 +15,10 @@ import threading
 import time
 
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
 
 from albert_tf.checkpoints import pretrained
+from albert_tf.files import atomic_write_text
 from albert_tf.runtime.signals import duration_text
 
 
@@ -94,8 +96,6 @@ def evaluate(eval_loop, dataset, num_steps):
 def write_scalar_summary(name, value):
     """tf.summary.scalar without the tensorboard package (TF 2.21 no longer depends on it): the same event
     record, a float32 scalar tagged for TensorBoard's scalars plugin."""
-    from tensorflow.core.framework import summary_pb2  # pylint: disable=import-outside-toplevel
-
     metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
 
@@ -125,8 +125,6 @@ class MetricsLog:
 
     def truncate_after(self, step):
         """Drops metrics.jsonl rows whose step is past `step` (rewritten atomically; no-op without the file)."""
-        from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
-
         if not self.chief or not tf.io.gfile.exists(self.path):
             return
         with tf.io.gfile.GFile(self.path, "r") as f:
