@@ -25,6 +25,7 @@ command line a second Ctrl-C aborts at once (one line, exit 130).
 """
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
