@@ -14,7 +14,6 @@ Public API:
   convert, plan, export, quickstart: each as `albert-tf COMMAND` runs it
 """
 import importlib
-import os
 
 from albert_tf import jobs
 from albert_tf.runtime import requirements, xla_flags
@@ -30,6 +29,7 @@ requirements.install_import_hint()
 
 _LAZY = {
     "AlbertConfig": "albert_tf.config",
+    "configs_dir": "albert_tf.config",
     "AlbertEncoder": "albert_tf.modeling.encoder",
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.text",
@@ -43,11 +43,6 @@ _LAZY = {
 }
 
 
-def configs_dir():
-    """The folder holding the paper's model configs (albert_base.json, ...)."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
-
-
 def __getattr__(name):  # PEP 562: import heavy modules only when used
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
@@ -58,4 +53,4 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = sorted(_LAZY) + ["configs_dir", "__version__"]
+__all__ = sorted(_LAZY) + ["__version__"]

@@ -23,6 +23,11 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 HIDDEN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "linear", "swish", "silu")
 
 
+def configs_dir():
+    """The folder holding the paper's model configs (albert_base.json, ...): the presets of `from_preset`."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
 @dataclasses.dataclass
 class AlbertConfig:
     """Hyperparameters of an ALBERT model, in the original albert_config.json names.
@@ -175,8 +180,6 @@ class AlbertConfig:
     def from_preset(cls, name):
         """One of the paper's models: albert_base, albert_large, albert_xlarge, albert_xxlarge, their _v1
         variants (dropout 0.1), or albert_tiny (for tests)."""
-        from albert_tf import configs_dir  # pylint: disable=import-outside-toplevel
-
         path = os.path.join(configs_dir(), f"{name}.json")
         if not os.path.exists(path):
             names = sorted(p[:-5] for p in os.listdir(configs_dir()) if p.endswith(".json"))

@@ -21,6 +21,8 @@ import sys
 import types
 import typing
 
+from albert_tf import files
+
 MISSING = dataclasses.MISSING
 
 
@@ -295,8 +297,6 @@ def _flat(values, prefix=""):
 
 def read_record(path):
     """The run record at `path` (a dict), or None when there is none yet."""
-    from albert_tf import files  # pylint: disable=import-outside-toplevel
-
     if not files.exists(path):
         return None
     try:
@@ -320,8 +320,6 @@ def check_record(path, recorded, current, names, advice):
 
 def write_record(path, values):
     """Writes the run record `values` (JSON) to `path` atomically, unless one is there already."""
-    from albert_tf import files  # pylint: disable=import-outside-toplevel
-
     if not files.exists(path):
         files.atomic_write_text(path, json.dumps(values, indent=2, sort_keys=True) + "\n")
 

@@ -12,7 +12,11 @@ import dataclasses
 import json
 import os
 
-from albert_tf.config import CONFIG_FILE
+import tensorflow as tf
+
+from albert_tf.checkpoints import pretrained
+from albert_tf.config import CONFIG_FILE, AlbertConfig
+from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.serving.saved_model import ASSETS_EXTRA, SAVED_MODEL_FILE, keras_weights, latest_version
 from albert_tf.text import vocabulary
 
@@ -31,11 +35,6 @@ class InitSource:
 def resolve_init(path, flag="--init"):
     """Resolves a pretrained-model directory, an export version dir BASE/N or an export base BASE (its newest
     version) to an InitSource. FileNotFoundError naming `flag` when it is none of them."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-
     path = os.fspath(path).rstrip("/")
     if not tf.io.gfile.isdir(path):
         raise FileNotFoundError(f"{flag} {path}: no such directory (expected a pretrained-model directory or an "
@@ -65,10 +64,6 @@ def resolve_init(path, flag="--init"):
 def restore_encoder(model, source):
     """Restores the encoder of `model` (an AlbertEncoder, or a pretrainer / task model holding `.encoder`) from an
     InitSource; every encoder weight must be found. Returns the checkpoint path read."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-
     if source.kind == "model_dir":
         return pretrained.restore(model, source.path, part="encoder")
     encoder = getattr(model, "encoder", model)
@@ -81,8 +76,6 @@ def restore_encoder(model, source):
 def load_encoder(path, dropout=True):
     """A trainable Keras AlbertEncoder from an export (BASE/N, or BASE: its largest version) or from a
     pretrained-model directory."""
-    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
-
     source = resolve_init(path, flag="load_encoder")
     encoder = AlbertEncoder(source.config, dropout=dropout)
     restore_encoder(encoder, source)

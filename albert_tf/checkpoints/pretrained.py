@@ -15,9 +15,14 @@ Inside `model`, an AlbertPretrainer and every task model hold their AlbertEncode
 any of them can be restored into any other (`restore(..., part="encoder")`).
 """
 import os
+import shutil
+import tempfile
+
+import tensorflow as tf
 
 # The directory's config file: its name and its one reader live in albert_tf.config (re-exported here).
 from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
+from albert_tf.files import atomic_copy, atomic_directory
 from albert_tf.text import vocabulary
 
 from albert_tf.layout import CHECKPOINT_STATE_FILE, METRICS_FILE  # noqa: F401  (names: albert_tf/layout.py)
@@ -29,8 +34,6 @@ _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 def latest_checkpoint(directory):
     """The newest checkpoint prefix in `directory` (e.g. DIR/ckpt-1000); FileNotFoundError naming it when none."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     directory = os.fspath(directory)
     path = tf.train.latest_checkpoint(directory)
     if path is None:
@@ -41,8 +44,6 @@ def latest_checkpoint(directory):
 
 def checkpoint_for(model, optimizer=None):
     """The checkpoint layout: tf.train.Checkpoint(model=model[, optimizer=optimizer])."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     objects = {MODEL_KEY: model}
     if optimizer is not None:
         objects[OPTIMIZER_KEY] = optimizer
@@ -51,8 +52,6 @@ def checkpoint_for(model, optimizer=None):
 
 def _checkpoint_values(path):
     """{key: shape} of the model variables stored in checkpoint `path`, keys without the value suffix."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     try:
         names = tf.train.list_variables(path)
     except (tf.errors.NotFoundError, tf.errors.DataLossError, tf.errors.InvalidArgumentError, ValueError) as e:
@@ -63,9 +62,6 @@ def _checkpoint_values(path):
 def _model_values(obj, prefix):
     """{key: shape} of the variables `obj` would write under `prefix` (written to a temporary local checkpoint:
     only on the error path)."""
-    import shutil  # pylint: disable=import-outside-toplevel
-    import tempfile  # pylint: disable=import-outside-toplevel
-
     directory = tempfile.mkdtemp(prefix="albert_tf_layout_")
     try:
         return _checkpoint_values(_nest(obj, prefix).write(os.path.join(directory, "ckpt")))
@@ -75,8 +71,6 @@ def _model_values(obj, prefix):
 
 def _nest(obj, prefix):
     """tf.train.Checkpoint objects that place `obj` at `prefix` ("model" or "model/encoder") of the object graph."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     for name in reversed(prefix.split("/")):
         obj = tf.train.Checkpoint(**{name: obj})
     return obj
@@ -109,8 +103,6 @@ def restore(model, path_or_directory, part=None):
       ValueError listing every model weight without a tensor, every misshaped tensor and every stored tensor
       without a home (within the part restored); FileNotFoundError for a missing or unreadable checkpoint.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     path = os.fspath(path_or_directory)
     if tf.io.gfile.isdir(path):
         path = latest_checkpoint(path)
@@ -147,14 +139,11 @@ def save(model, directory, spm_model=None, step=0, lower_case=None):
     under a temporary name, then renamed; on gs:// copied with albert_config.json and the `checkpoint` state file
     after the checkpoint data, so `latest_checkpoint` never names a partial checkpoint. An existing non-empty
     `directory` is refused. Returns `directory`."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     directory = os.fspath(directory).rstrip("/")
     if tf.io.gfile.exists(directory) and tf.io.gfile.listdir(directory):
         raise ValueError(f"{directory}: exists and is not empty; give a new or empty directory")
     if spm_model is not None and not tf.io.gfile.exists(os.fspath(spm_model)):
         raise FileNotFoundError(f"{spm_model}: no such SentencePiece model")
-    from albert_tf.files import atomic_directory  # pylint: disable=import-outside-toplevel
 
     # replaces an empty `directory` (checked above); readers key on the config and the checkpoint state file
     with atomic_directory(directory, markers=(CONFIG_FILE, CHECKPOINT_STATE_FILE)) as tmp:
@@ -167,10 +156,6 @@ def write_files(directory, config, spm_model=None, lower_case=None):
     """Writes albert_config.json and (when given) a copy of the SentencePiece model as spm.model, each atomically,
     with its casing record spm.casing.json: `lower_case` when given, else the source model's own record (none when
     it has none). A config already in the directory is left as it is (`check_config` refuses a different one)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.files import atomic_copy  # pylint: disable=import-outside-toplevel
-
     tf.io.gfile.makedirs(directory)
     if not tf.io.gfile.exists(config_path(directory)):
         config.to_json_file(config_path(directory))
@@ -186,8 +171,6 @@ def write_files(directory, config, spm_model=None, lower_case=None):
 
 def check_config(directory, config):
     """Refuses a directory whose albert_config.json differs from `config` (naming the fields that differ)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     path = config_path(directory)
     if not tf.io.gfile.exists(path):
         return

@@ -37,6 +37,7 @@ serve a tarball from loopback). Hugging Face downloads stay in Hugging Face's ow
 """
 import base64
 import dataclasses
+import gzip
 import hashlib
 import http.client
 import json
@@ -49,6 +50,8 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+
+from albert_tf import __version__
 
 BASE_URL = "https://storage.googleapis.com/albert_models"
 URL_ENV = "ALBERT_TF_RELEASES_URL"
@@ -190,8 +193,6 @@ def unpack(archive, unpacked):
 
 def _check_gzip(archive):
     """Reads the whole gzip stream: a truncated or altered file fails its CRC-32 / length trailer."""
-    import gzip  # pylint: disable=import-outside-toplevel
-
     try:
         with gzip.open(archive, "rb") as f:
             while f.read(CHUNK):
@@ -296,7 +297,6 @@ def _attempt(url, part, state_file, log):
     whole. Raises on a dropped connection (the part keeps what arrived)."""
     state = _read_state(state_file)
     offset = os.path.getsize(part) if os.path.exists(part) and state.get("url") == url else 0
-    from albert_tf import __version__  # pylint: disable=import-outside-toplevel
 
     headers = {"User-Agent": f"albert-tf/{__version__}", "Accept-Encoding": "identity"}
     if offset:

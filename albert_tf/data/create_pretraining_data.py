@@ -31,8 +31,9 @@ import threading
 import time
 
 from albert_tf.runtime import lock
+from albert_tf.text import AlbertTokenizer
 from albert_tf.text.vocabulary import SPM_FILE
-from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files
+from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files, temp_path_for
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
 from albert_tf.data.corpus import check_text_files
@@ -182,7 +183,6 @@ _PROCESSOR = None
 
 def _init_worker(model_proto, lower_case, options):
     global _PROCESSOR  # pylint: disable=global-statement
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     _PROCESSOR = _instances.BlockProcessor(AlbertTokenizer(model_proto, lower_case=lower_case), options)
 
@@ -357,8 +357,6 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
       ValueError: bad options, an output prefix that is a directory or holds an earlier run's shards, a UTF-16
         file, another live run on the prefix, an empty corpus, or no document long enough to make an instance.
     """
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
     options = (options or InstanceOptions()).validate()
     if num_shards < 1:
         raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
@@ -439,8 +437,6 @@ class _Shards:
 
     def __init__(self, output_prefix, num_shards):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
 
         self.output_prefix = output_prefix
         self.outputs = shard_paths(output_prefix, num_shards)

@@ -21,7 +21,7 @@ import json
 import os
 import re
 
-from albert_tf.files import is_url
+from albert_tf.files import atomic_write_text, is_url
 
 SUFFIX = ".record_counts.json"
 from albert_tf.layout import RECORD_COUNTS_FILE as CACHE_NAME
@@ -57,8 +57,6 @@ def _read_text(path):
 
 def write_index(path, entries):
     """Writes `entries` ({name: (records, bytes)}) to `path` atomically (local or gs://)."""
-    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
-
     files = {name: {"records": int(records), "bytes": int(size)} for name, (records, size) in sorted(entries.items())}
     atomic_write_text(path, json.dumps({"format": FORMAT, "version": VERSION, "files": files}, indent=1) + "\n")
 

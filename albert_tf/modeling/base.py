@@ -1,5 +1,6 @@
 """AlbertModelBase: what every albert_tf Keras model shares (the encoder, the pretrainer, the task models)."""
 import keras
+import tensorflow as tf
 from keras import ops
 
 from albert_tf.config import AlbertConfig
@@ -13,8 +14,6 @@ def trim_padding(features, length_bucket):
     Padding is masked out of attention, so the model's outputs at real tokens (and the pooled output) are those of
     the full-length batch; only the FLOPs spent on padding go. Other entries (e.g. SQuAD's start positions, which
     point at real tokens) pass through."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     mask = features["input_mask"]
     full = tf.shape(mask)[-1]
     longest = tf.maximum(1, tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)))  # 1: an empty batch

@@ -3,13 +3,14 @@ import collections
 import types
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from albert_tf.config import load_config
 from albert_tf.modeling.attention import AttentionSublayer, attention_bias
+from albert_tf.modeling.base import INPUT_NAMES, AlbertModelBase
 from albert_tf.modeling.embedding import FactorizedEmbedding
 from albert_tf.modeling.feedforward import FeedForwardSublayer
-from albert_tf.modeling.base import INPUT_NAMES, AlbertModelBase
 from albert_tf.modeling.fused import use_fused
 from albert_tf.modeling.layers import dense, split_input
 
@@ -49,8 +50,6 @@ def _rematerialized_block(attention, ffn, x, bias, weights, training, copies):
     Args/returns: as `AttentionSublayer.train_call` (x a tensor or a pair, bias, weights = (attention, FFN) dicts
     of `step_weights`), copies of the FFN's output.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     seeds = (attention.dropout_seeds(training), ffn.dropout_seeds(training))
     args = (split_input(x), bias, weights, seeds)
     flat = tf.nest.flatten(args)
@@ -85,8 +84,6 @@ def recompute_grad(fn, args):
         values as arguments) and draw no random numbers (pass seeds).
       args: a list of tensors. Gradients flow to the floating-point ones.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     @tf.custom_gradient
     def inner(*inputs):
         result = fn(*inputs)

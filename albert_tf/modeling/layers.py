@@ -1,9 +1,15 @@
 """Small shared pieces of the ALBERT layers: initializer, activations, LayerNorm (epsilon 1e-12)."""
 import keras
+import tensorflow as tf
 from keras import ops
 
 from albert_tf.modeling.fused import residual_layer_norm
 from albert_tf.modeling.primitives import gelu_tanh
+
+try:
+    from keras.src.backend import AutocastScope
+except ImportError:  # Keras' private module moved: float32_values reads without it
+    AutocastScope = None
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -36,11 +42,7 @@ def float32_values(*variables):
     """The variables' values as stored (float32 master copies under mixed precision), read as tensors without
     Keras' autocast: the training path casts each weight itself, once per step (see `fused.shared_cast`).
     TensorFlow backend."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    try:
-        from keras.src.backend import AutocastScope  # pylint: disable=import-outside-toplevel
-    except ImportError:  # a Keras without it: plain reads (possibly autocast; still correct, less precise sums)
+    if AutocastScope is None:  # a Keras without it: plain reads (possibly autocast; still correct, less precise sums)
         return [tf.convert_to_tensor(v.value) for v in variables]
     with AutocastScope(None):
         return [tf.convert_to_tensor(v.value) for v in variables]
@@ -61,7 +63,6 @@ def seeded_dropout(x, dropout, seed):
     int32), so both give the same mask for the same seed. TensorFlow backend."""
     if seed is None:
         return x
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     if seed.dtype != tf.int32:
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)

@@ -34,6 +34,7 @@ import time
 import uuid
 
 from albert_tf import files
+from albert_tf.files import check_output_dir, temp_path_for
 from albert_tf.runtime import cluster
 from albert_tf.runtime.exit_codes import LockHeld
 
@@ -107,8 +108,6 @@ def _read(path):
 def _create_exclusive(path, text):
     """Writes `text` to `path` if no file is there; True when this call created it."""
     if files.is_url(path):
-        from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
-
         gfile, tmp = _gfile(), temp_path_for(path)
         with gfile.GFile(tmp, "w") as f:
             f.write(text)
@@ -143,8 +142,6 @@ def _remove(path):
 
 def _overwrite(path, text):
     """Replaces the lock's content in one step (a reader never sees half of it)."""
-    from albert_tf.files import temp_path_for  # pylint: disable=import-outside-toplevel
-
     if files.is_url(path):
         with _gfile().GFile(path, "w") as f:  # a GCS object is replaced whole on close
             f.write(text)
@@ -164,7 +161,6 @@ def _make_directory(directory, flag):
         created = not gfile.exists(directory)
         gfile.makedirs(directory)
         return created
-    from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(directory, flag)  # a file in its place, or in the way of its parents
     created = not os.path.exists(directory)

@@ -24,6 +24,8 @@ import os
 import platform
 import time
 
+from albert_tf.files import atomic_write_text
+
 DTYPES = ("float32", "bfloat16")
 CHOICES = ("auto",) + DTYPES
 CACHE_ENV = "ALBERT_TF_CACHE"
@@ -123,8 +125,6 @@ def _machine_key(shape):
 def cpu_rates(shape, directory=None, probe=probe_rates):
     """(rates, cached) for `shape` on this machine: from the probe cache when it has them, else measured and kept
     (atomically; a cache that cannot be read or written is ignored, the probe runs)."""
-    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
-
     path = os.path.join(directory or cache_dir(), PROBE_FILE)
     key = _machine_key(shape)
     try:

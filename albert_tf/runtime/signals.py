@@ -4,6 +4,7 @@
     duration_text(s)     '42s', '12m05s', '3h07m', '2d05h'
 """
 import os
+import select
 import signal
 import sys
 import threading
@@ -103,8 +104,6 @@ class StopSignal:
         os._exit(code)  # pylint: disable=protected-access
 
     def _watch(self, read_fd):
-        import select  # pylint: disable=import-outside-toplevel
-
         while self._pipe:
             try:
                 select.select([read_fd], [], [])

@@ -17,8 +17,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import pretrained
-from albert_tf.config import CONFIG_FILE
+from albert_tf.config import CONFIG_FILE, config_path, read_config
 from albert_tf.files import check_input_file, check_output_dir
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.runtime import precision
@@ -61,7 +60,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
         spm_model = vocabulary.spm_model_path(model_dir)
         if spm_model is None:
             raise FileNotFoundError(f"{model_dir}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
-    config = pretrained.read_config(model_dir)
+    config = read_config(model_dir)
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
@@ -75,7 +74,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     if tokenizer.vocab_size != encoder.config.vocab_size:
         raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
-                         f"{pretrained.config_path(model_dir)} has vocab_size {encoder.config.vocab_size}")
+                         f"{config_path(model_dir)} has vocab_size {encoder.config.vocab_size}")
     module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
     requests = None
     if warmup:
@@ -100,7 +99,7 @@ def check_model_dir(model_dir):
     if not tf.io.gfile.isdir(model_dir):
         hint = " (a config file is `pretrain --config`'s)" if model_dir.endswith(".json") else ""
         raise FileNotFoundError(f"--init {model_dir}: this is a file; {expected}{hint}")
-    found = None if tf.io.gfile.exists(pretrained.config_path(model_dir)) else export_version(model_dir)
+    found = None if tf.io.gfile.exists(config_path(model_dir)) else export_version(model_dir)
     if found:
         kind = "an export (BASE/N)" if found == model_dir.rstrip("/") else f"an export base (newest: {found})"
         raise ValueError(f"--init {model_dir}: this is {kind}, not a model dir; it is ready to serve as it is. "

@@ -11,6 +11,10 @@ import json
 import os
 import re
 
+import tensorflow as tf
+
+from albert_tf.files import atomic_directory
+
 SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_EXTRA = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
@@ -19,8 +23,6 @@ TASK_CONFIG_ASSET = "task_config.json"
 
 def versions(output_base):
     """The integer-named subdirectories of output_base (TF Serving's versions), sorted; [] when there is none."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     if not tf.io.gfile.isdir(output_base):
         return []
     return sorted(int(n.rstrip("/")) for n in tf.io.gfile.listdir(output_base) if re.fullmatch(r"\d+/?", n))
@@ -40,8 +42,6 @@ def latest_version(output_base):
 def export_version(path):
     """The export version directory `path` names: `path` itself when it holds saved_model.pb (BASE/N), else the
     largest version of `path` taken as a BASE when that one holds saved_model.pb; None when `path` is no export."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     path = os.fspath(path).rstrip("/")
     for candidate in (path, latest_version(path)):
         if candidate and tf.io.gfile.exists(os.path.join(candidate, SAVED_MODEL_FILE)):
@@ -57,8 +57,6 @@ def load_export(path):
     Returns the loaded object: `loaded.serving_default(text_a=tf.constant([...]))` → {"pooled_output" [B,H],
     "sequence_output" [B,L,H], "input_mask" [B,L]} for an encoder (`text_b` optional there; the
     `.signatures["serving_default"]` form wants both)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     try:
         import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     except ImportError as e:
@@ -87,8 +85,6 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
         assets.extra/tf_serving_warmup_requests (see `warmup_records`).
       extra_assets: {file name: bytes or str} written to assets.extra/.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     output_base = os.fspath(output_base)
     if version is None:
         version = next_version(output_base)
@@ -98,7 +94,6 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     if tf.io.gfile.exists(final) and not overwrite:
         raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
     tf.io.gfile.makedirs(output_base)
-    from albert_tf.files import atomic_directory  # pylint: disable=import-outside-toplevel
 
     # overwrite: the old version goes only once the new one is complete (atomic_directory)
     with atomic_directory(final, markers=(SAVED_MODEL_FILE,)) as tmp:
@@ -125,8 +120,6 @@ def warmup_records(signature_name, requests):
       signature_name: the signature each request calls.
       requests: a list of {input name: numpy array or list}.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     try:
         from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2  # pylint: disable=import-outside-toplevel
     except ImportError as e:

@@ -15,7 +15,11 @@ Each batch runs at its longest text (rounded up to SERVING_LENGTH_BUCKET positio
 full-length batch's (padding is masked out of attention), sequence_output is zero at padding positions, and short
 requests cost less. `text_to_inputs` is shared with the task exports.
 """
+import tensorflow as tf
+
+from albert_tf.modeling.base import trim_padding
 from albert_tf.serving.saved_model import keras_weights
+from albert_tf.text.in_graph import clean_utf8
 
 OUTPUT_NAMES = ("pooled_output", "sequence_output", "input_mask")
 #: the encoder signatures run each batch at its longest text rounded up to a multiple of this (see outputs()).
@@ -30,8 +34,6 @@ def text_to_inputs(tokenizer, text_a, text_b=None, seq_length=128):
     Invalid UTF-8 becomes U+FFFD (as `create-data` reads its input); text_a and text_b of different lengths raise
     InvalidArgumentError "text_a and text_b must have the same length". Task exports reuse this.
     """
-    from albert_tf.text.in_graph import clean_utf8  # pylint: disable=import-outside-toplevel
-
     return tokenizer.tf_pack(clean_utf8(text_a), None if text_b is None else clean_utf8(text_b),
                              seq_length=seq_length)
 
@@ -44,10 +46,6 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
     the function restored by tf.saved_model.load (`loaded.serving_default(text_a)`, not `loaded.signatures[...]`)
     honour; TF Serving's REST API does not (it wants every input), hence `text`.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
-
     module = tf.Module()
     module.encoder_weights = keras_weights(encoder)
     module.tokenizer = tokenizer.in_graph

@@ -2,13 +2,16 @@
 order names (int64 [N], N a multiple of the batch), in that order, batched and featurized, each batch trimmed to its
 longest example when a length bucket is given (`modeling.base.trim_padding`).
 """
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.modeling.base import trim_padding
 
 
 def _with_trimmed_padding(dataset, length_bucket):
     """dataset of features or (features, labels) batches, trimmed by `trim_padding` when length_bucket > 0."""
     if not length_bucket:
         return dataset
-    from albert_tf.modeling.base import trim_padding  # pylint: disable=import-outside-toplevel
 
     def trim(*element):
         if len(element) == 1:
@@ -22,8 +25,6 @@ def featurized_batches(tokenizer, order, batch_size, featurize, length_bucket):
     """The examples `order` names (int64 [N], N a multiple of batch_size), batched, each batch of indices
     featurized in-graph by `featurize` (with `tokenizer`'s in-graph module), then trimmed (`_with_trimmed_padding`)
     and prefetched."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     _ = tokenizer.in_graph  # (re)built now, eagerly, not inside the map function's trace (AlbertTokenizer.in_graph)
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(order, tf.int64))
     dataset = dataset.batch(batch_size, drop_remainder=True)
@@ -49,8 +50,6 @@ def pack_dataset(tokenizer, seq_length, texts_a, texts_b, labels, order, batch_s
       (features, labels) or features; features int32 [b, L] (multiple choice: [b, C, L]); L = seq_length, or
       the batch's longest example rounded up to length_bucket.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     table_a = tf.constant(texts_a)
     table_b = None if texts_b is None else tf.constant(texts_b)
     table_labels = None if labels is None else tf.constant(labels)
@@ -77,9 +76,6 @@ def array_dataset(features, labels, order, batch_size, length_bucket=0):
       order: int64 [N], N a multiple of batch_size.
       length_bucket: 0, or trim each batch's padding to a multiple of it (`modeling.base.trim_padding`).
     """
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     def spec(array):
         return tf.TensorSpec([batch_size, *array.shape[1:]], tf.as_dtype(array.dtype))
 
@@ -104,8 +100,6 @@ def array_dataset(features, labels, order, batch_size, length_bucket=0):
 def predict_in_order(model, make_dataset, num_examples, batch_size):
     """model.predict over all `num_examples` examples in order. The last batch is padded (with example 0) to a full
     batch, as TPUs need static shapes, and the padding's outputs are dropped."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-
     padded = -(-num_examples // batch_size) * batch_size
     order = np.concatenate([np.arange(num_examples), np.zeros(padded - num_examples, np.int64)])
     outputs = model.predict(make_dataset(order), verbose=0)

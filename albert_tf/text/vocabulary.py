@@ -8,13 +8,14 @@
 The special ids (pad 0, unk 1, [CLS] 2, [SEP] 3, [MASK] 4) are albert_tf.text.sentencepiece's. No TensorFlow is
 imported for local paths except where a function says so.
 """
+import hashlib
 import json
 import os
 
 from albert_tf import config as albert_config
 from albert_tf import files, run_config
-
 from albert_tf.layout import SPM_FILE  # pylint: disable=unused-import  (its one spelling)
+from albert_tf.text.sentencepiece import AlbertTokenizer
 
 
 def spm_model_path(directory):
@@ -79,8 +80,6 @@ def cased_option():
 
 
 def _sha256(path):
-    import hashlib  # pylint: disable=import-outside-toplevel
-
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     with tf.io.gfile.GFile(os.fspath(path), "rb") as f:
@@ -102,8 +101,6 @@ def check_same_vocabulary(directory, spm_model, what="--spm-model"):
 def check_vocabulary(config, spm_model, what="--spm-model"):
     """Refuses a SentencePiece model whose size differs from the config's vocab_size (token ids would run past the
     embedding table, or leave rows no token reaches)."""
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
     size = AlbertTokenizer(spm_model).vocab_size  # also checks the special pieces' ids
     if size != config.vocab_size:
         raise ValueError(f"{what} {spm_model}: the SentencePiece model has {size:,} pieces but the config's "
@@ -114,7 +111,5 @@ def check_vocabulary(config, spm_model, what="--spm-model"):
 def model_config(config, overrides=None, spm_model=None):
     """The AlbertConfig of a run (albert_tf.config.resolve): `config` with `overrides` (`--set`); vocab_size "auto"
     is the size of `spm_model`."""
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
     size = (lambda: AlbertTokenizer(spm_model).vocab_size) if spm_model else None
     return albert_config.resolve(config, overrides, size)

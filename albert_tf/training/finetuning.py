@@ -44,7 +44,7 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.runtime import lock, precision
 from albert_tf.runtime.signals import duration_text
 from albert_tf.serving.saved_model import latest_version
-from albert_tf.tasks import make_task
+from albert_tf.tasks.adapters import make_task
 from albert_tf.tasks.budget import Budget, make_budget, many_epochs_warning, resolve_length_bucket
 from albert_tf.text import AlbertTokenizer, vocabulary
 from albert_tf.training import distribute

@@ -17,6 +17,7 @@ import time
 import tensorflow as tf
 
 from albert_tf import layout
+from albert_tf.files import atomic_write_text
 from albert_tf.runtime.signals import duration_text
 from albert_tf.training.run import Events, progress_line
 
@@ -108,8 +109,6 @@ class MetricsLog:
 
     def truncate_after(self, step):
         """Drops metrics.jsonl rows whose step is past `step` (rewritten atomically; no-op without the file)."""
-        from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
-
         if not self.chief or not tf.io.gfile.exists(self.path):
             return
         with tf.io.gfile.GFile(self.path, "r") as f:

@@ -23,6 +23,7 @@ the original's early steps are up to ~6.5x larger; the paper's per-task learning
 import re
 
 import keras
+import tensorflow as tf
 
 from albert_tf.training.lamb import DEFAULT_EXCLUDE, LAMB
 
@@ -38,8 +39,6 @@ CLIP_NORM = 1.0
 
 def dense_gradients(grads):
     """Each tf.IndexedSlices as its dense tensor (slices summed per row); tensors and None as they are."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
@@ -53,8 +52,6 @@ def clip_by_global_norm(grads, clip_norm):
       a list like grads of dense tensors (None kept): each times clip_norm / max(norm, clip_norm), norm the square
       root of the sum of all squares (in float32).
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     grads = dense_gradients(grads)
     squares = [tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g in grads if g is not None]
     norm = tf.sqrt(tf.add_n(squares)) if squares else tf.zeros([], tf.float32)

@@ -5,6 +5,8 @@ A pair task's `text_b` is optional, as the encoder export's: omitted (the Signat
 tensor), or a row's text_b that tokenizes to no ids (such as ""), is packed [CLS] a [SEP], as fine-tuning packs a
 row without a second sentence (albert_tf.text.segments).
 """
+import tensorflow as tf
+
 from albert_tf.modeling.base import trim_padding
 from albert_tf.serving.saved_model import keras_weights, write_saved_model
 from albert_tf.serving.signatures import SERVING_LENGTH_BUCKET, text_to_inputs
@@ -14,8 +16,6 @@ def export_classifier(model, tokenizer, budget, pairs, regression, output_base):
     """OUT/export/N: a SavedModel whose serving_default takes raw text (`text_a`, and `text_b` for pair tasks) and
     returns `probabilities` [B, K] and `label` [B] (classification) or `score` [B] (regression); written with
     albert_tf.serving's atomic BASE/N writer and in-graph text packing. Returns the path."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     module = tf.Module()
     module.model_weights = keras_weights(model)  # not the Keras model: see keras_weights
     module.tokenizer = tokenizer.in_graph

@@ -1,4 +1,8 @@
 """Fine-tuning a GLUE task: sentence (pair) classification or regression on the pooled output."""
+import keras
+import numpy as np
+
+from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks import glue
 from albert_tf.tasks.base import FinetuneTask
 from albert_tf.tasks.glue.export import export_classifier
@@ -19,21 +23,15 @@ class GlueFinetune(FinetuneTask):
     def _columns(self, examples):
         """(text_a str [E], text_b str [E] or None, labels [E]); a missing text_b is "": no second segment, packed
         [CLS] a [SEP] as the original and the export do (albert_tf.text.segments)."""
-        import numpy as np  # pylint: disable=import-outside-toplevel
-
         a = np.array([e.text_a for e in examples], dtype=object).astype(str)
         b = np.array([e.text_b or "" for e in examples], dtype=object).astype(str) if self.pairs else None
         labels = np.array([e.label for e in examples], np.float32 if self.regression else np.int32)
         return a, b, labels
 
     def build_model(self, encoder, budget):
-        from albert_tf.modeling.classifier import AlbertClassifier  # pylint: disable=import-outside-toplevel
-
         return AlbertClassifier(encoder, self.spec.num_labels, dropout=budget.classifier_dropout)
 
     def loss_and_metrics(self):
-        import keras  # pylint: disable=import-outside-toplevel
-
         if self.regression:
             return keras.losses.MeanSquaredError(), []
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
@@ -41,8 +39,6 @@ class GlueFinetune(FinetuneTask):
     def sample_inputs(self, tokenizer, budget, n):
         """The first n training examples' model inputs (Python tokenizer: no tf.data pipeline before training's,
         whose in-graph tokenizer resources must live for the whole run)."""
-        import numpy as np  # pylint: disable=import-outside-toplevel
-
         rows = [tokenizer.pack(e.text_a, e.text_b, seq_length=budget.max_seq_length) for e in self.train[:n]]
         return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 

@@ -1,6 +1,8 @@
 """The RACE export: serving_default takes article string [B], question string [B], options string [B, 4] and returns
 probabilities float32 [B, 4], label int32 [B].
 """
+import tensorflow as tf
+
 from albert_tf.modeling.base import trim_padding
 from albert_tf.serving.saved_model import keras_weights, write_task_export
 from albert_tf.serving.signatures import SERVING_LENGTH_BUCKET
@@ -11,8 +13,6 @@ from albert_tf.tasks.race.in_graph import race_inputs
 def race_signatures(model, tokenizer, seq_length, max_qa_length):
     """(module, signatures) for `write_saved_model`: serving_default (article, question, options [B, 4] ->
     probabilities [B, 4], label [B])."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     module = tf.Module()
     module.model_weights = keras_weights(model)  # not the Keras model: see keras_weights
     module.tokenizer = tokenizer.in_graph

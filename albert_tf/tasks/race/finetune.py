@@ -1,7 +1,14 @@
 """Fine-tuning RACE: four (article, question + option) sequences per question, one logit each."""
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks import race
 from albert_tf.tasks.base import FinetuneTask
 from albert_tf.tasks.pipelines import featurized_batches, predict_in_order
+from albert_tf.tasks.race.export import export_race
+from albert_tf.tasks.race.in_graph import race_inputs
 
 
 def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_size, labels=True, length_bucket=0):
@@ -12,11 +19,6 @@ def race_dataset(examples, tokenizer, seq_length, max_qa_length, order, batch_si
       (features, labels int32 [b]) or features: int32 [b, 4, L] input_word_ids, input_mask, input_type_ids; L =
       seq_length, or the batch's longest sequence rounded up to length_bucket.
     """
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.tasks.race.in_graph import race_inputs  # pylint: disable=import-outside-toplevel
-
     articles = {}  # each article once: questions of one file share it
     article_index = np.asarray([articles.setdefault(e.article, len(articles)) for e in examples], np.int64)
     tables = {"article": tf.constant(list(articles)), "article_index": tf.constant(article_index),
@@ -49,13 +51,9 @@ class RaceFinetune(FinetuneTask):
                             budget.batch_size, labels=labels, length_bucket=budget.length_bucket)
 
     def build_model(self, encoder, budget):
-        from albert_tf.modeling.multiple_choice import AlbertMultipleChoice  # pylint: disable=import-outside-toplevel
-
         return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=budget.classifier_dropout)
 
     def loss_and_metrics(self):
-        import keras  # pylint: disable=import-outside-toplevel
-
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
     def sample_inputs(self, tokenizer, budget, n):
@@ -74,8 +72,6 @@ class RaceFinetune(FinetuneTask):
 
     def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: article, question, options [B, 4] in (albert_tf.tasks.race.export). Returns the path."""
-        from albert_tf.tasks.race.export import export_race  # pylint: disable=import-outside-toplevel
-
         return export_race(model, tokenizer, output_base, budget.max_seq_length,
                                        max_qa_length=self.max_qa_length(budget))
 

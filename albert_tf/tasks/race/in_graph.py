@@ -1,6 +1,8 @@
 """RACE featurization in the graph: the twin of albert_tf.tasks.race's Python `featurize`, used by fine-tuning's
 tf.data pipeline and by the RACE export.
 """
+import tensorflow as tf
+
 from albert_tf.tasks.race import data as race
 from albert_tf.tasks.race.data import NUM_CHOICES
 from albert_tf.text.in_graph import clean_utf8
@@ -10,9 +12,6 @@ def race_inputs(tokenizer, article, question, options, seq_length, max_qa_length
     """In-graph `race.featurize`: string [B], [B], [B, 4] -> int32 [B, 4, L] input_word_ids, input_mask,
     input_type_ids. Each option's second segment is the question with its "_" blanks filled by the option, or the
     question, a space and the option; it keeps its last max_qa_length tokens and the article is cut to fit."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-
     race.check_qa_length(max_qa_length, seq_length)
     article, question, options = clean_utf8(article), clean_utf8(question), clean_utf8(options)
     batch = tf.size(question)

@@ -13,6 +13,8 @@ SQuAD  serving_default  question string [B], context string [B]
             span of each window token in its context, -1 outside the context), token_is_max_context bool [W, L],
             start_logits, end_logits float32 [W, L] (W = the windows of all B questions, in order).
 """
+import tensorflow as tf
+
 from albert_tf.serving.saved_model import keras_weights, write_task_export
 from albert_tf.tasks.squad.in_graph import squad_answers, squad_windows
 from albert_tf.tasks.squad.scoring import MAX_ANSWER_LENGTH, N_BEST
@@ -30,8 +32,6 @@ def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_len
       seq_length, doc_stride, max_query_length, max_answer_length, n_best: as in squad.featurize / postprocess.
       version_2_with_negative, null_score_diff_threshold: v2's "no answer" rule and its threshold.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     module = tf.Module()
     module.model_weights = keras_weights(model)  # not the Keras model: see keras_weights
     module.encoder = make_offset_encoder(tokenizer)

@@ -1,9 +1,15 @@
 """Fine-tuning SQuAD v1.1 / v2.0: start and end logits over the windows."""
 import os
 
+import keras
+import tensorflow as tf
+
+from albert_tf.modeling.span_qa import AlbertSpanQA
 from albert_tf.tasks import squad
 from albert_tf.tasks.base import FinetuneTask
 from albert_tf.tasks.pipelines import array_dataset, predict_in_order
+from albert_tf.tasks.squad.export import export_squad
+from albert_tf.tasks.squad.in_graph import featurize_squad
 
 
 class SquadFinetune(FinetuneTask):
@@ -12,8 +18,6 @@ class SquadFinetune(FinetuneTask):
     dev (best_f1_thresh)."""
 
     def __init__(self, data_dir, task):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
         self.v2 = task == "squad2"
         version = "v2.0" if self.v2 else "v1.1"
         paths = {split: os.path.join(data_dir, f"{split}-{version}.json") for split in ("train", "dev")}
@@ -29,8 +33,6 @@ class SquadFinetune(FinetuneTask):
     def _features(self, name, examples, tokenizer, budget, is_training):
         """The windows, featurized once per split in tf.data by the export's in-graph tokenizer
         (`squad.in_graph.featurize_squad`, equal to `squad.featurize`), and their stacked arrays."""
-        from albert_tf.tasks.squad.in_graph import featurize_squad  # pylint: disable=import-outside-toplevel
-
         if name not in self._cache:
             features = featurize_squad(examples, tokenizer, max_seq_length=budget.max_seq_length,
                                                    is_training=is_training, **self.window_sizes(budget))
@@ -47,13 +49,9 @@ class SquadFinetune(FinetuneTask):
         return len(self._features("train", self.train, tokenizer, budget, True)[0])
 
     def build_model(self, encoder, budget):
-        from albert_tf.modeling.span_qa import AlbertSpanQA  # pylint: disable=import-outside-toplevel
-
         return AlbertSpanQA(encoder, version_2_with_negative=self.v2)
 
     def loss_and_metrics(self):
-        import keras  # pylint: disable=import-outside-toplevel
-
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         return {"start_logits": loss, "end_logits": loss}, []
 
@@ -84,8 +82,6 @@ class SquadFinetune(FinetuneTask):
     def export(self, model, tokenizer, budget, results, output_base):
         """OUT/export/N: question and context in, the answer out (albert_tf.tasks.squad.export); v2 keeps the dev
         set's best_f1_thresh as its no-answer threshold. Returns the path."""
-        from albert_tf.tasks.squad.export import export_squad  # pylint: disable=import-outside-toplevel
-
         threshold = results["dev"]["best_f1_thresh"] if self.v2 else 0.0
         return export_squad(model, tokenizer, output_base, budget.max_seq_length, version_2_with_negative=self.v2,
                             null_score_diff_threshold=threshold, **self.window_sizes(budget))

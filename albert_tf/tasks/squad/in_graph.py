@@ -9,10 +9,11 @@ start, end on a tie). Token character spans come from the in-graph offset encode
 (albert_tf.text.in_graph.OffsetEncoder).
 """
 import numpy as np
+import tensorflow as tf
 
 from albert_tf.tasks.squad import data as squad
 from albert_tf.tasks.squad.scoring import MAX_ANSWER_LENGTH, N_BEST
-from albert_tf.text.in_graph import make_offset_encoder
+from albert_tf.text.in_graph import make_offset_encoder, unicode_classes
 
 
 def squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length):
@@ -33,9 +34,6 @@ def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride
                    answer_start=None, answer_end=None, context_rows=None):
     """(squad_windows's dict, {doc_span_index [, start_positions, end_positions, keep]}). With context_rows
     (int [B]), `context` holds each distinct context once and question b's is context[context_rows[b]]."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-
     squad.check_window_sizes(seq_length, doc_stride, max_query_length)
     query = encoder.tokenizer.encode(question)
     query = tf.ragged.boolean_mask(query, tf.ragged.range(query.row_lengths()) < max_query_length)
@@ -127,9 +125,6 @@ def featurize_squad(examples, tokenizer, max_seq_length=384, doc_stride=128, max
     Returns:
       list[squad.SquadFeature].
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-
     squad.check_window_sizes(max_seq_length, doc_stride, max_query_length)
     if not examples:
         return []
@@ -189,8 +184,6 @@ def squad_answers(windows, start_logits, end_logits, context, num_examples, n_be
     Returns:
       dict answer string [B], start, end int64 [B], score float32 [B] (+ null_score_diff float32 [B] for v2).
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
     k = min(n_best, windows["input_word_ids"].shape[-1])
     starts64, ends64 = tf.cast(start_logits, tf.float64), tf.cast(end_logits, tf.float64)
     top_start = tf.math.top_k(start_logits, k=k).indices                                     # [W, k]
@@ -253,10 +246,6 @@ def strip_answer(answer, char_start, char_end):
     Returns:
       (answer, char_start, char_end), the same shapes.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.text.in_graph import unicode_classes  # pylint: disable=import-outside-toplevel
-
     space = unicode_classes()[0]
     left = tf.strings.regex_replace(answer, f"^{space}+", "")
     stripped = tf.strings.regex_replace(left, f"{space}+$", "")
