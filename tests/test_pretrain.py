@@ -2,6 +2,7 @@
 progress lines, non-finite loss, refusals, --init, the XLA-compiled step on CPU, and `albert_tf.pretrain` from
 Python (a result, the run record, no signal handlers off the main thread)."""
 import json
+import glob
 import os
 import re
 import signal
@@ -827,3 +828,22 @@ def test_a_bfloat16_run_leaves_the_global_dtype_policy_as_it_was(data_dir, tmp_p
     record = json.loads((tmp_path / "m" / "pretrain_config.json").read_text())
     assert record["dtype_choice"]["dtype"] == "bfloat16"
     assert keras.mixed_precision.global_policy().name == before
+
+
+def test_step_saves_are_kept_apart_from_the_rotation(data_dir, tmp_path):
+    """--keep-checkpoint-max 1 keeps one checkpoint in the model dir, while the saves of every
+    --save-checkpoints-steps step stay in MODEL_DIR/steps (all of them, or the newest N, or none with 0); each is a
+    checkpoint of its own step that restores."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def steps_kept(directory):
+        return sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(os.path.join(directory, "ckpt-*.index")))
+
+    for keep, expected in ((None, [2, 4, 6]), (2, [4, 6]), (0, [])):
+        model_dir = tmp_path / f"keep_{keep}"
+        extra = {"keep_checkpoint_max": 1, **({} if keep is None else {"keep_step_checkpoints": keep})}
+        assert run_in_process(base_args(data_dir, model_dir, steps=6, **extra)) == 0
+        assert steps_kept(model_dir) == [6]
+        assert steps_kept(model_dir / "steps") == expected
+    reader = tf.train.load_checkpoint(str(tmp_path / "keep_None" / "steps" / "ckpt-4"))
+    assert reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == 4
