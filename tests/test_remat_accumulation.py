@@ -134,13 +134,15 @@ def test_cli_remat_and_accumulation_under_four_cpu_replicas(data_dir, tmp_path):
                         "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}.items():
         runs[name] = tmp_path / name
         # one stream everywhere: dropout masks are drawn per stream, and --remat's default on CPU is 1, else 2
-        proc = ph.run_cli("pretrain", ph.pretrain_args(data_dir, runs[name], steps=4, cpu_replicas=4, streams=1) + extra)
+        proc = ph.run_cli("pretrain",
+                          ph.pretrain_args(data_dir, runs[name], steps=4, cpu_replicas=4, streams=1) + extra)
         assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
     assert "2 accumulated micro-batches of 2 per replica" in proc.stdout and "remat" in proc.stdout
     ph.assert_same_checkpoint(runs["plain"], runs["remat"], 4)
     ph.assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 4)
     for a, b in (("plain", "remat"), ("plain_nd", "accumulated")):
-        np.testing.assert_allclose(ph.train_metrics(runs[b])[4]["loss"], ph.train_metrics(runs[a])[4]["loss"], rtol=1e-5)
+        np.testing.assert_allclose(ph.train_metrics(runs[b])[4]["loss"], ph.train_metrics(runs[a])[4]["loss"],
+                                   rtol=1e-5)
 
 
 @pytest.mark.slow  # fresh TensorFlow processes

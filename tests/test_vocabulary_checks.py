@@ -73,7 +73,7 @@ def test_create_data_refuses_a_truncated_spm_and_writes_nothing(truncated_spm, t
 @pytest.mark.slow  # two TensorFlow processes (about a minute on this shared machine)
 def test_pretrain_and_export_refuse_a_truncated_spm(truncated_spm, pretrain_data, tmp_path):
     model_dir = tmp_path / "model"
-    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir) + ["--spm-model", truncated_spm], check=False)
+    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, spm_model=truncated_spm), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = ph.error_lines(proc.stderr)
     assert len(lines) == 1 and f"SentencePiece model {truncated_spm} is truncated" in lines[0]
@@ -97,7 +97,7 @@ def test_resuming_with_another_vocabulary_is_refused(tiny_spm_model, pretrain_da
     model_dir = tmp_path / "model"
     ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, steps=2) + ["--spm-model", first])
     before = {p: os.path.getmtime(model_dir / p) for p in os.listdir(model_dir)}
-    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, steps=4) + ["--spm-model", other], check=False)
+    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, steps=4, spm_model=other), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert ph.error_lines(proc.stderr) == [
         f"albert-tf pretrain: error: --spm-model {other}: the model dir's {model_dir / 'spm.model'} is a different "
