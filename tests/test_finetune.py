@@ -425,7 +425,7 @@ def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, cap
     # the run's own check, on a generated SST-2 of 960 examples: the one line on stderr, before anything is written
     config = _args(task="sst2", data_dir=fh.write_sst2(str(tmp_path / "sst2"), num_train=960),
                    init=fh.save_random_init(str(tmp_path / "init"), tiny_spm_model), output=str(tmp_path / "out"))
-    assert finetuning.prepare(config).budget.epochs == 698
+    assert finetuning.prepare(config, finetuning.read_inputs(config)).budget.epochs == 698
     assert capsys.readouterr().err.strip() == warning
     assert not os.path.exists(tmp_path / "out")
 

@@ -151,14 +151,19 @@ def check_settings(cfg):
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
 
 
-def prepare(cfg):
-    """Everything read and decided before any output is written, after check_settings and the output lock: --init,
-    the task's files, the strategy (on a TPU, its connection), the budget, XLA and the compute dtype. Returns a
-    Setup."""
+def read_inputs(cfg):
+    """--init (its config and vocabulary) and the task's files, read before the output lock is looked at (a bad
+    input is one line whoever holds the output; reading them touches no TPU). Returns (source, tokenizer, task)."""
     source, spm_model, lower_case = read_init(cfg.init, cfg.spm_model, cfg.cased)
-    config = source.config
     task = make_task(cfg.task, cfg.data_dir, cfg.max_train_examples)
-    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    return source, AlbertTokenizer(spm_model, lower_case=lower_case), task
+
+
+def prepare(cfg, inputs):
+    """Everything decided before any output is written, after check_settings, read_inputs (`inputs`) and the output
+    lock: the strategy (on a TPU, its connection), the budget, XLA and the compute dtype. Returns a Setup."""
+    source, tokenizer, task = inputs
+    config = source.config
     # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
     # work, such as SQuAD's in-graph featurization below.
     strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas)
@@ -280,11 +285,12 @@ def run(cfg, exits):
     a second SIGINT aborts the process at once."""
     started = time.monotonic()
     check_settings(cfg)
+    inputs = read_inputs(cfg)
     # The lock before the strategy, as pretrain: a second client started by mistake on a TPU is refused before it
     # connects to the TPU under the running job.
     with lock.output_lock(cfg.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
         try:
-            setup = prepare(cfg)
+            setup = prepare(cfg, inputs)
             return fine_tune(cfg, started, setup, exits)
         except distribute.RUNTIME_ERRORS as e:  # the TPU / runtime or a peer went away: exit 76, as pretrain
             latest = tf.train.latest_checkpoint(FinetuneDir(cfg.output).checkpoints)
