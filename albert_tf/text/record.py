@@ -5,7 +5,8 @@ spm.model) a small JSON file X.casing.json:
 
     {"lower_case": true, "keep_accents": false, "sha256": "<hex SHA-256 of X.model's bytes>"}
 
-lower_case: text is lowercased for it (an uncased vocabulary, ALBERT's releases); keep_accents: accents and voicing
+lower_case: text is lowercased for it (an uncased vocabulary, ALBERT's releases; null: not known, as for a model
+copied without a record, which readers take as uncased unless a flag says otherwise); keep_accents: accents and voicing
 marks are kept (NFKC) instead of the original's NFKD with combining marks dropped (albert_tf.text.normalize);
 sha256: the model's fingerprint, which records (create-data's record-count index), model directories and exports
 carry so that a vocabulary is never paired with another one's data. A record without "keep_accents" (an older
@@ -64,9 +65,9 @@ def file_fingerprint(spm_model):
 
 
 def record_text(lower_case, keep_accents, model_bytes):
-    """The JSON text of a record for a model of `model_bytes`."""
-    return json.dumps({"lower_case": bool(lower_case), "keep_accents": bool(keep_accents),
-                       "sha256": fingerprint(model_bytes)}) + "\n"
+    """The JSON text of a record for a model of `model_bytes` (lower_case None: not known, written as null)."""
+    return json.dumps({"lower_case": None if lower_case is None else bool(lower_case),
+                       "keep_accents": bool(keep_accents), "sha256": fingerprint(model_bytes)}) + "\n"
 
 
 def write_record(spm_model, lower_case, keep_accents=False, model_bytes=None):
@@ -92,7 +93,7 @@ def read_record(spm_model, model_bytes=None):
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected {{\"lower_case\": true or false, ...}}, not JSON of that form")
     lower_case, keep_accents, sha256 = data.get("lower_case"), data.get("keep_accents", False), data.get("sha256")
-    if not isinstance(lower_case, bool):
+    if not isinstance(lower_case, bool) and not (lower_case is None and "sha256" in data):
         raise ValueError(f"{path}: expected {{\"lower_case\": true or false}}")
     if not isinstance(keep_accents, bool):
         raise ValueError(f"{path}: expected \"keep_accents\": true or false, got {keep_accents!r}")
