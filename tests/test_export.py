@@ -268,6 +268,42 @@ def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, cap
     assert sorted(os.listdir(base)) == ["1", "2"]  # no BASE/3, no temp left, version 1 kept
 
 
+def test_a_second_export_into_a_base_in_use_is_refused(model_dirs, tmp_path, capsys):
+    """BASE's lock: an export while another one holds BASE exits 77 with one line and writes nothing. Before, two
+    concurrent exports into one BASE both chose version 1 and both printed "wrote BASE/1": one model was lost."""
+    from albert_tf.runtime import lock  # pylint: disable=import-outside-toplevel
+
+    base = tmp_path / "base"
+    with lock.DirectoryLock(str(base), "--output"):  # another export, mid-way
+        code = cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--no-warmup",
+                         "--max-seq-length", "16"])
+        captured = capsys.readouterr()
+        assert code == 77 and captured.out == ""
+        assert len(captured.err.strip().splitlines()) == 1 and "in use by another run" in captured.err
+        assert os.listdir(base) == [lock.LOCK_FILE]
+    assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--no-warmup",
+                     "--max-seq-length", "16"]) == 0
+    assert sorted(os.listdir(base)) == ["1"]  # the lock is gone with the run
+
+
+def test_the_export_carries_the_vocabularys_record(model_dirs, exported):
+    """assets.extra holds spm.model with its record (fingerprint, casing, accents), and the config names the
+    fingerprint: what a reader of the export (finetune --init, load_encoder) tokenizes with."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.text import vocabulary  # pylint: disable=import-outside-toplevel
+
+    for name, version in exported.items():
+        spm = os.path.join(version, "assets.extra", "spm.model")
+        record = vocabulary.read_record(spm)
+        tokenizer = AlbertTokenizer(spm)
+        assert (record.sha256, record.lower_case, record.keep_accents) == (tokenizer.fingerprint,
+                                                                           name == "uncased", False)
+        with open(os.path.join(version, "assets.extra", "albert_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        assert (config["spm_sha256"], config["keep_accents"]) == (tokenizer.fingerprint, False)
+
+
 def test_bad_arguments_name_the_problem(model_dirs, tmp_path, capsys):
     d = tmp_path / "model"
     AlbertPretrainer(os.path.join(helpers.REPO, "configs", "albert_tiny.json")).save_pretrained(

@@ -73,7 +73,7 @@ def test_vocab_cli_end_to_end(cli_model, corpus_dir):
     # atomic writes leave nothing but the outputs; the casing is recorded beside the model
     assert sorted(os.listdir(os.path.dirname(prefix))) == ["spm.casing.json", "spm.model", "spm.vocab"]
     with open(prefix + ".casing.json", encoding="utf-8") as f:
-        assert json.load(f) == {"lower_case": True}
+        assert json.load(f) == {"lower_case": True, "keep_accents": False, "sha256": tok.fingerprint}
 
 
 def test_trained_model_python_equals_in_graph(cli_model):

@@ -260,6 +260,19 @@ def _release_casing(source, checkpoint, cased_flag, spm_model):
     return vocabulary.resolve_lower_case(recorded if isinstance(recorded, bool) else None, cased_flag, where)
 
 
+def _release_accents(source, checkpoint, spm_model):
+    """Whether the converted vocabulary keeps accents: a Hugging Face tokenizer_config.json's keep_accents when the
+    SentencePiece model has no record of its own, else None (the model's record, or the original's stripping)."""
+    tokenizer_config = os.path.join(checkpoint, "tokenizer_config.json")
+    if source != "hf" or spm_model is None or vocabulary.read_casing(spm_model) is not None:
+        return None
+    if not tf.io.gfile.exists(tokenizer_config):
+        return None
+    with tf.io.gfile.GFile(tokenizer_config) as f:
+        keep = json.load(f).get("keep_accents")
+    return keep if isinstance(keep, bool) else None
+
+
 def convert(source, checkpoint, output, config=None, spm_model=None, log=print, cased=None):
     """Converts a released checkpoint into a new pretrained-model directory `output` (written atomically by
     albert_tf.checkpoints.pretrained.save), recording its vocabulary's casing (`cased`: the --cased/--uncased
@@ -287,11 +300,12 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     else:
         raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
     lower_case = _release_casing(source, checkpoint, cased, spm_model)
+    keep_accents = _release_accents(source, checkpoint, spm_model)
     model = AlbertPretrainer(cfg)
     warnings = (load_tf1_checkpoint if source == "tf1" else load_hf_checkpoint)(model, checkpoint)
     for w in warnings:
         log(f"warning: {w}")
-    pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case)
+    pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
     return model
 
 

@@ -5,7 +5,8 @@
     restore_encoder(model, s) the encoder weights of an InitSource into a model (every weight must be found)
     load_encoder(path)        a trainable AlbertEncoder from either
 
-An export keeps its config (plus lower_case, max_seq_length and dtype) and spm.model in assets.extra/ (the serving
+An export keeps its config (plus lower_case, keep_accents, spm_sha256, max_seq_length and dtype), spm.model and its
+record spm.casing.json in assets.extra/ (the serving
 side's layout, albert_tf.serving.saved_model), and its weights under the SavedModel's variables/.
 """
 import dataclasses
@@ -54,6 +55,8 @@ def resolve_init(path, flag="--init"):
     with tf.io.gfile.GFile(config_file) as f:
         config = json.load(f)
     lower_case = config.pop("lower_case", None)
+    for key in ("keep_accents", "spm_sha256"):  # the vocabulary's: its record beside assets.extra/spm.model
+        config.pop(key, None)
     config.pop("max_seq_length", None)
     config.pop("dtype", None)  # the export's compute dtype; its variables are float32 either way
     spm_model = os.path.join(path, ASSETS_EXTRA, vocabulary.SPM_FILE)

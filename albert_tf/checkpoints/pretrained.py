@@ -22,7 +22,7 @@ import tensorflow as tf
 
 # The directory's config file: its name and its one reader live in albert_tf.config (re-exported here).
 from albert_tf.config import CONFIG_FILE, AlbertConfig, config_path, read_config  # noqa: F401
-from albert_tf.files import atomic_copy, atomic_directory
+from albert_tf.files import atomic_directory, atomic_output
 from albert_tf.text import vocabulary
 
 from albert_tf.layout import CHECKPOINT_STATE_FILE, METRICS_FILE  # noqa: F401  (names: albert_tf/layout.py)
@@ -133,7 +133,7 @@ def restore(model, path_or_directory, part=None):
     return path
 
 
-def save(model, directory, spm_model=None, step=0, lower_case=None):
+def save(model, directory, spm_model=None, step=0, lower_case=None, keep_accents=None):
     """Writes `model` as a new pretrained-model directory: albert_config.json, a TF checkpoint (ckpt-`step`) and
     spm.model (with its casing record, see `write_files`) when given. Atomic (albert_tf.files.atomic_directory): built
     under a temporary name, then renamed; on gs:// copied with albert_config.json and the `checkpoint` state file
@@ -147,26 +147,30 @@ def save(model, directory, spm_model=None, step=0, lower_case=None):
 
     # replaces an empty `directory` (checked above); readers key on the config and the checkpoint state file
     with atomic_directory(directory, markers=(CONFIG_FILE, CHECKPOINT_STATE_FILE)) as tmp:
-        write_files(tmp, model.config, spm_model, lower_case)
+        write_files(tmp, model.config, spm_model, lower_case, keep_accents)
         tf.train.CheckpointManager(checkpoint_for(model), tmp, max_to_keep=1).save(checkpoint_number=step)
     return directory
 
 
-def write_files(directory, config, spm_model=None, lower_case=None):
+def write_files(directory, config, spm_model=None, lower_case=None, keep_accents=None):
     """Writes albert_config.json and (when given) a copy of the SentencePiece model as spm.model, each atomically,
-    with its casing record spm.casing.json: `lower_case` when given, else the source model's own record (none when
-    it has none). A config already in the directory is left as it is (`check_config` refuses a different one)."""
+    with its record spm.casing.json (albert_tf.text.record): the model's fingerprint, and `lower_case` /
+    `keep_accents` when given, else the source model's own record (casing null, accents stripped, when it has
+    none). A config already in the directory is left as it is (`check_config` refuses a different one)."""
     tf.io.gfile.makedirs(directory)
     if not tf.io.gfile.exists(config_path(directory)):
         config.to_json_file(config_path(directory))
     if spm_model:
         target = os.path.join(directory, vocabulary.SPM_FILE)
-        recorded = vocabulary.read_casing(spm_model)
+        data = vocabulary.record.read_model_bytes(spm_model)
+        source = vocabulary.read_record(spm_model, data)  # a record of another model is refused
+        recorded = source.lower_case
         if lower_case is not None:  # a contradiction with the source's record is refused
-            recorded = vocabulary.resolve_lower_case(recorded, not lower_case, spm_model)
-        if recorded is not None:
-            vocabulary.write_casing(target, recorded)
-        atomic_copy(spm_model, target)
+            recorded = vocabulary.resolve_lower_case(recorded, not lower_case, source.path)
+        keep = vocabulary.resolve_keep_accents(source.keep_accents, keep_accents, source.path)
+        vocabulary.write_record(target, recorded, keep, model_bytes=data)
+        with atomic_output(target, "wb") as f:  # the model after its record (vocab's order)
+            f.write(data)
 
 
 def check_config(directory, config):

@@ -58,16 +58,17 @@ def _read_blocks(indexed_path, block_documents):
 class _BuildRecords(beam.DoFn):
     """Block → serialized Examples (albert_tf.data.instances.BlockProcessor), counting BlockStats."""
 
-    def __init__(self, model_proto, lower_case, options):
+    def __init__(self, model_proto, lower_case, options, keep_accents=False):
         super().__init__()
         self.model_proto, self.lower_case, self.options = model_proto, lower_case, options
+        self.keep_accents = keep_accents
         self.processor = None
 
     def setup(self):
         from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
-        self.processor = _instances.BlockProcessor(AlbertTokenizer(self.model_proto, lower_case=self.lower_case),
-                                                   self.options)
+        tokenizer = AlbertTokenizer(self.model_proto, lower_case=self.lower_case, keep_accents=self.keep_accents)
+        self.processor = _instances.BlockProcessor(tokenizer, self.options)
 
     def process(self, block):
         records, stats = self.processor.process(block)
@@ -100,30 +101,30 @@ def _write_shard(shard_records, paths):
     return path, count, tf.io.gfile.stat(path).length
 
 
-def _write_index(written, output_prefix, paths):
+def _write_index(written, output_prefix, paths, vocabulary=None):
     """[(path, records, bytes)] of the written shards → the record-count index (a shard that received no record
-    is listed empty: the driver writes it afterwards, 0 bytes)."""
+    is listed empty: the driver writes it afterwards, 0 bytes), with the vocabulary's fingerprint."""
     entries = {os.path.basename(p): (0, 0) for p in paths}
     entries.update({os.path.basename(p): (count, size) for p, count, size in written})
-    record_index.write_index(record_index.index_path(output_prefix), entries)
+    record_index.write_index(record_index.index_path(output_prefix), entries, vocabulary=vocabulary)
 
 
 def build_pipeline(pipeline, files, model_proto, output_prefix, *, num_shards, options, lower_case,
-                   block_documents=_instances.BLOCK_DOCUMENTS):
-    """Adds the create-data stages to `pipeline` (a beam.Pipeline), the record-count index last. Returns the
-    PCollection of (written path, records, bytes)."""
+                   block_documents=_instances.BLOCK_DOCUMENTS, keep_accents=False, vocabulary=None):
+    """Adds the create-data stages to `pipeline` (a beam.Pipeline), the record-count index last (with
+    `vocabulary`, record_index.vocabulary_entry). Returns the PCollection of (written path, records, bytes)."""
     paths = local.shard_paths(output_prefix, num_shards)
     written = (
         pipeline
         | "Files" >> beam.Create(list(enumerate(files)))
         | "ReadBlocks" >> beam.FlatMap(_read_blocks, block_documents)
         | "Distribute" >> beam.Reshuffle()
-        | "BuildRecords" >> beam.ParDo(_BuildRecords(model_proto, lower_case, options))
+        | "BuildRecords" >> beam.ParDo(_BuildRecords(model_proto, lower_case, options, keep_accents))
         | "AssignShard" >> beam.Map(lambda record: (zlib.crc32(record) % num_shards, record))
         | "GroupShards" >> beam.GroupByKey()
         | "WriteShards" >> beam.Map(_write_shard, paths))
     _ = (written | "CollectCounts" >> beam.combiners.ToList()
-         | "WriteIndex" >> beam.Map(_write_index, output_prefix, paths))
+         | "WriteIndex" >> beam.Map(_write_index, output_prefix, paths, vocabulary))
     return written
 
 
@@ -145,13 +146,15 @@ def _counters(result):
     return totals, replaced
 
 
-def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, lower_case=True,
-                 pipeline_options=None, block_documents=_instances.BLOCK_DOCUMENTS, progress=True, overwrite=False):
+def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, lower_case=None,
+                 pipeline_options=None, block_documents=_instances.BLOCK_DOCUMENTS, progress=True, overwrite=False,
+                 keep_accents=None):
     """Runs create-data on Beam and waits for it. Returns a create_pretraining_data.Summary.
 
     Args:
-      input_pattern, spm_model, output_prefix, num_shards, options, lower_case, block_documents, overwrite: as
-        `albert_tf.data.create_pretraining_data.create_pretraining_data`.
+      input_pattern, spm_model, output_prefix, num_shards, options, lower_case, block_documents, overwrite,
+        keep_accents: as `albert_tf.data.create_pretraining_data.create_pretraining_data` (lower_case None: as
+        the vocabulary's record says, else True).
       pipeline_options: apache_beam PipelineOptions (runner and its settings); DirectRunner when None.
     Raises:
       FileNotFoundError / ValueError: the local tool's bad-input errors (no partial output is left).
@@ -164,17 +167,17 @@ def run_pipeline(input_pattern, spm_model, output_prefix, *, num_shards=1, optio
     check_output_prefix(output_prefix, "--output", "train")
     files = match_files(input_pattern, "--input", glob=_beam_glob)
     check_text_files(files, opener=FileSystems.open)
-    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)  # fails early on a bad model
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case, keep_accents=keep_accents)  # fails early
     outputs = local.shard_paths(output_prefix, num_shards)
     stale = local.earlier_shards(output_prefix, outputs, overwrite)
     with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix (the local tool's lock)
         local.remove_leftover_temps(output_prefix)
         return _run(files, tokenizer, output_prefix, outputs, stale, num_shards=num_shards, options=options,
-                    lower_case=lower_case, pipeline_options=pipeline_options, block_documents=block_documents,
+                    pipeline_options=pipeline_options, block_documents=block_documents,
                     progress=progress)
 
 
-def _run(files, tokenizer, output_prefix, outputs, stale, *, num_shards, options, lower_case, pipeline_options,
+def _run(files, tokenizer, output_prefix, outputs, stale, *, num_shards, options, pipeline_options,
          block_documents, progress):
     """The pipeline's run (run_pipeline's work, under the prefix's lock); returns the Summary."""
     import time  # pylint: disable=import-outside-toplevel
@@ -185,7 +188,8 @@ def _run(files, tokenizer, output_prefix, outputs, stale, *, num_shards, options
     start = time.time()
     pipeline = beam.Pipeline(options=pipeline_options or PipelineOptions([]))
     build_pipeline(pipeline, files, tokenizer.model_proto, output_prefix, num_shards=num_shards, options=options,
-                   lower_case=lower_case, block_documents=block_documents)
+                   lower_case=tokenizer.lower_case, block_documents=block_documents,
+                   keep_accents=tokenizer.keep_accents, vocabulary=record_index.vocabulary_entry(tokenizer))
     result = pipeline.run()
     result.wait_until_finish()
     totals, replaced = _counters(result)
@@ -219,7 +223,7 @@ def main(argv=None):
     try:
         run_pipeline(args.input, args.spm_model, args.output, num_shards=args.num_shards,
                      options=local.options_from_args(args), pipeline_options=PipelineOptions(beam_args),
-                     lower_case=not args.cased, overwrite=args.overwrite)
+                     lower_case=None if args.cased is None else not args.cased, overwrite=args.overwrite)
     except (ValueError, FileNotFoundError) as e:
         print(f"albert_tf.data.beam: error: {e}", file=sys.stderr)
         return 2

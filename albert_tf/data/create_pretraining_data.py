@@ -181,16 +181,18 @@ def _blocks(files, counter, block_documents):
 _PROCESSOR = None
 
 
-def _init_worker(model_proto, lower_case, options):
+def _init_worker(model_proto, normalization, options):
     global _PROCESSOR  # pylint: disable=global-statement
 
-    _PROCESSOR = _instances.BlockProcessor(AlbertTokenizer(model_proto, lower_case=lower_case), options)
+    lower_case, keep_accents = normalization
+    _PROCESSOR = _instances.BlockProcessor(
+        AlbertTokenizer(model_proto, lower_case=lower_case, keep_accents=keep_accents), options)
 
 
-def _serve(connection, model_proto, lower_case, options):
+def _serve(connection, model_proto, normalization, options):
     """A worker process: blocks in through `connection`, (True, (records, stats)) out, or (False, the exception);
-    ends when the pipe closes."""
-    _init_worker(model_proto, lower_case, options)
+    ends when the pipe closes. normalization: (lower_case, keep_accents)."""
+    _init_worker(model_proto, normalization, options)
     while True:
         try:
             block = connection.recv()
@@ -249,14 +251,14 @@ class _Workers:
     process group, and only the main process acts on it (it kills the workers and removes its temp files). A worker
     whose main process is gone reads the end of its pipe and ends."""
 
-    def __init__(self, count, model_proto, lower_case, options):
+    def __init__(self, count, model_proto, normalization, options):
         context = multiprocessing.get_context("spawn")
         self.processes, self.connections = [], []
         with _signals_ignored(STOP_SIGNALS):
             try:
                 for _ in range(count):
                     ours, theirs = context.Pipe()
-                    process = context.Process(target=_serve, args=(theirs, model_proto, lower_case, options),
+                    process = context.Process(target=_serve, args=(theirs, model_proto, normalization, options),
                                               daemon=True)
                     process.start()
                     theirs.close()
@@ -332,8 +334,8 @@ class _Progress:
 
 
 def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, workers=1,
-                            lower_case=True, progress=True, overwrite=False,
-                            block_documents=_instances.BLOCK_DOCUMENTS):
+                            lower_case=None, progress=True, overwrite=False,
+                            block_documents=_instances.BLOCK_DOCUMENTS, keep_accents=None):
     """Writes pretraining TFRecords; see the module docstring.
 
     Args:
@@ -344,7 +346,9 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
       options: InstanceOptions (max_seq_length, max_predictions, masked_lm_prob, ngram, dupe_factor,
         short_seq_prob, seed, mask).
       workers: processes building instances (1: in this process). The output does not depend on it.
-      lower_case: the tokenizer's lowercasing (False for a cased vocabulary).
+      lower_case: the tokenizer's lowercasing (False for a cased vocabulary; None: as recorded, else True); a bool
+        must agree with the vocabulary's record (albert_tf.text.record), when it has one.
+      keep_accents: None: as the vocabulary's record says (else False); a bool must agree with the record.
       progress: print a progress bar (stderr), notes (stderr) and the summary (stdout).
       overwrite: remove an earlier run's shards of this prefix that the new ones do not replace (`earlier_shards`;
         without it they are refused), once the new ones are in place.
@@ -367,7 +371,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
         check_input_file(spm_model, "--spm-model", SPM_FILE)
     files = match_files(input_pattern)
     check_text_files(files)
-    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
+    tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case, keep_accents=keep_accents)
     stale = earlier_shards(output_prefix, shard_paths(output_prefix, num_shards), overwrite)
     with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix: its temp files are ours to remove
         removed = remove_leftover_temps(output_prefix)
@@ -407,11 +411,11 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
             for path, block in blocks:
                 consume(path, processor.process(block))
         else:
-            pool = _Workers(workers, tokenizer.model_proto, tokenizer.lower_case, options)
+            pool = _Workers(workers, tokenizer.model_proto, (tokenizer.lower_case, tokenizer.keep_accents), options)
             pool.run(blocks, consume)
         shards.close()
         _check_made_instances(stats, files)
-        shards.publish(stale)
+        shards.publish(stale, record_index.vocabulary_entry(tokenizer))
     finally:
         with _signals_ignored(STOP_SIGNALS):  # a second Ctrl-C or SIGTERM does not cut the clean-up short
             if pool is not None:
@@ -465,9 +469,10 @@ class _Shards:
             w.close()
         self.writers = []
 
-    def publish(self, stale=()):
-        """Renames the shards into place and writes their index; first removes `stale` (an earlier run's shards
-        that these do not replace, `earlier_shards`) and the earlier index."""
+    def publish(self, stale=(), vocabulary=None):
+        """Renames the shards into place and writes their index (with `vocabulary`, the fingerprint and
+        normalization of the vocabulary they were made with: record_index.vocabulary_entry); first removes `stale`
+        (an earlier run's shards that these do not replace, `earlier_shards`) and the earlier index."""
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         index = record_index.index_path(self.output_prefix)
@@ -479,7 +484,8 @@ class _Shards:
             for tmp, final in zip(self.temps, self.outputs):
                 tf.io.gfile.rename(tmp, final, overwrite=True)
             record_index.write_index(index, {os.path.basename(path): (count, tf.io.gfile.stat(path).length)
-                                             for path, count in zip(self.outputs, self.counts)})
+                                             for path, count in zip(self.outputs, self.counts)},
+                                     vocabulary=vocabulary)
 
     def discard(self):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from albert_tf.data import dataset, record_index
 from albert_tf.files import is_url
+from albert_tf.text import record
 
 
 def record_counts(cfg, file_pattern, write_cache):
@@ -109,6 +110,34 @@ def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
                 raise ValueError(f"{flag}: {e}") from None
     return dict(zip(files, sizes))
 
+
+
+def check_record_vocabulary(files, flag, spm_model):
+    """Refuses records made with another vocabulary: a record-count index beside `files` whose "vocabulary"
+    fingerprint (record_index.vocabulary_of) is not the SHA-256 of `spm_model` is a ValueError naming both files.
+    Returns a note (one line) for files that carry no fingerprint (no index, or an index written by an older
+    release; the original tool writes none), which are accepted, else None. Nothing is checked without a
+    vocabulary (`spm_model` None)."""
+    if not spm_model:
+        return None
+    wanted = record.file_fingerprint(spm_model)
+    entries = record_index.index_entries(files)
+    vocabularies, unmarked = {}, []
+    for path in files:
+        index = entries[path][2] if path in entries else None
+        if index is not None and index not in vocabularies:
+            vocabularies[index] = record_index.vocabulary_of(index)
+        found = vocabularies.get(index)
+        if found is None:
+            unmarked.append(path)
+        elif found["sha256"] != wanted:
+            raise ValueError(f"{flag}: {index} records that its shards were tokenized with the SentencePiece "
+                             f"model {found['sha256'][:12]}…, not {spm_model} ({wanted[:12]}…): make the records "
+                             "again with this vocabulary (create-data --spm-model) or pretrain with theirs")
+    if not unmarked:
+        return None
+    return (f"{flag}: {len(unmarked)} of {len(files)} file(s) carry no vocabulary fingerprint (made by the original "
+            f"tool or an older release; e.g. {unmarked[0]}): not checked against {spm_model}")
 
 
 _ASSERTION = re.compile(r"assertion failed: \[(.*)\]")

@@ -5,7 +5,13 @@ DIR/.NAME.record_counts.json (hidden, so that globs such as `DIR/NAME*` or `DIR/
 for records; `albert_tf.data` leaves any *.record_counts.json out of the files a pattern matches):
 
     {"format": "albert_tf.record_counts", "version": 1,
-     "files": {"train-00000-of-00016.tfrecord": {"records": 51234, "bytes": 251902211}, ...}}
+     "files": {"train-00000-of-00016.tfrecord": {"records": 51234, "bytes": 251902211}, ...},
+     "vocabulary": {"sha256": "<hex SHA-256 of the spm.model>", "lower_case": true, "keep_accents": false}}
+
+"vocabulary" ties the records to the SentencePiece model they were tokenized with (its fingerprint, as its record
+X.casing.json holds it: albert_tf.text.record) and says how text was normalized; `pretrain` refuses records whose
+fingerprint is not its vocabulary's (`vocabulary_of`). An index without it (an older release's) is still read; a
+count cache has none.
 
 Keys are base names (the index stays valid when the directory is copied, e.g. to gs://); `bytes` is the file's
 size, so an entry whose file has since changed is ignored. The input pipeline uses the counts to resume at any step
@@ -55,10 +61,31 @@ def _read_text(path):
         return f.read()
 
 
-def write_index(path, entries):
-    """Writes `entries` ({name: (records, bytes)}) to `path` atomically (local or gs://)."""
+def write_index(path, entries, vocabulary=None):
+    """Writes `entries` ({name: (records, bytes)}) to `path` atomically (local or gs://), with `vocabulary` (a
+    `vocabulary_entry`) when given."""
     files = {name: {"records": int(records), "bytes": int(size)} for name, (records, size) in sorted(entries.items())}
-    atomic_write_text(path, json.dumps({"format": FORMAT, "version": VERSION, "files": files}, indent=1) + "\n")
+    data = {"format": FORMAT, "version": VERSION, "files": files}
+    if vocabulary:
+        data["vocabulary"] = dict(vocabulary)
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def vocabulary_entry(tokenizer):
+    """The index's "vocabulary" of records made by `tokenizer` (an AlbertTokenizer): its model's fingerprint and
+    its normalization."""
+    return {"sha256": tokenizer.fingerprint, "lower_case": bool(tokenizer.lower_case),
+            "keep_accents": bool(tokenizer.keep_accents)}
+
+
+def vocabulary_of(path):
+    """The "vocabulary" an index records ({"sha256", "lower_case", "keep_accents"}), or None for an index made
+    without one (an older release's)."""
+    try:
+        found = json.loads(_read_text(path)).get("vocabulary")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, dict) and isinstance(found.get("sha256"), str) else None
 
 
 def read_index(path):

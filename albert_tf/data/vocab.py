@@ -14,13 +14,17 @@ the corpus. PREFIX.model and PREFIX.vocab are written atomically and are byte-id
 The summary says how many lines were cut and which share of the corpus's text bytes the trainer saw. A UTF-16 or
 UTF-32 file is refused (albert_tf.data.corpus).
 
-Casing: beside each SentencePiece model `X.model` a small `X.casing.json` ({"lower_case": true|false}) records
-whether text is lowercased for it (albert_tf.text.vocabulary). `vocab` writes it; `pretrain --spm-model`, `convert` and
-`export` carry it along with the model; `finetune` and `export` read it (`resolve_lower_case`), and their
-`--cased`/`--uncased` flags must agree with it.
+The vocabulary is one unit: beside each SentencePiece model `X.model` a small `X.casing.json` records how text is
+normalized for it and which model it is ({"lower_case", "keep_accents", "sha256"}: albert_tf.text.record);
+`write_vocabulary` puts the three files in place together, the .model last, and `vocab` over an existing prefix
+needs --overwrite. `pretrain --spm-model`, `convert` and `export` carry the record along with the model; every
+tokenizing path reads it (`AlbertTokenizer(path)`, `resolve_lower_case`, `resolve_keep_accents`), and a
+`--cased`/`--uncased` flag must agree with it. create-data puts the fingerprint in its record-count index, and
+pretrain refuses records made with another vocabulary.
 """
 import argparse
 import collections
+import contextlib
 import io
 import os
 import random
@@ -29,7 +33,8 @@ import sys
 import sentencepiece as spm
 
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
-from albert_tf.files import atomic_output, check_output_prefix, is_url, match_files
+from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
+from albert_tf.runtime import lock
 from albert_tf.text import normalize, vocabulary
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
@@ -51,7 +56,7 @@ def _csv(symbols):
     return ",".join('"' + s.replace('"', '""') + '"' if ('"' in s or "," in s) else s for s in symbols)
 
 
-def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT):
+def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT, keep_accents=False):
     """Streams `files`, normalizes each non-blank line, keeps a uniform sample of at most max_sentences.
 
     A line longer than `line_limit` UTF-8 bytes is first cut into pieces that fit (`corpus.split_long_line`: at
@@ -84,12 +89,12 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_lim
                     text_bytes += size
                     # Normalize only what enters the reservoir: ~k(1 + ln(n/k)) of the n sentences.
                     if seen < max_sentences:
-                        sample.append(normalize(piece, lower_case))
+                        sample.append(normalize(piece, lower_case, keep_accents))
                         sizes.append(size)
                     else:
                         j = rng.randint(0, seen)
                         if j < max_sentences:
-                            sample[j], sizes[j] = normalize(piece, lower_case), size
+                            sample[j], sizes[j] = normalize(piece, lower_case, keep_accents), size
                     seen += 1
         if replaced:
             replaced_per_file[path] = replaced
@@ -134,8 +139,10 @@ def vocab_lines(model_proto):
 
 
 def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
-                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345, line_limit=LINE_LIMIT):
-    """Trains ALBERT's SentencePiece unigram vocabulary; writes output_prefix + ".model" / ".vocab" atomically.
+                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345, line_limit=LINE_LIMIT, keep_accents=False,
+                overwrite=False):
+    """Trains ALBERT's SentencePiece unigram vocabulary; writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json
+    as one unit (`write_vocabulary`), holding the prefix's lock (DIR/.NAME.albert_tf.lock) while it runs.
 
     Training runs in memory with a fixed thread count, so the same input, arguments and seed give byte-identical
     files on any machine.
@@ -147,6 +154,8 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
       vocab_size: number of pieces, special ones included, or "auto": `suggest_vocab_size` of the sample, as a
         soft limit (SentencePiece keeps fewer pieces when the corpus holds fewer).
       lower_case: normalize to lowercase (False for a cased vocabulary).
+      keep_accents: normalize with NFKC, keeping accents and voicing marks (albert_tf.text.normalize); recorded.
+      overwrite: replace a vocabulary already at the prefix (without it that is a ValueError, before training).
       max_sentences: at most this many sentences are sampled (seeded reservoir) for training.
       seed: sampling seed.
       line_limit: lines longer than this (UTF-8 bytes) are cut into sentences (`sample_sentences`); the trainer's
@@ -157,13 +166,61 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
         trained model's pieces), auto (the size `auto` asked for, else None).
     Raises:
       FileNotFoundError: the glob matches no file.
-      ValueError: an output prefix that is a directory, a UTF-16 / UTF-32 file, an empty corpus, or a vocab_size
-        the corpus cannot support.
+      ValueError: an output prefix that is a directory or holds a vocabulary (without overwrite), a UTF-16 /
+        UTF-32 file, an empty corpus, or a vocab_size the corpus cannot support.
+      albert_tf.runtime.exit_codes.LockHeld: another run writes the prefix.
     """
     check_output_prefix(output_prefix, "--output-prefix", "spm")
     files = match_files(input_pattern)
     check_text_files(files)
-    sample, stats = sample_sentences(files, max_sentences, lower_case, seed, line_limit)
+    check_no_vocabulary(output_prefix, overwrite)
+    with lock.prefix_lock(output_prefix, "--output-prefix"):  # one run per prefix
+        return _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_accents, max_sentences,
+                      seed, line_limit)
+
+
+def vocabulary_files(output_prefix):
+    """{"vocab", "casing", "model"}: the files of the vocabulary PREFIX, in the order they are put in place."""
+    output_prefix = os.fspath(output_prefix)
+    return {"vocab": output_prefix + ".vocab", "casing": vocabulary.casing_path(output_prefix + ".model"),
+            "model": output_prefix + ".model"}
+
+
+def check_no_vocabulary(output_prefix, overwrite):
+    """Refuses (ValueError) a prefix that already holds a vocabulary file, unless `overwrite`."""
+    if overwrite:
+        return
+    found = [path for path in vocabulary_files(output_prefix).values() if exists(path)]
+    if found:
+        raise ValueError(f"--output-prefix {os.fspath(output_prefix)}: {', '.join(found)} exist(s) already (a "
+                         "vocabulary, which records and models made with it depend on); pass --overwrite to "
+                         "replace it, or give another prefix")
+
+
+def write_vocabulary(output_prefix, model_bytes, lower_case, keep_accents):
+    """Writes the vocabulary PREFIX.vocab, PREFIX.casing.json (its record: normalization and fingerprint) and
+    PREFIX.model as one unit: all three to temporary names first, then each renamed into place, the .model last.
+    A failure before the renames (a full disk) leaves an earlier vocabulary at the prefix as it was and removes the
+    temporary files; a reader keying on the .model never pairs it with another model's record (its fingerprint
+    says which model it belongs to). Returns vocabulary_files(output_prefix)."""
+    outputs = vocabulary_files(output_prefix)
+    if not is_url(outputs["model"]):
+        os.makedirs(os.path.dirname(os.path.abspath(outputs["model"])), exist_ok=True)
+    contents = {"vocab": vocab_lines(model_bytes).encode("utf-8"),
+                "casing": vocabulary.record_text(lower_case, keep_accents, model_bytes).encode("utf-8"),
+                "model": model_bytes}
+    with contextlib.ExitStack() as stack:  # every temp written (or every one removed) before any rename
+        # entered in reverse: the contexts exit (rename) last in, first out, so the .model is renamed last
+        handles = {key: stack.enter_context(atomic_output(outputs[key], "wb")) for key in reversed(outputs)}
+        for key, handle in handles.items():
+            handle.write(contents[key])
+    return outputs
+
+
+def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_accents, max_sentences, seed,
+           line_limit):
+    """train_vocab's work once the prefix is checked and locked."""
+    sample, stats = sample_sentences(files, max_sentences, lower_case, seed, line_limit, keep_accents)
     if not sample:
         raise ValueError(f"--input {input_pattern!r}: {len(files)} file(s), {stats['lines']} line(s), "
                          "but no text to train on (empty corpus)")
@@ -190,16 +247,9 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
             raise ValueError(f"--vocab-size {vocab_size} does not fit the corpus {input_pattern!r} "
                              f"({stats['sentences']} sentences): {message}") from e
         raise ValueError(f"SentencePiece training on {input_pattern!r} failed: {message}") from e
-    output_prefix = os.fspath(output_prefix)
-    if not is_url(output_prefix):
-        os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
-    outputs = {"vocab": output_prefix + ".vocab", "model": output_prefix + ".model"}
-    with atomic_output(outputs["vocab"], "w") as f:
-        f.write(vocab_lines(model.getvalue()))
-    outputs["casing"] = vocabulary.write_casing(outputs["model"], lower_case)
-    with atomic_output(outputs["model"], "wb") as f:  # the .model last: its presence means the set is complete
-        f.write(model.getvalue())
-    stats.update(files=files, vocab_size=len(vocab_lines(model.getvalue()).splitlines()), auto=auto, **outputs)
+    outputs = write_vocabulary(output_prefix, model.getvalue(), lower_case, keep_accents)
+    stats.update(files=files, vocab_size=len(vocab_lines(model.getvalue()).splitlines()), auto=auto,
+                 keep_accents=bool(keep_accents), sha256=vocabulary.record.fingerprint(model.getvalue()), **outputs)
     return stats
 
 
@@ -214,7 +264,8 @@ def summary_lines(stats, cased):
                      "(SentencePiece skips longer ones) were cut into sentences at sentence ends, spaces or "
                      "character boundaries")
     lines.append(f"albert-tf vocab: wrote {stats['model']}, {stats['vocab']} and {stats['casing']} "
-                 f"({'cased' if cased else 'uncased'}, {stats['vocab_size']} pieces"
+                 f"({'cased' if cased else 'uncased'}, {'accents kept, ' if stats.get('keep_accents') else ''}"
+                 f"{stats['vocab_size']} pieces"
                  + (f"; --vocab-size auto asked for {stats['auto']} from the corpus: use --set vocab_size="
                     f"{stats['vocab_size']} (or vocab_size=auto with --spm-model) with pretrain" if stats["auto"]
                     else "") + ")")

@@ -68,7 +68,7 @@ def create_data(config):
     """Writes the pretraining records `config` (a CreateDataConfig) describes; prints progress and notes on
     stderr, the summary on stdout. Returns a CreateDataResult. Nothing is in place until every shard is complete:
     an interrupted run leaves no shard (and its temporary files are removed)."""
-    # the vocabulary's casing record decides; a flag that contradicts it is refused (text.vocabulary)
+    # the vocabulary's record decides casing and accents; a flag that contradicts it is refused (text.record)
     lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(config.spm_model), config.cased,
                                                vocabulary.casing_path(config.spm_model))
     summary = creation.create_pretraining_data(

@@ -87,7 +87,7 @@ def pretraining_steps(out, config):
     seq, preds = 128, 20
     corpus, spm_file = os.path.join(out, "corpus.txt"), os.path.join(out, layout.SPM_FILE)
     return [
-        VocabConfig(input=corpus, output_prefix=os.path.join(out, "spm"), vocab_size=2000),
+        VocabConfig(input=corpus, output_prefix=os.path.join(out, "spm"), vocab_size=2000, overwrite=True),
         CreateDataConfig(input=corpus, spm_model=spm_file, output=os.path.join(out, "data", "train"), num_shards=2,
                          max_seq_length=seq, max_predictions=preds, dupe_factor=4, seed=config.seed),
         PretrainConfig(config=os.path.join(out, layout.CONFIG_FILE), train_data=os.path.join(out, "data", "train-*"),

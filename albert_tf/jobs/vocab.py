@@ -5,6 +5,7 @@ albert_tf/data/vocab.py, `train_vocab`).
     result.model, result.vocab_size
 
     albert-tf vocab --input 'corpus/*.txt' --output-prefix out/30k-clean [--vocab-size 30000|auto] [--cased]
+                    [--keep-accents] [--overwrite]
 """
 import dataclasses
 import sys
@@ -26,6 +27,11 @@ class VocabConfig:
     vocab_size: int | str = option(30000, "pieces, special ones included; auto: sized from the corpus (at most what "
                                           "it holds)", parse=vocab_training.vocab_size_argument)
     cased: bool | None = vocabulary.cased_option()  # a new vocabulary: uncased unless --cased
+    keep_accents: bool = option(False, "keep accents and voicing marks (NFKC: が stays が, é stays é) instead of the "
+                                       "original's NFKD with combining marks dropped (right for English); recorded "
+                                       "in PREFIX.casing.json, which every later step follows")
+    overwrite: bool = option(False, "replace a vocabulary already at PREFIX (records and models made with it no "
+                                    "longer match it)")
     max_sentences: int = option(vocab_training.DEFAULT_MAX_SENTENCES,
                                 "train on a seeded uniform sample of at most this many sentences (bounds memory)")
     seed: int = option(12345, "sampling seed")
@@ -52,7 +58,8 @@ def vocab(config):
     Returns a VocabResult."""
     stats = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
                                        lower_case=not config.cased, max_sentences=config.max_sentences,
-                                       seed=config.seed)
+                                       seed=config.seed, keep_accents=config.keep_accents,
+                                       overwrite=config.overwrite)
     lines, warnings = vocab_training.summary_lines(stats, bool(config.cased))
     for line in warnings:
         print(line, file=sys.stderr)

@@ -3,8 +3,9 @@
 
     export_encoder(model_dir, output_base, version=None, seq_length=128, ...) → BASE/N
 
-Writes BASE/N/ atomically (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps albert_config.json (the
-config plus lower_case, max_seq_length and the compute dtype) and spm.model, so an export is self-contained: `load_encoder` rebuilds a
+Writes BASE/N/ atomically, under BASE's lock (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps
+albert_config.json (the config plus lower_case, keep_accents, spm_sha256 (the vocabulary's fingerprint),
+max_seq_length and the compute dtype), spm.model and its record spm.casing.json, so an export is self-contained: `load_encoder` rebuilds a
 trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
 (albert_tf.checkpoints.load, the reading side).
 
@@ -69,6 +70,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
         print(f"albert-tf export: dtype {dtype} ({reason})", flush=True)
     with precision.compute_policy(dtype):
         encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
+    # the vocabulary's record decides casing and accents (a contradicting flag is refused)
     lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(spm_model), None if lower_case is None else
                                                not lower_case, vocabulary.casing_path(spm_model))
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
@@ -82,11 +84,14 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
         requests = (warmup_records("serving_default", [{"text_a": one}, {"text_a": batch},
                                                        {"text_a": batch, "text_b": batch}])
                     + warmup_records("text", [{"text_a": batch}]))
-    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), max_seq_length=int(seq_length),
-                  dtype=dtype)
+    config = dict(encoder.config.to_dict(), lower_case=bool(lower_case), keep_accents=tokenizer.keep_accents,
+                  spm_sha256=tokenizer.fingerprint, max_seq_length=int(seq_length), dtype=dtype)
+    record = vocabulary.record_text(tokenizer.lower_case, tokenizer.keep_accents, tokenizer.model_proto)
     return write_saved_model(module, output_base, signatures, version=version, overwrite=overwrite,
                              warmup_requests=requests,
-                             extra_assets={CONFIG_FILE: json.dumps(config, indent=2), vocabulary.SPM_FILE: tokenizer.model_proto})
+                             extra_assets={CONFIG_FILE: json.dumps(config, indent=2),
+                                           vocabulary.SPM_FILE: tokenizer.model_proto,
+                                           os.path.basename(vocabulary.casing_path(vocabulary.SPM_FILE)): record})
 
 
 def check_model_dir(model_dir):

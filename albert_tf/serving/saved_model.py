@@ -6,6 +6,9 @@ given; an existing version is replaced only with overwrite. The SavedModel is wr
 BASE and moved to BASE/N when complete (albert_tf.files.atomic_directory): locally one rename, so a server watching
 BASE never sees half a model; on gs:// an ordered copy with saved_model.pb last (and an old version's saved_model.pb
 removed first), so a server that keys on saved_model.pb, as TF Serving does, never sees half a model either.
+An export holds BASE's lock (BASE/.albert_tf.lock, albert_tf.runtime.lock) from choosing N to moving BASE/N into
+place: a second export into the same BASE at the same time is refused (exit 77) instead of both writing BASE/1, and
+a version that appears meanwhile all the same (another tool) is never replaced without overwrite.
 """
 import json
 import os
@@ -14,6 +17,7 @@ import re
 import tensorflow as tf
 
 from albert_tf.files import atomic_directory
+from albert_tf.runtime import lock
 
 SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_EXTRA = "assets.extra"
@@ -86,14 +90,17 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
       extra_assets: {file name: bytes or str} written to assets.extra/.
     """
     output_base = os.fspath(output_base)
-    if version is None:
-        version = next_version(output_base)
-    if int(version) < 1:
+    if version is not None and int(version) < 1:
         raise ValueError(f"--version must be a positive integer, got {version}")
-    final = os.path.join(output_base, str(int(version)))
+    with lock.DirectoryLock(output_base, "--output"):  # one export per BASE: N is chosen and filled under it
+        return _write_version(module, output_base, signatures, version, overwrite, warmup_requests, extra_assets)
+
+
+def _write_version(module, output_base, signatures, version, overwrite, warmup_requests, extra_assets):
+    """write_saved_model's work under BASE's lock."""
+    final = os.path.join(output_base, str(int(version or next_version(output_base))))
     if tf.io.gfile.exists(final) and not overwrite:
         raise ValueError(f"{final} already exists (pass --overwrite to replace it, or another --version)")
-    tf.io.gfile.makedirs(output_base)
 
     # overwrite: the old version goes only once the new one is complete (atomic_directory)
     with atomic_directory(final, markers=(SAVED_MODEL_FILE,)) as tmp:
@@ -110,6 +117,9 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
             with tf.io.TFRecordWriter(os.path.join(tmp, ASSETS_EXTRA, WARMUP_FILE)) as writer:
                 for record in warmup_requests:
                     writer.write(record)
+        if tf.io.gfile.exists(final) and not overwrite:  # written meanwhile by something that took no lock
+            raise ValueError(f"{final} appeared while this export was written (another writer without the lock); "
+                             "nothing was replaced: export again (the next version) or pass --version")
     return final
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.text.normalize import MAX_WORD_CHARS
+from albert_tf.text.normalize import MAX_WORD_CHARS, joining_codepoints
 from albert_tf.text.segments import segment_lengths
 
 
@@ -40,6 +40,12 @@ def unicode_classes():
     return _char_class(whitespace), _char_class(combining)
 
 
+@functools.lru_cache(maxsize=None)
+def joining_class():
+    """An RE2 class of the characters NFKC may join to the one before them (normalize.joining_codepoints)."""
+    return _char_class(sorted(joining_codepoints()))
+
+
 class InGraphTokenizer(tf.Module):
     """In-graph twin of an AlbertTokenizer (see its tf_normalize / tf_encode / tf_pack); build it with
     `make_tokenizer`."""
@@ -48,6 +54,7 @@ class InGraphTokenizer(tf.Module):
         super().__init__(name="albert_tokenizer")
         self.whitespace_class, self.combining_class = unicode_classes()
         self.lower_case = tokenizer.lower_case
+        self.keep_accents = tokenizer.keep_accents
         self.cut_is_exact = tokenizer.pieces_stay_in_words
         self.special_ids = (tokenizer.cls_id, tokenizer.sep_id)
         self.sentencepiece = tf_text.SentencepieceTokenizer(model=tokenizer.model_proto, out_type=tf.int32)
@@ -82,8 +89,11 @@ class InGraphTokenizer(tf.Module):
         text = tf.strings.regex_replace(text, "^ | $", "")
         text = tf.strings.regex_replace(text, f"([^ ]{{{MAX_WORD_CHARS}}})[^ ]+", r"\1")  # linear (RE2)
         text = tf.strings.regex_replace(text, "``|''", '"')
-        text = tf_text.normalize_utf8(text, "NFKD")
-        text = tf.strings.regex_replace(text, self.combining_class, "")
+        if self.keep_accents:
+            text = tf_text.normalize_utf8(text, "NFKC")
+        else:
+            text = tf_text.normalize_utf8(text, "NFKD")
+            text = tf.strings.regex_replace(text, self.combining_class, "")
         if self.lower_case:
             text = self._lower(text)
         return text
@@ -201,7 +211,9 @@ class OffsetEncoder(tf.Module):
         super().__init__(name="albert_offset_encoder")
         self.tokenizer = tokenizer.in_graph
         self.lower_case = tokenizer.lower_case
+        self.keep_accents = tokenizer.keep_accents
         self.whitespace_class, self.combining_class = unicode_classes()
+        self.joining_class = joining_class() if self.keep_accents else None
         spans = tokenizer.digit_comma_spans()
         rel = [spans.get(i, [(0, 0)]) for i in range(tokenizer.vocab_size)]
         lengths = tf.constant([len(r) for r in rel], tf.int64)
@@ -249,8 +261,11 @@ class OffsetEncoder(tf.Module):
         keep = ~(is_quote & (in_run % 2 == 1))
         kept, kept_pos, kept_end, kept_rows = (tf.boolean_mask(t, keep)
                                                for t in (kept, kept_pos, kept_end, kept_rows))
-        # NFKD, combining marks dropped, lowercased: character by character (see normalize_with_offsets)
-        pieces = tf.strings.regex_replace(tf_text.normalize_utf8(kept, "NFKD"), self.combining_class, "")
+        if self.keep_accents:  # NFKC segment by segment (normalize._nfkc_with_sources)
+            kept, kept_pos, kept_end, kept_rows = self._nfkc_segments(kept, kept_pos, kept_end, kept_rows)
+            pieces = tf_text.normalize_utf8(kept, "NFKC")
+        else:  # NFKD, combining marks dropped: character by character (see normalize_with_offsets)
+            pieces = tf.strings.regex_replace(tf_text.normalize_utf8(kept, "NFKD"), self.combining_class, "")
         if self.lower_case:
             pieces = tf.strings.lower(pieces, encoding="utf-8")
         pieces = tf.where(kept == tf.constant("\x00"), kept, pieces)  # NUL: as it is (ICU stops at it)
@@ -264,6 +279,22 @@ class OffsetEncoder(tf.Module):
         same_length = tf.strings.length(normalized, unit="UTF8_CHAR") == tf.strings.length(joined,
                                                                                             unit="UTF8_CHAR")
         return tf.where(same_length, normalized, joined), starts, ends, chars.row_lengths(), is_space
+
+    def _nfkc_segments(self, kept, kept_pos, kept_end, kept_rows):
+        """The characters `kept` [N] grouped into the segments NFKC works on one at a time: a new one at each
+        character NFKC never joins to the one before (and at each row's start and around a NUL). Returns (segment
+        strings [S], first character's start [S], last character's end [S], rows [S])."""
+        size = tf.size(kept, out_type=tf.int64)
+        is_nul = kept == tf.constant("\x00")
+        new_row = tf.concat([[True], kept_rows[1:] != kept_rows[:-1]], axis=0)
+        after_nul = tf.concat([[False], is_nul[:-1]], axis=0)
+        starts = new_row | is_nul | after_nul | ~tf.strings.regex_full_match(kept, self.joining_class)
+        segment = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+        count = tf.reduce_sum(tf.cast(starts, tf.int64))
+        first = tf.boolean_mask(tf.range(size), starts)
+        joined = tf.strings.unsorted_segment_join(kept, segment, count)
+        return (joined, tf.gather(kept_pos, first), tf.math.unsorted_segment_max(kept_end, segment, count),
+                tf.gather(kept_rows, first))
 
     def encode_with_offsets(self, text):
         """text string [B] (valid UTF-8) -> (ids int32, starts int64, ends int64), ragged [B, None]."""

@@ -4,7 +4,9 @@
 Semantics follow google-research/albert's `preprocess_text`: collapse whitespace runs to one space and strip, NFKD,
 drop combining marks, lowercase unless cased; ours: ``  and '' -> " as well (XLNet's and Hugging Face's
 preprocessing do it; the original ALBERT's does not); ours: each word cut to its first MAX_WORD_CHARS code points
-(bounded work). The in-graph twin is albert_tf.text.in_graph.
+(bounded work). With keep_accents (Hugging Face's name; `albert-tf vocab --keep-accents` records it beside the
+vocabulary, albert_tf.text.record) NFKC replaces NFKD-and-drop: accents and voicing marks stay (が stays が, é stays
+é), compatibility forms still fold (ｶﾞ -> ガ, ﬁ -> fi). The in-graph twin is albert_tf.text.in_graph.
 """
 import functools
 import re
@@ -21,20 +23,25 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 MAX_WORD_CHARS = 256
 
 
-def normalize(text, lower_case=True):
+def normalize(text, lower_case=True, keep_accents=False):
     """ALBERT's text preprocessing (the same function trains the vocabulary and feeds the tokenizer).
 
     Args:
       text: a str.
       lower_case: lowercase the result (uncased models, the default).
+      keep_accents: NFKC instead of NFKD with combining marks dropped (accents and voicing marks kept).
     Returns:
       the normalized str: whitespace runs collapsed to one space and stripped, each word cut to its first
       MAX_WORD_CHARS characters, ``/'' replaced by ", NFKD decomposition with combining marks
-      (unicodedata.combining != 0) removed, lowercased unless cased.
+      (unicodedata.combining != 0) removed (keep_accents: NFKC), lowercased unless cased.
     """
     text = _join_words(text)
     text = text.replace("``", '"').replace("''", '"')
-    if not text.isascii():  # ASCII has no decompositions and no combining marks
+    if text.isascii():  # ASCII has no decompositions, compositions or combining marks
+        pass
+    elif keep_accents:
+        text = unicodedata.normalize("NFKC", text)
+    else:
         text = unicodedata.normalize("NFKD", text)
         text = "".join(c for c in text if not unicodedata.combining(c))
     if lower_case:
@@ -50,14 +57,15 @@ def _join_words(text):
     return " ".join(words)
 
 
-def normalize_with_offsets(text, lower_case=True):
+def normalize_with_offsets(text, lower_case=True, keep_accents=False):
     """`normalize` that also says where each normalized character comes from in `text`.
 
     Args:
       text: a str.
-      lower_case: as in `normalize`.
+      lower_case, keep_accents: as in `normalize`.
     Returns:
-      (normalized, starts, ends): normalized == normalize(text, lower_case) and int64 [len(normalized)] arrays:
+      (normalized, starts, ends): normalized == normalize(text, lower_case, keep_accents) and int64
+      [len(normalized)] arrays:
       normalized[k] comes from text[starts[k]:ends[k]] (a space that replaced a whitespace run points at the run's
       first character; the characters NFKD makes of one character, e.g. "ﬁ" -> "fi", all point at that character;
       the '"' that replaced `` or '' spans both).
@@ -87,9 +95,12 @@ def normalize_with_offsets(text, lower_case=True):
             keep[m.start() + 1] = False
         normalized = _QUOTE_PAIRS.sub('"', normalized)
         starts, ends = starts[keep], ends[keep]
+    if keep_accents and not normalized.isascii():
+        normalized, source_first, source_last = _nfkc_with_sources(normalized)
+        starts, ends = starts[source_first], ends[source_last]
     # NFKD decomposes each character on its own, then reorders only combining marks, which are all dropped:
     # character by character gives the same string as `normalize`.
-    if not normalized.isascii():
+    elif not normalized.isascii():
         parts, source, last = [], [], 0
         for m in _NON_ASCII.finditer(normalized):
             k = m.start()
@@ -109,6 +120,44 @@ def normalize_with_offsets(text, lower_case=True):
             starts, ends = np.repeat(starts, widths), np.repeat(ends, widths)
         normalized = lowered
     return normalized, starts, ends
+
+
+def _nfkc_with_sources(text):
+    """(NFKC of text, first, last): int64 arrays, each output character comes from text[first[k]:last[k] + 1].
+
+    NFKC is applied to segments that start at a character which no composition joins to what precedes it
+    (`joining_codepoints`); the segments' NFKC joined is the NFKC of the whole text, and each output character
+    points at its whole segment (a base letter with its marks, a Hangul syllable's jamo)."""
+    joins = joining_codepoints()
+    bounds = [k for k, c in enumerate(text) if k == 0 or ord(c) not in joins] + [len(text)]
+    parts, first, last = [], [], []
+    for a, b in zip(bounds, bounds[1:]):
+        piece = text[a:b] if b - a == 1 and text[a].isascii() else unicodedata.normalize("NFKC", text[a:b])
+        parts.append(piece)
+        first += [a] * len(piece)
+        last += [b - 1] * len(piece)
+    return "".join(parts), np.asarray(first, np.int64), np.asarray(last, np.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def joining_codepoints():
+    """The code points NFKC may join to the character before them: those whose NFKD starts with a combining mark
+    (unicodedata.combining != 0), with a starter that is the second half of a canonical composition (e.g. the
+    Oriya, Tamil and Sinhala vowel signs), or with a Hangul medial vowel or final consonant jamo. A frozenset of
+    ints (the in-graph twin makes an RE2 class of it)."""
+    seconds = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for c in range(0x110000):
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            seconds.add(int(parts[1], 16))
+    found = set()
+    for c in range(0x110000):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        head = unicodedata.normalize("NFKD", chr(c))[:1]
+        if head and (unicodedata.combining(head) or ord(head) in seconds):
+            found.add(c)
+    return frozenset(found)
 
 
 @functools.lru_cache(maxsize=None)

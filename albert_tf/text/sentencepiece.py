@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 from albert_tf import files
+from albert_tf.text import record
 from albert_tf.text.normalize import as_text, normalize, normalize_with_offsets
 from albert_tf.text.segments import segment_lengths
 
@@ -226,12 +227,20 @@ class AlbertTokenizer:
 
     Args:
       spm_model: path of a SentencePiece .model (local or any tf.io.gfile filesystem such as gs://), or its bytes.
-      lower_case: lowercase during normalization (False for cased vocabularies).
+        For a path, its text-normalization record X.casing.json (albert_tf.text.record) is read when present: it
+        decides lower_case and keep_accents, and its fingerprint must be the model's.
+      lower_case: lowercase during normalization (False for cased vocabularies); None: as recorded, else True. A
+        value that contradicts the record is a ValueError.
+      keep_accents: normalize with NFKC, keeping accents and voicing marks, instead of NFKD with combining marks
+        dropped (albert_tf.text.normalize); None: as recorded, else False. A value that contradicts the record is
+        a ValueError.
 
     Attributes:
       pad_id, unk_id, cls_id, sep_id, mask_id: 0, 1, 2, 3, 4 (checked against the model).
       vocab_size: number of pieces.
       model_name: the path given (or a placeholder for bytes), used in messages.
+      lower_case, keep_accents: the normalization used (bools).
+      fingerprint: the model's SHA-256 (hex), which records, model directories and exports carry.
       run_root, run_power: the tables of `canonical_order` (see `run_tables`), one entry per id.
       digit_comma_ids: {id: [ids]} for each piece the digit-comma rule replaces, the ids put in its place.
       pieces_stay_in_words: see `pieces_stay_in_words` (whether `tf_pack` may cut words before tokenizing).
@@ -240,11 +249,19 @@ class AlbertTokenizer:
     pad_id, unk_id = PAD_ID, UNK_ID
     cls_id, sep_id, mask_id = CLS_ID, SEP_ID, MASK_ID
 
-    def __init__(self, spm_model, lower_case=True):
+    def __init__(self, spm_model, lower_case=None, keep_accents=None):
         import sentencepiece as spm  # pylint: disable=import-outside-toplevel
 
         self.model_proto, self.model_name = _read_model(spm_model)
-        self.lower_case = bool(lower_case)
+        self.fingerprint = record.fingerprint(self.model_proto)
+        recorded = record.TextRecord()
+        if not isinstance(spm_model, (bytes, bytearray)):
+            recorded = record.read_record(spm_model, self.model_proto)
+        self.lower_case = record.resolve_lower_case(
+            recorded.lower_case, None if lower_case is None else not lower_case, recorded.path,
+            flags=("lower_case=False", "lower_case=True"))
+        self.keep_accents = record.resolve_keep_accents(recorded.keep_accents, keep_accents, recorded.path,
+                                                        flags=("keep_accents=True", "keep_accents=False"))
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.LoadFromSerializedProto(self.model_proto)
@@ -313,7 +330,7 @@ class AlbertTokenizer:
     def encode_as_pieces(self, text):
         """str (or UTF-8 bytes) -> list of pieces (normalized, segmented, digit-comma rule applied); an unknown
         piece is given as its text."""
-        pieces = self._sp.encode(normalize(as_text(text), self.lower_case), out_type=str)
+        pieces = self._sp.encode(normalize(as_text(text), self.lower_case, self.keep_accents), out_type=str)
         ids = [self._sp.piece_to_id(p) for p in pieces]  # an unknown piece's text gives unk_id, which never moves
         ordered = canonical_order(ids, self.run_root, self.run_power)
         pieces = [p if i == j else self._sp.id_to_piece(j) for p, i, j in zip(pieces, ids, ordered)]
@@ -330,7 +347,7 @@ class AlbertTokenizer:
         `pack`)."""
         if not isinstance(text, (str, bytes, bytearray)):
             return [self.encode(t) for t in text]
-        ids = self._segment(normalize(as_text(text), self.lower_case))
+        ids = self._segment(normalize(as_text(text), self.lower_case, self.keep_accents))
         if not self.digit_comma_ids or self.digit_comma_ids.keys().isdisjoint(ids):
             return ids
         out = []
@@ -354,7 +371,7 @@ class AlbertTokenizer:
           a piece that covers no character, such as a lone "▁"). Pieces from one character share its span.
         """
         text = as_text(text)
-        normalized, starts, ends = normalize_with_offsets(text, self.lower_case)
+        normalized, starts, ends = normalize_with_offsets(text, self.lower_case, self.keep_accents)
         piece_ids, piece_begins, piece_ends = self._segment_with_spans(normalized)
         # SentencePiece's begin/end are byte offsets into the UTF-8 string it was given.
         data = np.frombuffer(normalized.encode("utf-8"), np.uint8)

@@ -1,8 +1,9 @@
 """A model's vocabulary files: the SentencePiece model, its casing record, and the checks that a vocabulary fits.
 
     spm.model           SPM_FILE: the SentencePiece model as a pretrained-model directory and an export hold it
-    X.casing.json       beside X.model: {"lower_case": true|false}, whether text is lowercased for it
-                        (`write_casing` / `read_casing`; `resolve_lower_case` weighs it against --cased/--uncased)
+    X.casing.json       beside X.model: its text-normalization record {"lower_case", "keep_accents", "sha256"}
+                        (albert_tf.text.record, re-exported here: `write_record` / `read_record`;
+                        `resolve_lower_case` / `resolve_keep_accents` weigh it against the flags)
     check_vocabulary, check_same_vocabulary   a vocabulary against a config's vocab_size / a directory's own
 
 The special ids (pad 0, unk 1, [CLS] 2, [SEP] 3, [MASK] 4) are albert_tf.text.sentencepiece's. No TensorFlow is
@@ -15,6 +16,10 @@ import os
 from albert_tf import config as albert_config
 from albert_tf import files, run_config
 from albert_tf.layout import SPM_FILE  # pylint: disable=unused-import  (its one spelling)
+from albert_tf.text import record
+from albert_tf.text.record import (CASING_SUFFIX, TextRecord, casing_path, file_fingerprint,  # noqa: F401
+                                   read_casing, read_record, record_text, resolve_keep_accents,
+                                   resolve_lower_case, write_casing, write_record)
 from albert_tf.text.sentencepiece import AlbertTokenizer
 
 
@@ -22,51 +27,6 @@ def spm_model_path(directory):
     """DIR/spm.model if the directory has one, else None."""
     path = os.path.join(os.fspath(directory), SPM_FILE)
     return path if files.exists(path) else None
-
-
-CASING_SUFFIX = ".casing.json"
-
-
-def casing_path(spm_model):
-    """The casing record of a SentencePiece model: X.model → X.casing.json (spm.model → spm.casing.json)."""
-    spm_model = os.fspath(spm_model)
-    stem = spm_model[: -len(".model")] if spm_model.endswith(".model") else spm_model
-    return stem + CASING_SUFFIX
-
-
-def write_casing(spm_model, lower_case):
-    """Records beside `spm_model` whether its text is lowercased (atomically); returns the record's path."""
-    path = casing_path(spm_model)
-    files.atomic_write_text(path, json.dumps({"lower_case": bool(lower_case)}) + "\n")
-    return path
-
-
-def read_casing(spm_model):
-    """True (uncased: lowercase), False (cased) or None (no record) for the SentencePiece model `spm_model`."""
-    path = casing_path(spm_model)
-    if not files.exists(path):
-        return None
-    try:
-        value = json.loads(files.read_text(path)).get("lower_case")
-    except (ValueError, AttributeError):
-        value = None
-    if not isinstance(value, bool):
-        raise ValueError(f"{path}: expected {{\"lower_case\": true or false}}")
-    return value
-
-
-def resolve_lower_case(recorded, cased_flag, source):
-    """The lowercasing to tokenize with: the `--cased`/`--uncased` flag (cased_flag True / False / None), else the
-    recorded casing (`read_casing`, or an export's config), else uncased (ALBERT's releases). A flag that
-    contradicts the record is a ValueError naming both (`source`: where the record was read)."""
-    if cased_flag is None:
-        return True if recorded is None else recorded
-    wanted = not cased_flag
-    if recorded is not None and recorded != wanted:
-        said, was = ("--cased", "uncased (lowercased)") if cased_flag else ("--uncased", "cased")
-        raise ValueError(f"{said} contradicts {source}: its vocabulary is recorded as {was}; drop the flag or "
-                         "use the vocabulary the model was trained with")
-    return wanted
 
 
 def cased_option():

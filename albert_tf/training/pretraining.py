@@ -87,6 +87,11 @@ def check_inputs(cfg, config):
         sizes["--eval-data"] = check_records(cfg.eval_data, "--eval-data", cfg, config.vocab_size)
     pretrained.check_config(cfg.model_dir, config)
     vocabulary.check_same_vocabulary(cfg.model_dir, cfg.spm_model)  # the vocabulary is part of the model
+    spm_model = cfg.spm_model or vocabulary.spm_model_path(cfg.model_dir)
+    for flag, files in sizes.items():  # records tokenized with another vocabulary are refused
+        note = pretraining_input.check_record_vocabulary(list(files), flag, spm_model)
+        if note:
+            print(f"albert-tf pretrain: note: {note}", file=sys.stderr, flush=True)
     return sizes
 
 
