@@ -7,7 +7,8 @@ A pretraining `--model-dir` (`ModelDir`), which is also a pretrained-model direc
 
     albert_config.json     the model's config (CONFIG_FILE)
     spm.model              the SentencePiece model, when known (SPM_FILE)
-    checkpoint, ckpt-N.*   tf.train.CheckpointManager's state file and checkpoints
+    checkpoint, ckpt-N.*   tf.train.CheckpointManager's state file and checkpoints (the newest, of any kind)
+    steps/                 the checkpoints of every --save-checkpoints-steps step, kept apart (its own state file)
     pretrain_config.json   the run's settings, its run record (a resume with other values is refused)
     metrics.jsonl          one JSON object per (split, step) row
     train/, eval/          TensorBoard event files per split
@@ -31,6 +32,7 @@ CONFIG_FILE = "albert_config.json"
 SPM_FILE = "spm.model"
 CHECKPOINT_STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's state file (names the latest ckpt-N)
 CHECKPOINT_PREFIX = "ckpt"            # ckpt-N.index, ckpt-N.data-*
+STEP_CHECKPOINTS_DIR = "steps"        # MODEL_DIR/steps/ckpt-N.*: the step saves kept apart
 METRICS_FILE = "metrics.jsonl"
 PRETRAIN_RECORD_FILE = "pretrain_config.json"
 FINETUNE_RECORD_FILE = "finetune_config.json"
@@ -67,6 +69,11 @@ class ModelDir:
         return _join(self.path, f"{CHECKPOINT_PREFIX}-{step}")
 
     @property
+    def step_checkpoints(self):
+        """The folder of the step saves kept apart from the rotation (pretrain --keep-step-checkpoints)."""
+        return _join(self.path, STEP_CHECKPOINTS_DIR)
+
+    @property
     def run_record(self):
         return _join(self.path, PRETRAIN_RECORD_FILE)
 
@@ -86,7 +93,7 @@ class ModelDir:
     def names():
         """The names a model dir may hold besides the checkpoints (what the rehearsal compares)."""
         return (CHECKPOINT_STATE_FILE, CONFIG_FILE, SPM_FILE, METRICS_FILE, *SPLITS, RECORD_COUNTS_FILE,
-                PRETRAIN_RECORD_FILE)
+                PRETRAIN_RECORD_FILE, STEP_CHECKPOINTS_DIR)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -171,12 +171,17 @@ def _argv_words(field, value):
     if isinstance(value, bool):
         return [flag] if value else ([field.metadata["negative"]] if field.metadata["negative"] else [])
     if isinstance(value, (list, tuple)):  # a repeatable flag: once per item
-        return [w for item in value for w in (flag, str(item))]
+        return [w for item in value for w in _flag_value(flag, item)]
     if isinstance(value, dict):
         return [w for key, item in value.items()
                 for w in ("--set" if flag == "--set" else flag,
                           f"{key}={item if isinstance(item, str) else json.dumps(item)}")]
-    return [flag, str(value)]
+    return _flag_value(flag, value)
+
+
+def _flag_value(flag, value):
+    """[flag, value], or [flag=value] for a value that starts with '-' (argparse would read it as a flag)."""
+    return [f"{flag}={value}"] if str(value).startswith("-") else [flag, str(value)]
 
 
 def to_argv(config, base=None, last=()):

@@ -1,14 +1,17 @@
 """Shared test helpers: a generated English-like corpus and a tiny SentencePiece model.
 
 Also: the small model config and inputs the model tests compare against tests/numpy_albert.py, texts the Python
-and in-graph tokenizers must agree on, and generated pretraining TFRecords with a learnable sentence order (plus a
-CLI runner for subprocesses: --cpu-replicas must configure devices before TensorFlow initializes them).
+and in-graph tokenizers must agree on, generated pretraining TFRecords with a learnable sentence order and the
+short pretraining run the tests share (pretrain_args / pretrain_config), and the one way to start a fresh process:
+`spawn` (`albert-tf ARGS`, or a program of tests/programs/), with run_cli / run_program to run one to its end.
+Fixtures are in tests/conftest.py.
 
 Nothing here downloads anything; everything is generated from a seed.
 """
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +19,7 @@ import time
 
 import numpy as np
 
+from albert_tf.config import AlbertConfig
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
 
 #: The checkout's root (tests/..): the one definition the tests share.
@@ -208,40 +212,256 @@ def write_records(path, num_examples, seq_length=32, max_predictions=5, vocab_si
     return path
 
 
-def _checkout_env(**extra):
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, **extra)
+def checkout_env(**extra):
+    """The environment of a fresh process that runs this checkout's albert_tf (TensorFlow's notices off, output
+    unbuffered), `extra` added."""
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO, PYTHONUNBUFFERED="1", **extra)
 
 
-def run_cli(command, args=(), timeout=900, check=True):
-    """Runs `albert-tf COMMAND ARGS` in a fresh Python process (this checkout's albert_tf); returns the
-    CompletedProcess (text stdout and stderr). With `check`, a non-zero exit raises an AssertionError showing both."""
-    proc = subprocess.run([sys.executable, "-m", "albert_tf", command, *map(str, args)],
-                          cwd=REPO, env=_checkout_env(), capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{command} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
+def program_path(name):
+    """tests/programs/NAME.py: a program a test runs in a fresh process."""
+    return os.path.join(REPO, "tests", "programs", f"{name}.py")
+
+
+def _argv(args, program):
+    args = [str(a) for a in args]
+    return [sys.executable, program_path(program), *args] if program else [sys.executable, "-m", "albert_tf", *args]
+
+
+def wait_until(condition, timeout=300.0, interval=0.05, proc=None):
+    """Returns once `condition()` is true; an AssertionError after `timeout` seconds, or as soon as `proc` (a
+    Spawned) has ended with the condition still false."""
+    deadline = time.time() + timeout
+    while not condition():
+        if proc is not None and proc.poll() is not None and not condition():
+            out, err = proc.output()
+            raise AssertionError(f"the process ended first (rc {proc.returncode})\nstdout:\n{out[-3000:]}\n"
+                                 f"stderr:\n{err[-3000:]}")
+        assert time.time() < deadline, f"timed out after {timeout} s"
+        time.sleep(interval)
+
+
+class Spawned:
+    """A fresh process started by `spawn`. Its stdout and stderr go to files (nothing blocks on a full pipe); the
+    methods read them while it runs and once it has ended."""
+
+    def __init__(self, argv, env, merge_stderr, new_session, stdin, work_dir):
+        import tempfile  # pylint: disable=import-outside-toplevel
+
+        self._dir = tempfile.mkdtemp(prefix="spawned-", dir=work_dir)
+        # pylint: disable-next=consider-using-with
+        self._out = open(os.path.join(self._dir, "stdout"), "w+", encoding="utf-8")
+        self._err = self._out if merge_stderr else open(  # pylint: disable=consider-using-with
+            os.path.join(self._dir, "stderr"), "w+", encoding="utf-8")
+        self._read = {"stdout": 0, "stderr": 0}
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self._out,  # pylint: disable=consider-using-with
+                                     stderr=subprocess.STDOUT if merge_stderr else self._err,
+                                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                     text=True, start_new_session=new_session)
+        if stdin is not None:
+            self.proc.stdin.write(stdin)
+            self.proc.stdin.close()
+        self.pid = self.proc.pid
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+    def poll(self):
+        return self.proc.poll()
+
+    def send_signal(self, signum):
+        self.proc.send_signal(signum)
+
+    def kill(self):
+        self.proc.kill()
+
+    def signal_group(self, signum):
+        """`signum` to the whole process group (as a terminal's Ctrl-C); needs spawn(..., new_session=True)."""
+        os.killpg(self.pid, signum)
+
+    def _text(self, stream):
+        with open(os.path.join(self._dir, stream if stream == "stderr" and self._err is not self._out
+                               else "stdout"), encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def output(self):
+        """(stdout, stderr) so far (stderr "" when merged into stdout)."""
+        return self._text("stdout"), "" if self._err is self._out else self._text("stderr")
+
+    def has(self, text, stream="stdout"):
+        """A condition for wait_until: `text` has appeared on `stream`."""
+        return lambda: text in self._text(stream)
+
+    def wait_until(self, condition, timeout=300.0):
+        """wait_until(condition) that fails as soon as this process ends with the condition still false."""
+        wait_until(condition, timeout, proc=self)
+
+    def read_until(self, predicate, timeout=300.0, stream="stdout"):
+        """The lines of `stream` not read yet, up to the first that satisfies `predicate`: (lines, the time it was
+        seen); later lines stay unread. An AssertionError if the process ends or `timeout` passes first."""
+        deadline, lines = time.time() + timeout, []
+        while time.time() < deadline:
+            ended = self.poll() is not None
+            text = self._text(stream)
+            while "\n" in text[self._read[stream]:]:
+                end = text.index("\n", self._read[stream])
+                lines.append(text[self._read[stream]:end])
+                self._read[stream] = end + 1
+                if predicate(lines[-1]):
+                    return lines, time.time()
+            if ended:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"no such line within {timeout} s (rc {self.poll()}); {stream} so far:\n" +
+                             "\n".join(lines))
+
+    def finish(self, timeout=300):
+        """(returncode, stdout, stderr) once the process has ended (stderr "" when merged into stdout)."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        out, err = self.output()
+        for f in {self._out, self._err}:
+            f.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+        return self.returncode, out, err
+
+
+def spawn(*args, program=None, env=None, merge_stderr=False, new_session=False, stdin=None, work_dir=None):
+    """A fresh process running `albert-tf ARGS` (this checkout's albert_tf, checkout_env), or with `program` the
+    program tests/programs/PROGRAM.py with ARGS as its argv. `env`: variables to add (a value None removes one);
+    `new_session`: its own process group (signal_group reaches its workers); `stdin`: text to feed it. Returns a
+    Spawned: read_until, wait_until, finish."""
+    environment = checkout_env()
+    for key, value in (env or {}).items():
+        if value is None:
+            environment.pop(key, None)
+        else:
+            environment[key] = str(value)
+    return Spawned(_argv(args, program), environment, merge_stderr, new_session, stdin, work_dir)
+
+
+def run_cli(command, args=(), timeout=900, check=True, env=None):
+    """Runs `albert-tf COMMAND ARGS` in a fresh Python process (spawn) to its end; returns a CompletedProcess (text
+    stdout and stderr). With `check`, a non-zero exit raises an AssertionError showing both."""
+    proc = spawn(command, *args, env=env)
+    code, out, err = proc.finish(timeout=timeout)
+    if check and code != 0:
+        raise AssertionError(f"{command} exited {code}\nstdout:\n{out}\nstderr:\n{err}")
+    return subprocess.CompletedProcess(proc.proc.args, code, out, err)
 
 
 def run_cli_killed_when(command, args, path, timeout=900):
     """Runs `albert-tf COMMAND ARGS` in a fresh process and SIGKILLs it from the outside as soon as `path` exists
     (e.g. a checkpoint's state file): a crash at a known point, with no hook in the product. Returns the killed
     process's CompletedProcess (returncode -SIGKILL unless it ended first)."""
-    proc = subprocess.Popen([sys.executable, "-m", "albert_tf", command, *map(str, args)], cwd=REPO,
-                            env=_checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn(command, *args)
     deadline = time.time() + timeout
     while not os.path.exists(path) and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
-    stdout, stderr = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    code, out, err = proc.finish()
+    return subprocess.CompletedProcess(proc.proc.args, code, out, err)
+
+
+def run_program(name, *args, timeout=600, env=None, stdin=None):
+    """Runs tests/programs/NAME.py ARGS in a fresh process (spawn) to its end; returns a CompletedProcess (text
+    stdout and stderr), whatever its exit status."""
+    proc = spawn(*args, program=name, env=env, stdin=stdin)
+    code, out, err = proc.finish(timeout=timeout)
+    return subprocess.CompletedProcess(proc.proc.args, code, out, err)
 
 
 def run_python(code, timeout=600, **env):
-    """Runs `python -c CODE` in a fresh process (this checkout's albert_tf, `env` added to the environment);
-    returns the CompletedProcess (text stdout and stderr), whatever its exit status."""
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_checkout_env(**env), capture_output=True,
+    """Runs a one-line `python -c CODE` in a fresh process (checkout_env, `env` added); returns the
+    CompletedProcess (text stdout and stderr), whatever its exit status. A longer program is a file in
+    tests/programs/ (run_program)."""
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=checkout_env(**env), capture_output=True,
                           text=True, timeout=timeout, check=False)
+
+
+def error_lines(stderr):
+    """Our lines in a process's stderr (`albert-tf ...`; TensorFlow's start-up lines and progress left out)."""
+    return [line for line in stderr.splitlines() if line.startswith("albert-tf")]
+
+
+# ------------------------------------------------------------------------------------ pretraining runs
+#: The pretraining tests' record shape and model: 32 tokens, 5 predictions, a one-layer 32-wide ALBERT.
+PRETRAIN_SEQ, PRETRAIN_PRED = 32, 5
+PRETRAIN_TINY = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                             num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
+
+
+def write_pretrain_data(directory, config=PRETRAIN_TINY, train=256, eval_records=64):
+    """DIR/train.tfrecord, DIR/eval.tfrecord (generated records of PRETRAIN_SEQ x PRETRAIN_PRED) and
+    DIR/albert_config.json: what the `pretrain_data` fixture holds. Returns the directory."""
+    write_records(os.path.join(directory, "train.tfrecord"), train, PRETRAIN_SEQ, PRETRAIN_PRED, seed=0)
+    if eval_records:
+        write_records(os.path.join(directory, "eval.tfrecord"), eval_records, PRETRAIN_SEQ, PRETRAIN_PRED, seed=1)
+    config.to_json_file(os.path.join(directory, "albert_config.json"))
+    return directory
+
+
+def pretrain_args(data_dir, model_dir, steps=6, **extra):
+    """`albert-tf pretrain` flags for a short run on `data_dir` (write_pretrain_data's layout); `extra` as flags
+    (name_with_underscores=value, True for a switch), in place of the defaults here (a flag is given once)."""
+    values = dict(config=os.path.join(data_dir, "albert_config.json"),
+                  train_data=os.path.join(data_dir, "train.tfrecord"), model_dir=model_dir,
+                  max_seq_length=PRETRAIN_SEQ, max_predictions=PRETRAIN_PRED, batch_size=16, num_train_steps=steps,
+                  num_warmup_steps=2, steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
+    args = []
+    for key, value in {**values, **extra}.items():
+        args += [f"--{key.replace('_', '-')}"] + ([] if value is True else [value])
+    return [str(a) for a in args]
+
+
+def pretrain_config(data_dir, model_dir, steps=6, **changes):
+    """The PretrainConfig of pretrain_args(data_dir, model_dir, steps), `changes` (field=value) over it."""
+    from albert_tf.jobs.pretrain import PretrainConfig  # pylint: disable=import-outside-toplevel
+
+    values = dict(config=os.path.join(data_dir, "albert_config.json"),
+                  train_data=os.path.join(data_dir, "train.tfrecord"), model_dir=str(model_dir),
+                  max_seq_length=PRETRAIN_SEQ, max_predictions=PRETRAIN_PRED, batch_size=16, num_train_steps=steps,
+                  num_warmup_steps=2, steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
+    return PretrainConfig(**{**values, **{k: str(v) if isinstance(v, os.PathLike) else v
+                                          for k, v in changes.items()}})
+
+
+def train_metrics(model_dir):
+    """{step: row} of the `train` rows of MODEL_DIR/metrics.jsonl."""
+    with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return {r["step"]: r for r in rows if r["split"] == "train"}
+
+
+def checkpoint_values(model_dir, step):
+    """{name: array} of the variables of MODEL_DIR/ckpt-STEP (the save counter left out)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    reader = tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{step}"))
+    names = [n for n in reader.get_variable_to_shape_map() if "VARIABLE_VALUE" in n and "save_counter" not in n]
+    return {n: reader.get_tensor(n) for n in names}
+
+
+def assert_same_checkpoint(dir_a, dir_b, step, rtol=1e-5, atol=1e-6):
+    """The two runs' checkpoints of `step` hold the same variables, model and optimizer, within the tolerance."""
+    a, b = checkpoint_values(dir_a, step), checkpoint_values(dir_b, step)
+    assert sorted(a) == sorted(b)
+    assert any("model" in n for n in a) and any("optimizer" in n for n in a)
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+def assert_bit_exact(dir_a, dir_b, step):
+    """The two runs' checkpoints of `step` are equal to the last bit, optimizer slots included."""
+    a, b = checkpoint_values(dir_a, step), checkpoint_values(dir_b, step)
+    assert sorted(a) == sorted(b) and any("optimizer" in n for n in a)
+    assert max(float(np.abs(a[n] - b[n]).max()) for n in a) == 0.0
 
 
 def resize_spm(spm_path, vocab_size, out_path):
@@ -334,35 +554,12 @@ def unregistered_ops(ops):
 
 
 # ------------------------------------------------------------------------------------ released checkpoints
-_TF1_WRITER = """
-import sys
-import time
-import numpy as np, tensorflow as tf
-tf.compat.v1.disable_eager_execution()
-for job in sys.argv[1:]:
-    npz, prefix, slots, out = job.split("::")
-    data = np.load(npz)
-    with tf.Graph().as_default():
-        for key in data.files:
-            name = prefix + key.replace("|", "/")
-            value = data[key]
-            tf.compat.v1.get_variable(name, initializer=tf.constant(value), dtype=value.dtype)
-            if slots == "1":
-                tf.compat.v1.get_variable(name + "/adam_m", initializer=tf.zeros_like(value))
-                tf.compat.v1.get_variable(name + "/adam_v", initializer=tf.zeros_like(value))
-        tf.compat.v1.train.get_or_create_global_step()
-        saver = tf.compat.v1.train.Saver()
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            saver.save(sess, out, write_meta_graph=False, write_state=False)
-"""
-
-
 def write_tf1_checkpoints(jobs):
     """Writes checkpoints the way the original TF1 code does: tf.compat.v1 variables in a graph + Saver.
 
-    `jobs`: [(directory, weights, prefix, with_optimizer_slots)]. One subprocess writes them all, so TF1 graph mode
-    stays out of the test process. Returns the checkpoint prefixes (DIR/model.ckpt-best).
+    `jobs`: [(directory, weights, prefix, with_optimizer_slots)]. One fresh process (tests/programs/
+    write_tf1_checkpoints.py) writes them all, so TF1 graph mode stays out of the test process. Returns the
+    checkpoint prefixes (DIR/model.ckpt-best).
     """
     args, paths = [], []
     for directory, weights, prefix, slots in jobs:
@@ -371,8 +568,8 @@ def write_tf1_checkpoints(jobs):
         np.savez(npz, **{k.replace("/", "|"): v for k, v in weights.items()})
         paths.append(os.path.join(directory, "model.ckpt-best"))
         args.append(f"{npz}::{prefix}::{int(slots)}::{paths[-1]}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    subprocess.run([sys.executable, "-c", _TF1_WRITER, *args], check=True, env=env)
+    proc = run_program("write_tf1_checkpoints", *args, env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return paths
 
 
@@ -401,7 +598,7 @@ def write_config(path, cfg):
 # ------------------------------------------------------------------------------------ serving in a fresh process
 def serve_in_fresh_process(path, calls, work_dir):
     """Answers requests through the SavedModel at `path` in a fresh process that imports only TensorFlow and TF Text
-    (tests/serve_saved_model.py; it fails if albert_tf gets imported).
+    (tests/programs/serve_saved_model.py; it fails if albert_tf gets imported).
 
     Args:
       path: the SavedModel directory.
@@ -419,7 +616,7 @@ def serve_in_fresh_process(path, calls, work_dir):
     inputs_path = os.path.join(work_dir, "serve_inputs.npz")
     out = os.path.join(work_dir, "serve_outputs.npz")
     np.savez(inputs_path, **inputs)
-    script = os.path.join(REPO, "tests", "serve_saved_model.py")
+    script = program_path("serve_saved_model")
     result = subprocess.run(
         [sys.executable, script, path, json.dumps({n: [c[0], c[1]] for n, c in calls.items()}), inputs_path, out],
         capture_output=True, text=True, check=False, cwd=work_dir, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))

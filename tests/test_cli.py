@@ -199,3 +199,18 @@ def test_the_quickstarts_next_steps_run_on_a_generated_corpus(tmp_path, monkeypa
     assert config["vocab_size"] == vocab_size < 1000 and config["hidden_size"] == 768  # albert_base, sized vocab
     assert (tmp_path / "work" / "export" / "1" / "saved_model.pb").exists()
     assert json.loads((tmp_path / "work" / "sst2" / "eval_results.json").read_text())["dev"]["accuracy"] >= 0
+
+
+@pytest.mark.parametrize("command", sorted(CONFIGS))
+def test_to_argv_is_the_inverse_of_parsing(command):
+    """run_config.to_argv(config), parsed by the command's own parser, gives the config back: with every field at
+    another value than its default, and with only the required ones (then only those are written)."""
+    cls, parser = CONFIGS[command], _parser(command)
+    fields = dataclasses.fields(cls)
+    required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
+    for values in ({f.name: _other_value(cls, f) for f in fields}, required):
+        config = cls(**values)
+        argv = run_config.to_argv(config)
+        assert run_config.config_from_args(cls, parser.parse_args(argv)) == config, argv
+    assert len(run_config.to_argv(cls(**required))) == sum(len(_words(cls, f, required[f.name])) for f in fields
+                                                              if f.name in required)

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import helpers
-from albert_tf import cli
+import albert_tf
 from albert_tf.data import instances, record_index
 from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
 from albert_tf.data.corpus import decode_utf8
@@ -252,30 +252,36 @@ def test_failure_leaves_no_files(tmp_path, tiny_spm_model, monkeypatch):
     assert not (tmp_path / "out").exists()  # nothing left, not even the folder the run made
 
 
-# ------------------------------------------------------------------------------------------- bad input (CLI)
-def _cli(tmp_path, model, pattern, *extra):
-    return cli.main(["create-data", "--input", pattern, "--spm-model", model, "--output",
-                     str(tmp_path / "o" / "data"), "--max-seq-length", "64", "--max-predictions", "10", *extra])
+# ------------------------------------------------------------------------------------------- bad input
+def _create_data(tmp_path, model, pattern, **changes):
+    """albert_tf.create_data of `pattern` into tmp_path/o/data (64 tokens, 10 predictions), `changes` over it."""
+    return albert_tf.create_data(albert_tf.CreateDataConfig(**{
+        "input": str(pattern), "spm_model": str(model), "output": str(tmp_path / "o" / "data"),
+        "max_seq_length": 64, "max_predictions": 10, **changes}))
 
 
-def test_glob_matching_nothing(tmp_path, tiny_spm_model, capsys):
-    assert _cli(tmp_path, tiny_spm_model, str(tmp_path / "nope*.txt")) == 2
-    err = capsys.readouterr().err
+def _refusal(tmp_path, model, pattern, **changes):
+    """The one-line message _create_data refuses the input with (ValueError / FileNotFoundError: the CLI's exit 2)."""
+    with pytest.raises((ValueError, FileNotFoundError)) as info:
+        _create_data(tmp_path, model, pattern, **changes)
+    return str(info.value)
+
+
+def test_glob_matching_nothing(tmp_path, tiny_spm_model):
+    err = _refusal(tmp_path, tiny_spm_model, tmp_path / "nope*.txt")
     assert "nope*.txt" in err and "matches no file" in err
 
 
-def test_empty_corpus(tmp_path, tiny_spm_model, capsys):
+def test_empty_corpus(tmp_path, tiny_spm_model):
     (tmp_path / "e.txt").write_text("\n  \n\n", encoding="utf-8")
-    assert _cli(tmp_path, tiny_spm_model, str(tmp_path / "e.txt")) == 2
-    err = capsys.readouterr().err
+    err = _refusal(tmp_path, tiny_spm_model, tmp_path / "e.txt")
     assert "empty corpus" in err and "e.txt" in err
     assert not glob.glob(str(tmp_path / "o" / "*"))
 
 
-def test_all_documents_too_short(tmp_path, tiny_spm_model, capsys):
+def test_all_documents_too_short(tmp_path, tiny_spm_model):
     (tmp_path / "s.txt").write_text("One sentence only.\n\nAnother lonely one.\n", encoding="utf-8")
-    assert _cli(tmp_path, tiny_spm_model, str(tmp_path / "s.txt")) == 2
-    err = capsys.readouterr().err
+    err = _refusal(tmp_path, tiny_spm_model, tmp_path / "s.txt")
     assert "all 2 documents" in err and "fewer than 2 sentences" in err and "s.txt" in err
     assert not glob.glob(str(tmp_path / "o" / "*"))
 
@@ -284,7 +290,8 @@ def test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model,
     path = tmp_path / "bad.txt"
     path.write_bytes("The river was old.\nThe city is new \xff\xfe here.\n\nMusic and science.\nWater.\n"
                      .encode("latin-1"))
-    assert _cli(tmp_path, tiny_spm_model, str(path), "--no-mask") == 0
+    result = _create_data(tmp_path, tiny_spm_model, path, no_mask=True)
+    assert result.exit_code == 0 and result.replaced_bytes == {str(path): 2}
     captured = capsys.readouterr()
     assert "bad.txt: replaced 2 bytes of invalid UTF-8" in captured.err  # a warning; the summary is the result
     assert "documents 2, skipped (fewer than 2 sentences) 0" in captured.out
@@ -292,11 +299,9 @@ def test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model,
     assert len(raw) >= 2
 
 
-def test_bad_options(tmp_path, tiny_spm_model, corpus_file, capsys):
-    assert _cli(tmp_path, tiny_spm_model, corpus_file, "--max-seq-length", "4") == 2
-    assert "max_seq_length must be at least 5" in capsys.readouterr().err
-    assert _cli(tmp_path, tiny_spm_model + ".missing", corpus_file) == 2
-    assert ".missing" in capsys.readouterr().err
+def test_bad_options(tmp_path, tiny_spm_model, corpus_file):
+    assert "max_seq_length must be at least 5" in _refusal(tmp_path, tiny_spm_model, corpus_file, max_seq_length=4)
+    assert ".missing" in _refusal(tmp_path, tiny_spm_model + ".missing", corpus_file)
 
 
 def test_fast_serialization_equals_protobuf():
@@ -332,9 +337,8 @@ def test_cased_flag_keeps_case(tmp_path, tiny_spm_model, corpus_file):
     outputs = {}
     for flag in ((), ("--cased",)):
         out = tmp_path / ("cased" if flag else "lower")
-        assert cli.main(["create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output",
-                         str(out / "data"), "--max-seq-length", "64", "--max-predictions", "10", "--no-mask",
-                         *flag]) == 0
+        assert _create_data(out / "x", tiny_spm_model, corpus_file, no_mask=True, cased=bool(flag) or None,
+                            output=str(out / "data")).exit_code == 0
         outputs[bool(flag)] = _read(sorted(glob.glob(str(out / "data*"))))[1]["input_ids"]
     tok = AlbertTokenizer(tiny_spm_model, lower_case=False)
     upper = {i for i in range(tok.vocab_size) if any(ch.isupper() for ch in tok.id_to_piece(i)) and i > 4}
@@ -398,15 +402,8 @@ def test_decode_utf8_counts_apart_in_threads_decoding_at_once():
 
 
 # ------------------------------------------------------------------------------------------- the output prefix
-def _cli_run(capsys, *argv):
-    """`albert-tf create-data ARGV` (in this process); returns (exit code, stdout, stderr)."""
-    code = cli.main(["create-data", *map(str, argv)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_a_rerun_with_other_shards_is_refused_then_overwrite_replaces_only_create_datas(tmp_path, tiny_spm_model,
-                                                                                         capsys):
+                                                                                         cli):
     """An earlier 4-shard run under the prefix: a 2-shard run is refused with one line naming the 4 files and
     --overwrite, and writes nothing; with --overwrite the 4 go once the 2 are in place, and nothing else of the
     folder is touched. A file named like a shard that no index lists is never removed."""
@@ -414,14 +411,14 @@ def test_a_rerun_with_other_shards_is_refused_then_overwrite_replaces_only_creat
     out = tmp_path / "data"
     common = ["--input", corpus, "--spm-model", tiny_spm_model, "--output", out / "train", "--max-seq-length", SEQ,
               "--max-predictions", PRED]
-    assert _cli_run(capsys, *common, "--num-shards", 4)[0] == 0
+    assert cli("create-data", *common, "--num-shards", 4)[0] == 0
     old = [f"train-{i:05d}-of-00004.tfrecord" for i in range(4)]
     theirs = ["train-notes.txt", "train-00000-of-00004.tfrecord.bak", "train2-00000-of-00001.tfrecord", "x.txt"]
     for name in theirs:
         (out / name).write_text("the user's own")
     before = {name: (out / name).read_bytes() for name in os.listdir(out)}
 
-    code, stdout, stderr = _cli_run(capsys, *common, "--num-shards", 2)
+    code, stdout, stderr = cli("create-data", *common, "--num-shards", 2)
     assert (code, stdout) == (2, "")
     assert stderr == (f"albert-tf create-data: error: --output {out / 'train'}: an earlier run's shards that this run "
                       "(--num-shards 2) would not replace, and that a glob over the prefix would mix in: 4 file(s): "
@@ -429,7 +426,7 @@ def test_a_rerun_with_other_shards_is_refused_then_overwrite_replaces_only_creat
                       "succeeds, or choose another --output\n")
     assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before  # nothing written or removed
 
-    code, stdout, stderr = _cli_run(capsys, *common, "--num-shards", 2, "--overwrite")
+    code, stdout, stderr = cli("create-data", *common, "--num-shards", 2, "--overwrite")
     assert code == 0 and "wrote " in stdout, stderr
     new = [f"train-{i:05d}-of-00002.tfrecord" for i in range(2)]
     assert sorted(os.listdir(out)) == sorted(new + theirs + [".train.record_counts.json"])
@@ -437,7 +434,7 @@ def test_a_rerun_with_other_shards_is_refused_then_overwrite_replaces_only_creat
     assert all((out / name).read_text() == "the user's own" for name in theirs)
 
     (out / "train-00007-of-00009.tfrecord").write_bytes(b"not create-data's")  # named like a shard, not listed
-    code, stdout, stderr = _cli_run(capsys, *common, "--num-shards", 3, "--overwrite")
+    code, stdout, stderr = cli("create-data", *common, "--num-shards", 3, "--overwrite")
     assert (code, stdout) == (2, "")
     assert stderr == (f"albert-tf create-data: error: --output {out / 'train'}: 1 file(s): "
                       f"{out / 'train-00007-of-00009.tfrecord'} named like its shards, not listed in its record-count "
@@ -447,10 +444,11 @@ def test_a_rerun_with_other_shards_is_refused_then_overwrite_replaces_only_creat
 
 
 @pytest.mark.parametrize("prefix", ["dir/", "existing"])
-def test_an_output_prefix_that_is_a_directory_is_refused(tmp_path, tiny_spm_model, corpus_file, capsys, prefix):
+def test_an_output_prefix_that_is_a_directory_is_refused(tmp_path, tiny_spm_model, corpus_file, cli, prefix):
     (tmp_path / "existing").mkdir()
     output = str(tmp_path / prefix) + ("/" if prefix.endswith("/") else "")
-    code, stdout, stderr = _cli_run(capsys, "--input", corpus_file, "--spm-model", tiny_spm_model, "--output", output)
+    code, stdout, stderr = cli("create-data", "--input", corpus_file, "--spm-model", tiny_spm_model,
+                               "--output", output)
     assert (code, stdout) == (2, "")
     assert stderr == (f"albert-tf create-data: error: --output {output} is a directory, not a file-name prefix; give "
                       f"a prefix inside it, e.g. --output {output.rstrip('/')}/train\n")
@@ -458,7 +456,7 @@ def test_an_output_prefix_that_is_a_directory_is_refused(tmp_path, tiny_spm_mode
 
 
 def test_a_live_run_on_the_prefix_refuses_the_next_and_keeps_its_temp_files(tmp_path, tiny_spm_model, corpus_file,
-                                                                          capsys):
+                                                                          cli):
     """Temp files are removed only by a run that holds the prefix's lock: while a live run holds it, the next one
     is refused with one line and touches nothing. Another prefix in the same folder is not held."""
     import socket  # pylint: disable=import-outside-toplevel
@@ -472,22 +470,22 @@ def test_a_live_run_on_the_prefix_refuses_the_next_and_keeps_its_temp_files(tmp_
     (out / ".train.albert_tf.lock").write_text(json.dumps(
         {"host": socket.gethostname(), "pid": os.getpid(), "started": now, "heartbeat": now, "token": "theirs"}))
     common = ["--input", corpus_file, "--spm-model", tiny_spm_model, "--max-seq-length", SEQ]
-    code, stdout, stderr = _cli_run(capsys, *common, "--output", out / "train")
+    code, stdout, stderr = cli("create-data", *common, "--output", out / "train")
     assert (code, stdout) == (77, "")  # runtime/exit_codes.py: the output is held by a live run (wait, retry)
     assert stderr.startswith(f"albert-tf create-data: error: --output {out / 'train'} is in use by another run: "
                              f"host {socket.gethostname()} pid {os.getpid()} since ")
     assert stderr.endswith(f"wait for it to end (its lock: {out / '.train.albert_tf.lock'})\n")
     assert temp.read_bytes() == b"being written"
-    assert _cli_run(capsys, *common, "--output", out / "eval")[0] == 0  # another prefix: not held
+    assert cli("create-data", *common, "--output", out / "eval")[0] == 0  # another prefix: not held
     assert (out / "eval-00000-of-00001.tfrecord").exists() and not (out / ".eval.albert_tf.lock").exists()
 
 
-def test_summary_goes_to_stdout_progress_and_warnings_to_stderr(tmp_path, tiny_spm_model, capsys):
+def test_summary_goes_to_stdout_progress_and_warnings_to_stderr(tmp_path, tiny_spm_model, cli):
     corpus = tmp_path / "c.txt"
     text = open(helpers.write_corpus(str(tmp_path / "good.txt"), num_docs=10), "rb").read()
     corpus.write_bytes(text + b"\nNot UTF-8 \xff here.\nAnd a second line.\n")
-    code, stdout, stderr = _cli_run(capsys, "--input", corpus, "--spm-model", tiny_spm_model, "--output",
-                                    tmp_path / "o" / "train", "--max-seq-length", SEQ, "--max-predictions", PRED)
+    code, stdout, stderr = cli("create-data", "--input", corpus, "--spm-model", tiny_spm_model, "--output",
+                               tmp_path / "o" / "train", "--max-seq-length", SEQ, "--max-predictions", PRED)
     assert code == 0
     out = stdout.splitlines()
     assert len(out) == 4 and out[0].startswith(f"wrote ") and out[1].startswith("documents 11, skipped")

@@ -211,20 +211,15 @@ def test_saved_model_cli_show_lists_the_signatures(exported):
         assert name in show
 
 
-# saved_model_cli with TF Text's ops registered (its console script imports no op library: "Op type not registered
-# 'SentencepieceOp'"; TF Serving links them into its binary). The command docs/serving.md gives.
-SAVED_MODEL_CLI = ("import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli import main; "
-                   "sys.exit(main())")
-
-
 @pytest.mark.slow
 def test_saved_model_cli_run_answers_a_string_request(model_dirs, exported, tmp_path):
     out = tmp_path / "out"
     for texts_b in (None, ["It is."]):
         exprs = 'text_a=["The river runs."]' + ("" if texts_b is None else f";text_b={json.dumps(texts_b)}")
-        result = subprocess.run([sys.executable, "-c", SAVED_MODEL_CLI, "run", "--dir", exported["uncased"],
-                                 "--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs", exprs,
-                                 "--outdir", str(out), "--overwrite"], capture_output=True, text=True, check=False)
+        # saved_model_cli with TF Text's ops registered (tests/programs/saved_model_cli.py)
+        result = helpers.run_program("saved_model_cli", "run", "--dir", exported["uncased"], "--tag_set", "serve",
+                                     "--signature_def", "serving_default", "--input_exprs", exprs, "--outdir", out,
+                                     "--overwrite")
         assert result.returncode == 0, result.stderr[-3000:]
         served = {k: np.load(out / f"{k}.npy") for k in OUTPUT_NAMES}
         assert_served_equals_keras(served, model_dirs["uncased"], True, ["The river runs."], texts_b)
@@ -345,26 +340,13 @@ def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path
                     ("serving_default", ["text_a", "text_b"], 32), ("text", ["text_a"], 32)]
 
 
-LOAD_EXPORT = """
-import sys, numpy as np, tensorflow as tf
-base, out = sys.argv[1:]
-import albert_tf
-assert "tensorflow_text" not in sys.modules  # nothing has registered the SentencePiece ops yet
-loaded = albert_tf.load_export(base)
-assert "tensorflow_text" in sys.modules
-texts = sys.stdin.read().split(chr(10))
-np.savez(out, **{k: v.numpy() for k, v in loaded.serving_default(text_a=tf.constant(texts)).items()})
-"""
-
-
 def test_load_export_registers_tf_text_ops(model_dirs, exported, tmp_path):
     """In a fresh process that has not imported tensorflow_text, albert_tf.load_export(BASE) registers TF Text's ops,
     loads the newest version and serves what the Keras model computes."""
     out = tmp_path / "served.npz"
     base = os.path.dirname(exported["uncased"])
-    result = subprocess.run([sys.executable, "-c", LOAD_EXPORT, base, str(out)], input="\n".join(TEXTS[:4]),
-                            capture_output=True, text=True, check=False, cwd=helpers.REPO,
-                            env=dict(os.environ, PYTHONPATH=helpers.REPO, TF_CPP_MIN_LOG_LEVEL="3"))
+    result = helpers.run_program("load_export", base, out, stdin="\n".join(TEXTS[:4]),
+                                 env={"TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert_served_equals_keras(dict(np.load(out)), model_dirs["uncased"], True, TEXTS[:4])
 

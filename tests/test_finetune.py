@@ -13,7 +13,7 @@ import pytest
 
 import finetune_helpers as fh
 import helpers
-from albert_tf import cli
+import albert_tf
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf import AlbertClassifier
 from albert_tf.tasks import TASKS
@@ -152,56 +152,49 @@ def test_collapsed_init_is_only_measured_by_default_and_reset_only_when_asked(ca
             assert "--collapsed-init reset-biases" in out.err and "kept" in out.err
 
 
-@pytest.fixture(scope="module")
-def random_init(tmp_path_factory, tiny_spm_model):
-    return fh.save_random_init(str(tmp_path_factory.mktemp("init")), tiny_spm_model)
+def _refusal(**values):
+    """The one-line message albert_tf.finetune(FinetuneConfig(task="sst2", **values)) refuses the run with (bad
+    input: ValueError or FileNotFoundError, which the CLI prints as its error line and exits 2 with)."""
+    with pytest.raises((ValueError, FileNotFoundError)) as info:
+        albert_tf.finetune(FinetuneConfig(task="sst2", **{k: str(v) for k, v in values.items()}))
+    return str(info.value)
 
 
-def _run(argv, capsys):
-    code = cli.main(["finetune", *map(str, argv)])
-    return code, capsys.readouterr().err
-
-
-def test_empty_data_dir_is_refused(tmp_path, random_init, capsys):
+def test_empty_data_dir_is_refused(tmp_path, random_init):
     (tmp_path / "data").mkdir()
-    code, err = _run(["--task", "sst2", "--data-dir", tmp_path / "data", "--init", random_init,
-                      "--output", tmp_path / "out"], capsys)
-    assert code == 2 and "--data-dir" in err and "empty" in err and str(tmp_path / "data") in err
+    err = _refusal(data_dir=tmp_path / "data", init=random_init, output=tmp_path / "out")
+    assert "--data-dir" in err and "empty" in err and str(tmp_path / "data") in err
     assert not (tmp_path / "out").exists()
 
 
-def test_init_whose_vocabulary_disagrees_is_refused(tmp_path, tiny_spm_model, capsys):
+def test_init_whose_vocabulary_disagrees_is_refused(tmp_path, tiny_spm_model):
     init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model, vocab_size=500)
     data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
-    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out"], capsys)
-    assert code == 2 and "--init" in err and "vocab_size" in err and "500" in err and "300" in err
+    err = _refusal(data_dir=data, init=init, output=tmp_path / "out")
+    assert "--init" in err and "vocab_size" in err and "500" in err and "300" in err
     assert not (tmp_path / "out").exists()
 
 
-def test_init_that_is_not_a_model_directory_is_refused(tmp_path, capsys):
+def test_init_that_is_not_a_model_directory_is_refused(tmp_path):
     data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
-    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", tmp_path / "nothing",
-                      "--output", tmp_path / "out"], capsys)
-    assert code == 2 and "--init" in err and "no such directory" in err
+    err = _refusal(data_dir=data, init=tmp_path / "nothing", output=tmp_path / "out")
+    assert "--init" in err and "no such directory" in err
 
 
-def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init, capsys):
+def test_malformed_tsv_row_names_the_file_and_line(tmp_path, random_init):
     data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
     with open(os.path.join(data, "train.tsv"), "a", encoding="utf-8") as f:
         f.write("a sentence\tpositive\n")
-    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out"],
-                     capsys)
-    assert code == 2 and "train.tsv line 34" in err and "'positive'" in err
+    err = _refusal(data_dir=data, init=random_init, output=tmp_path / "out")
+    assert "train.tsv line 34" in err and "'positive'" in err
 
 
 # ---------------------------------------------------------------------------------------------- from Python
 @pytest.mark.slow  # two fine-tuning runs with their exports (about 2 minutes idle, 5 on this shared machine)
-def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, random_init, capsys):
+def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, random_init, cli):
     """albert_tf.finetune(config) runs as `albert-tf finetune` with the same flags (the same eval_results.json),
     returns the best epoch's metrics and the export, records the config with its budget, and is refused when the
     output holds a run of another budget (naming the field); run again as it was, it says the run is complete."""
-    import albert_tf
-
     data = fh.write_sst2(str(tmp_path / "sst2"), 48, 16)
     values = dict(task="sst2", data_dir=data, init=random_init, epochs=2, batch_size=8, max_seq_length=16,
                   learning_rate=2e-3, warmup_proportion=0.1, seed=3)
@@ -210,7 +203,7 @@ def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, ra
     assert (result.status, result.exit_code, result.epochs, result.epoch) == ("done", 0, 2, report["epoch"])
     assert result.metrics == {"dev": report["dev"]} and result.export == str(tmp_path / "py" / "export" / "1")
     argv = [w for k, v in values.items() for w in (f"--{k.replace('_', '-')}", v)]
-    assert _run([*argv, "--output", tmp_path / "cli"], capsys)[0] == 0
+    assert cli("finetune", *argv, "--output", tmp_path / "cli")[0] == 0
     assert json.loads((tmp_path / "cli" / "eval_results.json").read_text()) == report
     record = json.loads((tmp_path / "py" / "finetune_config.json").read_text())
     assert record["batch_size"] == 8 and record["budget"]["steps_per_epoch"] == 6 and record["budget"]["epochs"] == 2
@@ -221,16 +214,14 @@ def test_finetune_from_python_equals_the_cli_and_returns_its_result(tmp_path, ra
     assert (again.status, again.metrics, again.export) == ("complete", result.metrics, result.export)
 
 
-def test_finetune_from_python_raises_what_the_cli_prints_and_writes_nothing(tmp_path, random_init, capsys):
+def test_finetune_from_python_raises_what_the_cli_prints_and_writes_nothing(tmp_path, random_init, cli):
     """Bad input from Python is the exception whose message the CLI prints after `error:`; nothing is written."""
-    import albert_tf
-
     config = albert_tf.FinetuneConfig(task="sst2", data_dir=tmp_path / "missing", init=random_init,
                                       output=tmp_path / "out")
     with pytest.raises(FileNotFoundError) as info:
         albert_tf.finetune(config)
-    code, err = _run(["--task", "sst2", "--data-dir", tmp_path / "missing", "--init", random_init,
-                      "--output", tmp_path / "out"], capsys)
+    code, _, err = cli("finetune", "--task", "sst2", "--data-dir", tmp_path / "missing", "--init", random_init,
+                       "--output", tmp_path / "out")
     assert code == 2 and err == f"albert-tf finetune: error: {info.value}\n"
     assert str(info.value) == f"--data-dir {tmp_path / 'missing'}: no such directory"
     assert not (tmp_path / "out").exists()
@@ -439,7 +430,7 @@ def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, cap
     assert not os.path.exists(tmp_path / "out")
 
 
-def test_a_runtime_failure_during_fine_tuning_exits_76_with_one_line(tmp_path, random_init, capsys, monkeypatch):
+def test_a_runtime_failure_during_fine_tuning_exits_76_with_one_line(tmp_path, random_init, cli, monkeypatch):
     """The TPU / runtime or a peer going away mid-run (a TensorFlow runtime error out of model.fit) ends finetune
     as it ends pretrain: exit 76, one line naming the error and the last checkpoint, the output lock released."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -449,8 +440,8 @@ def test_a_runtime_failure_during_fine_tuning_exits_76_with_one_line(tmp_path, r
 
     monkeypatch.setattr(finetuning, "fine_tune", lost)
     data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
-    code, err = _run(["--task", "sst2", "--data-dir", data, "--init", random_init, "--output", tmp_path / "out",
-                      "--epochs", 1], capsys)
+    code, _, err = cli("finetune", "--task", "sst2", "--data-dir", data, "--init", random_init, "--output",
+                       tmp_path / "out", "--epochs", 1)
     assert code == 76, err
     assert err.count("\n") == 1 and "went away before the first epoch ended (UnavailableError: Socket closed)" in err
     assert "the last checkpoint is none: relaunch the same command" in err

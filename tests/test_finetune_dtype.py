@@ -27,11 +27,6 @@ def test_compute_policy_builds_mixed_layers_and_restores_the_global_policy():
     assert keras.mixed_precision.global_policy().name == before
 
 
-@pytest.fixture(scope="module")
-def random_init(tmp_path_factory, tiny_spm_model):
-    return fh.save_random_init(str(tmp_path_factory.mktemp("init")), tiny_spm_model)
-
-
 def _classifier(model_dir, dtype):
     """The fine-tuned classifier of OUTPUT/best built under `dtype`'s policy (an independent in-process reference)."""
     from albert_tf import AlbertClassifier, AlbertConfig  # pylint: disable=import-outside-toplevel

@@ -4,17 +4,7 @@ import re
 import pytest
 
 from albert_tf.jobs import BY_NAME
-from tests.helpers import run_python
-
-_HELP = """
-import sys
-from albert_tf import cli
-try:
-    cli.main([{command!r}, "--help"])
-except SystemExit:
-    pass
-print("TENSORFLOW_IMPORTED", "tensorflow" in sys.modules)
-"""
+from tests.helpers import run_program
 
 
 def _option_blocks(text):
@@ -39,7 +29,7 @@ def _optional_flags(text):
 
 @pytest.mark.parametrize("command", sorted(BY_NAME))
 def test_help_imports_no_tensorflow_and_shows_each_default_once(command):
-    proc = run_python(_HELP.format(command=command), COLUMNS="250")
+    proc = run_program("help_imports", command, env={"COLUMNS": "250"})
     assert proc.returncode == 0, proc.stderr
     assert "TENSORFLOW_IMPORTED False" in proc.stdout, f"{command} --help imported TensorFlow"
     blocks, optional = _option_blocks(proc.stdout), _optional_flags(proc.stdout)
@@ -54,7 +44,7 @@ def test_help_imports_no_tensorflow_and_shows_each_default_once(command):
 
 def test_help_shows_the_parsed_default():
     """The appended default is the value the parser really uses (vocab --vocab-size: 30000, once)."""
-    proc = run_python(_HELP.format(command="vocab"), COLUMNS="250")
+    proc = run_program("help_imports", "vocab", env={"COLUMNS": "250"})
     entry = _option_blocks(proc.stdout)["--vocab-size"]
     assert entry.endswith("pieces, special ones included; auto: sized from the corpus (at most what it holds) "
                           "(default: 30000)"), entry

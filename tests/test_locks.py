@@ -5,33 +5,14 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
+import finetune_helpers as fh
 import helpers as ph
 from albert_tf.runtime import cluster, exit_codes, lock
-from test_pretrain import base_args, data_dir  # noqa: F401  # pylint: disable=unused-import
-
-
-def start_cli(command, args):
-    """`albert-tf COMMAND ARGS` started in the background (this checkout's albert_tf)."""
-    return subprocess.Popen([sys.executable, "-m", "albert_tf", command, *map(str, args)], cwd=ph.REPO,
-                            env=ph._checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # pylint: disable=protected-access
-
-
-def wait_for(path, proc, timeout=300):
-    deadline = time.time() + timeout
-    while not os.path.exists(path) and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert os.path.exists(path), f"{path} never appeared; the process ended with {proc.poll()}"
-
-
-def error_lines(stderr):
-    """Our lines in a subprocess's stderr (TensorFlow's start-up lines left out)."""
-    return [line for line in stderr.splitlines() if line.startswith("albert-tf")]
+from helpers import error_lines
 
 
 def write_lock(directory, host, pid, heartbeat_age, **extra):
@@ -90,15 +71,14 @@ def test_a_lock_without_a_run_id_records_none(tmp_path, monkeypatch):
 # creating the MultiWorkerMirroredStrategy waits for that worker (minutes), so only a run that takes the lock
 # before the strategy is made can end within the test's bound. The same order keeps a second client on a TPU from
 # initializing (resetting) the TPU under the running job.
-def test_the_lock_is_taken_before_the_strategy_is_made(data_dir, tmp_path):  # noqa: F811
+def test_the_lock_is_taken_before_the_strategy_is_made(pretrain_data, tmp_path):
     model_dir = tmp_path / "model"
     write_lock(model_dir, socket.gethostname(), os.getpid(), 5)  # this test process: a live holder on this host
     ports = ",".join(f'"127.0.0.1:{port}"' for port in (1, 2))  # nothing listens there: worker 1 never comes
     tf_config = '{"cluster": {"worker": [%s]}, "task": {"type": "worker", "index": 0}}' % ports
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "albert_tf", "pretrain", *base_args(data_dir, model_dir)],
-                          cwd=ph.REPO, env=ph._checkout_env(TF_CONFIG=tf_config),  # pylint: disable=protected-access
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir), timeout=120, check=False,
+                      env={"TF_CONFIG": tf_config})
     seconds = time.time() - started
     assert proc.returncode == 77, proc.stdout + proc.stderr
     assert error_lines(proc.stderr) == [
@@ -114,8 +94,7 @@ def test_stale_rule():
     alive = {"host": here, "pid": os.getpid(), "heartbeat": now - 5}
     assert lock.stale_reason(alive, now=now) is None
     assert lock.stale_reason(dict(alive, heartbeat=now - lock.STALE_AFTER_S - 1), now=now).startswith("no heartbeat")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+    dead = ph.run_python("import os; print(os.getpid())")
     assert lock.stale_reason(dict(alive, pid=int(dead.stdout)), now=now) == "its pid is not running on this host"
     # another host's pid is not ours to probe: only the heartbeat decides
     assert lock.stale_reason({"host": "elsewhere", "pid": 1, "heartbeat": now - 5}, now=now) is None
@@ -132,15 +111,16 @@ def test_tf_config_workers_other_than_the_chief_take_no_lock():
 
 
 @pytest.mark.slow  # two TensorFlow processes side by side: about a minute on this shared machine
-def test_second_pretrain_on_a_busy_model_dir_is_refused_then_the_first_ends_and_releases(data_dir, tmp_path):  # noqa: F811
+def test_second_pretrain_on_a_busy_model_dir_is_refused_then_the_first_ends_and_releases(pretrain_data, tmp_path):
     model_dir = tmp_path / "model"
-    first = start_cli("pretrain", base_args(data_dir, model_dir, steps=100000, save_checkpoints_steps=100000))
+    first = ph.spawn("pretrain", *ph.pretrain_args(pretrain_data, model_dir, steps=100000,
+                                                   save_checkpoints_steps=100000))
     try:
-        wait_for(model_dir / lock.LOCK_FILE, first)
-        second = ph.run_cli("pretrain", base_args(data_dir, model_dir), check=False)
+        first.wait_until((model_dir / lock.LOCK_FILE).exists)
+        second = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir), check=False)
     finally:
         first.send_signal(signal.SIGTERM)  # saves and exits 75
-        out, err = first.communicate(timeout=300)
+        _, out, err = first.finish(timeout=300)
     assert second.returncode == 77, second.stderr  # the lock is held by a live run: wait, retry
     lines = error_lines(second.stderr)
     assert len(lines) == 1 and "Traceback" not in second.stderr
@@ -151,9 +131,9 @@ def test_second_pretrain_on_a_busy_model_dir_is_refused_then_the_first_ends_and_
 
 
 @pytest.mark.slow  # two TensorFlow processes, one after the other
-def test_a_sigkilled_runs_lock_does_not_block_the_next_run(data_dir, tmp_path):  # noqa: F811
+def test_a_sigkilled_runs_lock_does_not_block_the_next_run(pretrain_data, tmp_path):
     model_dir = tmp_path / "model"
-    args = base_args(data_dir, model_dir, steps=4)
+    args = ph.pretrain_args(pretrain_data, model_dir, steps=4)
     killed = ph.run_cli_killed_when("pretrain", args, str(model_dir / lock.LOCK_FILE))
     assert killed.returncode == -signal.SIGKILL
     assert (model_dir / lock.LOCK_FILE).exists()  # a killed run cannot remove it
@@ -172,8 +152,6 @@ def finetune_args(init, data, output):
 def test_finetune_output_held_by_another_host(tmp_path, tiny_spm_model, heartbeat_age, refused):
     """The lock is taken once the inputs are checked (a bad --init fails first, without touching --output): a live
     holder refuses the run with one line; a stale one is taken over and the run completes."""
-    import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
-
     output = tmp_path / "out"
     write_lock(output, "other-host", 4242, heartbeat_age)
     init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)

@@ -5,8 +5,6 @@ import os
 import queue
 import re
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -40,44 +38,12 @@ def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
     assert loop.experimental_get_tracing_count() == 2  # one per value of the Python argument (2.0, 1.0)
 
 
-# Two CPU replicas (a fresh process: the CPU is split before TensorFlow initializes its devices), each step's sums
-# depending on the replica's examples and on the replica itself; the sums per call and the ops of the loop's body.
-_TWO_REPLICAS = """
-import json
-import numpy as np
-import tensorflow as tf
-from albert_tf.training.loop import make_train_loop
-
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")],
-                                          cross_device_ops=tf.distribute.ReductionToOneDevice())
-values = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-batches = tf.data.Dataset.from_tensor_slices(values).batch(4)  # global batch 4: 2 examples per replica
-
-def step(batch, scale):
-    replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
-    return {"sum": scale * tf.reduce_sum(batch), "square": tf.reduce_sum(batch ** 2), "replica": replica,
-            "count": tf.cast(tf.shape(batch)[0], tf.float32)}
-
-loop = make_train_loop(strategy, step, ("sum", "square", "replica", "count"))
-iterator = iter(strategy.experimental_distribute_dataset(batches))
-calls = [{k: float(v) for k, v in loop(iterator, tf.constant(n), scale).items()}
-         for n, scale in ((3, 2.0), (4, 1.0), (1, 1.0))]
-concrete = loop.get_concrete_function(iterator, tf.constant(1), 1.0)
-library = {f.signature.name: f for f in concrete.graph.as_graph_def().library.function}
-bodies = [library[op.get_attr("body").name] for op in concrete.graph.get_operations()
-          if op.type in ("While", "StatelessWhile")]
-print(json.dumps({"calls": calls, "values": values.tolist(), "whiles": len(bodies),
-                  "body_ops": sorted({node.op for body in bodies for node in body.node_def})}))
-"""
-
-
 def test_the_loop_sums_on_each_replica_and_reduces_once_per_call():
     """Per call: Σ over steps and replicas equals numpy's sums over the call's examples; inside the loop's body
     each replica only adds to its accumulators (AssignAddVariableOp) and nothing is summed across replicas (no
     AddN, which ReductionToOneDevice's per-step reduction put there, once per step)."""
-    proc = ph.run_python(_TWO_REPLICAS)
+    # two CPU replicas in a fresh process (the CPU is split before TensorFlow initializes its devices)
+    proc = ph.run_program("two_replica_loop")
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     values = np.array(got["values"], dtype=np.float64)
@@ -276,45 +242,31 @@ def test_stop_signal_records_sigterm_and_sigint_and_restores_the_handlers():
     assert signal.set_wakeup_fd(-1) == -1  # no wakeup fd left behind
 
 
-# A process that sits in StopSignal, its main thread in a sleep; it prints "requested" when a signal is taken as a
-# stop request. albert_tf.runtime.signals imports no TensorFlow.
-_WAITER = """
-import sys, time
-from albert_tf.runtime.signals import StopSignal
-assert "tensorflow" not in sys.modules, "albert_tf.runtime.signals imported TensorFlow"
-with StopSignal("prog", at_once=sys.argv[1] or None, on_request=lambda s: print("requested", flush=True)) as stop:
-    print("ready", flush=True)
-    time.sleep(60)
-print("not reached", flush=True)
-"""
-
-
 def start_waiter(at_once=""):
-    env = dict(os.environ, PYTHONPATH=ph.REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.Popen([sys.executable, "-c", _WAITER, at_once], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "ready\n"
+    """tests/programs/stop_signal_waiter.py: a process sitting in StopSignal, once it is inside."""
+    proc = ph.spawn(at_once, program="stop_signal_waiter", env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert proc.read_until(lambda line: True, timeout=60)[0] == ["ready"]
     return proc
 
 
 def test_a_second_sigint_aborts_at_once_with_one_line():
     proc = start_waiter()
     proc.send_signal(signal.SIGINT)  # the first: a stop request, the process goes on
-    assert proc.stdout.readline() == "requested\n"
+    assert proc.read_until(lambda line: True, timeout=10)[0] == ["requested"]
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=10)
-    assert proc.returncode == 130 and out == ""
+    _, out, err = proc.finish(timeout=10)
+    assert proc.returncode == 130 and out == "ready\nrequested\n"  # nothing after the request
     assert err == "prog: second interrupt (SIGINT): aborted without saving; the last checkpoint is intact\n"
 
 
 def test_a_signal_while_nothing_is_to_save_exits_at_once():
     proc = start_waiter("before the first step finished, nothing to save")
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=10)
+    _, out, err = proc.finish(timeout=10)
     assert proc.returncode == 75 and err == ""  # not done: the same command starts it again
-    assert out == "SIGTERM: before the first step finished, nothing to save; exiting\n"
+    assert out == "ready\nSIGTERM: before the first step finished, nothing to save; exiting\n"
     proc = start_waiter("nothing to save")
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=10)
-    assert proc.returncode == 130 and out == "SIGINT: nothing to save; exiting\n"
+    _, out, _ = proc.finish(timeout=10)
+    assert proc.returncode == 130 and out == "ready\nSIGINT: nothing to save; exiting\n"

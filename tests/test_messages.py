@@ -160,12 +160,9 @@ def test_finetune_logs_progress_lines_and_total_time_when_not_a_terminal(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------- bad inputs, one line
-def _first_error_line(argv, capsys):
-    """(exit code, first stderr line) of `albert-tf ARGV` run in this process."""
-    from albert_tf import cli  # pylint: disable=import-outside-toplevel
-
-    code = cli.main([str(a) for a in argv])
-    err = capsys.readouterr().err
+def _first_error_line(argv, cli):
+    """(exit code, first stderr line) of `albert-tf ARGV` run in this process (the cli fixture)."""
+    code, _, err = cli(*argv)
     return code, (err.splitlines() or [""])[0]
 
 
@@ -174,7 +171,7 @@ def _file(path):
     return path
 
 
-def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpus_file, tiny_spm_model):
+def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, cli, corpus_file, tiny_spm_model):
     """pretrain --model-dir / finetune --output / export --output FILE, create-data --output FILE/x: rc 2, one line
     naming the flag (they were FailedPreconditionError tracebacks), and the file left as it was."""
     f = _file(tmp_path / "f")
@@ -189,7 +186,7 @@ def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, capsys, corpu
          f"albert-tf create-data: error: --output {f / 'sub' / 'train'}: {f} is a file, not a directory"),
     ]
     for argv, expected in cases:
-        assert _first_error_line(argv, capsys) == (2, expected), argv
+        assert _first_error_line(argv, cli) == (2, expected), argv
     assert f.read_text(encoding="utf-8") == "not a directory\n"
 
 
@@ -202,7 +199,7 @@ def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
     check_output_dir("gs://bucket/model", "--model-dir")  # object stores: not checked here
 
 
-def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, tiny_spm_model):
+def test_misleading_messages_say_what_is_wrong(tmp_path, cli, corpus_file, tiny_spm_model):
     """A missing export --init (was "no spm.model"), --spm-model DIRECTORY (was "not found" / "no such file"),
     --input DIRECTORY (was "matches no file"), finetune --data-dir FILE (was "no such directory")."""
     spm_dir, model_dir = tmp_path / "spm_dir", tmp_path / "model"
@@ -231,11 +228,11 @@ def test_misleading_messages_say_what_is_wrong(tmp_path, capsys, corpus_file, ti
          f"'{corpus_dir}/*'"),
     ]
     for argv, expected in cases:
-        assert _first_error_line(argv, capsys) == (2, expected), argv
+        assert _first_error_line(argv, cli) == (2, expected), argv
     assert not (tmp_path / "out").exists() and not (tmp_path / "data").exists() and not (tmp_path / "m").exists()
 
 
-def test_finetune_spm_model_directory_and_data_dir_file(tmp_path, capsys, tiny_spm_model):
+def test_finetune_spm_model_directory_and_data_dir_file(tmp_path, cli, tiny_spm_model):
     """finetune --spm-model DIRECTORY (was "no such file") and --data-dir FILE (was "no such directory")."""
     from tests import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
 
@@ -243,9 +240,9 @@ def test_finetune_spm_model_directory_and_data_dir_file(tmp_path, capsys, tiny_s
     spm_dir.mkdir()
     init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
     common = ["finetune", "--task", "sst2", "--init", init, "--output", tmp_path / "ft"]
-    assert _first_error_line([*common, "--data-dir", tmp_path, "--spm-model", init], capsys) == (
+    assert _first_error_line([*common, "--data-dir", tmp_path, "--spm-model", init], cli) == (
         2, f"albert-tf finetune: error: --spm-model {init} is a directory; expected a file; did you mean "
            f"{os.path.join(init, 'spm.model')}?")
-    assert _first_error_line([*common, "--data-dir", f], capsys) == (
+    assert _first_error_line([*common, "--data-dir", f], cli) == (
         2, f"albert-tf finetune: error: --data-dir {f} is a file; expected the directory holding the sst2 files")
     assert not (tmp_path / "ft").exists()

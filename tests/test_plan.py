@@ -7,7 +7,6 @@ import shlex
 import pytest
 
 import helpers
-from albert_tf.cli import main
 from albert_tf.config import AlbertConfig
 from albert_tf.runtime import devices
 from albert_tf.training import costs
@@ -172,18 +171,17 @@ def test_does_not_fit_names_what_to_change():
 
 @pytest.mark.parametrize("preset", ["albert_xxlarge", "albert_xlarge"])
 @pytest.mark.parametrize("topology", ["v3-64", "v3-128"])
-def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset, topology):
+def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(cli, preset, topology):
     """Batch 4096 on 64 or 128 cores does not fit as is; the plan ends with `albert-tf pretrain` flags that keep the
     global batch, name only pretrain's flags, and fit when planned again."""
-    code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2")
+    code, out, _ = cli("plan", "--config", preset, "--topology", topology, "--recipe", "paper_v2")
     assert code == 0 and "DOES NOT FIT" in out
     command = shlex.split(out.rstrip().splitlines()[-1])  # as a shell reads it, pasted
     assert command[:2] == ["albert-tf", "pretrain"] and command[command.index("--config") + 1] == preset
-    from albert_tf import cli  # pylint: disable=import-outside-toplevel
-
+    from albert_tf import cli as albert_cli  # pylint: disable=import-outside-toplevel
     from albert_tf.jobs import pretrain  # pylint: disable=import-outside-toplevel
 
-    args = cli.build_parser(["pretrain"]).parse_args(command[1:])  # every flag exists (argparse exits otherwise)
+    args = albert_cli.build_parser(["pretrain"]).parse_args(command[1:])  # every flag exists (argparse exits otherwise)
     config = pretrain.config_from_args(args)  # the recipe's values under the typed flags, as pretrain reads them
     assert config.batch_size == 4096 and config.max_seq_length == 512 and args.recipe == "paper_v2"
     assert config.train_data == "gs://BUCKET/records/train-*"  # the glob quoted: the shell leaves it to pretrain
@@ -195,7 +193,7 @@ def test_the_paper_batch_on_fewer_cores_ends_with_flags_that_fit(capsys, preset,
     # the plan run with those flags fits as is and still ends with the command
     flags = ["--remat"] if remat else []
     flags += ["--gradient-accumulation-steps", str(steps)]
-    code, out, _ = _run_cli(capsys, "--config", preset, "--topology", topology, "--recipe", "paper_v2", *flags)
+    code, out, _ = cli("plan", "--config", preset, "--topology", topology, "--recipe", "paper_v2", *flags)
     assert "DOES NOT FIT" not in out and shlex.split(out.rstrip().splitlines()[-1]) == command
 
 
@@ -224,14 +222,8 @@ def test_host_memory():
     assert line.startswith("plan: 11.8M parameters, 1 replica(s) x 8 examples") and "/step at" not in line
 
 
-def _run_cli(capsys, *argv):
-    code = main(["plan", *argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def test_cli_text_says_how_flops_are_counted(capsys):
-    code, out, err = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
+def test_cli_text_says_how_flops_are_counted(cli):
+    code, out, err = cli("plan", "--config", "albert_base", "--topology", "v3-64", "--batch-size", "4096",
                               "--max-seq-length", "512", "--num-train-steps", "125000")
     assert code == 0 and err == ""  # the plan is the result: stdout
     assert "11,813,810" in out and "3 x forward" in out and "masked positions only" in out
@@ -250,7 +242,7 @@ def test_cli_text_says_how_flops_are_counted(capsys):
     (["--set", "vocab_sise=8000"], "--set vocab_sise=...: 'vocab_sise' is not an AlbertConfig key"),
     (["--set", "hidden_size=100"], "--set: AlbertConfig field 'hidden_size': 100 is not divisible by"),
 ])
-def test_cli_errors(capsys, argv, message):
+def test_cli_errors(cli, argv, message):
     args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--max-seq-length": "512"}
     extra = []
     for flag, value in zip(argv[::2], argv[1::2]):
@@ -258,27 +250,19 @@ def test_cli_errors(capsys, argv, message):
             args[flag] = value
         else:
             extra += [flag, value]
-    code, out, err = _run_cli(capsys, *[x for kv in args.items() for x in kv], *extra)
+    code, out, err = cli("plan", *[x for kv in args.items() for x in kv], *extra)
     assert code == 2 and not out
     assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1
 
 
 def test_json_and_no_tensorflow_import():
-    code = (
-        "import json, sys, io, contextlib\n"
-        "from albert_tf.cli import main\n"
-        "out = io.StringIO()\n"
-        "with contextlib.redirect_stdout(out):\n"
-        "    rc = main(['plan', '--config', 'albert_xxlarge', '--topology', 'v3-512', '--batch-size', '4096',\n"
-        "               '--max-seq-length', '512', '--num-train-steps', '125000', '--remat', '--json'])\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'numpy'))\n"
-        "print(json.dumps({'rc': rc, 'heavy': heavy, 'plan': json.loads(out.getvalue())}))\n"
-    )
-    result = helpers.run_python(code, timeout=120)
+    result = helpers.run_program("cli_imports", "plan", "--config", "albert_xxlarge", "--topology", "v3-512",
+                                 "--batch-size", "4096", "--max-seq-length", "512", "--num-train-steps", "125000",
+                                 "--remat", "--json", timeout=120)
     assert result.returncode == 0, result.stderr
     got = json.loads(result.stdout)
     assert got["rc"] == 0 and got["heavy"] == []
-    p = got["plan"]
+    p = json.loads(got["stdout"])
     for key in ("parameters", "flops_per_step", "hbm_per_core_bytes", "hbm_capacity_bytes", "fits", "step_time_s",
                 "total_time_s"):
         assert key in p
@@ -288,8 +272,8 @@ def test_json_and_no_tensorflow_import():
     assert math.isclose(p["total_time_s"], 125_000 * p["step_time_s"])
 
 
-def test_set_overrides_the_config_and_is_repeated_in_the_command(capsys):
-    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--set", "vocab_size=8000", "--topology", "v3-8",
+def test_set_overrides_the_config_and_is_repeated_in_the_command(cli):
+    code, out, _ = cli("plan", "--config", "albert_base", "--set", "vocab_size=8000", "--topology", "v3-8",
                             "--batch-size", "256", "--max-seq-length", "128", "--json")
     got = json.loads(out)
     expected = costs.parameter_counts(AlbertConfig.from_preset("albert_base").replace(vocab_size=8000))["total"]
@@ -297,8 +281,8 @@ def test_set_overrides_the_config_and_is_repeated_in_the_command(capsys):
     assert "--config albert_base --set vocab_size=8000 --max-seq-length 128 --batch-size 256" in got["pretrain_command"]
 
 
-def test_old_plan_spellings_work_with_a_notice(capsys):
-    code, out, err = _run_cli(capsys, "--config", "albert_base", "--topology", "v3-8", "--seq-length", "128",
+def test_old_plan_spellings_work_with_a_notice(cli):
+    code, out, err = cli("plan", "--config", "albert_base", "--topology", "v3-8", "--seq-length", "128",
                               "--steps", "10", "--json")
     got = json.loads(out)
     assert code == 0 and got["seq_length"] == 128 and got["steps"] == 10
@@ -308,7 +292,7 @@ def test_old_plan_spellings_work_with_a_notice(capsys):
         "albert-tf plan: note: --steps is deprecated and will be removed in the next release; use --num-train-steps"]
 
 
-def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(capsys, monkeypatch):
+def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(cli, monkeypatch):
     """--topology cpu: the host's memory holds every replica, with the overhead and slack pretrain checks a CPU run
     against (costs.host_need_bytes): the plan fits exactly when pretrain's check passes, and the batch the plan
     recommends when it does not fit passes that check."""
@@ -316,7 +300,7 @@ def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(capsys, monkeyp
     monkeypatch.setattr(costs, "host_total_bytes", lambda: total)
     base = AlbertConfig.from_preset("albert_base")
     for batch in (16, 64, 256):
-        code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "cpu", "--batch-size", str(batch),
+        code, out, _ = cli("plan", "--config", "albert_base", "--topology", "cpu", "--batch-size", str(batch),
                                 "--max-seq-length", "128", "--json")
         got = json.loads(out)
         need = costs.host_need_bytes(base, batch, 128, 20)
@@ -329,7 +313,7 @@ def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(capsys, monkeyp
             assert costs.host_need_bytes(base, option["--batch-size"], 128, 20,
                                         remat=option.get("--remat", False),
                                         accumulation_steps=option.get("--gradient-accumulation-steps", 1)) <= total
-    code, out, _ = _run_cli(capsys, "--config", "albert_base", "--topology", "cpu", "--cpu-replicas", "2",
+    code, out, _ = cli("plan", "--config", "albert_base", "--topology", "cpu", "--cpu-replicas", "2",
                             "--batch-size", "16", "--max-seq-length", "128")
     assert code == 0 and "this machine's CPU (2 replica(s))" in out and "GiB RAM" in out
     assert "--cpu-replicas 2" in out.rstrip().splitlines()[-1]

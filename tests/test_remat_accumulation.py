@@ -7,12 +7,11 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli
+import albert_tf
 from albert_tf.runtime import host_xla
 from albert_tf.config import AlbertConfig
-from test_pretrain import assert_same_checkpoint, base_args, train_metrics
 
-SEQ, PRED = 32, 5
+SEQ, PRED = ph.PRETRAIN_SEQ, ph.PRETRAIN_PRED
 # Two layers in one group (a shared block applied twice), with dropout: the recomputation must redraw nothing.
 DROPOUT = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_hidden_groups=1,
                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
@@ -21,10 +20,8 @@ DROPOUT = AlbertConfig(vocab_size=1000, embedding_size=16, hidden_size=32, num_h
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("remat_data")
-    ph.write_records(str(d / "train.tfrecord"), 256, SEQ, PRED, seed=0)
-    DROPOUT.to_json_file(str(d / "albert_config.json"))
-    return d
+    """The shared pretraining records with the DROPOUT config."""
+    return ph.write_pretrain_data(tmp_path_factory.mktemp("remat_data"), DROPOUT, eval_records=0)
 
 
 def batches(data_dir, batch_size, count):
@@ -119,14 +116,12 @@ def test_the_normalizer_is_the_global_batch(data_dir):
     assert_same_weights(four, one)
 
 
-def test_bad_accumulation_steps_are_refused(data_dir, tmp_path, capsys):
-    args = base_args(data_dir, tmp_path / "m") + ["--gradient-accumulation-steps", "3"]
-    assert cli.main(["pretrain"] + args) == 2
-    err = capsys.readouterr().err
-    assert "--gradient-accumulation-steps 3 does not divide the per-replica batch 16" in err
+def test_bad_accumulation_steps_are_refused(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="--gradient-accumulation-steps 3 does not divide the per-replica batch 16"):
+        albert_tf.pretrain(ph.pretrain_config(data_dir, tmp_path / "m", gradient_accumulation_steps=3))
     assert not (tmp_path / "m").exists()
-    assert cli.main(["pretrain"] + base_args(data_dir, tmp_path / "m") + ["--gradient-accumulation-steps", "0"]) == 2
-    assert "--gradient-accumulation-steps must be positive, got 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--gradient-accumulation-steps must be positive, got 0"):
+        albert_tf.pretrain(ph.pretrain_config(data_dir, tmp_path / "m", gradient_accumulation_steps=0))
 
 
 # ------------------------------------------------------------------------------------------ the CLI, 4 replicas
@@ -139,13 +134,15 @@ def test_cli_remat_and_accumulation_under_four_cpu_replicas(data_dir, tmp_path):
                         "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}.items():
         runs[name] = tmp_path / name
         # one stream everywhere: dropout masks are drawn per stream, and --remat's default on CPU is 1, else 2
-        proc = ph.run_cli("pretrain", base_args(data_dir, runs[name], steps=4, cpu_replicas=4, streams=1) + extra)
+        proc = ph.run_cli("pretrain",
+                          ph.pretrain_args(data_dir, runs[name], steps=4, cpu_replicas=4, streams=1) + extra)
         assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
     assert "2 accumulated micro-batches of 2 per replica" in proc.stdout and "remat" in proc.stdout
-    assert_same_checkpoint(runs["plain"], runs["remat"], 4)
-    assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 4)
+    ph.assert_same_checkpoint(runs["plain"], runs["remat"], 4)
+    ph.assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 4)
     for a, b in (("plain", "remat"), ("plain_nd", "accumulated")):
-        np.testing.assert_allclose(train_metrics(runs[b])[4]["loss"], train_metrics(runs[a])[4]["loss"], rtol=1e-5)
+        np.testing.assert_allclose(ph.train_metrics(runs[b])[4]["loss"], ph.train_metrics(runs[a])[4]["loss"],
+                                   rtol=1e-5)
 
 
 @pytest.mark.slow  # fresh TensorFlow processes
@@ -155,14 +152,14 @@ def test_cli_accumulated_run_resumed_equals_uninterrupted(data_dir, tmp_path):
     same weights as an uninterrupted accumulated run, and as a one-batch run of the same global batch."""
     accumulated = ["--no-dropout", "--gradient-accumulation-steps", "4"]
     uninterrupted, killed, one_batch = tmp_path / "uninterrupted", tmp_path / "killed", tmp_path / "one"
-    ph.run_cli("pretrain", base_args(data_dir, uninterrupted) + accumulated)
-    proc = ph.run_cli_killed_when("pretrain", base_args(data_dir, killed) + accumulated, killed / "checkpoint")
+    ph.run_cli("pretrain", ph.pretrain_args(data_dir, uninterrupted) + accumulated)
+    proc = ph.run_cli_killed_when("pretrain", ph.pretrain_args(data_dir, killed) + accumulated, killed / "checkpoint")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     killed_at = int(tf.train.latest_checkpoint(str(killed)).rsplit("-", 1)[1])
     assert killed_at < 6
-    resumed = ph.run_cli("pretrain", base_args(data_dir, killed) + accumulated)
+    resumed = ph.run_cli("pretrain", ph.pretrain_args(data_dir, killed) + accumulated)
     assert f"at step {killed_at}" in resumed.stdout
-    ph.run_cli("pretrain", base_args(data_dir, one_batch) + ["--no-dropout"])
-    assert_same_checkpoint(uninterrupted, killed, 6)
-    assert_same_checkpoint(one_batch, uninterrupted, 6)
-    assert sorted(train_metrics(killed)) == [2, 4, 6]
+    ph.run_cli("pretrain", ph.pretrain_args(data_dir, one_batch) + ["--no-dropout"])
+    ph.assert_same_checkpoint(uninterrupted, killed, 6)
+    ph.assert_same_checkpoint(one_batch, uninterrupted, 6)
+    assert sorted(ph.train_metrics(killed)) == [2, 4, 6]

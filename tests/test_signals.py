@@ -5,8 +5,6 @@ so (`os.killpg`)."""
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -16,34 +14,9 @@ import finetune_helpers as fh
 import helpers
 
 
-def start(command, args, tmp_path):
-    """`albert-tf COMMAND ARGS` in a new session (its own process group), stdout and stderr to files."""
-    out = open(tmp_path / f"{command}.stdout", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
-    err = open(tmp_path / f"{command}.stderr", "w+", encoding="utf-8")  # pylint: disable=consider-using-with
-    proc = subprocess.Popen([sys.executable, "-m", "albert_tf", command, *map(str, args)], cwd=helpers.REPO,
-                            env=helpers._checkout_env(), stdout=out, stderr=err,  # pylint: disable=protected-access
-                            start_new_session=True)
-    proc.files = (out, err)
-    return proc
-
-
-def wait_for(condition, proc, timeout=300):
-    deadline = time.time() + timeout
-    while not condition():
-        assert proc.poll() is None, f"the command ended first (rc {proc.returncode})"
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def finish(proc, timeout=300):
-    """(returncode, stdout, stderr) once the process has ended."""
-    proc.wait(timeout=timeout)
-    texts = []
-    for f in proc.files:
-        f.seek(0)
-        texts.append(f.read())
-        f.close()
-    return proc.returncode, texts[0], texts[1]
+def start(command, args):
+    """`albert-tf COMMAND ARGS` in a new session (its own process group: signal_group reaches its workers)."""
+    return helpers.spawn(command, *args, new_session=True)
 
 
 def group_gone(pgid, timeout=10):
@@ -67,13 +40,6 @@ def our_lines(stderr):
     return [line for line in stderr.splitlines() if not _NATIVE_LOG.match(line) and not line.startswith("[")]
 
 
-def stdout_has(proc, text):
-    def check():
-        proc.files[0].seek(0)
-        return text in proc.files[0].read()
-    return check
-
-
 # ---------------------------------------------------------------------------------------------- finetune
 def finetune_args(tmp_path, spm_model, epochs=30):
     init = str(tmp_path / "init")
@@ -92,11 +58,11 @@ STOPPED = re.compile(r"SIGINT: (stopped after epoch (\d+)|stopped at step \d+ of
 def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, tiny_spm_model):
     args = finetune_args(tmp_path, tiny_spm_model, epochs=3)
     out = tmp_path / "out"
-    proc = start("finetune", args, tmp_path)
-    wait_for(stdout_has(proc, "epoch 1/3 "), proc)
+    proc = start("finetune", args)
+    proc.wait_until(proc.has("epoch 1/3 "))
     time.sleep(2)  # most likely inside epoch 2 (40 steps); after it, or during its checkpoint, is as good
-    os.killpg(proc.pid, signal.SIGINT)
-    rc, stdout, stderr = finish(proc)
+    proc.signal_group(signal.SIGINT)
+    rc, stdout, stderr = proc.finish()
     assert rc == 130, stdout + stderr
     assert "Traceback" not in stderr and our_lines(stderr) == [], stderr
     match = STOPPED.fullmatch(stdout.strip().splitlines()[-1])
@@ -120,13 +86,13 @@ def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     # one compiled call per epoch: the first SIGINT most likely lands inside a call, and the second one (signals of
     # one kind sent together merge into one) while the main thread is still inside TensorFlow
     args = finetune_args(tmp_path, tiny_spm_model) + ["--steps-per-execution", 40]
-    proc = start("finetune", args, tmp_path)
-    wait_for(lambda: os.path.exists(f"{out}/checkpoints/ckpt-1.index"), proc)  # epoch 1 saved (after its line)
+    proc = start("finetune", args)
+    proc.wait_until(lambda: os.path.exists(f"{out}/checkpoints/ckpt-1.index"))  # epoch 1 saved (after its line)
     time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGINT)
+    proc.signal_group(signal.SIGINT)
     time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGINT)
-    rc, stdout, stderr = finish(proc)
+    proc.signal_group(signal.SIGINT)
+    rc, stdout, stderr = proc.finish()
     assert rc == 130, stdout + stderr
     assert our_lines(stderr) == [
         "albert-tf finetune: second interrupt (SIGINT): aborted without saving; the last checkpoint is intact"], stderr
@@ -206,13 +172,12 @@ def start_long_create_data(tmp_path, spm_model, workers):
     corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=3000)
     out_dir = tmp_path / "data"
     proc = start("create-data", ["--input", corpus, "--spm-model", spm_model, "--output", out_dir / "train",
-                                 "--max-seq-length", 64, "--num-shards", 2, "--workers", workers, "--dupe-factor", 40],
-                 tmp_path)
+                                 "--max-seq-length", 64, "--num-shards", 2, "--workers", workers, "--dupe-factor", 40])
 
     def records_written():
         return out_dir.is_dir() and any(p.stat().st_size > 0 for p in out_dir.iterdir() if ".tmp-" in p.name)
 
-    wait_for(records_written, proc)
+    proc.wait_until(records_written)
     return proc, out_dir
 
 
@@ -223,8 +188,8 @@ def start_long_create_data(tmp_path, spm_model, workers):
 def test_ctrl_c_or_sigterm_during_create_data_leaves_no_temp_file_and_no_process(tmp_path, tiny_spm_model, signum,
                                                                                  code, line):
     proc, out_dir = start_long_create_data(tmp_path, tiny_spm_model, workers=2)
-    os.killpg(proc.pid, signum)  # as a terminal's Ctrl-C, or a service manager's stop: the whole group
-    rc, stdout, stderr = finish(proc)
+    proc.signal_group(signum)  # as a terminal's Ctrl-C, or a service manager's stop: the whole group
+    rc, stdout, stderr = proc.finish()
     assert rc == code, stderr
     assert "Traceback" not in stderr
     assert our_lines(stderr) == [line] and stdout == ""
@@ -235,8 +200,8 @@ def test_ctrl_c_or_sigterm_during_create_data_leaves_no_temp_file_and_no_process
 @pytest.mark.slow  # a create-data run killed after its first records, then a small one (about 30 s)
 def test_a_later_run_removes_the_temp_files_a_killed_run_left_and_only_those(tmp_path, tiny_spm_model):
     proc, out_dir = start_long_create_data(tmp_path, tiny_spm_model, workers=1)
-    os.killpg(proc.pid, signal.SIGKILL)  # a crash: nothing is cleaned up
-    finish(proc)
+    proc.signal_group(signal.SIGKILL)  # a crash: nothing is cleaned up
+    proc.finish()
     left = sorted(p.name for p in out_dir.iterdir())
     assert [re.sub(r"[0-9a-f]{12}$", "X", n) for n in left] == [
         ".train-00000-of-00002.tfrecord.tmp-X", ".train-00001-of-00002.tfrecord.tmp-X", ".train.albert_tf.lock"]
@@ -254,14 +219,13 @@ def test_a_later_run_removes_the_temp_files_a_killed_run_left_and_only_those(tmp
 
 
 # ---------------------------------------------------------------------------------------------- any command
-def test_keyboard_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, capsys):
-    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+def test_keyboard_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch, cli):
+    from albert_tf import cli as albert_cli  # pylint: disable=import-outside-toplevel
     from albert_tf.jobs import vocab  # pylint: disable=import-outside-toplevel
 
     def interrupted(config):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(vocab, "vocab", interrupted)
-    monkeypatch.setattr(cli, "quiet_tensorflow", lambda command, verbose: None)
-    assert cli.main(["vocab", "--input", "x.txt", "--output-prefix", "y"]) == 130
-    assert capsys.readouterr().err == "albert-tf vocab: interrupted\n"
+    monkeypatch.setattr(albert_cli, "quiet_tensorflow", lambda command, verbose: None)
+    assert cli("vocab", "--input", "x.txt", "--output-prefix", "y")[::2] == (130, "albert-tf vocab: interrupted\n")

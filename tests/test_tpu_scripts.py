@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, wait_until
 
 TPU = os.path.join(REPO, "tpu")
 # lib.sh is sourced; on_worker.sh runs on worker 0 (copied there by launch_pretrain.sh) and is tested on its own.
@@ -360,13 +360,6 @@ def worker(*args, check=True):
     return result
 
 
-def wait_until(predicate, timeout=20.0):
-    deadline = time.time() + timeout
-    while not predicate():
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_path):
     """`start` from a shell standing in for the ssh session; that session's process group gets SIGHUP (a dropped
     ssh) and dies; the run lives on, a second start is a no-op, `stop` is a SIGTERM the run handles, and the exit
@@ -378,7 +371,7 @@ def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_p
     session = subprocess.Popen(["bash", "-c", f'bash {os.path.join(TPU, "on_worker.sh")} start {run_dir} - A=1 -- '
                                               f'bash -c \'{program}\' && sleep 60'],
                                start_new_session=True, stdout=subprocess.PIPE, text=True)
-    wait_until(lambda: worker("status", run_dir, check=False).returncode == 0)
+    wait_until(lambda: worker("status", run_dir, check=False).returncode == 0, 20, 0.1)
     os.killpg(session.pid, signal.SIGHUP)
     session.wait(timeout=10)
     time.sleep(0.5)
@@ -391,7 +384,7 @@ def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_p
     assert "A=1\nsaved\n" in log and log.rstrip().endswith("exit 0")
     # a failing command: its exit code is kept
     worker("start", run_dir, "-", "--", "bash", "-c", "exit 7")
-    wait_until(lambda: worker("status", run_dir, check=False).stdout.startswith("stopped 7\n"))
+    wait_until(lambda: worker("status", run_dir, check=False).stdout.startswith("stopped 7\n"), 20, 0.1)
     assert worker("stop", run_dir).stdout.strip() == "not running"
 
 
@@ -399,7 +392,7 @@ def test_on_worker_stop_kills_a_run_that_ignores_sigterm(tmp_path):
     """A client hung on a lost host may never act on SIGTERM: `stop RUN_DIR SECONDS` sends SIGKILL SECONDS later."""
     run_dir = str(tmp_path / "run")
     worker("start", run_dir, "-", "--", "bash", "-c", 'trap "echo ignored" TERM; while true; do sleep 0.1; done')
-    wait_until(lambda: worker("status", run_dir, check=False).returncode == 0)
+    wait_until(lambda: worker("status", run_dir, check=False).returncode == 0, 20, 0.1)
     began = time.time()
     assert worker("stop", run_dir, "0.5").stdout.strip() == "killed (SIGKILL) after 0.5s"
     assert 0.5 <= time.time() - began < 10

@@ -7,13 +7,8 @@ import pytest
 import helpers as ph
 from albert_tf.text import AlbertTokenizer
 from albert_tf.text.sentencepiece import top_level_fields
-from test_pretrain import base_args, data_dir  # noqa: F401  # pylint: disable=unused-import
 
 SPM_LOADS_A_PREFIX = "SentencePiece itself loads it"
-
-
-def error_lines(stderr):
-    return [line for line in stderr.splitlines() if line.startswith("albert-tf")]
 
 
 def sentencepiece_loads(data):
@@ -68,7 +63,7 @@ def test_create_data_refuses_a_truncated_spm_and_writes_nothing(truncated_spm, t
     proc = ph.run_cli("create-data", ["--input", corpus, "--spm-model", truncated_spm, "--output", out / "train",
                                       "--max-seq-length", 32, "--max-predictions", 5], check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert error_lines(proc.stderr) == [
+    assert ph.error_lines(proc.stderr) == [
         f"albert-tf create-data: error: SentencePiece model {truncated_spm} is truncated or not a trained model: it "
         f"has no trainer_spec and no normalizer_spec ({os.path.getsize(truncated_spm):,} bytes; a file cut short "
         "loses them)"]
@@ -76,35 +71,35 @@ def test_create_data_refuses_a_truncated_spm_and_writes_nothing(truncated_spm, t
 
 
 @pytest.mark.slow  # two TensorFlow processes (about a minute on this shared machine)
-def test_pretrain_and_export_refuse_a_truncated_spm(truncated_spm, data_dir, tmp_path):  # noqa: F811
+def test_pretrain_and_export_refuse_a_truncated_spm(truncated_spm, pretrain_data, tmp_path):
     model_dir = tmp_path / "model"
-    proc = ph.run_cli("pretrain", base_args(data_dir, model_dir) + ["--spm-model", truncated_spm], check=False)
+    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, spm_model=truncated_spm), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    lines = error_lines(proc.stderr)
+    lines = ph.error_lines(proc.stderr)
     assert len(lines) == 1 and f"SentencePiece model {truncated_spm} is truncated" in lines[0]
     assert not model_dir.exists()
-    ph.run_cli("pretrain", base_args(data_dir, model_dir, steps=2))  # a model dir without spm.model
+    ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, steps=2))  # a model dir without spm.model
     proc = ph.run_cli("export", ["--init", model_dir, "--spm-model", truncated_spm, "--output", tmp_path / "exp",
                                  "--max-seq-length", 32],
                       check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    lines = error_lines(proc.stderr)
+    lines = ph.error_lines(proc.stderr)
     assert len(lines) == 1 and f"SentencePiece model {truncated_spm} is truncated" in lines[0]
     assert not (tmp_path / "exp").exists()
 
 
 @pytest.mark.slow  # two TensorFlow processes (about a minute on this shared machine)
-def test_resuming_with_another_vocabulary_is_refused(tiny_spm_model, data_dir, tmp_path):  # noqa: F811
+def test_resuming_with_another_vocabulary_is_refused(tiny_spm_model, pretrain_data, tmp_path):
     first = ph.resize_spm(tiny_spm_model, 1000, str(tmp_path / "first.model"))
     other = ph.add_spm_pieces(tiny_spm_model, [(f"\u2581other{i}", -1000.0 - i) for i in range(700)],
                               str(tmp_path / "other.model"))
     assert AlbertTokenizer(other).vocab_size == AlbertTokenizer(first).vocab_size == 1000
     model_dir = tmp_path / "model"
-    ph.run_cli("pretrain", base_args(data_dir, model_dir, steps=2) + ["--spm-model", first])
+    ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, steps=2) + ["--spm-model", first])
     before = {p: os.path.getmtime(model_dir / p) for p in os.listdir(model_dir)}
-    proc = ph.run_cli("pretrain", base_args(data_dir, model_dir, steps=4) + ["--spm-model", other], check=False)
+    proc = ph.run_cli("pretrain", ph.pretrain_args(pretrain_data, model_dir, steps=4, spm_model=other), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert error_lines(proc.stderr) == [
+    assert ph.error_lines(proc.stderr) == [
         f"albert-tf pretrain: error: --spm-model {other}: the model dir's {model_dir / 'spm.model'} is a different "
         "vocabulary (SHA-256 differs); use a new --model-dir, the same --spm-model, or leave --spm-model out to keep "
         "the model dir's"]

@@ -48,22 +48,11 @@ def test_this_process_has_it():
     assert "--xla_cpu_experimental_ynn_fusion_type=" in os.environ["XLA_FLAGS"].split()
 
 
-# The fused masked softmax, forward and backward, at a size where XLA:CPU 2.21 picks YNNPACK for its reductions.
-_PROBE = """
-import albert_tf
-import tensorflow as tf
-from albert_tf.modeling import fused
-scores, bias = tf.random.normal([8, 4, 32, 32]), tf.zeros([8, 1, 1, 32])
-with tf.GradientTape() as tape:
-    tape.watch(scores)
-    total = tf.reduce_sum(fused.masked_softmax(scores, bias, 0.25, fused=True) * scores)
-print(float(tf.reduce_sum(tape.gradient(total, scores))))
-"""
-
-
 def _compiled_ynn_fusions(tmp_path, xla_flags):
     dump = tmp_path / "dump"
-    proc = helpers.run_python(_PROBE, timeout=300, XLA_FLAGS=f"--xla_dump_to={dump} {xla_flags}".strip())
+    # the fused masked softmax, forward and backward, at a size where XLA:CPU 2.21 picks YNNPACK for reductions
+    proc = helpers.run_program("fused_softmax_probe", timeout=300,
+                               env={"XLA_FLAGS": f"--xla_dump_to={dump} {xla_flags}".strip()})
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules = glob.glob(str(dump / "*after_optimizations.txt"))
     assert modules, f"XLA dumped no compiled modules under {dump}"

@@ -28,8 +28,6 @@ ALBERT_TF_SOURCE=${ALBERT_TF_SOURCE:-git+https://github.com/OWNER/albert_tf.git}
 # (pip --user puts `albert-tf` in ~/.local/bin, which a non-interactive ssh shell may not have).
 ALBERT_TF_PYTHON=${ALBERT_TF_PYTHON:-python3}
 ALBERT_TF=${ALBERT_TF:-$ALBERT_TF_PYTHON -m albert_tf}
-# Cloud TPU v3: a v3-N slice has N cores, 8 per host (v3-8 is one host, v3-2048 is 256).
-V3_TYPES="v3-8 v3-32 v3-64 v3-128 v3-256 v3-512 v3-1024 v3-2048"
 # Where a run lives on worker 0 (relative to the ssh user's home): tpu/on_worker.sh, the log, the run's lock.
 # shellcheck disable=SC2034  # read by the scripts that source this file
 RUN_DIR=albert_tf_run
@@ -84,21 +82,31 @@ value_of() {
   printf '%s' "$2"
 }
 
-check_type() {
-  local type
-  for type in $V3_TYPES; do [[ $1 == "$type" ]] && return 0; done
-  die "--type $1: expected one of $V3_TYPES"
+# package_python ARGS: this checkout's Python package, asked for what it knows (topologies, images, file names), so
+# that no script re-types them.
+package_python() {
+  PYTHONPATH="$LIB_DIR/..${PYTHONPATH:+:$PYTHONPATH}" "${ALBERT_TF_PYTHON_HERE:-python3}" "$@"
 }
 
-# A v3-N slice has N cores on N/8 hosts; one host (v3-8) is a "TPU VM", more is a pod slice.
+# check_type TYPE: a v3 slice shape of the package's device table (albert_tf/runtime/devices.py).
+check_type() {
+  package_python -m albert_tf.runtime.devices "$1" >/dev/null 2>&1 ||
+    die "--type $1: expected one of $(package_python -c \
+      'from albert_tf.runtime import devices; print(" ".join(devices.TOPOLOGIES))')"
+}
+
+# hosts_of TYPE: the hosts of a v3 slice (8 cores each; one host, v3-8, is a "TPU VM", more is a pod slice), from the
+# device table.
 hosts_of() {
-  echo $(( ${1#v3-} / 8 ))
+  local cores_hosts
+  cores_hosts=$(package_python -m albert_tf.runtime.devices "$1") || die "--type $1: not a v3 slice shape"
+  echo "${cores_hosts#* }"
 }
 
 # image_for TYPE: the default runtime image of a v3 TYPE, from albert_tf/cloud/images.py (run from this checkout).
 image_for() {
-  PYTHONPATH="$LIB_DIR/..${PYTHONPATH:+:$PYTHONPATH}" "${ALBERT_TF_PYTHON_HERE:-python3}" -c \
-    'import sys; from albert_tf.cloud import images; print(images.default_image(int(sys.argv[1])))' "$(hosts_of "$1")"
+  package_python -c 'import sys; from albert_tf.cloud import images; print(images.default_image(int(sys.argv[1])))' \
+    "$(hosts_of "$1")"
 }
 
 # tensorflow_release IMAGE: "2.18" for tpu-vm-tf-2.18.0-pjrt; the single-host default's for another name.

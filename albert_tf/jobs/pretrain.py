@@ -70,7 +70,12 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
     save_checkpoints_secs: int = option(
         600, "also save when this many seconds have passed since the last save (0: off); bounds what a failure "
              "without notice loses")
-    keep_checkpoint_max: int = option(5, "checkpoints kept (the oldest are deleted)")
+    keep_checkpoint_max: int = option(5, "the newest checkpoints kept in the model dir, of any kind (the oldest are "
+                                         "deleted): what a resume needs")
+    keep_step_checkpoints: int | None = option(
+        None, "the checkpoints of every --save-checkpoints-steps step are also kept apart in MODEL_DIR/steps/, out of "
+              "reach of the clock saves' rotation: N keeps the newest N, 0 none (default: all), so a divergence "
+              "noticed hours later can be rolled back")
     step_timeout: float = option(
         1800.0, "the command line exits 76 with one line when no training step, save or evaluation completes for this "
         "many seconds after the first step (a client hung on a lost TPU host; a relaunch resumes); 0: off")

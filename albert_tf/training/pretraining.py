@@ -57,8 +57,8 @@ def check_flags(cfg):
         if getattr(cfg, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
     for name in ("num_warmup_steps", "save_checkpoints_secs", "collective_timeout_secs", "step_timeout",
-                 "first_step_timeout"):
-        if getattr(cfg, name) < 0:
+                 "first_step_timeout", "keep_step_checkpoints"):
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.streams is not None and cfg.streams <= 0:
         raise ValueError(f"--streams must be positive, got {cfg.streams}")
@@ -220,6 +220,7 @@ class Setup:
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
     dtype_choice: object = None  # albert_tf.runtime.precision.DtypeChoice: why `dtype` (kept in the run record)
     data_sizes: dict = dataclasses.field(default_factory=dict)  # {flag: {file: bytes}} at start (check_inputs)
+    step_manager: object = None  # the CheckpointManager of MODEL_DIR/steps (--keep-step-checkpoints), set by build
 
 
 def choose_streams(cfg, micro_batch, on_tpu, use_gpu):
@@ -286,8 +287,13 @@ def build(cfg, setup):
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
     checkpoint_dir = cfg.model_dir if setup.chief else os.path.join(
         cfg.model_dir, f".worker_{setup.strategy.cluster_resolver.task_id}")
-    manager = tf.train.CheckpointManager(pretrained.checkpoint_for(model, optimizer), checkpoint_dir,
-                                         max_to_keep=cfg.keep_checkpoint_max, step_counter=optimizer.iterations)
+    checkpoint = pretrained.checkpoint_for(model, optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=cfg.keep_checkpoint_max,
+                                         step_counter=optimizer.iterations)
+    if cfg.keep_step_checkpoints != 0:  # the step saves, kept apart from the rotation (a worker's: in its temp dir)
+        setup.step_manager = tf.train.CheckpointManager(
+            checkpoint, os.path.join(checkpoint_dir, layout.STEP_CHECKPOINTS_DIR),
+            max_to_keep=cfg.keep_step_checkpoints, step_counter=optimizer.iterations)
     restored = restore(manager, model, cfg)
     if restored:
         print(f"{restored} at step {int(optimizer.iterations.numpy())}", flush=True)
@@ -300,6 +306,8 @@ def save(cfg, setup, manager, step):
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
         write_record(layout.ModelDir(cfg.model_dir).run_record, run_record(cfg), setup.dtype_choice)
     manager.save(checkpoint_number=step)
+    if setup.step_manager is not None and step % cfg.save_checkpoints_steps == 0:
+        setup.step_manager.save(checkpoint_number=step)
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
 

@@ -1,7 +1,7 @@
 """Serves a SavedModel's signatures in a fresh process that imports only TensorFlow and TF Text, as a model server
 holds an export (no albert_tf: it must not be needed). `helpers.serve_in_fresh_process` runs it:
 
-    python tests/serve_saved_model.py PATH CALLS_JSON INPUTS_NPZ OUT_NPZ
+    python tests/programs/serve_saved_model.py PATH CALLS_JSON INPUTS_NPZ OUT_NPZ
 
 CALLS_JSON is {name: [loader, signature]}; INPUTS_NPZ holds each call's inputs as "name/input" (strings as str);
 OUT_NPZ receives each call's outputs as "name/output" (strings as str). Loaders:

@@ -1,0 +1,29 @@
+"""Runs `albert-tf pretrain` twice in this process: with the loop as it is, then with the compiled loop as it was
+before the metric sums stayed on the devices (a reduction across replicas every step), the reference the on-device
+sums must equal (tests/test_pretrain.py). A file, not a string: AutoGraph converts the loop from its source.
+
+usage: per_step_reduction.py ON_DEVICE_ARGV_JSON PER_STEP_ARGV_JSON
+"""
+import json
+import sys
+
+import tensorflow as tf
+
+from albert_tf import cli
+from albert_tf.training import pretraining
+
+
+def per_step_reduction_loop(strategy, step_fn, sum_keys):
+    def loop(iterator, num_steps, *args):
+        sums = {k: tf.constant(0.0) for k in sum_keys}
+        for _ in tf.range(num_steps):
+            per_replica = strategy.run(step_fn, args=(next(iterator), *args))
+            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
+        return sums
+    return tf.function(loop)
+
+
+on_device, per_step = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert cli.main(["pretrain"] + on_device) == 0
+pretraining.make_train_loop = per_step_reduction_loop
+assert cli.main(["pretrain"] + per_step) == 0
