@@ -10,7 +10,8 @@ import tensorflow as tf
 import helpers as ph
 from albert_tf.data import dataset, record_index
 from albert_tf.data.dataset import pretraining_dataset
-from albert_tf.training import pretrain_step, pretraining, pretraining_input  # noqa: F401
+from albert_tf.training import pretrain_step, pretraining  # noqa: F401
+from albert_tf.data import pretraining_input  # noqa: F401
 
 pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
