@@ -6,6 +6,7 @@ the task's official files then). It holds:
   train: list of training examples; dev: {split name: list of examples}; primary_metric: the dev metric that
   picks the best epoch (a key of `evaluate`'s result).
 """
+from albert_tf.tasks.pipelines import in_order
 
 
 class FinetuneTask:
@@ -37,6 +38,17 @@ class FinetuneTask:
     def evaluate(self, model, tokenizer, budget):
         """{dev split: {metric: float}}, the task's official metrics."""
         raise NotImplementedError
+
+    def dev_batches(self, split, tokenizer, budget, make_dataset, num_examples):
+        """The dev split's `num_examples` model examples (SQuAD: windows) in order, batched
+        (`pipelines.in_order(make_dataset, ...)`), built once per (split, tokenizer, sequence length, batch size,
+        length bucket) and kept: a run scores its dev set at every epoch's end and once more at its end, featurized
+        (and the featurizer traced) only the first time."""
+        key = (split, tokenizer, budget.max_seq_length, budget.batch_size, budget.length_bucket)
+        cache = self.__dict__.setdefault("_dev_batches", {})
+        if key not in cache:
+            cache[key] = in_order(make_dataset, num_examples, budget.batch_size)
+        return cache[key]
 
     def export(self, model, tokenizer, budget, results, output_base):
         """Writes OUTPUT_BASE/N, a raw-text SavedModel of the fine-tuned model; returns its path."""

@@ -97,12 +97,19 @@ def array_dataset(features, labels, order, batch_size, length_bucket=0):
     return _with_trimmed_padding(dataset, length_bucket).prefetch(tf.data.AUTOTUNE)
 
 
-def predict_in_order(model, make_dataset, num_examples, batch_size):
-    """model.predict over all `num_examples` examples in order. The last batch is padded (with example 0) to a full
-    batch, as TPUs need static shapes, and the padding's outputs are dropped."""
+def in_order(make_dataset, num_examples, batch_size):
+    """`make_dataset(order)` for all `num_examples` examples in order, the last batch padded (with example 0) to a
+    full batch, as TPUs need static shapes; cached in memory on its first full pass (`tf.data.Dataset.cache`), so a
+    run that scores the same examples at every epoch's end featurizes them once."""
     padded = -(-num_examples // batch_size) * batch_size
     order = np.concatenate([np.arange(num_examples), np.zeros(padded - num_examples, np.int64)])
-    outputs = model.predict(make_dataset(order), verbose=0)
+    return make_dataset(order).cache()
+
+
+def predict_in_order(model, batches, num_examples):
+    """model.predict over `batches` (`in_order`'s dataset of `num_examples` examples); the padding's outputs are
+    dropped."""
+    outputs = model.predict(batches, verbose=0)
     if isinstance(outputs, dict):
         return {k: np.asarray(v)[:num_examples] for k, v in outputs.items()}
     return np.asarray(outputs)[:num_examples]

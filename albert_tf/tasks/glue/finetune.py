@@ -52,10 +52,10 @@ class GlueFinetune(FinetuneTask):
         results = {}
         for split, examples in self.dev.items():
             a, b, labels = self._columns(examples)
-            logits = predict_in_order(
-                model, lambda order: pack_dataset(tokenizer, budget.max_seq_length, a, b, None, order,
-                                                  budget.batch_size, length_bucket=budget.length_bucket),
-                len(examples), budget.batch_size)
+            batches = self.dev_batches(split, tokenizer, budget, lambda order: pack_dataset(
+                tokenizer, budget.max_seq_length, a, b, None, order, budget.batch_size,
+                length_bucket=budget.length_bucket), len(examples))
+            logits = predict_in_order(model, batches, len(examples))
             predictions = logits[:, 0] if self.regression else logits.argmax(-1)
             results[split] = {k: float(v) for k, v in glue.compute_metrics(self.spec, predictions,
                                                                                  labels).items()}

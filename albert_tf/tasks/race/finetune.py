@@ -65,9 +65,9 @@ class RaceFinetune(FinetuneTask):
         return self._dataset(self.train, tokenizer, budget, order, labels=True)
 
     def evaluate(self, model, tokenizer, budget):
-        logits = predict_in_order(model, lambda order: self._dataset(self.dev["dev"], tokenizer, budget, order,
-                                                                     labels=False),
-                                  len(self.dev["dev"]), budget.batch_size)
+        batches = self.dev_batches("dev", tokenizer, budget, lambda order: self._dataset(
+            self.dev["dev"], tokenizer, budget, order, labels=False), len(self.dev["dev"]))
+        logits = predict_in_order(model, batches, len(self.dev["dev"]))
         return {"dev": {k: float(v) for k, v in race.compute_metrics(logits, self.dev["dev"]).items()}}
 
     def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument

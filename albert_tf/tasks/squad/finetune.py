@@ -68,8 +68,9 @@ class SquadFinetune(FinetuneTask):
         examples = self.dev["dev"]
         features, arrays = self._features("dev", examples, tokenizer, budget, False)
         # At full length (no length_bucket): predict stacks the per-window logits [B, L] of every batch.
-        logits = predict_in_order(model, lambda order: array_dataset(arrays, None, order, budget.batch_size),
-                                  len(features), budget.batch_size)
+        batches = self.dev_batches("dev", tokenizer, budget,
+                                   lambda order: array_dataset(arrays, None, order, budget.batch_size), len(features))
+        logits = predict_in_order(model, batches, len(features))
         predictions = squad.postprocess(examples, features, logits["start_logits"], logits["end_logits"],
                                         version_2_with_negative=self.v2)
         if self.v2:
