@@ -66,18 +66,18 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
     text_a_spec = tf.TensorSpec([None], tf.string, name="text_a")
     no_text_b = tf.constant([], tf.string)
 
-    @tf.function(input_signature=[text_a_spec, tf.TensorSpec([None], tf.string, name="text_b")])
+    @tf.function(input_signature=[text_a_spec, tf.TensorSpec([None], tf.string, name="text_b")], autograph=False)
     def serving_default(text_a, text_b=no_text_b):
         return outputs(text_to_inputs(tokenizer, text_a, text_b, seq_length))
 
-    @tf.function(input_signature=[text_a_spec])
+    @tf.function(input_signature=[text_a_spec], autograph=False)
     def text(text_a):
         return outputs(text_to_inputs(tokenizer, text_a, None, seq_length))
 
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name)
            for name in ("input_word_ids", "input_mask", "input_type_ids")}
 
-    @tf.function(input_signature=[ids])
+    @tf.function(input_signature=[ids], autograph=False)
     def encode(inputs):
         return outputs(inputs)
 

@@ -31,11 +31,11 @@ def export_classifier(model, tokenizer, budget, pairs, regression, output_base):
         no_text_b = tf.constant([], tf.string)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                      tf.TensorSpec([None], tf.string, name="text_b")])
+                                      tf.TensorSpec([None], tf.string, name="text_b")], autograph=False)
         def serving_default(text_a, text_b=no_text_b):
             return outputs(text_a, text_b)
     else:
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")], autograph=False)
         def serving_default(text_a):
             return outputs(text_a, None)
     module.serving_default = serving_default

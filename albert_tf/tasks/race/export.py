@@ -19,7 +19,7 @@ def race_signatures(model, tokenizer, seq_length, max_qa_length):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="article"),
                                   tf.TensorSpec([None], tf.string, name="question"),
-                                  tf.TensorSpec([None, NUM_CHOICES], tf.string, name="options")])
+                                  tf.TensorSpec([None, NUM_CHOICES], tf.string, name="options")], autograph=False)
     def serving_default(article, question, options):
         inputs = race_inputs(tokenizer, article, question, options, seq_length, max_qa_length)
         logits = model(trim_padding(inputs, SERVING_LENGTH_BUCKET), training=False)  # as the encoder export

@@ -49,14 +49,14 @@ def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_len
                        training=False)
         return context, windows, logits["start_logits"], logits["end_logits"]
 
-    @tf.function(input_signature=strings)
+    @tf.function(input_signature=strings, autograph=False)
     def serving_default(question, context):
         context, windows, start_logits, end_logits = features_and_logits(question, context)
         return squad_answers(windows, start_logits, end_logits, context, tf.size(context), n_best=n_best,
                              max_answer_length=max_answer_length, version_2_with_negative=version_2_with_negative,
                              null_score_diff_threshold=null_score_diff_threshold)
 
-    @tf.function(input_signature=strings)
+    @tf.function(input_signature=strings, autograph=False)
     def windows_signature(question, context):
         _, windows, start_logits, end_logits = features_and_logits(question, context)
         return dict(windows, start_logits=start_logits, end_logits=end_logits)
