@@ -5,7 +5,9 @@ loopback ports) run the same `albert-tf pretrain` command, as a pod's hosts each
 
 What it runs and checks (exit 1 and one line per failed check otherwise):
   1. reference: one process, `--cpu-replicas N` with one input pipeline per replica (ALBERT_TF_INPUT_PIPELINES=
-     per-replica: replica i reads what worker i reads), uninterrupted to the last step;
+     per-replica: replica i reads what worker i reads), uninterrupted to the last step (before the workers, or,
+     with `rehearse(..., alongside=True)`, at the same time: the workers wait on each other, the reference fills
+     that time);
   2. N workers; once the chief has logged its first loop, SIGTERM to ONE worker (the last): all of them must agree to
      stop, save the same step and exit 75 (stopped on a signal after saving, albert_tf/runtime/exit_codes.py);
   3. the same N workers again: they resume from that checkpoint to the last step.
@@ -178,23 +180,30 @@ def max_abs_diff(checkpoint_a, checkpoint_b):
     return max(float(np.max(np.abs(a.get_tensor(n).astype(np.float64) - b.get_tensor(n)))) for n in names)
 
 
-def rehearse(pretrain_args, workers, work_dir, timeout=900):
-    """Runs the rehearsal (see the module docstring) with `pretrain_args` (no --model-dir: one per run is made
-    under `work_dir`). Returns a report dict; `failures` lists what went wrong (empty: all checks passed)."""
-    os.makedirs(work_dir, exist_ok=True)
-    reference_dir, pod_dir = os.path.join(work_dir, "reference"), os.path.join(work_dir, "pod")
-    report = {"workers": workers, "failures": []}
-    fail = report["failures"].append
+def start_reference(pretrain_args, workers, reference_dir, log_path):
+    """Starts the one-process reference run: `--cpu-replicas N`, one input pipeline per replica (replica i reads
+    what worker i reads). Returns (Popen, log path); its stdout and stderr go to the log."""
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            pretrain_command([*pretrain_args, "--model-dir", reference_dir, "--cpu-replicas", workers]),
+            stdout=log, stderr=subprocess.STDOUT, env=_environment({"ALBERT_TF_INPUT_PIPELINES": "per-replica"}))
+    return proc, log_path
 
-    reference = subprocess.run(
-        pretrain_command([*pretrain_args, "--model-dir", reference_dir, "--cpu-replicas", workers]),
-        env=_environment({"ALBERT_TF_INPUT_PIPELINES": "per-replica"}), capture_output=True, text=True,
-        timeout=timeout, check=False)
-    if reference.returncode != 0:
-        fail(f"the reference run exited {reference.returncode}: {reference.stderr.strip()[-2000:]}")
-        return report
 
-    pod_args = [*pretrain_args, "--model-dir", pod_dir]
+def reference_finished(reference, timeout, fail):
+    """Waits for the reference run (`start_reference`); False, after `fail(...)` with its log's tail, unless it
+    exited 0."""
+    code = wait_all([reference], timeout)[0]
+    if code != 0:
+        fail(f"the reference run exited {code} (None: hung): {read(reference[1]).strip()[-2000:]}")
+    return code == 0
+
+
+def run_the_pod(pod_args, workers, work_dir, timeout, report):
+    """The rehearsal's two launches of `workers` processes (rehearse): the first stopped by a SIGTERM to the last
+    worker, the second resumed to the end; what they did goes into `report` (stop steps, input pipelines,
+    leftovers) and what went wrong into report["failures"]."""
+    fail, pod_dir = report["failures"].append, pod_args[pod_args.index("--model-dir") + 1]
     first = start_workers(pod_args, workers, os.path.join(work_dir, "run1"))
     if not interrupt_one(first, pod_dir, workers - 1, timeout):
         fail("the workers ended (or hung) before the chief logged its first loop: nothing to interrupt")
@@ -221,6 +230,28 @@ def rehearse(pretrain_args, workers, work_dir, timeout=900):
     if report["leftovers"]:
         fail(f"files in the model dir that are not the chief's: {report['leftovers']}")
 
+
+def rehearse(pretrain_args, workers, work_dir, timeout=900, alongside=False):
+    """Runs the rehearsal (see the module docstring) with `pretrain_args` (no --model-dir: one per run is made
+    under `work_dir`). `alongside`: the reference runs at the same time as the workers instead of before them.
+    Returns a report dict; `failures` lists what went wrong (empty: all checks passed)."""
+    os.makedirs(work_dir, exist_ok=True)
+    reference_dir, pod_dir = os.path.join(work_dir, "reference"), os.path.join(work_dir, "pod")
+    report = {"workers": workers, "failures": []}
+    fail = report["failures"].append
+
+    reference = start_reference(pretrain_args, workers, reference_dir, os.path.join(work_dir, "reference.log"))
+    if not alongside and not reference_finished(reference, timeout, fail):
+        return report
+
+    try:
+        run_the_pod([*pretrain_args, "--model-dir", pod_dir], workers, work_dir, timeout, report)
+    except BaseException:
+        reference[0].kill()  # (alongside: still running)
+        raise
+
+    if alongside and not reference_finished(reference, timeout, fail):
+        return report
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     final_pod, final_reference = tf.train.latest_checkpoint(pod_dir), tf.train.latest_checkpoint(reference_dir)
