@@ -125,41 +125,63 @@ def test_bad_accumulation_steps_are_refused(data_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ the CLI, 4 replicas
+# 6 steps of 16 examples on 4 replicas, one dropout stream everywhere (dropout masks are drawn per stream, and
+# --remat's default on CPU is 1, else 2). --gradient-accumulation-steps runs with --no-dropout on both sides: dropout
+# masks depend on the micro-batch shape.
+CLI_RUNS = {"plain": [], "remat": ["--remat"], "plain_nd": ["--no-dropout"],
+            "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}
+
+
+@pytest.fixture(scope="module")
+def cli_run(data_dir, tmp_path_factory):
+    """cli_run(name) -> (model dir, CompletedProcess) of `albert-tf pretrain` with CLI_RUNS[name]'s flags in a fresh
+    process, run once per module on first use: the two tests below share "plain_nd" and "accumulated" (their
+    xdist_group keeps them on one worker under `--dist loadgroup`)."""
+    root, done = tmp_path_factory.mktemp("cli_runs"), {}
+
+    def run(name):
+        if name not in done:
+            model_dir = root / name
+            proc = ph.run_cli("pretrain", cli_args(data_dir, model_dir, name))
+            assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
+            done[name] = model_dir, proc
+        return done[name]
+    return run
+
+
+def cli_args(data_dir, model_dir, name):
+    return ph.pretrain_args(data_dir, model_dir, cpu_replicas=4, streams=1) + CLI_RUNS[name]
+
+
 @pytest.mark.slow  # fresh TensorFlow processes
-def test_cli_remat_and_accumulation_under_four_cpu_replicas(data_dir, tmp_path):
+@pytest.mark.xdist_group("remat_cli")
+def test_cli_remat_and_accumulation_under_four_cpu_replicas(cli_run):
     """16 examples per step on 4 replicas: plain; --remat (dropout on: same masks); --gradient-accumulation-steps 2
-    (--no-dropout on both sides: dropout masks depend on the micro-batch shape)."""
-    runs = {}
-    for name, extra in {"plain": [], "remat": ["--remat"], "plain_nd": ["--no-dropout"],
-                        "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}.items():
-        runs[name] = tmp_path / name
-        # one stream everywhere: dropout masks are drawn per stream, and --remat's default on CPU is 1, else 2
-        proc = ph.run_cli("pretrain",
-                          ph.pretrain_args(data_dir, runs[name], steps=4, cpu_replicas=4, streams=1) + extra)
-        assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
-    assert "2 accumulated micro-batches of 2 per replica" in proc.stdout and "remat" in proc.stdout
-    ph.assert_same_checkpoint(runs["plain"], runs["remat"], 4)
-    ph.assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 4)
+    with --remat (--no-dropout on both sides)."""
+    runs = {name: cli_run(name)[0] for name in CLI_RUNS}
+    out = cli_run("accumulated")[1].stdout
+    assert "2 accumulated micro-batches of 2 per replica" in out and "remat" in out
+    ph.assert_same_checkpoint(runs["plain"], runs["remat"], 6)
+    ph.assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 6)
     for a, b in (("plain", "remat"), ("plain_nd", "accumulated")):
-        np.testing.assert_allclose(ph.train_metrics(runs[b])[4]["loss"], ph.train_metrics(runs[a])[4]["loss"],
-                                   rtol=1e-5)
+        for step in (2, 6):
+            np.testing.assert_allclose(ph.train_metrics(runs[b])[step]["loss"],
+                                       ph.train_metrics(runs[a])[step]["loss"], rtol=1e-5)
 
 
 @pytest.mark.slow  # fresh TensorFlow processes
-def test_cli_accumulated_run_resumed_equals_uninterrupted(data_dir, tmp_path):
-    """An accumulated run killed (from the outside) after its first checkpoint and restarted sees the same data and
-    ends with the
-    same weights as an uninterrupted accumulated run, and as a one-batch run of the same global batch."""
-    accumulated = ["--no-dropout", "--gradient-accumulation-steps", "4"]
-    uninterrupted, killed, one_batch = tmp_path / "uninterrupted", tmp_path / "killed", tmp_path / "one"
-    ph.run_cli("pretrain", ph.pretrain_args(data_dir, uninterrupted) + accumulated)
-    proc = ph.run_cli_killed_when("pretrain", ph.pretrain_args(data_dir, killed) + accumulated, killed / "checkpoint")
+@pytest.mark.xdist_group("remat_cli")
+def test_cli_accumulated_run_resumed_equals_uninterrupted(data_dir, tmp_path, cli_run):
+    """An accumulated run (4 replicas, 2 micro-batches each, --remat) killed (from the outside) after its first
+    checkpoint and restarted sees the same data and ends with the same weights as an uninterrupted accumulated run,
+    and as a one-batch run of the same global batch."""
+    uninterrupted, one_batch, killed = cli_run("accumulated")[0], cli_run("plain_nd")[0], tmp_path / "killed"
+    proc = ph.run_cli_killed_when("pretrain", cli_args(data_dir, killed, "accumulated"), killed / "checkpoint")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     killed_at = int(tf.train.latest_checkpoint(str(killed)).rsplit("-", 1)[1])
     assert killed_at < 6
-    resumed = ph.run_cli("pretrain", ph.pretrain_args(data_dir, killed) + accumulated)
+    resumed = ph.run_cli("pretrain", cli_args(data_dir, killed, "accumulated"))
     assert f"at step {killed_at}" in resumed.stdout
-    ph.run_cli("pretrain", ph.pretrain_args(data_dir, one_batch) + ["--no-dropout"])
     ph.assert_same_checkpoint(uninterrupted, killed, 6)
     ph.assert_same_checkpoint(one_batch, uninterrupted, 6)
     assert sorted(ph.train_metrics(killed)) == [2, 4, 6]
