@@ -10,6 +10,39 @@ os.environ.setdefault("ALBERT_TF_AUTO_DTYPE", "float32")
 
 import helpers  # noqa: E402  pylint: disable=wrong-import-position
 
+# The longest slow tests (node ids under tests/, by prefix) and their minutes on a loaded 2-core machine (CONTRIBUTING.md,
+# "What CI runs"). Under xdist they run first, longest first (pytest_collection_modifyitems): a worker takes the next
+# test when it is free (`--dist loadgroup` holds at most a few tests per worker), so the run ends on short tests
+# instead of one worker finishing a long one while the other idles. A slow test of several minutes belongs here; the
+# figures only rank.
+LONG_TESTS = {
+    "test_remat_accumulation.py::test_cli_remat_and_accumulation_under_four_cpu_replicas": 6.4,
+    "test_rehearsal.py::test_a_worker_lost_mid_run": 6,
+    "test_finetune_dtype.py::test_bfloat16_fine_tune_reaches_the_float32_accuracy": 5,
+    "test_finetune.py::test_briefly_pretrained_model": 3,
+    "test_remat_accumulation.py::test_cli_accumulated_run_resumed_equals_uninterrupted": 2.6,
+    "test_pretrain.py::test_one_replica_equals_four_cpu_replicas": 2.6,
+    "test_glue.py::test_rows_without_text_b_are_served_as_trained": 2.2,
+    "test_rehearsal.py::test_two_workers_stop_together": 2.1,
+    "test_task_export.py::test_finetune_writes_the_task_export[squad2]": 1.7,
+    "test_task_export.py::test_finetune_writes_the_task_export[race]": 1.4,
+    "test_export.py::test_converted_release_serves_like_keras_model": 1.1,
+}
+
+
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+    """Under xdist (a worker's collection: every worker sorts alike), LONG_TESTS first, longest first; the other
+    tests keep their order after them. In one process the order is left alone (it changes no total, and a module's
+    tests kept together build its fixtures once)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def minutes(item):
+        name = item.nodeid.split("tests/", 1)[-1]
+        return next((m for prefix, m in LONG_TESTS.items() if name.startswith(prefix)), 0)
+
+    items.sort(key=lambda item: -minutes(item))
+
 
 @pytest.fixture(scope="session")
 def tiny_spm_model(tmp_path_factory):
