@@ -18,7 +18,7 @@ import helpers  # noqa: E402  pylint: disable=wrong-import-position
 LONG_TESTS = {
     "test_remat_accumulation.py::test_cli_remat_and_accumulation_under_four_cpu_replicas": 6.4,
     "test_rehearsal.py::test_a_worker_lost_mid_run": 6,
-    "test_finetune_dtype.py::test_bfloat16_fine_tune_reaches_the_float32_accuracy": 5,
+    "test_finetune_dtype.py::test_bfloat16_fine_tune_reaches_the_float32_accuracy": 3,
     "test_finetune.py::test_briefly_pretrained_model": 3,
     "test_remat_accumulation.py::test_cli_accumulated_run_resumed_equals_uninterrupted": 2.6,
     "test_pretrain.py::test_one_replica_equals_four_cpu_replicas": 2.6,
