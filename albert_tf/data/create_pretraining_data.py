@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from albert_tf.runtime import lock
+from albert_tf.runtime import exit_codes, lock
 from albert_tf.text import AlbertTokenizer
 from albert_tf.text.vocabulary import SPM_FILE
 from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files, temp_path_for
@@ -189,17 +189,16 @@ def _init_worker(model_proto, lower_case, options):
 
 def _serve(connection, model_proto, lower_case, options):
     """A worker process: blocks in through `connection`, (True, (records, stats)) out, or (False, the exception);
-    ends when the pipe closes."""
+    ends, quietly, when the pipe closes or breaks (the main process ended, or was killed)."""
     _init_worker(model_proto, lower_case, options)
-    while True:
-        try:
+    with contextlib.suppress(EOFError, OSError):  # BrokenPipeError, ConnectionResetError: the main process is gone
+        while True:
             block = connection.recv()
-        except EOFError:
-            return
-        try:
-            connection.send((True, _PROCESSOR.process(block)))
-        except Exception as e:  # pylint: disable=broad-except  # raised again in the main process
-            connection.send((False, e))
+            try:
+                answer = (True, _PROCESSOR.process(block))
+            except Exception as e:  # pylint: disable=broad-except  # raised again in the main process
+                answer = (False, e)
+            connection.send(answer)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -266,14 +265,27 @@ class _Workers:
                 self.close()
                 raise
 
+    def _lost(self, worker):
+        """The RuntimeLost (exit 76) for a worker whose pipe broke: it was killed or died."""
+        process = self.processes[worker]
+        process.join(1)
+        code = process.exitcode
+        how = (f"was killed ({signal.Signals(-code).name}{': out of memory?' if -code == signal.SIGKILL else ''})"
+               if code is not None and code < 0 else f"ended unexpectedly (exit code {code})")
+        return exit_codes.RuntimeLost(f"worker process {process.pid} {how}; no shard written, the temporary files "
+                                      "removed: run the same command again (with fewer --workers if memory is short)")
+
+    def _send(self, worker, block):
+        try:
+            self.connections[worker].send(block)
+        except OSError:  # BrokenPipeError, ConnectionResetError: the worker is gone
+            raise self._lost(worker) from None
+
     def _receive(self, worker):
         try:
             ok, value = self.connections[worker].recv()
-        except EOFError:
-            process = self.processes[worker]
-            process.join(1)
-            raise RuntimeError(f"create-data: worker process {process.pid} ended unexpectedly (exit code "
-                               f"{process.exitcode})") from None
+        except (EOFError, OSError):
+            raise self._lost(worker) from None
         if not ok:
             raise value
         return value
@@ -288,14 +300,14 @@ class _Workers:
             item = next(blocks, None)
             if item is None:
                 break
-            self.connections[worker].send(item[1])
+            self._send(worker, item[1])
             pending.append((item[0], worker))
         while pending:
             path, worker = pending.popleft()
             item = next(blocks, None)  # read on while the workers work
             result = self._receive(worker)
             if item is not None:
-                self.connections[worker].send(item[1])
+                self._send(worker, item[1])
                 pending.append((item[0], worker))
             consume(path, result)
 
@@ -482,9 +494,14 @@ class _Shards:
                                              for path, count in zip(self.outputs, self.counts)})
 
     def discard(self):
+        """Removes every temporary shard; a writer that cannot flush (the disk is full) does not stop it."""
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-        self.close()
+        for writer in self.writers:
+            with contextlib.suppress(Exception):
+                writer.close()
+        self.writers = []
         for tmp in self.temps:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.remove(tmp)
+            with contextlib.suppress(Exception):
+                if tf.io.gfile.exists(tmp):
+                    tf.io.gfile.remove(tmp)

@@ -305,11 +305,30 @@ def save(cfg, setup, manager, step):
     if setup.chief:
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
         write_record(layout.ModelDir(cfg.model_dir).run_record, run_record(cfg), setup.dtype_choice)
-    manager.save(checkpoint_number=step)
-    if setup.step_manager is not None and step % cfg.save_checkpoints_steps == 0:
-        setup.step_manager.save(checkpoint_number=step)
+    managers = [manager] + ([setup.step_manager] if setup.step_manager is not None
+                            and step % cfg.save_checkpoints_steps == 0 else [])
+    for each in managers:
+        try:
+            each.save(checkpoint_number=step)
+        except tf.errors.OpError:  # a full disk: the half-written save goes, the last complete one stays
+            remove_partial_save(each.directory, step)
+            raise
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
+
+
+def remove_partial_save(directory, step):
+    """Removes what a failed save of `step` left in `directory` (TensorFlow's CKPT_temp directory, the files of a
+    checkpoint the `checkpoint` state file does not name): the state file still names the last complete save."""
+    prefix = os.path.join(directory, f"ckpt-{step}")
+    for path in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
+        try:
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+        except tf.errors.OpError:
+            pass
 
 
 def run_steps(train_loop, iterator, num_steps, training):
