@@ -190,13 +190,19 @@ def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, cli, corpus_f
     assert f.read_text(encoding="utf-8") == "not a directory\n"
 
 
-def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
+def test_check_output_dir_accepts_new_and_existing_directories(tmp_path, monkeypatch):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(tmp_path, "--output")
     check_output_dir(tmp_path / "new" / "deeper", "--output")
     check_output_dir(tmp_path / "new" / "prefix", "--output", prefix=True)
-    check_output_dir("gs://bucket/model", "--model-dir")  # object stores: not checked here
+    asked = []  # object stores: asked once whether the path exists (the bucket answers, or a fault is raised)
+    monkeypatch.setattr(tf.io.gfile, "exists", lambda path: asked.append(path) or False)
+    check_output_dir("gs://bucket/model", "--model-dir")
+    check_output_dir("gs://bucket/data/train", "--output", prefix=True)
+    assert asked == ["gs://bucket/model", "gs://bucket/data"]
 
 
 def test_misleading_messages_say_what_is_wrong(tmp_path, cli, corpus_file, tiny_spm_model):
