@@ -162,6 +162,8 @@ def main(argv=None):
         return exit_codes.BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C where a command has no handling of its own: one line, the shell's code
         print(f"albert-tf {args.command}: interrupted", file=sys.stderr, flush=True)
+        if as_program:  # its clean-up has run: no second of TensorFlow's teardown after a Ctrl-C
+            exit_at_once(exit_codes.INTERRUPTED)
         return exit_codes.INTERRUPTED
     except Exception as e:  # pylint: disable=broad-except  # a fault (disk full, a bucket): its code; else exit 1
         fault = faults.classify(e)

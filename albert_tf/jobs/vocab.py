@@ -11,6 +11,7 @@ import sys
 
 from albert_tf import run_config
 from albert_tf.data import vocab as vocab_training
+from albert_tf.data import vocab_trainer
 from albert_tf.run_config import option
 from albert_tf.text import vocabulary
 
@@ -48,11 +49,16 @@ class VocabResult:
 
 
 def vocab(config):
-    """Trains the vocabulary `config` (a VocabConfig) describes; prints the summary lines (warnings on stderr).
-    Returns a VocabResult."""
-    stats = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
-                                       lower_case=not config.cased, max_sentences=config.max_sentences,
-                                       seed=config.seed)
+    """Trains the vocabulary `config` (a VocabConfig) describes; prints progress lines and warnings on stderr, the
+    summary lines on stdout. Returns a VocabResult. Ctrl-C stops the training at once (it runs in a child process),
+    with nothing written."""
+    progress = vocab_trainer.Progress()  # stderr: the sampling's counts, then the trainer's stage
+    try:
+        stats = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
+                                           lower_case=not config.cased, max_sentences=config.max_sentences,
+                                           seed=config.seed, progress=progress)
+    finally:
+        progress.end()
     lines, warnings = vocab_training.summary_lines(stats, bool(config.cased))
     for line in warnings:
         print(line, file=sys.stderr)
