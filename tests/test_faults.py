@@ -116,8 +116,8 @@ def test_vocab_to_an_unreachable_or_refusing_bucket_fails_before_training(cli, c
     from albert_tf.data import vocab as vocab_training  # pylint: disable=import-outside-toplevel
 
     _gfile_raising(monkeypatch, error)
-    monkeypatch.setattr(vocab_training.spm.SentencePieceTrainer, "train",
-                        lambda **kwargs: pytest.fail("trained before checking the bucket"))
+    monkeypatch.setattr(vocab_training, "sample_sentences",
+                        lambda *args, **kwargs: pytest.fail("read the corpus before checking the bucket"))
     got, _, err = cli("vocab", "--input", corpus_file, "--output-prefix", "gs://some-bucket/spm")
     line = _one_error_line(err, "vocab")
     assert got == code and line.startswith("albert-tf vocab: error: gs://some-bucket/spm: "), err
