@@ -17,6 +17,7 @@ import tempfile
 
 from albert_tf import __version__, run_config
 from albert_tf.jobs import BY_NAME, JOBS
+from albert_tf import messages
 from albert_tf.runtime import exit_codes, faults
 
 # TensorFlow's start-up notices on stderr: absl's pre-InitializeLog lines (TF_CPP_MIN_LOG_LEVEL does not reach them)
@@ -151,7 +152,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         quiet_tensorflow(args.command, args.verbose)
-        return args._run(args) or exit_codes.DONE
+        with messages.command(args.command):  # library warnings and notes name the command
+            return args._run(args) or exit_codes.DONE
     except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
         if as_program and e.exit_code == exit_codes.RUNTIME_LOST:

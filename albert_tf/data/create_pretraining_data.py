@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 
+from albert_tf import messages
 from albert_tf.runtime import exit_codes, lock
 from albert_tf.text import AlbertTokenizer
 from albert_tf.text.vocabulary import SPM_FILE
@@ -65,7 +66,7 @@ class Summary:
         return out
 
     def warnings(self):
-        return [f"warning: {path}: replaced {count} bytes of invalid UTF-8 with U+FFFD"
+        return [messages.line("warning", f"{path}: replaced {count} bytes of invalid UTF-8 with U+FFFD", "create-data")
                 for path, count in self.replaced_by_file.items()]
 
     def print(self):
@@ -384,7 +385,8 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix: its temp files are ours to remove
         removed = remove_leftover_temps(output_prefix)
         if removed and progress:
-            print(f"removed the temporary files of an interrupted earlier run: {_some(removed)}", file=sys.stderr)
+            messages.say("note", f"removed the temporary files of an interrupted earlier run: {_some(removed)}",
+                         "create-data")
         summary = _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents,
                          stale)
     if progress:
