@@ -22,7 +22,7 @@ FORBIDDEN = ("Error executing an HTTP request: HTTP response code 403 with body 
 
 
 def _one_error_line(err, command):
-    lines = [line for line in err.splitlines() if line.strip()]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("progress: ")]
     assert len(lines) == 1, err
     assert lines[0].startswith(f"albert-tf {command}: error: "), err
     return lines[0]

@@ -150,12 +150,14 @@ def test_sigint_saves_with_one_line_and_exits_130(pretrain_data, tmp_path):
 
 @pytest.mark.slow  # the paper's batch 4096 on a CPU: ~8 GiB and a first step of a minute or more
 def test_default_flags_show_progress_within_30s_and_sigterm_saves_within_one_call(tmp_path):
-    """Only the required flags, as a new user runs it (plus --max-seq-length 128, where albert_tiny's positions end):
-    batch 4096, --steps-per-loop 100. Was: no line for 30 minutes, SIGTERM ignored for 15."""
+    """The required flags and the steps (a CPU run at the pod recipe's batch and steps is refused), plus
+    --max-seq-length 128, where albert_tiny's positions end: batch 4096, --steps-per-loop 100. Was: no line for 30
+    minutes, SIGTERM ignored for 15."""
     ph.write_records(str(tmp_path / "train.tfrecord"), 2 * 4096, 128, 20, seed=0)
     model_dir = tmp_path / "model"
     proc = ph.spawn("pretrain", "--config", "albert_tiny", "--train-data", tmp_path / "train.tfrecord",
-                    "--model-dir", model_dir, "--max-seq-length", "128", merge_stderr=True)
+                    "--model-dir", model_dir, "--max-seq-length", "128", "--num-train-steps", "1000",
+                    "--num-warmup-steps", "100", merge_stderr=True)
     _, started = proc.read_until(lambda line: line.startswith("training "), timeout=300)
     _, first = proc.read_until(lambda line: line.startswith("progress: "), timeout=60)
     assert first - started <= 30
