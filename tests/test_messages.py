@@ -202,7 +202,7 @@ def test_check_output_dir_accepts_new_and_existing_directories(tmp_path, monkeyp
     monkeypatch.setattr(tf.io.gfile, "exists", lambda path: asked.append(path) or False)
     check_output_dir("gs://bucket/model", "--model-dir")
     check_output_dir("gs://bucket/data/train", "--output", prefix=True)
-    assert asked == ["gs://bucket/model", "gs://bucket/data"]
+    assert asked == ["gs://bucket/model", "gs://bucket/data/train"]
 
 
 def test_misleading_messages_say_what_is_wrong(tmp_path, cli, corpus_file, tiny_spm_model):

@@ -56,8 +56,8 @@ def _detail(error):
 
 def output_failed(where, reason):
     """The OutputFailed (exit 74) for `where` (a path) that could not be written for `reason`."""
-    return exit_codes.OutputFailed(f"{where + ': ' if where else ''}could not be written: {reason}; nothing "
-                                   "half-written is left: free space (or choose another output), then run again")
+    return exit_codes.OutputFailed(f"{where + ': ' if where else ''}could not be written: {reason}; free space (or "
+                                   "choose another output), then run again")
 
 
 def classify(error):
