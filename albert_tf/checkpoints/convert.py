@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from safetensors.numpy import load as load_safetensors
 
+from albert_tf import messages
 from albert_tf.checkpoints import pretrained, releases
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import count_params
@@ -304,7 +305,7 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     model = AlbertPretrainer(cfg)
     warnings = (load_tf1_checkpoint if source == "tf1" else load_hf_checkpoint)(model, checkpoint)
     for w in warnings:
-        log(f"warning: {w}")
+        log(messages.line("warning", w, "convert"))
     pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
     return model
 

@@ -41,7 +41,7 @@ from albert_tf.config import config_path
 from albert_tf.files import atomic_write_text, check_input_file, check_output_dir
 from albert_tf.layout import FinetuneDir
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.runtime import lock, precision
+from albert_tf.runtime import lock, precision, random_state
 from albert_tf.runtime.signals import duration_text
 from albert_tf.serving.saved_model import latest_version
 from albert_tf.tasks.adapters import make_task
@@ -282,7 +282,14 @@ def finish(cfg, setup, model, state, managers, started):
 
 def run(cfg, exits):
     """Fine-tunes as `cfg` (a FinetuneConfig) says; returns the FinetuneResult's fields (a dict). `exits` (the CLI):
-    a second SIGINT aborts the process at once."""
+    a second SIGINT aborts the process at once. The global random generators the run seeds are given back as they
+    were (runtime.random_state)."""
+    with random_state.kept():
+        return _run(cfg, exits)
+
+
+def _run(cfg, exits):
+    """The body of `run`."""
     started = time.monotonic()
     check_settings(cfg)
     inputs = read_inputs(cfg)
