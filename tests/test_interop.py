@@ -312,3 +312,33 @@ def test_convert_to_on_the_command_line(tiny, tmp_path, cli):
         "--from/--checkpoint)"]
     code, _, err = cli("convert", "--to", "keras-hub", "--init", directory, "--from", "hf", "--output", tmp_path / "y")
     assert code == 2 and "drop --from" in err
+
+
+@pytest.mark.slow
+def test_albert_base_shaped_random_model_matches_on_both_sides(tmp_path):
+    """albert_base's shapes (30,000 pieces, E 128, H 768, 12 layers, one group) with random weights (LayerNorm gains
+    around 1, the rest N(0, 0.02) as the initializer): transformers and keras-hub within 1e-5 of albert_tf."""
+    keras_hub = _require("keras_hub")
+    from albert_tf import AlbertConfig, AlbertPretrainer  # pylint: disable=import-outside-toplevel
+
+    model = AlbertPretrainer(AlbertConfig.from_preset("albert_base"))
+    rng = np.random.default_rng(0)
+    for variable in model.weights:
+        value = rng.normal(0.0, 0.02, variable.shape) + (1.0 if "gamma" in variable.path else 0.0)
+        variable.assign(value.astype(np.float32))
+    model.save_pretrained(str(tmp_path / "model"))
+    inputs = {"input_word_ids": rng.integers(5, 30000, [2, 128]).astype(np.int32),
+              "input_mask": np.ones([2, 128], np.int32), "input_type_ids": np.zeros([2, 128], np.int32),
+              "masked_lm_positions": rng.integers(1, 100, [2, 20]).astype(np.int32)}
+    inputs["input_mask"][1, 90:] = 0
+    inputs["input_type_ids"][:, 60:] = 1
+    ours = {k: np.asarray(v) for k, v in model(inputs, training=False).items() if k != "encoder_outputs"}
+    _convert(tmp_path / "model", "hf", tmp_path / "hf")
+    hf_diffs = _max_diffs(_hf_outputs(str(tmp_path / "hf"), inputs), ours)
+    _convert(tmp_path / "model", "keras-hub", tmp_path / "kh")
+    backbone = keras_hub.models.AlbertBackbone.from_preset(str(tmp_path / "kh"))
+    theirs = backbone({"token_ids": inputs["input_word_ids"], "segment_ids": inputs["input_type_ids"],
+                       "padding_mask": inputs["input_mask"]})
+    keras_hub_diffs = _max_diffs({k: np.asarray(v) for k, v in theirs.items()}, ours)
+    print(f"albert_base-shaped: transformers {hf_diffs}, keras-hub {keras_hub_diffs}")
+    assert max(hf_diffs.values()) < 1e-5 and max(keras_hub_diffs.values()) < 1e-5, (hf_diffs, keras_hub_diffs)
