@@ -63,4 +63,4 @@ class GlueFinetune(FinetuneTask):
 
     def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
-        return export_classifier(model, tokenizer, budget, self.pairs, self.regression, output_base)
+        return export_classifier(model, tokenizer, budget.max_seq_length, self.pairs, self.regression, output_base)
