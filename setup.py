@@ -5,6 +5,10 @@ from setuptools import find_packages, setup
 TENSORFLOW = ["tensorflow>=2.18,<2.22", "tensorflow-text>=2.18,<2.22"]
 SERVING = ["tensorflow-serving-api>=2.18,<2.22"]
 TEST = ["pytest>=8,<10", "pytest-xdist>=3,<4"]
+# The other libraries' own code, for tests/test_interop.py (`convert --to hf|keras-hub` checked by transformers and
+# keras-hub): torch pinned to the 2.13 CPU wheel's range; keras-hub needs tensorflow-text >= 2.20, so these stay out
+# of `test` (the TPU-wheel and TensorFlow 2.18 environments of CI install `test`). About a minute of installing.
+INTEROP = ["torch>=2.13,<2.14", "transformers>=4.57,<5", "keras-hub>=0.32,<0.33"]
 # What TPUClusterResolver(tpu=NAME) imports on a pod slice to ask the Cloud TPU API for the slice's hosts:
 # TensorFlow's tpu/client/client.py imports `googleapiclient.discovery` and `oauth2client.client` (TensorFlow
 # tries the cloud-tpu-client package first, whose last release is from 2020; its fallback needs only these two).
@@ -45,8 +49,11 @@ setup(
         # `albert-tf convert --release hf:OWNER/NAME`: reading the Hugging Face hub.
         "hf": ["huggingface_hub>=0.20,<2"],
         "test": TEST,
-        # A development checkout on a CPU/GPU machine (README's set-up command): the tests and TensorFlow.
-        "dev": TEST + TENSORFLOW + SERVING,
+        # `albert-tf convert --to keras-hub` builds the preset with keras-hub's own classes.
+        "keras-hub": ["keras-hub>=0.32,<0.33"],
+        # A development checkout on a CPU/GPU machine (README's set-up command): the tests, TensorFlow, and the
+        # libraries the interop tests check against.
+        "dev": TEST + TENSORFLOW + SERVING + INTEROP,
     },
     entry_points={"console_scripts": ["albert-tf=albert_tf.cli:main"]},
 )

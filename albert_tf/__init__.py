@@ -6,6 +6,8 @@ Public API:
   AlbertTokenizer                    normalization + SentencePiece, Python and in-graph
   AlbertClassifier, AlbertSpanQA,    task models for fine-tuning with model.fit (classification/regression,
   AlbertMultipleChoice               SQuAD span QA, RACE multiple choice)
+  AlbertPreprocessor                 raw text → model inputs in the graph (a Keras layer; task models take it)
+  export_task_model                  a classifier trained in a notebook → its raw-text SavedModel (finetune's)
   data.pretraining_dataset           the tf.data input for pretraining
   load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
   load_export                        an `albert-tf export` SavedModel (BASE or BASE/N), TF Text's ops registered
@@ -39,6 +41,8 @@ _LAZY = {
     "AlbertClassifier": "albert_tf.modeling.classifier",
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
+    "AlbertPreprocessor": "albert_tf.modeling.preprocessor",
+    "export_task_model": "albert_tf.tasks.export",
     **jobs.public_names(),  # every job's call, config and result: albert_tf.pretrain(PretrainConfig(...)), ...
 }
 

@@ -2,11 +2,14 @@
 one flag per field of its config (albert_tf/run_config.py). Only the chosen command's job module is imported, and
 job modules import no TensorFlow at their top, so `albert-tf COMMAND --help` is fast.
 
-Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 2 bad flags or data, 3 non-finite loss,
-75 stopped on a signal after saving, 76 the runtime or a peer went away, 77 the output is locked by another run,
-130 Ctrl-C.
+Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 1 an unexpected error, 2 bad flags or data,
+3 non-finite loss, 69 a bucket not reachable, 74 an output not writable (disk full), 75 stopped on a signal after
+saving, 76 the runtime or a peer (a worker) went away, 77 the output is locked by another run, 78 a bucket refused
+access, 130 Ctrl-C, 143 SIGTERM with nothing kept. Each ends with one line on stderr; a traceback only with
+--verbose.
 """
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -14,7 +17,8 @@ import tempfile
 
 from albert_tf import __version__, run_config
 from albert_tf.jobs import BY_NAME, JOBS
-from albert_tf.runtime import exit_codes
+from albert_tf import messages
+from albert_tf.runtime import exit_codes, faults
 
 # TensorFlow's start-up notices on stderr: absl's pre-InitializeLog lines (TF_CPP_MIN_LOG_LEVEL does not reach them)
 # and the CUDA probe on a machine without a GPU. Shown with --verbose.
@@ -31,6 +35,31 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.required or "default" in text.lower():
             return text
         return super()._get_help_string(action)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, `PROG: error: MESSAGE` (no usage dump: `--help` shows it), exit
+    2; an unrecognized flag names the closest valid one ("did you mean --vocab-size?"). The top-level parser hands
+    an unrecognized flag to the chosen command's parser (`chosen`), so that the line names the command."""
+
+    chosen = None
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments") and self.chosen is not None and self.chosen is not self:
+            self.chosen.error(message)
+        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message):
+        """"; did you mean --x?" for the first unrecognized flag close to one of this parser's, else ""."""
+        if not message.startswith("unrecognized arguments"):
+            return ""
+        flags = [f for action in self._actions for f in action.option_strings if f.startswith("--")]
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+                if close:
+                    return f"; did you mean {close[0]}?"
+        return ""
 
 
 def _run_job(job):
@@ -56,7 +85,7 @@ def add_job_arguments(parser, job):
 
 def build_parser(argv=None):
     """The parser of `albert-tf ARGV`: every command listed, only the chosen one's flags built."""
-    parser = argparse.ArgumentParser(prog="albert-tf", description="ALBERT with Keras 3 and TensorFlow.")
+    parser = ArgumentParser(prog="albert-tf", description="ALBERT with Keras 3 and TensorFlow.")
     parser.add_argument("--version", action="version", version=f"albert-tf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -66,6 +95,7 @@ def build_parser(argv=None):
         # every option's default shows in --help
         p = sub.add_parser(job.name, help=job.help, description=job.help, formatter_class=HelpFormatter)
         if job.name == chosen:
+            parser.chosen = p
             add_job_arguments(p, job)
             p.set_defaults(_run=_run_job(job))
             p.add_argument("--verbose", action="store_true", help="show TensorFlow's own start-up and log lines")
@@ -122,7 +152,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         quiet_tensorflow(args.command, args.verbose)
-        return args._run(args) or exit_codes.DONE
+        with messages.command(args.command):  # library warnings and notes name the command
+            return args._run(args) or exit_codes.DONE
     except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr, flush=True)
         if as_program and e.exit_code == exit_codes.RUNTIME_LOST:
@@ -133,7 +164,16 @@ def main(argv=None):
         return exit_codes.BAD_INPUT
     except KeyboardInterrupt:  # Ctrl-C where a command has no handling of its own: one line, the shell's code
         print(f"albert-tf {args.command}: interrupted", file=sys.stderr, flush=True)
+        if as_program:  # its clean-up has run: no second of TensorFlow's teardown after a Ctrl-C
+            exit_at_once(exit_codes.INTERRUPTED)
         return exit_codes.INTERRUPTED
+    except Exception as e:  # pylint: disable=broad-except  # a fault (disk full, a bucket): its code; else exit 1
+        fault = faults.classify(e)
+        if args.verbose:
+            raise
+        line = str(fault) if fault is not None else faults.unexpected_line(e)
+        print(f"albert-tf {args.command}: error: {line}", file=sys.stderr, flush=True)
+        return fault.exit_code if fault is not None else exit_codes.UNEXPECTED
 
 
 if __name__ == "__main__":

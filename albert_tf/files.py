@@ -145,9 +145,12 @@ def _file_in_the_way(start):
 def check_output_dir(path, flag, prefix=False):
     """Refuses (ValueError naming `flag`), before anything is written, an output directory that is a file or lies
     under one. `prefix`: `path` is a file-name prefix (create-data's PREFIX-00000-of-N.tfrecord): its directory is
-    checked."""
+    checked. On a URL (gs://) it asks the service once whether `path` exists, so that a bucket that does not answer
+    or refuses access fails here, before any work, with TensorFlow's error naming `path` (albert_tf.runtime.faults).
+    """
     path = os.fspath(path)
     if is_url(path):
+        exists(path)
         return
     blocker = _file_in_the_way((os.path.dirname(path) or ".") if prefix else path)
     if blocker is None:

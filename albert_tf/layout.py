@@ -37,6 +37,7 @@ METRICS_FILE = "metrics.jsonl"
 PRETRAIN_RECORD_FILE = "pretrain_config.json"
 FINETUNE_RECORD_FILE = "finetune_config.json"
 EVAL_RESULTS_FILE = "eval_results.json"
+EPOCH_HISTORY_FILE = "epoch_history.json"
 RECORD_COUNTS_FILE = "record_counts.json"
 TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"  # metrics rows and TensorBoard folders, in both jobs
 SPLITS = (TRAIN_SPLIT, EVAL_SPLIT)
@@ -120,6 +121,11 @@ class FinetuneDir:
     @property
     def eval_results(self):
         return _join(self.path, EVAL_RESULTS_FILE)
+
+    @property
+    def epoch_history(self):
+        """Each finished epoch's dev accuracy and training loss, and the collapse finding (training.collapse)."""
+        return _join(self.path, EPOCH_HISTORY_FILE)
 
     def events(self, split):
         """The TensorBoard folder of `split` (train / eval)."""

@@ -21,7 +21,7 @@ import sys
 import types
 import typing
 
-from albert_tf import files
+from albert_tf import files, messages
 
 MISSING = dataclasses.MISSING
 
@@ -278,8 +278,8 @@ def values_from_mapping(cls, mapping, where):
             raise ValueError(f"{where}: unknown setting {key!r}; expected one of "
                              f"{', '.join(flag_of(f).lstrip('-') for f in dataclasses.fields(cls))}")
         if alias:
-            print(f"note: {where}: {key!r} is deprecated and will be removed in the next release; use "
-                  f"{flag_of(field).lstrip('-')!r}", file=sys.stderr, flush=True)
+            messages.say("note", f"{where}: {key!r} is deprecated and will be removed in the next release; use "
+                                 f"{flag_of(field).lstrip('-')!r}")
         values[field.name] = _check_value(cls, field, value, where, repr(key))
     return values
 

@@ -409,11 +409,12 @@ def write_pretrain_data(directory, config=PRETRAIN_TINY, train=256, eval_records
 
 def pretrain_args(data_dir, model_dir, steps=6, **extra):
     """`albert-tf pretrain` flags for a short run on `data_dir` (write_pretrain_data's layout); `extra` as flags
-    (name_with_underscores=value, True for a switch), in place of the defaults here (a flag is given once)."""
+    (name_with_underscores=value, True for a switch), in place of the defaults here (a flag is given once). The
+    warm-up is 2 steps, fewer than `steps` (pretrain refuses a warm-up as long as the run)."""
     values = dict(config=os.path.join(data_dir, "albert_config.json"),
                   train_data=os.path.join(data_dir, "train.tfrecord"), model_dir=model_dir,
                   max_seq_length=PRETRAIN_SEQ, max_predictions=PRETRAIN_PRED, batch_size=16, num_train_steps=steps,
-                  num_warmup_steps=2, steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
+                  num_warmup_steps=min(2, steps - 1), steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
     args = []
     for key, value in {**values, **extra}.items():
         args += [f"--{key.replace('_', '-')}"] + ([] if value is True else [value])
@@ -427,7 +428,7 @@ def pretrain_config(data_dir, model_dir, steps=6, **changes):
     values = dict(config=os.path.join(data_dir, "albert_config.json"),
                   train_data=os.path.join(data_dir, "train.tfrecord"), model_dir=str(model_dir),
                   max_seq_length=PRETRAIN_SEQ, max_predictions=PRETRAIN_PRED, batch_size=16, num_train_steps=steps,
-                  num_warmup_steps=2, steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
+                  num_warmup_steps=min(2, steps - 1), steps_per_loop=2, save_checkpoints_steps=2, learning_rate=0.01)
     return PretrainConfig(**{**values, **{k: str(v) if isinstance(v, os.PathLike) else v
                                           for k, v in changes.items()}})
 

@@ -40,13 +40,19 @@ def test_direct_runner_writes_the_local_records(tmp_path, tiny_spm_model):
     assert index == {os.path.basename(p): (len(_records([p])), os.path.getsize(p)) for p in written}
 
 
-def test_main_passes_runner_options_and_reports_bad_input(tmp_path, tiny_spm_model, capsys):
-    code = beam_pipeline.main(["--input", str(tmp_path / "none*.txt"), "--spm-model", tiny_spm_model,
-                               "--output", str(tmp_path / "o" / "d"), "--runner", "DirectRunner"])
-    assert code == 2 and "none*.txt" in capsys.readouterr().err
+def test_create_data_beam_passes_runner_options_and_reports_bad_input(tmp_path, tiny_spm_model, cli):
+    """`albert-tf create-data --beam ... -- BEAM OPTIONS`: the words after -- reach Beam's PipelineOptions (a
+    misspelled one would be refused by Beam), bad input is one line and exit 2 with nothing left; Beam options
+    without --beam are refused."""
+    code, _, err = cli("create-data", "--beam", "--input", str(tmp_path / "none*.txt"), "--spm-model",
+                       tiny_spm_model, "--output", str(tmp_path / "o" / "d"), "--", "--runner", "DirectRunner")
+    assert code == 2 and "none*.txt" in err
     (tmp_path / "short.txt").write_text("Just one.\n\nAnd one more.\n", encoding="utf-8")
-    code = beam_pipeline.main(["--input", str(tmp_path / "short.txt"), "--spm-model", tiny_spm_model,
-                               "--output", str(tmp_path / "o" / "d"), "--max-seq-length", "32",
-                               "--runner", "DirectRunner", "--direct_num_workers", "1"])
-    assert code == 2 and "fewer than 2 sentences" in capsys.readouterr().err
+    code, _, err = cli("create-data", "--beam", "--input", str(tmp_path / "short.txt"), "--spm-model",
+                       tiny_spm_model, "--output", str(tmp_path / "o" / "d"), "--max-seq-length", "32", "--",
+                       "--runner", "DirectRunner", "--direct_num_workers", "1")
+    assert code == 2 and "fewer than 2 sentences" in err
     assert not glob.glob(str(tmp_path / "o" / "d-*"))
+    code, _, err = cli("create-data", "--input", str(tmp_path / "short.txt"), "--spm-model", tiny_spm_model,
+                       "--output", str(tmp_path / "o" / "d"), "--", "--runner", "DirectRunner")
+    assert code == 2 and "go with --beam" in err

@@ -492,7 +492,7 @@ def test_summary_goes_to_stdout_progress_and_warnings_to_stderr(tmp_path, tiny_s
     assert out[2].startswith("masked fraction ") and out[3].endswith(" s")
     err = stderr.splitlines()
     assert len(err) == 2 and re.fullmatch(r"\[#{20}\] 100\.0%  11 docs .*", err[0]), err
-    assert err[1] == f"warning: {corpus}: replaced 1 bytes of invalid UTF-8 with U+FFFD"
+    assert err[1] == f"albert-tf create-data: warning: {corpus}: replaced 1 bytes of invalid UTF-8 with U+FFFD"
 
 
 def test_records_follow_the_vocabularys_casing_record(tmp_path):

@@ -412,8 +412,8 @@ def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, cap
     plan = budgets.make_budget(_args(task="sst2"), num_train_examples=960, max_position_embeddings=512)
     assert (plan.epochs, plan.warmup_steps) == (698, 1256)
     warning = budgets.many_epochs_warning(_args(task="sst2"), plan, 960)
-    assert warning.startswith("warning: the paper's 20935 steps for sst2 at batch 32 make 698 passes over these "
-                              "960 training examples") and "--epochs N" in warning and "\n" not in warning
+    assert warning.startswith("albert-tf finetune: warning: the paper's 20935 steps for sst2 at batch 32 make 698 "
+                              "passes over these 960 training examples") and "--epochs N" in warning and "\n" not in warning
     assert budgets.many_epochs_warning(_args(task="sst2", epochs=698), plan, 960) is None  # asked for
     cola = budgets.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)  # 10 passes
     assert budgets.many_epochs_warning(_args(), cola, 8551) is None

@@ -13,7 +13,7 @@ The layers, top to bottom (a package may import only from layers below its own, 
     modeling                               the Keras layers and models
     text                                   normalization, SentencePiece, in-graph tokenization, vocabulary files
     runtime, config, run_config            the process around a job; AlbertConfig; option() fields → flags
-    files, layout                          local / gs:// file access; run-directory names
+    files, layout, messages                local / gs:// file access; run-directory names; the message prefix
 
 checkpoints sits above serving because it loads encoders from exports (`load_encoder`), which serving writes; the
 export driver (serving/export.py) reads a model dir's config through `albert_tf.config`. The one upward arrow
@@ -41,7 +41,7 @@ LAYERS = (
     ("modeling",),
     ("text",),
     ("runtime", "config", "run_config"),
-    ("files", "layout"),
+    ("files", "layout", "messages"),
 )
 ALLOWED_UPWARD = {("modeling", "checkpoints")}
 MAX_LAZY_IMPORTS = 59  # the layout issue's bound: under 60

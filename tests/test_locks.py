@@ -36,7 +36,8 @@ def test_a_previous_attempt_of_the_same_run_is_taken_over_at_once(tmp_path, monk
     held = lock.DirectoryLock(tmp_path, "--model-dir").acquire()
     try:
         assert capsys.readouterr().err.splitlines() == [
-            "taking over the lock of run albert-xxl-1 from old-worker-0 (pid 4242), last heartbeat 30 s ago"]
+            "albert-tf: note: taking over the lock of run albert-xxl-1 from old-worker-0 (pid 4242), last heartbeat 30 s "
+            "ago"]
         record = read_lock(tmp_path)
         assert record["token"] == held.token and record["run_id"] == "albert-xxl-1"
         assert (record["host"], record["pid"]) == (socket.gethostname(), os.getpid())

@@ -190,13 +190,19 @@ def test_a_file_given_as_an_output_directory_is_one_line(tmp_path, cli, corpus_f
     assert f.read_text(encoding="utf-8") == "not a directory\n"
 
 
-def test_check_output_dir_accepts_new_and_existing_directories(tmp_path):
+def test_check_output_dir_accepts_new_and_existing_directories(tmp_path, monkeypatch):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     from albert_tf.files import check_output_dir  # pylint: disable=import-outside-toplevel
 
     check_output_dir(tmp_path, "--output")
     check_output_dir(tmp_path / "new" / "deeper", "--output")
     check_output_dir(tmp_path / "new" / "prefix", "--output", prefix=True)
-    check_output_dir("gs://bucket/model", "--model-dir")  # object stores: not checked here
+    asked = []  # object stores: asked once whether the path exists (the bucket answers, or a fault is raised)
+    monkeypatch.setattr(tf.io.gfile, "exists", lambda path: asked.append(path) or False)
+    check_output_dir("gs://bucket/model", "--model-dir")
+    check_output_dir("gs://bucket/data/train", "--output", prefix=True)
+    assert asked == ["gs://bucket/model", "gs://bucket/data/train"]
 
 
 def test_misleading_messages_say_what_is_wrong(tmp_path, cli, corpus_file, tiny_spm_model):
@@ -246,3 +252,22 @@ def test_finetune_spm_model_directory_and_data_dir_file(tmp_path, cli, tiny_spm_
     assert _first_error_line([*common, "--data-dir", f], cli) == (
         2, f"albert-tf finetune: error: --data-dir {f} is a file; expected the directory holding the sst2 files")
     assert not (tmp_path / "ft").exists()
+
+
+# ---------------------------------------------------------------------------------------------- message prefixes
+def test_library_warnings_and_notes_name_the_command(tmp_path, cli, monkeypatch):
+    """`albert-tf COMMAND: error|warning|note: ...` everywhere: a library's note (a stale lock taken over) names the
+    command the CLI runs (before: the bare line); outside a command, `albert-tf: note: ...`."""
+    from albert_tf import messages  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import vocab as vocab_job  # pylint: disable=import-outside-toplevel
+
+    assert messages.line("warning", "w", "convert") == "albert-tf convert: warning: w"
+    assert messages.line("note", "n") == "albert-tf: note: n"
+    with messages.command("finetune"):
+        assert messages.line("error", "e") == "albert-tf finetune: error: e"
+    with pytest.raises(ValueError):
+        messages.line("info", "x")
+    monkeypatch.setattr(vocab_job, "vocab", lambda config: messages.say("note", "taking over the stale lock L")
+                        or vocab_job.VocabResult("m", "v", "c", 0))
+    code, _, err = cli("vocab", "--input", "x", "--output-prefix", tmp_path / "v")
+    assert (code, err) == (0, "albert-tf vocab: note: taking over the stale lock L\n")

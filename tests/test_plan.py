@@ -327,3 +327,20 @@ def test_host_batch_that_fits():
     assert costs.host_need_bytes(base, batch, 128, 20) <= total
     assert batch == 256 or costs.host_need_bytes(base, 2 * batch, 128, 20) > total
     assert costs.host_batch_that_fits(base, 128, 20, total=2 ** 30) == 0  # the overhead alone takes it
+
+
+def test_plan_prints_one_total_the_recommended_plans(cli):
+    """albert_xxlarge on v3-512 does not fit without --remat: the one total printed is the recommended (remat) plan's,
+    125,000 times its own step time, not the given plan's (before: both, and "68.5 h (68.5 h)")."""
+    code, out, _ = cli("plan", "--config", "albert_xxlarge", "--topology", "v3-512", "--recipe", "paper_v2")
+    assert code == 0
+    totals = [line for line in out.splitlines() if "125,000 steps:" in line]
+    assert len(totals) == 1 and totals[0].startswith("fits instead: "), out
+    plan = costs.estimate(AlbertConfig.from_preset("albert_xxlarge"), global_batch=4096, seq_length=512,
+                          max_predictions=20, cores=512, dtype="bfloat16", steps=125_000)
+    option = plan["recommended"]
+    assert option["flags"].get("--remat") and not plan["fits"]
+    step = option["executed_flops_per_step"] / (plan["mfu"] * plan["peak_flops"])
+    assert step > plan["step_time_s"] * 1.2  # the recomputed forward: another total than the given plan's
+    assert f"125,000 steps: {costs.total_text(step * 125_000)}:" in totals[0]
+    assert [costs.total_text(s) for s in (2520, 246_600, 330_000)] == ["42 min", "68.5 h", "3.82 days (91.7 h)"]

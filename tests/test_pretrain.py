@@ -150,12 +150,14 @@ def test_sigint_saves_with_one_line_and_exits_130(pretrain_data, tmp_path):
 
 @pytest.mark.slow  # the paper's batch 4096 on a CPU: ~8 GiB and a first step of a minute or more
 def test_default_flags_show_progress_within_30s_and_sigterm_saves_within_one_call(tmp_path):
-    """Only the required flags, as a new user runs it (plus --max-seq-length 128, where albert_tiny's positions end):
-    batch 4096, --steps-per-loop 100. Was: no line for 30 minutes, SIGTERM ignored for 15."""
+    """The required flags and the steps (a CPU run at the pod recipe's batch and steps is refused), plus
+    --max-seq-length 128, where albert_tiny's positions end: batch 4096, --steps-per-loop 100. Was: no line for 30
+    minutes, SIGTERM ignored for 15."""
     ph.write_records(str(tmp_path / "train.tfrecord"), 2 * 4096, 128, 20, seed=0)
     model_dir = tmp_path / "model"
     proc = ph.spawn("pretrain", "--config", "albert_tiny", "--train-data", tmp_path / "train.tfrecord",
-                    "--model-dir", model_dir, "--max-seq-length", "128", merge_stderr=True)
+                    "--model-dir", model_dir, "--max-seq-length", "128", "--num-train-steps", "1000",
+                    "--num-warmup-steps", "100", merge_stderr=True)
     _, started = proc.read_until(lambda line: line.startswith("training "), timeout=300)
     _, first = proc.read_until(lambda line: line.startswith("progress: "), timeout=60)
     assert first - started <= 30
@@ -408,8 +410,8 @@ def test_no_dropout_after_step_switches_dropout_off_at_that_step(pretrain_data, 
     config = tmp_path / "dropout_config.json"
     TINY.replace(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3).to_json_file(str(config))
 
-    def args(model_dir, steps=4, **extra):
-        a = ph.pretrain_args(pretrain_data, tmp_path / model_dir, steps=steps, **extra)
+    def args(model_dir, steps=4, **extra):  # one warm-up step in every run: the split's first part is a prefix
+        a = ph.pretrain_args(pretrain_data, tmp_path / model_dir, steps=steps, num_warmup_steps=1, **extra)
         a[a.index("--config") + 1] = str(config)
         return a
 
@@ -458,10 +460,15 @@ def test_truncated_records_are_refused_before_anything_is_written(pretrain_data,
 
 def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, tmp_path, capsys):
     model_dir = tmp_path / "done"
-    assert albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2)).status == "done"
+    first = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2, eval_data=str(
+        pretrain_data / "eval.tfrecord"), max_eval_steps=1))
+    assert first.status == "done" and first.metrics and first.eval_metrics
     capsys.readouterr()
-    result = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2))
+    result = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2, eval_data=str(
+        pretrain_data / "eval.tfrecord"), max_eval_steps=1))
     assert (result.status, result.step, result.exit_code) == ("complete", 2, 0)
+    # the final metrics, as the run that trained them returned them (before: {}; README's example raised KeyError)
+    assert result.metrics == pytest.approx(first.metrics) and result.eval_metrics == pytest.approx(first.eval_metrics)
     out = capsys.readouterr().out
     assert "already complete at step 2" in out and "train step" not in out
     assert len(ph.train_metrics(model_dir)) == 1

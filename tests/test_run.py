@@ -37,7 +37,7 @@ def test_the_run_record_refusal_is_the_same_line_for_both_jobs(tmp_path):
                  intermediate_size=64, max_position_embeddings=64).to_json_file(str(tmp_path / "albert_config.json"))
     pretrain = PretrainConfig(config=tmp_path / "albert_config.json", train_data=tmp_path / "train.tfrecord",
                               model_dir=tmp_path / "model", max_seq_length=32, max_predictions=5, batch_size=8,
-                              num_train_steps=2)
+                              num_train_steps=2, num_warmup_steps=1)
     recorded = dataclasses.replace(pretrain, batch_size=16)
     (tmp_path / "model").mkdir()
     run.write_record(layout.ModelDir(str(tmp_path / "model")).run_record, run.run_record(recorded))

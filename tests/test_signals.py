@@ -229,3 +229,47 @@ def test_keyboard_interrupt_in_any_command_is_one_line_and_exit_130(monkeypatch,
     monkeypatch.setattr(vocab, "vocab", interrupted)
     monkeypatch.setattr(albert_cli, "quiet_tensorflow", lambda command, verbose: None)
     assert cli("vocab", "--input", "x.txt", "--output-prefix", "y")[::2] == (130, "albert-tf vocab: interrupted\n")
+
+
+# ---------------------------------------------------------------------------------------------- vocab
+def _children(pid):
+    """The pids of `pid`'s child processes (Linux /proc)."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
+            found += [int(p) for p in f.read().split()]
+    return found
+
+
+def _trainer_child(pid):
+    """The pid of vocab's trainer process under `pid`, or None."""
+    for child in _children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"vocab_trainer" in f.read():
+                    return child
+        except FileNotFoundError:
+            pass
+    return None
+
+
+def test_ctrl_c_stops_vocab_within_a_second_while_sentencepiece_trains(tmp_path):
+    """SentencePiece's trainer ignores SIGINT until it is done (before: the whole training, then exit 2 with
+    `INTERNAL: KeyboardInterrupt` or exit 0). It runs in a child process now: a Ctrl-C to the process group while
+    it trains ends vocab at once with one line and exit 130, the trainer gone, nothing written."""
+    corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=12_000)
+    out = tmp_path / "out"
+    proc = start("vocab", ["--input", corpus, "--output-prefix", out / "spm", "--vocab-size", 200])
+    proc.wait_until(lambda: _trainer_child(proc.pid) is not None, timeout=120)
+    trainer = _trainer_child(proc.pid)
+    time.sleep(1.0)  # training
+    assert proc.poll() is None
+    sent = time.time()
+    proc.signal_group(signal.SIGINT)
+    code, _, err = proc.finish(timeout=30)
+    took = time.time() - sent
+    assert code == 130, err
+    assert [line for line in our_lines(err) if not line.startswith("progress: ")] == ["albert-tf vocab: interrupted"]
+    assert took < 1.5, took  # "within a second" (loaded CI machines get half a second more)
+    assert not os.path.exists(f"/proc/{trainer}") or open(f"/proc/{trainer}/stat").read().split()[2] == "Z"
+    assert not out.exists() or os.listdir(out) == []

@@ -3,6 +3,7 @@ decision table of image kind x environment x --tpu), the multi-step training loo
 the paper's shapes (seq 512, 20 predictions, bfloat16 compute), per-host input pipelines read disjoint files that
 cover the data, only the chief writes, and `--tpu NAME` / `--tpu local` reach the resolver with gs:// paths."""
 import contextlib
+import os
 import types
 
 import keras
@@ -11,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import helpers as ph
-from albert_tf import cli
+from albert_tf import cli, files
 from albert_tf.runtime import host_xla, lock
 from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_dataset
@@ -237,8 +238,17 @@ def resolver_calls(monkeypatch):
         calls.append(("lock", directory, flag))
         return contextlib.nullcontext()
 
+    real_exists = files.exists
+
+    def exists(path):  # the bucket probe of the flag checks (files.check_output_dir): recorded, answered "absent"
+        if files.is_url(path):
+            calls.append(("probe", os.fspath(path)))
+            return False
+        return real_exists(path)
+
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", resolver)
     monkeypatch.setattr(lock, "output_lock", output_lock)
+    monkeypatch.setattr(files, "exists", exists)
     return calls, StopAtResolver
 
 
@@ -250,14 +260,17 @@ def _pretrain_args(tpu, **paths):
 
 
 @pytest.mark.parametrize("tpu", ["my-pod", "local"])
-def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_calls, monkeypatch, tpu):
+def test_pretrain_with_gs_paths_reaches_the_resolver_with_the_tpu_name(resolver_calls, monkeypatch, capsys, tpu):
     calls, stop = resolver_calls
     if tpu != "local":
         monkeypatch.setenv("TPU_LOAD_LIBRARY", "0")  # a pod slice's client, as Google's tests run it
-    with pytest.raises(stop):
-        cli.main(_pretrain_args(tpu, **{"--eval-data": "gs://bucket/data/eval-*"}))
-    # the model dir's lock first: a second client started by mistake must not reach (and reset) the TPU
-    assert calls == [("lock", "gs://bucket/m", "--model-dir"), tpu]
+    # the stand-in resolver stops the run: an unexpected error to the CLI (one line naming it, exit 1)
+    assert cli.main(_pretrain_args(tpu, **{"--eval-data": "gs://bucket/data/eval-*"})) == 1
+    assert f"{stop.__name__}: {tpu}" in capsys.readouterr().err
+    # the flag checks probe the bucket, then the model dir's lock: a second client started by mistake must not
+    # reach (and reset) the TPU
+    assert calls[-2:] == [("lock", "gs://bucket/m", "--model-dir"), tpu]
+    assert ("probe", "gs://bucket/m") in calls[:-2] and all(c[0] == "probe" for c in calls[:-2])
 
 
 @pytest.mark.parametrize("flag", ["--train-data", "--model-dir", "--eval-data", "--init"])

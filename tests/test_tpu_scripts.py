@@ -214,11 +214,12 @@ def test_prepare_data_on_dataflow():
     vocab, upload, beam = cmds
     assert vocab[:4] == ["albert-tf", "vocab", "--input", "sample/*.txt"]
     assert upload[:5] == ["gcloud", "storage", "cp", "albert_tf_data/spm.model", "gs://b/albert/spm.model"]
-    assert beam[:3] == ["python3", "-m", "albert_tf.data.beam"]
-    pairs = dict(zip(beam[3::2], beam[4::2]))
-    assert pairs["--input"] == "gs://b/corpus/*.txt" and pairs["--runner"] == "DataflowRunner"
-    assert pairs["--region"] == "europe-west4" and pairs["--temp_location"] == "gs://b/albert/tmp"
-    assert pairs["--project"] == "p" and pairs["--extra_package"] == "dist/albert_tf.whl"
+    assert beam[:3] == ["albert-tf", "create-data", "--beam"]
+    ours, theirs = beam[3:beam.index("--")], beam[beam.index("--") + 1:]  # create-data's flags; Beam's after --
+    pairs, beam_pairs = dict(zip(ours[::2], ours[1::2])), dict(zip(theirs[::2], theirs[1::2]))
+    assert pairs["--input"] == "gs://b/corpus/*.txt" and beam_pairs["--runner"] == "DataflowRunner"
+    assert beam_pairs["--region"] == "europe-west4" and beam_pairs["--temp_location"] == "gs://b/albert/tmp"
+    assert beam_pairs["--project"] == "p" and beam_pairs["--extra_package"] == "dist/albert_tf.whl"
     result = run_script("prepare_data.sh", "--root", "gs://b/a", "--corpus", "local/*.txt", "--dataflow", "--region",
                         "r", "--vocab-corpus", "s", "--dry-run", check=False)
     assert result.returncode == 2 and "--corpus local/*.txt: expected a gs:// path" in result.stderr

@@ -286,7 +286,8 @@ def test_a_corpus_of_only_long_lines_trains_a_vocabulary_that_saw_all_of_it(tmp_
     lines, tails = _long_line_corpus(tmp_path / "long.txt")
     proc = helpers.run_cli("vocab", ["--input", tmp_path / "long.txt", "--output-prefix", tmp_path / "out" / "spm",
                                      "--vocab-size", 200])
-    assert proc.stderr == ""  # no warning: everything is on stdout, the result
+    # no warning: everything is on stdout, the result; stderr holds only progress lines
+    assert [line for line in proc.stderr.splitlines() if not line.startswith("progress: ")] == []
     out = proc.stdout.splitlines()
     text_bytes = sum(len(line.encode()) for line in lines)
     match = re.fullmatch(r"albert-tf vocab: 1 file\(s\), 41 lines, (\d+) sentences, \1 sampled: the trainer saw "
@@ -326,3 +327,79 @@ def test_an_output_prefix_that_is_a_directory_is_refused_naming_the_flag(corpus_
     assert proc.stderr == (f"albert-tf vocab: error: --output-prefix {output} is a directory, not a file-name prefix; "
                            f"give a prefix inside it, e.g. --output-prefix {output.rstrip('/')}/spm\n")
     assert sorted(os.listdir(tmp_path)) == ["existing"] and not os.listdir(tmp_path / "existing")
+
+
+# ---------------------------------------------------------------------------------------------- progress, the child
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.text, self.tty = "", tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return self.tty
+
+
+def test_progress_lines_in_a_log_and_on_a_terminal():
+    """A log: a line at most every 10 s, and at least that often while the work goes on (tick repeats the latest);
+    a terminal: one line refreshed in place every 0.5 s, ended before other output."""
+    from albert_tf.data.vocab_trainer import Progress, sampling_text  # pylint: disable=import-outside-toplevel
+
+    clock, log = _Clock(), _Stream(tty=False)
+    progress = Progress(log, clock=clock)
+    progress(sampling_text(4096, 250_000, 4000))
+    clock.now = 3.0
+    progress(sampling_text(8192, 500_000, 8000))  # within 10 s: not shown
+    clock.now = 10.5
+    progress.tick()  # the latest, 10.5 s after the first
+    clock.now = 12.0
+    progress("trainer: EM sub_iter=0 size=758 obj=8.29742")
+    clock.now = 21.0
+    progress.tick()
+    assert log.text.splitlines() == [
+        "progress: read 4,096 lines (0.2 MB of text), 4,000 sentences in the sample | elapsed 0s",
+        "progress: read 8,192 lines (0.5 MB of text), 8,000 sentences in the sample | elapsed 10s",
+        "progress: trainer: EM sub_iter=0 size=758 obj=8.29742 | elapsed 21s"]
+    clock, terminal = _Clock(), _Stream(tty=True)
+    progress = Progress(terminal, clock=clock)
+    progress("trainer: Loaded all 17648 sentences")
+    clock.now = 0.6
+    progress("trainer: Normalizing sentences...")
+    progress.end()
+    assert terminal.text == ("\r\x1b[Kprogress: trainer: Loaded all 17648 sentences | elapsed 0s"
+                             "\r\x1b[Kprogress: trainer: Normalizing sentences... | elapsed 0s\n")
+
+
+def test_the_trainer_in_a_child_gives_the_bytes_of_training_here(corpus_dir):
+    """The child process runs SentencePiece with the same arguments and sentences: the model's bytes equal those of
+    SentencePiece trained in this process (an independent run of the library itself); its stages reach `progress`;
+    the trainer's refusal comes back as its message."""
+    import io  # pylint: disable=import-outside-toplevel
+
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.data import vocab_trainer  # pylint: disable=import-outside-toplevel
+
+    sample, _ = sample_sentences(sorted(glob.glob(str(corpus_dir / "part-*.txt"))), 10**6)
+    arguments = dict(vocab_size=120, model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                     control_symbols="[CLS],[SEP],[MASK]", character_coverage=0.99995, input_sentence_size=0,
+                     shuffle_input_sentence=False, num_threads=16)
+    here = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(list(sample)), model_writer=here, minloglevel=2,
+                                   **arguments)
+    stages = []
+    assert vocab_trainer.train_in_child(list(sample), progress=stages.append, **arguments) == here.getvalue()
+    with pytest.raises(RuntimeError, match=r"Vocabulary size too high \(100000\)"):
+        vocab_trainer.train_in_child(list(sample), **{**arguments, "vocab_size": 100_000})

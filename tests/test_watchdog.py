@@ -67,6 +67,7 @@ def test_pretrain_on_the_command_line_is_watched_from_its_start(tmp_path):
     result = helpers.run_cli("pretrain", ["--config", "albert_tiny", "--set", "vocab_size=100", "--train-data",
                                           tmp_path / "train.tfrecord", "--model-dir", tmp_path / "model",
                                           "--max-seq-length", "16", "--max-predictions", "2", "--batch-size", "2",
-                                          "--num-train-steps", "2", "--first-step-timeout", "0.05"], check=False)
+                                          "--num-train-steps", "2", "--num-warmup-steps", "1",
+                                          "--first-step-timeout", "0.05"], check=False)
     assert result.returncode == exit_codes.RUNTIME_LOST, result.stderr
     assert "albert-tf pretrain: error: the first training step did not complete within" in result.stderr

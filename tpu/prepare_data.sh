@@ -11,7 +11,7 @@
 #   --corpus        the text (one sentence per line, blank line between documents); gs:// with --dataflow
 #   --eval-corpus   held-out text for ROOT/records/eval-* (pretrain --eval-data)
 #   --eval-shards   eval files (default 64: one per host of a v3-512, each host evaluates its own files)
-#   --dataflow      run create-data as albert_tf.data.beam on DataflowRunner; the workers need albert_tf: pass
+#   --dataflow      run create-data --beam on DataflowRunner; the workers need albert_tf: pass
 #                   e.g. `-- --extra_package dist/albert_tf-0.1.0-py3-none-any.whl` (Beam options after `--`)
 #   Use many shards (>= 10 x the TPU hosts): each host reads its own share of the files.
 
@@ -43,11 +43,11 @@ if [[ $DATAFLOW == 1 ]]; then
   note "vocabulary on this machine from $VOCAB_CORPUS, records on Dataflow in $REGION"
   run "$LOCAL_CLI" vocab --input "$VOCAB_CORPUS" --output-prefix "$WORK_DIR/spm" --vocab-size "$VOCAB_SIZE"
   gcloud_cmd storage cp "$WORK_DIR/spm.model" "$ROOT/spm.model"
-  run python3 -m albert_tf.data.beam --input "$CORPUS" --spm-model "$ROOT/spm.model" \
-    --output "$ROOT/records/train" --num-shards "$NUM_SHARDS" "${RECORD_FLAGS[@]}" "${beam_flags[@]}"
+  run "$LOCAL_CLI" create-data --beam --input "$CORPUS" --spm-model "$ROOT/spm.model" \
+    --output "$ROOT/records/train" --num-shards "$NUM_SHARDS" "${RECORD_FLAGS[@]}" -- "${beam_flags[@]}"
   if [[ -n $EVAL_CORPUS ]]; then
-    run python3 -m albert_tf.data.beam --input "$EVAL_CORPUS" --spm-model "$ROOT/spm.model" \
-      --output "$ROOT/records/eval" --num-shards "$EVAL_SHARDS" "${RECORD_FLAGS[@]}" "${beam_flags[@]}"
+    run "$LOCAL_CLI" create-data --beam --input "$EVAL_CORPUS" --spm-model "$ROOT/spm.model" \
+      --output "$ROOT/records/eval" --num-shards "$EVAL_SHARDS" "${RECORD_FLAGS[@]}" -- "${beam_flags[@]}"
   fi
 else
   [[ ${#EXTRA[@]} -eq 0 ]] || die "Beam options after -- need --dataflow"

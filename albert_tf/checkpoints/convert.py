@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from safetensors.numpy import load as load_safetensors
 
+from albert_tf import messages
 from albert_tf.checkpoints import pretrained, releases
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import count_params
@@ -99,11 +100,12 @@ def tf1_name_map(pretrainer):
 
 def hf_name_map(pretrainer):
     """[(Hugging Face AlbertForPreTraining tensor name, Keras variable, transform)]; names of the encoder carry the
-    `albert.` prefix (an AlbertModel file has them without it, handled by the loader). Sharing "all" only."""
+    `albert.` prefix (an AlbertModel file has them without it, handled by the loader). Sharing "all" only. Given
+    an AlbertEncoder (no heads), the encoder's rows only. Each transform is its own inverse (Keras ↔ torch)."""
     if pretrainer.config.sharing != "all":
         raise ValueError(f"Hugging Face ALBERT has only full cross-layer sharing; this model has "
                          f"sharing={pretrainer.config.sharing!r}")
-    enc = pretrainer.encoder
+    enc = getattr(pretrainer, "encoder", pretrainer)
     emb = enc.embeddings
     rows = [
         ("albert.embeddings.word_embeddings.weight", emb.word_embeddings, _identity),
@@ -125,6 +127,8 @@ def hf_name_map(pretrainer):
         rows += _dense(f"{p}.ffn_output", ffn.output_dense, transpose=True)
         rows += _layer_norm(f"{p}.full_layer_layer_norm", ffn.layer_norm, hf=True)
     rows += _dense("albert.pooler", enc.pooler, transpose=True)
+    if not hasattr(pretrainer, "mlm_head"):
+        return rows
     mlm, sop = pretrainer.mlm_head, pretrainer.sop_head
     rows += _dense("predictions.dense", mlm.transform, transpose=True)
     rows += _layer_norm("predictions.LayerNorm", mlm.layer_norm, hf=True)
@@ -240,8 +244,18 @@ def read_hf_checkpoint(directory):
 
 
 def load_hf_checkpoint(pretrainer, directory):
-    """Assigns a Hugging Face AlbertModel / AlbertForPreTraining safetensors file to `pretrainer`."""
-    return assign_from_tensors(pretrainer, read_hf_checkpoint(directory), hf_name_map(pretrainer),
+    """Assigns a Hugging Face AlbertModel / AlbertForPreTraining safetensors file to `pretrainer`. With
+    embedding_size == hidden_size (no projection here) an identity `embedding_hidden_mapping_in` (what
+    `albert-tf convert --to hf` writes for such a model) is dropped; any other one is reported as unused."""
+    tensors = read_hf_checkpoint(directory)
+    if pretrainer.encoder.embeddings.projection is None:
+        weight = tensors.get("albert.encoder.embedding_hidden_mapping_in.weight")
+        bias = tensors.get("albert.encoder.embedding_hidden_mapping_in.bias")
+        if (weight is not None and bias is not None and weight.ndim == 2 and weight.shape[0] == weight.shape[1]
+                and np.array_equal(weight, np.eye(len(weight), dtype=weight.dtype)) and not np.any(bias)):
+            del tensors["albert.encoder.embedding_hidden_mapping_in.weight"]
+            del tensors["albert.encoder.embedding_hidden_mapping_in.bias"]
+    return assign_from_tensors(pretrainer, tensors, hf_name_map(pretrainer),
                                os.path.join(directory, "model.safetensors"))
 
 
@@ -304,7 +318,7 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     model = AlbertPretrainer(cfg)
     warnings = (load_tf1_checkpoint if source == "tf1" else load_hf_checkpoint)(model, checkpoint)
     for w in warnings:
-        log(f"warning: {w}")
+        log(messages.line("warning", w, "convert"))
     pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
     return model
 

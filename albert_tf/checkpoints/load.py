@@ -4,6 +4,8 @@
     resolve_init(path)        what the path is: an InitSource (kind, directory, config, vocabulary, casing)
     restore_encoder(model, s) the encoder weights of an InitSource into a model (every weight must be found)
     load_encoder(path)        a trainable AlbertEncoder from either
+    load_model(path)          what the path holds: an AlbertPretrainer (MLM and SOP heads) from a model directory
+                              whose checkpoint has them, else an AlbertEncoder (an export holds the encoder only)
 
 An export keeps its config (plus lower_case, keep_accents, spm_sha256, max_seq_length and dtype), spm.model and its
 record spm.casing.json in assets.extra/ (the serving
@@ -18,6 +20,7 @@ import tensorflow as tf
 from albert_tf.checkpoints import pretrained
 from albert_tf.config import CONFIG_FILE, AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.serving.saved_model import ASSETS_EXTRA, SAVED_MODEL_FILE, keras_weights, latest_version
 from albert_tf.text import vocabulary
 
@@ -83,3 +86,19 @@ def load_encoder(path, dropout=True):
     encoder = AlbertEncoder(source.config, dropout=dropout)
     restore_encoder(encoder, source)
     return encoder
+
+
+def load_model(path, flag="--init"):
+    """(model, InitSource) for a pretrained-model directory or an export: an AlbertPretrainer when
+    the path's checkpoint holds a whole pretrainer, else its AlbertEncoder (an export, a task model's checkpoint)."""
+    source = resolve_init(path, flag=flag)
+    if source.kind == "model_dir":
+        pretrainer = AlbertPretrainer(source.config)
+        try:
+            pretrained.restore(pretrainer, source.path)
+            return pretrainer, source
+        except ValueError:
+            pass  # not a pretrainer's checkpoint: its encoder below
+    encoder = AlbertEncoder(source.config)
+    restore_encoder(encoder, source)
+    return encoder, source

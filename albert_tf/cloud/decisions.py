@@ -88,11 +88,15 @@ RUN = {
     exit_codes.STOPPED: (RELAUNCH, "stopped after a save: it resumes"),
     exit_codes.RUNTIME_LOST: (RECHECK, "the TPU went away or a step hung: READY again, relaunched"),
     exit_codes.LOCK_HELD: (RELAUNCH, "another live run holds the lock: tried at every poll"),
+    exit_codes.UNAVAILABLE: (RELAUNCH, "a bucket did not answer: relaunched, counted against --max-restarts"),
+    exit_codes.UNEXPECTED: (RELAUNCH, "an unexpected error: counted against --max-restarts"),
     exit_codes.BAD_INPUT: (STOP, "bad flags or data"),
+    exit_codes.OUTPUT_FAILED: (STOP, "an output could not be written (a full disk)"),
+    exit_codes.NOT_AUTHORISED: (STOP, "a bucket refused access: the credentials need fixing"),
     exit_codes.NON_FINITE: (STOP, "non-finite loss"),
     exit_codes.INTERRUPTED: (STOP, "someone pressed Ctrl-C"),
     exit_codes.TERMINATED: (RELAUNCH, "ended by SIGTERM before it could save: it resumes from the last checkpoint"),
-    OTHER_CODE: (RELAUNCH, "a crash (1), killed (137): counted against --max-restarts"),
+    OTHER_CODE: (RELAUNCH, "a crash, killed (137): counted against --max-restarts"),
 }
 
 

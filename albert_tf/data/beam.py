@@ -1,11 +1,12 @@
-"""create-data as an Apache Beam pipeline, for corpora that outgrow one machine (extra `[beam]`).
+"""create-data as an Apache Beam pipeline, for corpora that outgrow one machine (extra `[beam]`): the library of
+`albert-tf create-data --beam` (albert_tf/jobs/create_data.py).
 
-    python -m albert_tf.data.beam --input 'gs://bucket/corpus/*.txt' --spm-model gs://bucket/spm.model \\
+    albert-tf create-data --beam --input 'gs://bucket/corpus/*.txt' --spm-model gs://bucket/spm.model \\
         --output gs://bucket/data/train --num-shards 1024 [the create-data flags] \\
-        --runner DataflowRunner --project P --region R --temp_location gs://bucket/tmp ...
+        -- --runner DataflowRunner --project P --region R --temp_location gs://bucket/tmp ...
 
-Every flag that is not a create-data flag is passed to Beam's PipelineOptions (runner, project, workers, ...);
-`--workers` does not apply (the runner decides the parallelism).
+The words after `--` are Beam's PipelineOptions (runner, project, workers, ...); `--workers` does not apply (the
+runner decides the parallelism).
 
 The pipeline is the local tool's, stage for stage, with the same code (albert_tf.data.instances):
   files → blocks of documents (read per file, streaming) → reshuffle → records (BlockProcessor, the tokenizer
@@ -20,10 +21,7 @@ and the same bad-input errors are raised (an empty result is deleted, never left
 owned as the local tool owns it: one run at a time (its lock), an earlier run's other shards refused unless
 --overwrite, temporary files of interrupted runs removed.
 """
-import argparse
-import logging
 import os
-import sys
 import zlib
 
 import apache_beam as beam
@@ -213,23 +211,3 @@ def _run(files, tokenizer, output_prefix, outputs, stale, *, num_shards, options
     if progress:
         summary.print()
     return summary
-
-
-def main(argv=None):
-    """`python -m albert_tf.data.beam` with the create-data flags; the other flags go to PipelineOptions."""
-    parser = argparse.ArgumentParser(prog="python -m albert_tf.data.beam", description=__doc__.split("\n")[0])
-    local.add_arguments(parser)
-    args, beam_args = parser.parse_known_args(argv)
-    try:
-        run_pipeline(args.input, args.spm_model, args.output, num_shards=args.num_shards,
-                     options=local.options_from_args(args), pipeline_options=PipelineOptions(beam_args),
-                     lower_case=None if args.cased is None else not args.cased, overwrite=args.overwrite)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"albert_tf.data.beam: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    logging.getLogger().setLevel(logging.WARNING)
-    sys.exit(main())

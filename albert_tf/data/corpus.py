@@ -2,7 +2,8 @@
 
     decode_utf8(raw)                   bytes → (str, invalid bytes replaced by U+FFFD, counted)
     open_binary(path)                  a binary file object (local directly, URLs through tf.io.gfile)
-    check_text_files(files)            refuses a UTF-16 / UTF-32 file (a BOM, or NUL-heavy) with one line naming it
+    check_text_files(files)            refuses a UTF-16 / UTF-32 file (a BOM, or NUL-heavy) or one mostly invalid
+                                       UTF-8 (naming its likely encoding: EUC-KR, Shift-JIS, ...) with one line
     split_long_line(text, limit)       a line → pieces of at most `limit` UTF-8 bytes (sentence ends, else spaces,
                                        else a character boundary)
 
@@ -54,11 +55,43 @@ def wide_encoding(head):
     return None
 
 
+# A file whose first bytes are more than this share invalid UTF-8 is in another encoding: refused, not read with a
+# U+FFFD for every other character (an EUC-KR file is about 40% invalid UTF-8). A few stray bytes are replaced and
+# counted (decode_utf8), with a warning.
+INVALID_SHARE = 0.1
+# The encodings `likely_encoding` tries, in order: the first that decodes a file's first bytes cleanly is named.
+LEGACY_ENCODINGS = ("euc-kr", "shift_jis", "gb18030", "big5", "cp1252", "latin-1")
+
+
+def likely_encoding(head):
+    """The first of LEGACY_ENCODINGS that decodes `head` (a file's first bytes, possibly cut inside a character)
+    without an error, or None."""
+    cut = head.rfind(b"\n") + 1
+    candidates = [head[:cut]] if cut else [head[:len(head) - drop] for drop in range(4)]
+    for name in LEGACY_ENCODINGS:
+        for sample in candidates:
+            try:
+                sample.decode(name)
+            except UnicodeDecodeError:
+                continue
+            return name
+    return None
+
+
 def check_head(path, head):
-    """ValueError naming `path` when its first bytes say it is UTF-16 or UTF-32 text (see `wide_encoding`)."""
+    """ValueError naming `path` when its first bytes say it is UTF-16 or UTF-32 text (see `wide_encoding`), or text
+    in another encoding (more than INVALID_SHARE of them invalid UTF-8: the message names the encoding it most
+    likely is, `likely_encoding`)."""
     name = wide_encoding(head)
     if name:
         raise ValueError(f"{path} looks like {name}; convert it to UTF-8 (e.g. iconv -f {name} -t UTF-8)")
+    cut = head.rfind(b"\n") + 1 or len(head)  # whole lines: a character cut at the end is not counted
+    invalid = decode_utf8(head[:cut])[1]
+    if invalid > INVALID_SHARE * cut:
+        guess = likely_encoding(head)
+        raise ValueError(f"{path} is not UTF-8 text ({100 * invalid / cut:.0f}% of its first {cut:,} bytes are "
+                         f"invalid UTF-8); it decodes as {guess}: convert it to UTF-8 first (e.g. iconv -f "
+                         f"{guess.upper()} -t UTF-8 {path} > {path}.utf8)")
 
 
 def open_binary(path):

@@ -30,7 +30,8 @@ import sys
 import threading
 import time
 
-from albert_tf.runtime import lock
+from albert_tf import messages
+from albert_tf.runtime import exit_codes, lock
 from albert_tf.text import AlbertTokenizer
 from albert_tf.text.vocabulary import SPM_FILE
 from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files, temp_path_for
@@ -65,7 +66,7 @@ class Summary:
         return out
 
     def warnings(self):
-        return [f"warning: {path}: replaced {count} bytes of invalid UTF-8 with U+FFFD"
+        return [messages.line("warning", f"{path}: replaced {count} bytes of invalid UTF-8 with U+FFFD", "create-data")
                 for path, count in self.replaced_by_file.items()]
 
     def print(self):
@@ -191,17 +192,17 @@ def _init_worker(model_proto, normalization, options):
 
 def _serve(connection, model_proto, normalization, options):
     """A worker process: blocks in through `connection`, (True, (records, stats)) out, or (False, the exception);
-    ends when the pipe closes. normalization: (lower_case, keep_accents)."""
+    ends, quietly, when the pipe closes or breaks (the main process ended, or was killed). normalization:
+    (lower_case, keep_accents)."""
     _init_worker(model_proto, normalization, options)
-    while True:
-        try:
+    with contextlib.suppress(EOFError, OSError):  # BrokenPipeError, ConnectionResetError: the main process is gone
+        while True:
             block = connection.recv()
-        except EOFError:
-            return
-        try:
-            connection.send((True, _PROCESSOR.process(block)))
-        except Exception as e:  # pylint: disable=broad-except  # raised again in the main process
-            connection.send((False, e))
+            try:
+                answer = (True, _PROCESSOR.process(block))
+            except Exception as e:  # pylint: disable=broad-except  # raised again in the main process
+                answer = (False, e)
+            connection.send(answer)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -268,14 +269,27 @@ class _Workers:
                 self.close()
                 raise
 
+    def _lost(self, worker):
+        """The RuntimeLost (exit 76) for a worker whose pipe broke: it was killed or died."""
+        process = self.processes[worker]
+        process.join(1)
+        code = process.exitcode
+        how = (f"was killed ({signal.Signals(-code).name}{': out of memory?' if -code == signal.SIGKILL else ''})"
+               if code is not None and code < 0 else f"ended unexpectedly (exit code {code})")
+        return exit_codes.RuntimeLost(f"worker process {process.pid} {how}; no shard written, the temporary files "
+                                      "removed: run the same command again (with fewer --workers if memory is short)")
+
+    def _send(self, worker, block):
+        try:
+            self.connections[worker].send(block)
+        except OSError:  # BrokenPipeError, ConnectionResetError: the worker is gone
+            raise self._lost(worker) from None
+
     def _receive(self, worker):
         try:
             ok, value = self.connections[worker].recv()
-        except EOFError:
-            process = self.processes[worker]
-            process.join(1)
-            raise RuntimeError(f"create-data: worker process {process.pid} ended unexpectedly (exit code "
-                               f"{process.exitcode})") from None
+        except (EOFError, OSError):
+            raise self._lost(worker) from None
         if not ok:
             raise value
         return value
@@ -290,14 +304,14 @@ class _Workers:
             item = next(blocks, None)
             if item is None:
                 break
-            self.connections[worker].send(item[1])
+            self._send(worker, item[1])
             pending.append((item[0], worker))
         while pending:
             path, worker = pending.popleft()
             item = next(blocks, None)  # read on while the workers work
             result = self._receive(worker)
             if item is not None:
-                self.connections[worker].send(item[1])
+                self._send(worker, item[1])
                 pending.append((item[0], worker))
             consume(path, result)
 
@@ -376,7 +390,8 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix: its temp files are ours to remove
         removed = remove_leftover_temps(output_prefix)
         if removed and progress:
-            print(f"removed the temporary files of an interrupted earlier run: {_some(removed)}", file=sys.stderr)
+            messages.say("note", f"removed the temporary files of an interrupted earlier run: {_some(removed)}",
+                         "create-data")
         summary = _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents,
                          stale)
     if progress:
@@ -488,9 +503,14 @@ class _Shards:
                                      vocabulary=vocabulary)
 
     def discard(self):
+        """Removes every temporary shard; a writer that cannot flush (the disk is full) does not stop it."""
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-        self.close()
+        for writer in self.writers:
+            with contextlib.suppress(Exception):
+                writer.close()
+        self.writers = []
         for tmp in self.temps:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.remove(tmp)
+            with contextlib.suppress(Exception):
+                if tf.io.gfile.exists(tmp):
+                    tf.io.gfile.remove(tmp)

@@ -32,6 +32,7 @@ import sys
 
 import sentencepiece as spm
 
+from albert_tf.data import vocab_trainer
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
 from albert_tf.runtime import lock
@@ -48,6 +49,7 @@ LINE_LIMIT = 4192  # bytes: SentencePiece's default max_sentence_length; longer 
 # large corpus.
 AUTO_WORDS_PER_PIECE = 4
 AUTO_SMALLEST, AUTO_LARGEST = 1000, 30000
+PROGRESS_LINES = 4096  # sample_sentences reports its counts this often
 TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
 
 
@@ -56,13 +58,15 @@ def _csv(symbols):
     return ",".join('"' + s.replace('"', '""') + '"' if ('"' in s or "," in s) else s for s in symbols)
 
 
-def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT, keep_accents=False):
+def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT, keep_accents=False,
+                     progress=None):
     """Streams `files`, normalizes each non-blank line, keeps a uniform sample of at most max_sentences.
 
     A line longer than `line_limit` UTF-8 bytes is first cut into pieces that fit (`corpus.split_long_line`: at
     sentence ends, else spaces, else a character boundary), each piece a sentence of its own: SentencePiece skips
     longer sentences, so without the cut it would never see that text.
     Reservoir sampling (Vitter's algorithm R) with random.Random(seed): deterministic for given files and seed.
+    `progress`, if given, is called with the counts so far (vocab_trainer.sampling_text) every PROGRESS_LINES lines.
     Returns (sample: list[str], stats: dict with lines, sentences, split_lines (lines cut into pieces), line_limit,
     text_bytes (UTF-8 bytes of every sentence), sampled_bytes (of those in the sample), longest (the longest
     sampled sentence after normalization, in bytes), replaced_bytes, replaced_bytes_per_file).
@@ -78,6 +82,8 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_lim
         with open_binary(path) as f:
             for raw in f:
                 lines += 1
+                if progress and lines % PROGRESS_LINES == 0:
+                    progress(vocab_trainer.sampling_text(lines, text_bytes, min(seen, max_sentences)))
                 text, bad = decode_utf8(raw)
                 replaced += bad
                 pieces = split_long_line(text.strip(), line_limit)
@@ -107,13 +113,6 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_lim
     return [sample[i] for i in kept], stats
 
 
-def _drain(items):
-    """Yields the list's items, dropping each reference once yielded (SentencePiece keeps its own copy)."""
-    for i, item in enumerate(items):
-        items[i] = None
-        yield item
-
-
 def suggest_vocab_size(sample):
     """--vocab-size auto's size for a sample of normalized sentences (see AUTO_WORDS_PER_PIECE)."""
     counts = collections.Counter(word for sentence in sample for word in sentence.split())
@@ -140,7 +139,7 @@ def vocab_lines(model_proto):
 
 def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
                 max_sentences=DEFAULT_MAX_SENTENCES, seed=12345, line_limit=LINE_LIMIT, keep_accents=False,
-                overwrite=False):
+                overwrite=False, progress=None):
     """Trains ALBERT's SentencePiece unigram vocabulary; writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json
     as one unit (`write_vocabulary`), holding the prefix's lock (DIR/.NAME.albert_tf.lock) while it runs.
 
@@ -160,6 +159,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
       seed: sampling seed.
       line_limit: lines longer than this (UTF-8 bytes) are cut into sentences (`sample_sentences`); the trainer's
         own limit is raised to the longest sentence it is given, so none is skipped.
+      progress: called with a text as reading and training go (vocab_trainer.Progress prints it), or None.
     Returns:
       dict: files, lines, sentences, sampled, split_lines, text_bytes, sampled_bytes, longest (see
         `sample_sentences`), replaced_bytes, replaced_bytes_per_file, model, vocab, casing (paths), vocab_size (the
@@ -176,7 +176,7 @@ def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
     check_no_vocabulary(output_prefix, overwrite)
     with lock.prefix_lock(output_prefix, "--output-prefix"):  # one run per prefix
         return _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_accents, max_sentences,
-                      seed, line_limit)
+                      seed, line_limit, progress)
 
 
 def vocabulary_files(output_prefix):
@@ -218,9 +218,10 @@ def write_vocabulary(output_prefix, model_bytes, lower_case, keep_accents):
 
 
 def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_accents, max_sentences, seed,
-           line_limit):
+           line_limit, progress):
     """train_vocab's work once the prefix is checked and locked."""
-    sample, stats = sample_sentences(files, max_sentences, lower_case, seed, line_limit, keep_accents)
+    sample, stats = sample_sentences(files, max_sentences, lower_case, seed, line_limit, keep_accents,
+                                     progress=progress)
     if not sample:
         raise ValueError(f"--input {input_pattern!r}: {len(files)} file(s), {stats['lines']} line(s), "
                          "but no text to train on (empty corpus)")
@@ -232,15 +233,15 @@ def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_acc
                          f"take {minimum - 1} ids")
     stats["sampled"] = len(sample)
     model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=_drain(sample), model_writer=model, vocab_size=vocab_size, model_type="unigram",
+    try:  # in a child process: Ctrl-C stops it at once (vocab_trainer)
+        model.write(vocab_trainer.train_in_child(
+            sample, progress=progress, vocab_size=vocab_size, model_type="unigram",
             pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
             control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
             character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
-            num_threads=TRAINER_THREADS, minloglevel=2, hard_vocab_limit=auto is None,
+            num_threads=TRAINER_THREADS, hard_vocab_limit=auto is None,
             max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
-        )
+        ))
     except RuntimeError as e:
         message = str(e)
         if "Vocabulary size" in message or "vocab_size" in message:

@@ -6,6 +6,7 @@ albert_tf.data.beam).
                                                              output="work/data/train", num_shards=4))
     result.output_files, result.instances
 """
+import argparse
 import dataclasses
 import signal
 import sys
@@ -39,6 +40,11 @@ class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
     workers: int = option(1, "processes (the output does not depend on it)")
     no_mask: bool = option(False, "write unmasked records (for dynamic masking)")
     cased: bool | None = vocabulary.cased_option()
+    beam: bool = option(False, "run on Apache Beam (pip install albert_tf[beam]); the words after -- are Beam's "
+                               "pipeline options (--runner DataflowRunner --project P --region R --temp_location "
+                               "gs://b/tmp ...; default DirectRunner); --workers is then the runner's")
+    beam_options: list = option(default_factory=list, flag="--beam-option", metavar="OPTION",
+                                help="one Beam pipeline option (repeatable; the words after -- add to them)")
 
     def __post_init__(self):
         run_config.check_fields(self)
@@ -71,13 +77,46 @@ def create_data(config):
     # the vocabulary's record decides casing and accents; a flag that contradicts it is refused (text.record)
     lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(config.spm_model), config.cased,
                                                vocabulary.casing_path(config.spm_model))
-    summary = creation.create_pretraining_data(
-        config.input, config.spm_model, config.output, num_shards=config.num_shards,
-        options=config.instance_options(), workers=config.workers, lower_case=lower_case,
-        overwrite=config.overwrite)
+    if config.beam_options and not config.beam:
+        raise ValueError(f"Beam pipeline options ({' '.join(config.beam_options)}) go with --beam")
+    if config.beam:
+        summary = _run_on_beam(config, lower_case)
+    else:
+        summary = creation.create_pretraining_data(
+            config.input, config.spm_model, config.output, num_shards=config.num_shards,
+            options=config.instance_options(), workers=config.workers, lower_case=lower_case,
+            overwrite=config.overwrite)
     stats = dataclasses.asdict(summary.stats)
     return CreateDataResult(list(summary.output_files), stats.get("instances", 0), stats.get("tokens", 0), stats,
                             dict(summary.replaced_by_file), summary.seconds)
+
+
+def _run_on_beam(config, lower_case):
+    """The records on Apache Beam (albert_tf.data.beam, an optional dependency), with config.beam_options."""
+    try:
+        from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+
+        from albert_tf.data import beam  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ValueError(f"--beam needs Apache Beam: pip install 'albert_tf[beam]' ({e})") from None
+    return beam.run_pipeline(config.input, config.spm_model, config.output, num_shards=config.num_shards,
+                             options=config.instance_options(), lower_case=lower_case,
+                             pipeline_options=PipelineOptions(config.beam_options), overwrite=config.overwrite)
+
+
+def add_extra_arguments(parser):
+    """The words after `--`: Beam's pipeline options (CreateDataConfig.beam_options)."""
+    parser.add_argument("beam_words", nargs="*", metavar="-- BEAM OPTIONS", default=argparse.SUPPRESS,
+                        help="with --beam: the Beam pipeline's options, after --")
+
+
+def config_from_args(args):
+    """The CreateDataConfig of parsed flags: --beam-option words, then the words after --."""
+    typed = run_config.given(CreateDataConfig, args)
+    words = getattr(args, "beam_words", [])
+    if words:
+        typed["beam_options"] = [*typed.get("beam_options", []), *words]
+    return CreateDataConfig(**typed)
 
 
 def cli(config):

@@ -12,6 +12,7 @@ import sys
 
 from albert_tf import run_config
 from albert_tf.data import vocab as vocab_training
+from albert_tf.data import vocab_trainer
 from albert_tf.run_config import option
 from albert_tf.text import vocabulary
 
@@ -54,12 +55,17 @@ class VocabResult:
 
 
 def vocab(config):
-    """Trains the vocabulary `config` (a VocabConfig) describes; prints the summary lines (warnings on stderr).
-    Returns a VocabResult."""
-    stats = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
-                                       lower_case=not config.cased, max_sentences=config.max_sentences,
-                                       seed=config.seed, keep_accents=config.keep_accents,
-                                       overwrite=config.overwrite)
+    """Trains the vocabulary `config` (a VocabConfig) describes; prints progress lines and warnings on stderr, the
+    summary lines on stdout. Returns a VocabResult. Ctrl-C stops the training at once (it runs in a child process),
+    with nothing written."""
+    progress = vocab_trainer.Progress()  # stderr: the sampling's counts, then the trainer's stage
+    try:
+        stats = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
+                                           lower_case=not config.cased, max_sentences=config.max_sentences,
+                                           seed=config.seed, keep_accents=config.keep_accents,
+                                           overwrite=config.overwrite, progress=progress)
+    finally:
+        progress.end()
     lines, warnings = vocab_training.summary_lines(stats, bool(config.cased))
     for line in warnings:
         print(line, file=sys.stderr)

@@ -18,9 +18,11 @@ class AlbertClassifier(TaskModel):
       encoder: an AlbertEncoder (its weights are fine-tuned with the head), or a config to build one from.
       num_classes: number of labels; 1 means regression (train with a mean-squared-error loss).
       dropout: dropout rate on the pooled output (the paper's "classifier dropout rate", 0.1).
+      preprocessor: an AlbertPreprocessor: the model then also takes raw text (strings [B], (text_a, text_b)
+        pairs, {"text_a", "text_b"}) in fit, predict and evaluate; `albert_tf.export_task_model` exports it.
     """
 
-    def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
+    def __init__(self, encoder, num_classes, dropout=0.1, preprocessor=None, **kwargs):
         if int(num_classes) < 1:
             raise ValueError(f"AlbertClassifier: num_classes must be >= 1 (1 = regression), got {num_classes}")
         encoder = as_encoder(encoder)
@@ -35,6 +37,7 @@ class AlbertClassifier(TaskModel):
         self.head = head
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
+        self._set_preprocessor(preprocessor)
 
     def get_config(self):
         return {**self._base_config(), "num_classes": self.num_classes, "dropout": self.dropout}

@@ -10,6 +10,7 @@ dict are ignored, so a featurized batch holding labels can be passed as it is.
 import keras
 
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
+from albert_tf.modeling.preprocessor import text_tensors
 
 
 #: Added to the logits of padding positions (as the original's attention bias: large, finite in bfloat16).
@@ -26,21 +27,57 @@ def task_inputs(shape=(None,)):
 
 
 class TaskModel(keras.Model):
-    """What the task models share: inputs taken from a dict by name, the encoder serialized in the config."""
+    """What the task models share: inputs taken from a dict by name, the encoder serialized in the config; with a
+    `preprocessor` (an AlbertPreprocessor), raw text in as well: anything but a dict of packed inputs goes through it
+    first (strings, (text_a, text_b) pairs, {"text_a", "text_b"})."""
 
     _INPUT_NAMES = INPUT_NAMES
+    preprocessor = None
 
     def call(self, inputs, training=None, mask=None):
+        if self.preprocessor is not None and not (isinstance(inputs, dict) and INPUT_NAMES[0] in inputs):
+            inputs = self.preprocessor(inputs)
         if isinstance(inputs, dict):
             inputs = {name: inputs[name] for name in self._INPUT_NAMES}
         return super().call(inputs, training=training, mask=mask)
 
+    def _set_preprocessor(self, preprocessor):
+        """Attaches an AlbertPreprocessor (None: none); the model then takes raw text too, so Keras's check of the
+        inputs against the packed-input dict is lifted (the functional graph checks them after packing)."""
+        self.preprocessor = preprocessor
+        if preprocessor is not None:
+            self.input_spec = None
+
+    def fit(self, x=None, y=None, *args, **kwargs):
+        return super().fit(self._text_tensors(x), y, *args, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(self._text_tensors(x), y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(self._text_tensors(x), *args, **kwargs)
+
+    def _text_tensors(self, x):
+        """With a preprocessor: raw text given as Python lists or numpy arrays of str (which Keras's array adapter
+        refuses) as tf.string tensors (`preprocessor.text_tensors`). Anything else unchanged."""
+        if self.preprocessor is None or x is None:
+            return x
+        if self.preprocessor.refresh():  # a new tokenizer resource: trace the steps again
+            self.train_function = self.test_function = self.predict_function = None
+        return text_tensors(x)
+
     def _base_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
-                "trainable": self.trainable}
+        config = {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
+                  "trainable": self.trainable}
+        if self.preprocessor is not None:
+            config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        if config.get("preprocessor") is not None:
+            config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
         return cls(**config)
+

@@ -2,27 +2,46 @@
 job scheduler, a shell loop) knows what to do next without reading the log. No TensorFlow here.
 
     code  meaning                                                          what to do next
-    0     done: the run reached its end (or had nothing left to train)    nothing
+    0     done: the run reached its end (or had nothing left to train)     nothing
+    1     an unexpected error: one line, its type and message (--verbose:  report it with the --verbose traceback
+          its traceback)
     2     bad flags or data (one line names the flag or file)              stop: fix the command or the data
     3     non-finite loss (nothing saved after it)                         stop: lower the learning rate, check data
+    69    a storage service (a gs:// bucket) did not answer: no network,   run again once it answers (pretrain
+          DNS, an outage (after TensorFlow's own retries)                  resumes from its last checkpoint)
+    74    an output could not be written: the disk or quota is full, the   stop: free space or choose another
+          filesystem read-only or failing; nothing half-written is left    output, then run again
     75    stopped on a signal (SIGTERM) after saving                       relaunch the same command: it resumes
     76    the TPU / runtime or a peer worker went away mid-run, or the     relaunch (after the slice is back): it
-          Cloud TPU API did not answer at start-up                          resumes from the last checkpoint
+          Cloud TPU API did not answer at start-up; create-data: a worker  resumes from the last checkpoint;
+          process was killed (the out-of-memory killer, kill -9)           create-data starts over (fewer
+                                                                           --workers if memory is short)
     77    the output directory's lock is held by another live run          wait, then retry
+    78    a storage service refused access: no credentials, or they lack   stop: fix the credentials (gcloud auth
+          permission on the bucket (HTTP 401 / 403)                        application-default login) or the
+                                                                           bucket's IAM; a retry will not help
     130   interrupted (Ctrl-C, SIGINT)                                     a person asked to stop: nothing
     143   ended by SIGTERM with nothing to keep (create-data: no shard     run the same command again: it starts
           written; 128 + 15, the shell's code for it)                      over
 
 A command that ends with one of the exceptions below prints its one line (`albert-tf CMD: error: ...`) and exits
-with its code (albert_tf.cli).
+with its code (albert_tf.cli); albert_tf.runtime.faults turns the operating system's and TensorFlow's errors of a
+full disk or an unanswering / refusing bucket into them.
+
+sysexits.h's numbers where one fits: 69 EX_UNAVAILABLE, 74 EX_IOERR, 75 EX_TEMPFAIL, 76 EX_PROTOCOL, 77 EX_NOPERM
+(here: the lock is another run's), 78 EX_CONFIG (here: the credentials).
 """
 
 DONE = 0
+UNEXPECTED = 1
 BAD_INPUT = 2
 NON_FINITE = 3
+UNAVAILABLE = 69
+OUTPUT_FAILED = 74
 STOPPED = 75
 RUNTIME_LOST = 76
 LOCK_HELD = 77
+NOT_AUTHORISED = 78
 INTERRUPTED = 130
 TERMINATED = 143
 
@@ -44,3 +63,22 @@ class RuntimeLost(ExitError):
     from the last checkpoint."""
 
     exit_code = RUNTIME_LOST
+
+
+class Unavailable(ExitError):
+    """A storage service (a gs:// bucket) did not answer: no network, DNS, an outage. Run again once it answers."""
+
+    exit_code = UNAVAILABLE
+
+
+class OutputFailed(ExitError):
+    """An output could not be written (a full disk or quota, a read-only or failing filesystem); what was half
+    written has been removed."""
+
+    exit_code = OUTPUT_FAILED
+
+
+class NotAuthorised(ExitError):
+    """A storage service refused access (no credentials, or no permission on the bucket): a retry will not help."""
+
+    exit_code = NOT_AUTHORISED

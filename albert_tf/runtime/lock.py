@@ -28,12 +28,11 @@ import contextlib
 import json
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
 
-from albert_tf import files
+from albert_tf import files, messages
 from albert_tf.files import check_output_dir, temp_path_for
 from albert_tf.runtime import cluster
 from albert_tf.runtime.exit_codes import LockHeld
@@ -229,7 +228,7 @@ class DirectoryLock:
             if line is None:
                 raise LockHeld(f"{self.flag} {self.target} is in use by another run: {describe(holder)}; "
                                f"wait for it to end (its lock: {self.path})")
-            print(line, file=sys.stderr, flush=True)
+            messages.say("note", line)
             _remove(self.path)
         else:
             raise LockHeld(f"{self.flag} {self.target}: could not take the lock {self.path}")

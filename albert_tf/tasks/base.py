@@ -50,6 +50,12 @@ class FinetuneTask:
             cache[key] = in_order(make_dataset, num_examples, budget.batch_size)
         return cache[key]
 
+    def chance_reference(self):
+        """(majority-class rate of the first dev split, number of labels) for a classification task whose
+        `evaluate` reports accuracy, else None: what a model that predicts one class scores (the collapse check,
+        albert_tf.training.collapse.CollapseWatch)."""
+        return None
+
     def export(self, model, tokenizer, budget, results, output_base):
         """Writes OUTPUT_BASE/N, a raw-text SavedModel of the fine-tuned model; returns its path."""
         raise NotImplementedError

@@ -127,6 +127,6 @@ def many_epochs_warning(cfg, budget, num_train_examples):
     if cfg.epochs is not None or budget.epochs <= MANY_EPOCHS:
         return None
     paper = PAPER_DEFAULTS[cfg.task]
-    return (f"warning: the paper's {paper.train_steps} steps for {cfg.task} at batch {budget.batch_size} make "
+    return (f"albert-tf finetune: warning: the paper's {paper.train_steps} steps for {cfg.task} at batch {budget.batch_size} make "
             f"{budget.epochs} passes over these {num_train_examples} training examples "
             f"(a small task overfits); --epochs N sets the number of passes")

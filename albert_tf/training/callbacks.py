@@ -21,14 +21,17 @@ class EpochEnd(keras.callbacks.Callback):
       task: the FinetuneTask; tokenizer: its AlbertTokenizer; budget: the run's Budget.
       state: {"epoch", "best_value", "best_epoch"} tf.Variables, checkpointed with the run.
       managers: {"resume", "best"} tf.train.CheckpointManagers; output: the run's --output.
+      watch: a collapse.CollapseWatch told each epoch's dev metrics and training loss (it says when the run has
+        collapsed to a constant prediction), or None.
     """
 
-    def __init__(self, task, tokenizer, budget, state, managers, output):
+    def __init__(self, task, tokenizer, budget, state, managers, output, watch=None):
         super().__init__()
         self.task, self.tokenizer, self.budget = task, tokenizer, budget
         self.state, self.managers = state, managers
         self.events = Events(FinetuneDir(output))
         self.steps_done = 0  # steps of the epoch in progress
+        self.watch = watch  # a CollapseWatch (albert_tf.training.collapse), or None
 
     def on_epoch_begin(self, epoch, logs=None):
         self.steps_done = 0
@@ -51,6 +54,8 @@ class EpochEnd(keras.callbacks.Callback):
         text = " ".join(f"{split}/{k}={v:.4f}" for split, m in results.items() for k, v in m.items())
         print(f"epoch {epoch + 1}/{self.budget.epochs} step {step}: loss={(logs or {}).get('loss', float('nan')):.4f} "
               f"{text}{' (best)' if improved else ''}", flush=True)
+        if self.watch is not None:
+            self.watch.epoch_end(epoch + 1, results, (logs or {}).get("loss"))
         self.state["epoch"].assign(epoch + 1)
         self.managers["resume"].save(checkpoint_number=epoch + 1)
 

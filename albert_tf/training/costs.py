@@ -559,18 +559,26 @@ def report(plan):
                       f"{_flops_text(plan['peak_flops'])}/s peak ({plan['topology'] or str(plan['cores']) + ' cores'}: "
                       f"{V3_PEAK_FLOPS_PER_CHIP / 1e12:g} TFLOP/s bf16 per chip, {V3_CORES_PER_CHIP} cores per chip)"
                   + (" including the recomputed forward" if plan["remat"] else "")]
-        if plan["total_time_s"] is not None:
-            lines.append(f"      {plan['steps']:,} steps: {_duration_text(plan['total_time_s'])} "
-                         f"({plan['total_time_s'] / 3600:.1f} h)")
+        if plan["total_time_s"] is not None and plan["recommended"] is None:  # else: the recommended plan's total
+            lines.append(f"      {plan['steps']:,} steps: {total_text(plan['total_time_s'])}")
     lines += ["", learning_rate_note(plan)]
     option = plan["recommended"]
     if option is not None:
-        time = ("" if plan["peak_flops"] is None else
-                f", {_duration_text(option['executed_flops_per_step'] / (plan['mfu'] * plan['peak_flops']))} per step")
+        time = ""
+        if plan["peak_flops"] is not None:
+            step = option["executed_flops_per_step"] / (plan["mfu"] * plan["peak_flops"])
+            time = f", {_duration_text(step)} per step" + (
+                f", {plan['steps']:,} steps: {total_text(step * plan['steps'])}" if plan["steps"] else "")
         lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
                       f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
                   "  " + (plan.get("pretrain_command") or pretrain_flags(option))]
     return "\n".join(lines)
+
+
+def total_text(seconds):
+    """A run's total time: "7 days (168.1 h)", "68.5 h", "42 min" (the hours added only where the unit is days)."""
+    text = _duration_text(seconds)
+    return f"{text} ({seconds / 3600:.1f} h)" if text.endswith("days") else text
 
 
 def learning_rate_note(plan):

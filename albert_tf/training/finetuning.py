@@ -41,7 +41,7 @@ from albert_tf.config import config_path
 from albert_tf.files import atomic_write_text, check_input_file, check_output_dir
 from albert_tf.layout import FinetuneDir
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.runtime import lock, precision
+from albert_tf.runtime import lock, precision, random_state
 from albert_tf.runtime.signals import duration_text
 from albert_tf.serving.saved_model import latest_version
 from albert_tf.tasks.adapters import make_task
@@ -49,7 +49,7 @@ from albert_tf.tasks.budget import Budget, make_budget, many_epochs_warning, res
 from albert_tf.text import AlbertTokenizer, vocabulary
 from albert_tf.training import distribute
 from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal
-from albert_tf.training.collapse import handle_collapse
+from albert_tf.training.collapse import CollapseWatch, handle_collapse
 from albert_tf.training.optimizers import make_optimizer
 from albert_tf.training.run import check_record, resume_names, run_record, runtime_lost, write_record
 from albert_tf.training.schedules import WarmupPolynomialDecay
@@ -104,16 +104,16 @@ def train_order(seed, initial_epoch, budget, num_examples):
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
-def make_callbacks(task, tokenizer, budget, state, managers, output, progress, exits=True):
+def make_callbacks(task, tokenizer, budget, state, managers, output, progress, exits=True, watch=None):
     """(stop, epoch_end, callbacks) (albert_tf.training.callbacks): progress first (so that Keras' bar ends its line
     before an epoch's line), then SIGINT / SIGTERM (StopOnSignal; `exits`: a second SIGINT aborts the process), then
-    the per-epoch work (EpochEnd). `progress`: "bar" (Keras' bar) or N > 0 (a ProgressLog line every N steps / 30
-    s)."""
+    the per-epoch work (EpochEnd, with the collapse `watch`). `progress`: "bar" (Keras' bar) or N > 0 (a
+    ProgressLog line every N steps / 30 s)."""
     if progress == "bar":
         first = keras.callbacks.ProgbarLogger()
     else:
         first = ProgressLog(budget.steps_per_epoch, budget.epochs, budget.batch_size, every_steps=progress)
-    stop, epoch_end = StopOnSignal(exits=exits), EpochEnd(task, tokenizer, budget, state, managers, output)
+    stop, epoch_end = StopOnSignal(exits=exits), EpochEnd(task, tokenizer, budget, state, managers, output, watch)
     return stop, epoch_end, [first, stop, epoch_end]
 
 
@@ -260,7 +260,24 @@ def float32_model(setup, model):
     return copy
 
 
-def finish(cfg, setup, model, state, managers, started):
+def collapse_watch(cfg, setup, initial_epoch):
+    """The run's CollapseWatch (albert_tf.training.collapse), or None for a task without a majority-class rate."""
+    reference = setup.task.chance_reference()
+    if reference is None:
+        return None
+    return CollapseWatch(FinetuneDir(cfg.output).epoch_history, *reference, setup.budget.optimizer,
+                         setup.dtype_choice.dtype if setup.dtype_choice else "float32", initial_epoch)
+
+
+def record_collapse(cfg, collapse):
+    """Adds the collapse finding (None: none) to the run record, OUTPUT/finetune_config.json."""
+    path = FinetuneDir(cfg.output).run_record
+    record = run_config.read_record(path)
+    if record is not None and record.get("collapse") != collapse:
+        atomic_write_text(path, json.dumps({**record, "collapse": collapse}, indent=2, sort_keys=True) + "\n")
+
+
+def finish(cfg, setup, model, state, managers, started, watch=None):
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
     directory, and its raw-text export (OUTPUT/export/N). Returns the FinetuneResult."""
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
@@ -270,6 +287,9 @@ def finish(cfg, setup, model, state, managers, started):
     results = task.evaluate(model, setup.tokenizer, budget)
     best_epoch = int(state["best_epoch"].numpy())
     report = {"task": cfg.task, "epoch": best_epoch, "global_step": best_epoch * budget.steps_per_epoch, **results}
+    if watch is not None:  # the collapse finding (None: the run did not collapse)
+        report["collapse"] = watch.collapse
+        record_collapse(cfg, watch.collapse)
     atomic_write_text(FinetuneDir(cfg.output).eval_results, json.dumps(report, indent=2) + "\n")
     setup.config.to_json_file(config_path(FinetuneDir(cfg.output).best))
     path = task.export(model, setup.tokenizer, budget, results, FinetuneDir(cfg.output).export)
@@ -282,7 +302,14 @@ def finish(cfg, setup, model, state, managers, started):
 
 def run(cfg, exits):
     """Fine-tunes as `cfg` (a FinetuneConfig) says; returns the FinetuneResult's fields (a dict). `exits` (the CLI):
-    a second SIGINT aborts the process at once."""
+    a second SIGINT aborts the process at once. The global random generators the run seeds are given back as they
+    were (runtime.random_state)."""
+    with random_state.kept():
+        return _run(cfg, exits)
+
+
+def _run(cfg, exits):
+    """The body of `run`."""
     started = time.monotonic()
     check_settings(cfg)
     inputs = read_inputs(cfg)
@@ -326,11 +353,12 @@ def fine_tune(cfg, started, setup, exits=True):
           f"{budget.learning_rate:g} (warm-up {budget.warmup_steps} steps), "
           f"{setup.strategy.num_replicas_in_sync} replica(s) ({type(setup.strategy).__name__}), dtype "
           f"{setup.dtype_choice.dtype if setup.dtype_choice else 'float32'}", flush=True)
+    watch = collapse_watch(cfg, setup, initial_epoch)
     if initial_epoch < budget.epochs:
         bar = sys.stdout.isatty()
         order = train_order(cfg.seed, initial_epoch, budget, task.num_train(tokenizer, budget))
         stop, epoch_end, callbacks = make_callbacks(task, tokenizer, budget, state, managers, cfg.output,
-                                                    "bar" if bar else cfg.log_every, exits)
+                                                    "bar" if bar else cfg.log_every, exits, watch)
         model.fit(task.train_dataset(tokenizer, budget, order), epochs=budget.epochs, initial_epoch=initial_epoch,
                   steps_per_epoch=budget.steps_per_epoch, shuffle=False, verbose=1 if bar else 0,
                   callbacks=callbacks)
@@ -338,7 +366,7 @@ def fine_tune(cfg, started, setup, exits=True):
             print(stopped_line(stop, epoch_end, state, managers), flush=True)
             return dict(status="stopped", output=cfg.output, epoch=int(state["best_epoch"].numpy()),
                         epochs=budget.epochs, exit_code=stop.exit_code)
-    return finish(cfg, setup, model, state, managers, started)
+    return finish(cfg, setup, model, state, managers, started, watch)
 
 
 def completed_result(cfg, budget, exported):

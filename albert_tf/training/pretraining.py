@@ -23,6 +23,7 @@ and the last checkpoint, exit 76: a relaunch resumes from that checkpoint, so --
 loss. Exit codes: albert_tf/runtime/exit_codes.py.
 """
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -35,9 +36,9 @@ from albert_tf.checkpoints import pretrained
 from albert_tf.data import pretraining_input, record_index
 from albert_tf.data.pretraining_input import (changed_files, check_records, data_error, eval_steps, make_dataset_fn,
                                               record_counts)
-from albert_tf.files import check_input_file, check_output_dir
+from albert_tf.files import check_input_file, check_output_dir, exists, read_text
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
-from albert_tf.runtime import devices, exit_codes, lock, precision
+from albert_tf.runtime import devices, exit_codes, lock, precision, random_state
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
 from albert_tf.text import vocabulary
@@ -64,6 +65,10 @@ def check_flags(cfg):
         raise ValueError(f"--streams must be positive, got {cfg.streams}")
     if cfg.max_predictions > cfg.max_seq_length:
         raise ValueError(f"--max-predictions {cfg.max_predictions} exceeds --max-seq-length {cfg.max_seq_length}")
+    if cfg.num_warmup_steps >= cfg.num_train_steps:
+        raise ValueError(f"--num-warmup-steps {cfg.num_warmup_steps:,} is not less than --num-train-steps "
+                         f"{cfg.num_train_steps:,}: the learning rate would still be warming up when the run ends; "
+                         f"give fewer warm-up steps (the paper's share, 2.5%, is {cfg.num_train_steps * 25 // 1000:,})")
     if cfg.tpu:  # paths, then what cannot drive a TPU: refused before the output lock touches the bucket
         distribute.check_cloud_paths({"--train-data": cfg.train_data, "--eval-data": cfg.eval_data,
                                       "--model-dir": cfg.model_dir, "--init": cfg.init})
@@ -171,6 +176,20 @@ def check_accumulation(cfg, replicas):
     return per_replica // cfg.gradient_accumulation_steps
 
 
+POD_DEFAULTS = {"batch_size": 4096, "num_train_steps": 125_000}  # PretrainConfig's defaults: the paper's pod run
+
+
+def check_cpu_run(cfg):
+    """Refuses a run on this machine's CPU left at the pod recipe's batch and steps (4096 x 125,000: weeks here):
+    one line asking for both, and where to size them."""
+    if all(getattr(cfg, name) == value for name, value in POD_DEFAULTS.items()):
+        raise ValueError(
+            f"--batch-size {cfg.batch_size} and --num-train-steps {cfg.num_train_steps:,} are the pod recipe's "
+            "defaults (weeks of training on a CPU); give both for this machine, e.g. --batch-size 32 "
+            "--num-train-steps 2000 --num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu "
+            "--batch-size B --num-train-steps N` says what fits and how long it takes)")
+
+
 def check_host_memory(cfg, config, replicas, dtype, total=None):
     """Refuses a CPU run whose model cannot fit in this machine's memory (e.g. the paper's batch 4096 on a laptop),
     saying what to change, instead of being killed by the kernel minutes later without a word. The need is
@@ -250,6 +269,9 @@ def prepare(cfg):
     Returns a Setup."""
     strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas,
                                           collective_timeout_secs=cfg.collective_timeout_secs)  # writes nothing
+    use_gpu = bool(tf.config.list_physical_devices("GPU"))
+    if not distribute.is_tpu_strategy(strategy) and not use_gpu:
+        check_cpu_run(cfg)
     config = vocabulary.model_config(cfg.config, cfg.config_overrides, cfg.spm_model)
     data_sizes = check_inputs(cfg, config)
     check_record(layout.ModelDir(cfg.model_dir).run_record, run_record(cfg), resume_names(cfg), "--model-dir")
@@ -259,7 +281,6 @@ def prepare(cfg):
         if size % replicas:
             raise ValueError(f"{flag} {size} is not divisible by the {replicas} replicas")
     micro_batch = check_accumulation(cfg, replicas)
-    use_gpu = bool(tf.config.list_physical_devices("GPU"))
     choice = precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
         micro_batch, cfg.max_seq_length, config.hidden_size, config.intermediate_size))
     print(choice.describe(), flush=True)
@@ -310,11 +331,30 @@ def save(cfg, setup, manager, step):
     if setup.chief:
         pretrained.write_files(cfg.model_dir, setup.config, cfg.spm_model)
         write_record(layout.ModelDir(cfg.model_dir).run_record, run_record(cfg), setup.dtype_choice)
-    manager.save(checkpoint_number=step)
-    if setup.step_manager is not None and step % cfg.save_checkpoints_steps == 0:
-        setup.step_manager.save(checkpoint_number=step)
+    managers = [manager] + ([setup.step_manager] if setup.step_manager is not None
+                            and step % cfg.save_checkpoints_steps == 0 else [])
+    for each in managers:
+        try:
+            each.save(checkpoint_number=step)
+        except tf.errors.OpError:  # a full disk: the half-written save goes, the last complete one stays
+            remove_partial_save(each.directory, step)
+            raise
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
+
+
+def remove_partial_save(directory, step):
+    """Removes what a failed save of `step` left in `directory` (TensorFlow's CKPT_temp directory, the files of a
+    checkpoint the `checkpoint` state file does not name): the state file still names the last complete save."""
+    prefix = os.path.join(directory, f"ckpt-{step}")
+    for path in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
+        try:
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+        except tf.errors.OpError:
+            pass
 
 
 def run_steps(train_loop, iterator, num_steps, training):
@@ -481,6 +521,20 @@ def train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchd
     return result(cfg, "done", step, manager, rows)
 
 
+def recorded_rows(model_dir, step):
+    """{split: the metrics of its last metrics.jsonl row at or before `step`} of a run found complete: what its
+    result carries, as the run that trained it returned."""
+    path = layout.ModelDir(model_dir).metrics
+    if not exists(path):
+        return {}
+    rows = {}
+    for line in read_text(path).splitlines():
+        row = json.loads(line) if line.strip() else {}
+        if row.get("split") in (TRAIN_SPLIT, EVAL_SPLIT) and row.get("step", step + 1) <= step:
+            rows[row["split"]] = {k: v for k, v in row.items() if k not in ("split", "step")}
+    return rows
+
+
 def result(cfg, status, step, manager, rows, exit_code=0):
     """The fields of the PretrainResult of a run that ends at `step` with `status`; `rows`: the last metrics rows by
     split."""
@@ -495,7 +549,8 @@ def run(cfg, exits):
     dtype, is restored when it ends: a notebook's later models (or a test's) are not built in the run's dtype."""
     policy = keras.mixed_precision.global_policy()
     try:
-        return _run(cfg, exits)
+        with random_state.kept():  # the global generators the run seeds, given back as they were
+            return _run(cfg, exits)
     finally:
         keras.mixed_precision.set_global_policy(policy)
 
@@ -523,5 +578,5 @@ def _run(cfg, exits):
                 print(f"the run in {cfg.model_dir} is already complete at step {step} (--num-train-steps "
                       f"{cfg.num_train_steps}): nothing to train; raise --num-train-steps to train further",
                       flush=True)
-                return result(cfg, "complete", step, manager, {})
+                return result(cfg, "complete", step, manager, recorded_rows(cfg.model_dir, step))
             return train(cfg, setup, model, optimizer, schedule, manager, stop, started, watchdog)

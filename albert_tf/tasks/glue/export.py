@@ -12,16 +12,17 @@ from albert_tf.serving.saved_model import keras_weights, write_saved_model
 from albert_tf.serving.signatures import SERVING_LENGTH_BUCKET, text_to_inputs
 
 
-def export_classifier(model, tokenizer, budget, pairs, regression, output_base):
+def export_classifier(model, tokenizer, seq_length, pairs, regression, output_base, version=None, overwrite=False):
     """OUT/export/N: a SavedModel whose serving_default takes raw text (`text_a`, and `text_b` for pair tasks) and
     returns `probabilities` [B, K] and `label` [B] (classification) or `score` [B] (regression); written with
-    albert_tf.serving's atomic BASE/N writer and in-graph text packing. Returns the path."""
+    albert_tf.serving's atomic BASE/N writer (`version`: N, None for the next; `overwrite` an existing N) and
+    in-graph text packing at `seq_length`. Returns the path."""
     module = tf.Module()
     module.model_weights = keras_weights(model)  # not the Keras model: see keras_weights
     module.tokenizer = tokenizer.in_graph
 
     def outputs(text_a, text_b):
-        inputs = text_to_inputs(tokenizer, text_a, text_b, budget.max_seq_length)
+        inputs = text_to_inputs(tokenizer, text_a, text_b, seq_length)
         logits = model(trim_padding(inputs, SERVING_LENGTH_BUCKET), training=False)  # as the encoder export
         if regression:
             return {"score": logits[:, 0]}
@@ -40,4 +41,5 @@ def export_classifier(model, tokenizer, budget, pairs, regression, output_base):
             return outputs(text_a, None)
     module.serving_default = serving_default
     # the tf.function, not a concrete function: only then is text_b's default recorded in SignatureDef.defaults
-    return write_saved_model(module, output_base, {"serving_default": serving_default})
+    return write_saved_model(module, output_base, {"serving_default": serving_default}, version=version,
+                             overwrite=overwrite)

@@ -61,6 +61,16 @@ class GlueFinetune(FinetuneTask):
                                                                                  labels).items()}
         return results
 
+    def chance_reference(self):
+        """(the first dev split's majority-class rate, number of labels) when the task reports accuracy, else
+        None (regression, CoLA's MCC only)."""
+        if self.regression or "accuracy" not in self.spec.metrics:
+            return None
+        labels = np.array([e.label for e in next(iter(self.dev.values()))], np.int64)
+        if not len(labels):
+            return None
+        return float(np.bincount(labels).max() / len(labels)), self.spec.num_labels
+
     def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
-        return export_classifier(model, tokenizer, budget, self.pairs, self.regression, output_base)
+        return export_classifier(model, tokenizer, budget.max_seq_length, self.pairs, self.regression, output_base)

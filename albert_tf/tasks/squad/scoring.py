@@ -5,9 +5,10 @@ import collections
 import dataclasses
 import re
 import string
-import sys
 
 import numpy as np
+
+from albert_tf import messages
 
 #: Answer extraction as the original run_squad.py does it by default (its --n_best_size and --max_answer_length):
 #: the N_BEST highest start and end logits of each window pair into spans of at most MAX_ANSWER_LENGTH tokens.
@@ -184,8 +185,8 @@ def _question_scores(examples, predictions, version_2_with_negative):
 def _warn_missing(examples, predictions):
     missing = [ex.qas_id for ex in examples if ex.qas_id not in predictions]
     if missing:
-        print(f"warning: {len(missing)} of {len(examples)} SQuAD questions have no prediction and score 0 "
-              f"(first: {missing[0]})", file=sys.stderr)
+        messages.say("warning", f"{len(missing)} of {len(examples)} SQuAD questions have no prediction and score 0 "
+                                f"(first: {missing[0]})")
 
 
 def _best_threshold(has_answer, predictions, scores, na_probs):

@@ -1,0 +1,120 @@
+"""AlbertPreprocessor (raw text → model inputs in the graph) and the notebook path it opens: a classifier that fits
+and predicts on strings, saved as .keras, exported with `albert_tf.export_task_model` as finetune exports."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tpu_stack  # in-graph tokenization
+
+TEXTS_A = ["the cat sat on the mat", "A dog ran home, quickly.", "Héllo   there\tworld", "we like trains",
+           "", "numbers 3,000, and 12,5"]
+TEXTS_B = ["and then slept", "", "short", "x y z " * 30, "only b", "the end"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_spm_model):
+    from albert_tf import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    return AlbertTokenizer(tiny_spm_model)
+
+
+def _classifier(tokenizer, num_classes=2, seq_length=24, seed=0):
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import AlbertClassifier, AlbertConfig, AlbertEncoder, AlbertPreprocessor  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(seed)
+    config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tokenizer.vocab_size)
+    return AlbertClassifier(AlbertEncoder(config), num_classes, preprocessor=AlbertPreprocessor(tokenizer, seq_length))
+
+
+def test_preprocessor_ids_equal_pack(tokenizer):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import AlbertPreprocessor  # pylint: disable=import-outside-toplevel
+
+    preprocessor = AlbertPreprocessor(tokenizer, seq_length=20)
+    cases = [(TEXTS_A, None), ((TEXTS_A, TEXTS_B), TEXTS_B), ({"text_a": TEXTS_A, "text_b": TEXTS_B}, TEXTS_B),
+             (np.array(TEXTS_A), None)]
+    for given, text_b in cases:
+        expected = tokenizer.pack(TEXTS_A, text_b, seq_length=20)
+        got = preprocessor(given)
+        for name, value in expected.items():
+            np.testing.assert_array_equal(np.asarray(got[name]), value, err_msg=name)
+    single = preprocessor(tf.constant(TEXTS_A[1]))
+    np.testing.assert_array_equal(np.asarray(single["input_word_ids"]),
+                                  tokenizer.pack(TEXTS_A[1], seq_length=20)["input_word_ids"])
+    # in tf.data, batched pairs
+    dataset = tf.data.Dataset.from_tensor_slices((TEXTS_A, TEXTS_B)).batch(4).map(lambda a, b: preprocessor((a, b)))
+    rows = np.concatenate([batch["input_word_ids"].numpy() for batch in dataset])
+    np.testing.assert_array_equal(rows, tokenizer.pack(TEXTS_A, TEXTS_B, seq_length=20)["input_word_ids"])
+
+
+def test_classifier_fits_and_predicts_on_strings(tokenizer, tmp_path):
+    """fit on raw strings (numpy, and pairs in tf.data) moves the weights and lowers the loss; predict on strings
+    equals predict on the ids `pack` gives; a .keras round trip keeps the preprocessor and its vocabulary."""
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    model = _classifier(tokenizer)
+    texts = np.array(["the cat sat", "a dog ran", "the cat slept", "a dog barked"] * 4)
+    labels = np.array([0, 1, 0, 1] * 4)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    before = [w.numpy().copy() for w in model.encoder.weights]
+    history = model.fit(texts, labels, batch_size=16, epochs=4, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert any(not np.array_equal(b, w.numpy()) for b, w in zip(before, model.encoder.weights))
+    pairs = tf.data.Dataset.from_tensor_slices(((texts, texts[::-1]), labels)).batch(8)
+    model.fit(pairs, epochs=1, verbose=0)
+
+    from_strings = model.predict(list(texts[:4]), verbose=0)
+    from_ids = model.predict(tokenizer.pack(list(texts[:4]), seq_length=24), verbose=0)
+    np.testing.assert_allclose(from_strings, from_ids, atol=1e-6)
+    np.testing.assert_allclose(model.predict((texts[:3], texts[3:6]), verbose=0),
+                               model.predict(tokenizer.pack(list(texts[:3]), list(texts[3:6]), seq_length=24),
+                                             verbose=0), atol=1e-6)
+
+    model.save(str(tmp_path / "model.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "model.keras"))
+    assert loaded.preprocessor.seq_length == 24 and loaded.preprocessor.tokenizer.vocab_size == tokenizer.vocab_size
+    np.testing.assert_allclose(loaded.predict(list(texts[:4]), verbose=0), from_strings, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_classes, pairs", [(3, True), pytest.param(1, False, marks=pytest.mark.slow)],
+                         ids=["pairs", "regression, single"])
+def test_export_task_model_answers_like_the_model(tokenizer, tmp_path, num_classes, pairs):
+    """The export's serving_default (finetune's classifier signature: text_a, optional text_b → probabilities and
+    label, or score) answers as the in-process model on the same strings."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    model = _classifier(tokenizer, num_classes=num_classes)
+    path = albert_tf.export_task_model(model, str(tmp_path / "export"), pairs=pairs)
+    assert path.endswith("/1")
+    served = albert_tf.load_export(path)
+    signature = served.signatures["serving_default"]
+    assert sorted(signature.structured_input_signature[1]) == (["text_a", "text_b"] if pairs else ["text_a"])
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if pairs:
+        answer = served.serving_default(text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))
+        logits = model.predict((np.array(TEXTS_A), np.array(TEXTS_B)), verbose=0)
+        expected = tf.nn.softmax(logits).numpy()
+        np.testing.assert_allclose(answer["probabilities"].numpy(), expected, atol=1e-5)
+        np.testing.assert_array_equal(answer["label"].numpy(), expected.argmax(-1))
+        single = served.serving_default(text_a=tf.constant(TEXTS_A))  # text_b omitted: [CLS] a [SEP]
+        np.testing.assert_allclose(single["probabilities"].numpy(),
+                                   tf.nn.softmax(model.predict(np.array(TEXTS_A), verbose=0)).numpy(), atol=1e-5)
+    else:
+        answer = served.serving_default(text_a=tf.constant(TEXTS_A))
+        np.testing.assert_allclose(answer["score"].numpy(), model.predict(np.array(TEXTS_A), verbose=0)[:, 0],
+                                   atol=1e-5)
+
+
+def test_export_task_model_refuses_what_it_cannot_export(tokenizer, tmp_path):
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    config = albert_tf.AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tokenizer.vocab_size)
+    with pytest.raises(ValueError, match="give tokenizer= and seq_length="):
+        albert_tf.export_task_model(albert_tf.AlbertClassifier(config, 2), str(tmp_path / "a"))
+    with pytest.raises(ValueError, match="takes an AlbertClassifier"):
+        albert_tf.export_task_model(albert_tf.AlbertSpanQA(config), str(tmp_path / "b"))
