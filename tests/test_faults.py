@@ -86,6 +86,23 @@ def test_create_data_on_a_full_disk_exits_74_and_removes_its_temp_shards(tmp_pat
     assert not out.exists() or os.listdir(out) == []  # no temp shard, no lock, no index
 
 
+def test_create_data_whose_index_does_not_fit_puts_no_shard_in_place(tmp_path, cli, corpus_file, tiny_spm_model,
+                                                                     monkeypatch):
+    """The disk fills up at the record-count index, the last file written: before, the shards were already renamed
+    into place and stayed without their index; now the index is written before any rename, and nothing is left."""
+    from albert_tf.data import record_index  # pylint: disable=import-outside-toplevel
+
+    def full(path, entries, vocabulary=None):
+        raise OSError(errno.ENOSPC, "No space left on device", os.fspath(path))
+
+    monkeypatch.setattr(record_index, "write_index", full)
+    out = tmp_path / "data"
+    code, _, err = cli("create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output",
+                       out / "train", "--num-shards", 2, "--max-seq-length", 32)
+    assert code == 74 and "no space left" in _one_error_line(err, "create-data"), err
+    assert not out.exists() or os.listdir(out) == []  # no shard, no temp, no lock, no index
+
+
 def test_vocab_on_a_full_disk_exits_74_in_one_line(tmp_path, cli, corpus_file, monkeypatch):
     real_gfile = tf.io.gfile.GFile
 

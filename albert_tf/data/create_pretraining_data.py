@@ -491,6 +491,18 @@ class _Shards:
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         index = record_index.index_path(self.output_prefix)
+        # The index is written (under a temporary name) before anything is put in place: a disk that fills up
+        # here leaves the earlier output as it was, not new shards without their index.
+        index_tmp = temp_path_for(index)
+        try:
+            record_index.write_index(index_tmp, {os.path.basename(final): (count, tf.io.gfile.stat(tmp).length)
+                                                 for tmp, final, count in zip(self.temps, self.outputs,
+                                                                              self.counts)},
+                                     vocabulary=vocabulary)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                tf.io.gfile.remove(index_tmp)
+            raise
         with _signals_ignored(STOP_SIGNALS):  # all the shards or none: a stop waits for the last rename
             for path in stale:
                 tf.io.gfile.remove(path)
@@ -498,9 +510,7 @@ class _Shards:
                 tf.io.gfile.remove(index)
             for tmp, final in zip(self.temps, self.outputs):
                 tf.io.gfile.rename(tmp, final, overwrite=True)
-            record_index.write_index(index, {os.path.basename(path): (count, tf.io.gfile.stat(path).length)
-                                             for path, count in zip(self.outputs, self.counts)},
-                                     vocabulary=vocabulary)
+            tf.io.gfile.rename(index_tmp, index, overwrite=True)
 
     def discard(self):
         """Removes every temporary shard; a writer that cannot flush (the disk is full) does not stop it."""
