@@ -108,6 +108,22 @@ def test_export_task_model_answers_like_the_model(tokenizer, tmp_path, num_class
         answer = served.serving_default(text_a=tf.constant(TEXTS_A))
         np.testing.assert_allclose(answer["score"].numpy(), model.predict(np.array(TEXTS_A), verbose=0)[:, 0],
                                    atol=1e-5)
+    # assets.extra: the task's parameters and TF Serving's warm-up requests, which parse with the official protos
+    import json  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+
+    from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=import-outside-toplevel
+
+    task_config = json.loads(open(os.path.join(path, "assets.extra", "task_config.json"), encoding="utf-8").read())
+    assert task_config["pairs"] is pairs and task_config["regression"] is (num_classes == 1)
+    assert task_config["max_seq_length"] == model.preprocessor.seq_length
+    assert task_config["spm_sha256"] == model.preprocessor.tokenizer.fingerprint
+    assert task_config.get("num_labels") == (None if num_classes == 1 else num_classes)
+    logs = []
+    for record in tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests")):
+        logs.append(prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request)
+    assert [sorted(r.inputs) for r in logs] == [["text_a"], ["text_a"]] + ([["text_a", "text_b"]] if pairs else [])
+    assert {r.model_spec.signature_name for r in logs} == {"serving_default"}
 
 
 def test_export_task_model_refuses_what_it_cannot_export(tokenizer, tmp_path):

@@ -13,6 +13,7 @@ class GlueFinetune(FinetuneTask):
     """A GLUE task: sentence (pair) classification or regression on the pooled output."""
 
     def __init__(self, data_dir, task):
+        self.task = task
         self.spec = glue.TASKS[task]
         self.train = glue.read_examples(data_dir, self.spec, "train")
         self.dev = {split: glue.read_examples(data_dir, self.spec, split) for split in self.spec.dev_splits}
@@ -73,4 +74,5 @@ class GlueFinetune(FinetuneTask):
 
     def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
-        return export_classifier(model, tokenizer, budget.max_seq_length, self.pairs, self.regression, output_base)
+        return export_classifier(model, tokenizer, budget.max_seq_length, self.pairs, self.regression, output_base,
+                                 task=self.task)
