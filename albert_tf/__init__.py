@@ -9,7 +9,8 @@ Public API:
   AlbertPreprocessor                 raw text → model inputs in the graph (a Keras layer; task models take it)
   export_task_model                  a classifier trained in a notebook → its raw-text SavedModel (finetune's)
   data.pretraining_dataset           the tf.data input for pretraining
-  load_encoder                       a trainable AlbertEncoder from an export or a pretrained-model directory
+  load_pretrained                    the model any handle holds: a model dir, an export, a release name, an HF dir
+  load_encoder                       a trainable AlbertEncoder from any of them
   load_export                        an `albert-tf export` SavedModel (BASE or BASE/N), TF Text's ops registered
   convert_release                    Google's released weights by name ("albert_base_v2") → a pretrained-model dir
   one call per command (albert_tf/jobs/): vocab(VocabConfig) → VocabResult, create_data, pretrain, finetune,
@@ -36,6 +37,7 @@ _LAZY = {
     "AlbertPretrainer": "albert_tf.modeling.pretrainer",
     "AlbertTokenizer": "albert_tf.text",
     "load_encoder": "albert_tf.checkpoints.load",
+    "load_pretrained": "albert_tf.checkpoints.load",
     "load_export": "albert_tf.serving.saved_model",
     "convert_release": "albert_tf.checkpoints.convert",
     "AlbertClassifier": "albert_tf.modeling.classifier",

@@ -342,3 +342,39 @@ def test_albert_base_shaped_random_model_matches_on_both_sides(tmp_path):
     keras_hub_diffs = _max_diffs({k: np.asarray(v) for k, v in theirs.items()}, ours)
     print(f"albert_base-shaped: transformers {hf_diffs}, keras-hub {keras_hub_diffs}")
     assert max(hf_diffs.values()) < 1e-5 and max(keras_hub_diffs.values()) < 1e-5, (hf_diffs, keras_hub_diffs)
+
+
+# ------------------------------------------------------------------------------------------------ one call
+def test_load_pretrained_takes_any_handle_in_one_call(tiny, tmp_path, monkeypatch):
+    """albert_tf.load_pretrained: a Hugging Face directory is converted once into the cache (the directory itself
+    left as it was) and gives albert_tf's own outputs; an export gives its encoder; a release name goes through
+    convert_release (here a stand-in: no network in tests) and loads what it returns."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import convert  # pylint: disable=import-outside-toplevel
+
+    directory, _, inputs, ours = tiny
+    monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "cache"))
+    hf_dir = _convert(directory, "hf", tmp_path / "hf").output
+    before = sorted(os.listdir(hf_dir))
+    model = albert_tf.load_pretrained(hf_dir)
+    assert isinstance(model, albert_tf.AlbertPretrainer) and sorted(os.listdir(hf_dir)) == before
+    got = model(inputs, training=False)
+    for name in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
+        np.testing.assert_allclose(np.asarray(got[name]), ours[name], atol=1e-5, err_msg=name)
+    converted = os.listdir(tmp_path / "cache" / "models")
+    albert_tf.load_pretrained(hf_dir)  # the second call reuses the conversion
+    assert os.listdir(tmp_path / "cache" / "models") == converted and len(converted) == 1
+
+    export = albert_tf.export(albert_tf.ExportConfig(init=directory, output=str(tmp_path / "export"),
+                                                     max_seq_length=32, no_warmup=True)).path
+    encoder = albert_tf.load_pretrained(export)
+    assert isinstance(encoder, albert_tf.AlbertEncoder)
+    np.testing.assert_allclose(np.asarray(encoder(inputs, training=False)["pooled_output"]), ours["pooled_output"],
+                               atol=1e-5)
+
+    asked = []
+    monkeypatch.setattr(convert, "convert_release", lambda name, cache_dir=None: asked.append(name) or directory)
+    assert isinstance(albert_tf.load_pretrained("albert-base-v2"), albert_tf.AlbertPretrainer)
+    assert asked == ["albert_base_v2"]
+    with pytest.raises(FileNotFoundError, match="a released model's name"):
+        albert_tf.load_pretrained(str(tmp_path / "nothing"))

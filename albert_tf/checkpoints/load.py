@@ -1,5 +1,9 @@
-"""Reading a pretrained encoder, whatever holds it: a pretrained-model directory (`pretrain`'s, `convert`'s) or an
-`albert-tf export` (BASE/N, or BASE: its newest version).
+"""Reading a pretrained encoder, whatever holds it: a pretrained-model directory (`pretrain`'s, `convert`'s), an
+`albert-tf export` (BASE/N, or BASE: its newest version), a released model by name (`albert_base_v2`,
+`hf:OWNER/NAME`: converted once, cached) or a Hugging Face ALBERT directory (config.json + model.safetensors:
+converted once into the cache, the directory left as it is). One call loads any of them:
+
+    model = albert_tf.load_model("albert_base_v2")       # or a model dir, an export, a Hugging Face directory
 
     resolve_init(path)        what the path is: an InitSource (kind, directory, config, vocabulary, casing)
     restore_encoder(model, s) the encoder weights of an InitSource into a model (every weight must be found)
@@ -12,12 +16,13 @@ record spm.casing.json in assets.extra/ (the serving
 side's layout, albert_tf.serving.saved_model), and its weights under the SavedModel's variables/.
 """
 import dataclasses
+import hashlib
 import json
 import os
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import pretrained
+from albert_tf.checkpoints import convert, pretrained, releases
 from albert_tf.config import CONFIG_FILE, AlbertConfig
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -36,13 +41,44 @@ class InitSource:
     lower_case: bool  # its recorded casing, or None when not recorded
 
 
+def is_hf_directory(path):
+    """True for a Hugging Face ALBERT directory (config.json and model.safetensors, no albert_config.json)."""
+    return (tf.io.gfile.exists(os.path.join(path, "config.json"))
+            and tf.io.gfile.exists(os.path.join(path, "model.safetensors"))
+            and not tf.io.gfile.exists(pretrained.config_path(path)))
+
+
+def local_handle(handle, cache=None):
+    """The directory that holds `handle`: a released model's name → its conversion in the cache (downloaded and
+    converted once: convert.convert_release); a Hugging Face ALBERT directory → its conversion in the cache (keyed
+    by the directory and its weights file's size and time, so a changed directory is converted again); anything
+    else as it is."""
+    path = os.fspath(handle).rstrip("/")
+    if not tf.io.gfile.exists(path):
+        try:
+            name = releases.canonical_name(path)
+        except ValueError:
+            return path  # not a name either: resolve_init says what was expected
+        return convert.convert_release(name, cache_dir=cache)
+    if tf.io.gfile.isdir(path) and is_hf_directory(path):
+        weights = tf.io.gfile.stat(os.path.join(path, "model.safetensors"))
+        key = hashlib.sha256(f"{os.path.abspath(path)}|{weights.length}|{weights.mtime_nsec}".encode()).hexdigest()
+        output = os.path.join(releases.cache_dir(cache), "models", f"hf-dir--{key[:16]}")
+        if not tf.io.gfile.exists(pretrained.config_path(output)):
+            convert.convert("hf", path, output, log=convert.log_to_stderr)
+        return output
+    return path
+
+
 def resolve_init(path, flag="--init"):
     """Resolves a pretrained-model directory, an export version dir BASE/N or an export base BASE (its newest
-    version) to an InitSource. FileNotFoundError naming `flag` when it is none of them."""
-    path = os.fspath(path).rstrip("/")
+    version), a released model's name or a Hugging Face ALBERT directory (`local_handle`) to an InitSource.
+    FileNotFoundError naming `flag` when it is none of them."""
+    path = local_handle(path)
     if not tf.io.gfile.isdir(path):
-        raise FileNotFoundError(f"{flag} {path}: no such directory (expected a pretrained-model directory or an "
-                                "`albert-tf export` BASE or BASE/N)")
+        raise FileNotFoundError(f"{flag} {path}: no such directory (expected a pretrained-model directory, an "
+                                "`albert-tf export` BASE or BASE/N, a Hugging Face ALBERT directory or a released "
+                                f"model's name: {', '.join(releases.NAMES)}, hf:OWNER/NAME)")
     exported = tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))
     if not exported and not tf.io.gfile.exists(pretrained.config_path(path)) and latest_version(path):
         path = latest_version(path)  # BASE: its newest version
@@ -80,8 +116,8 @@ def restore_encoder(model, source):
 
 
 def load_encoder(path, dropout=True):
-    """A trainable Keras AlbertEncoder from an export (BASE/N, or BASE: its largest version) or from a
-    pretrained-model directory."""
+    """A trainable Keras AlbertEncoder from any handle (`resolve_init`): an export (BASE/N, or BASE: its largest
+    version), a pretrained-model directory, a released model's name or a Hugging Face ALBERT directory."""
     source = resolve_init(path, flag="load_encoder")
     encoder = AlbertEncoder(source.config, dropout=dropout)
     restore_encoder(encoder, source)
@@ -89,8 +125,9 @@ def load_encoder(path, dropout=True):
 
 
 def load_model(path, flag="--init"):
-    """(model, InitSource) for a pretrained-model directory or an export: an AlbertPretrainer when
-    the path's checkpoint holds a whole pretrainer, else its AlbertEncoder (an export, a task model's checkpoint)."""
+    """(model, InitSource) for any handle (`resolve_init`): an AlbertPretrainer when the path's checkpoint holds a
+    whole pretrainer (a model dir, a release, a Hugging Face AlbertForPreTraining), else its AlbertEncoder (an
+    export, a task model's checkpoint)."""
     source = resolve_init(path, flag=flag)
     if source.kind == "model_dir":
         pretrainer = AlbertPretrainer(source.config)
@@ -102,3 +139,10 @@ def load_model(path, flag="--init"):
     encoder = AlbertEncoder(source.config)
     restore_encoder(encoder, source)
     return encoder, source
+
+
+def load_pretrained(handle):
+    """The model any handle holds, in one call (`load_model` without its InitSource): an AlbertPretrainer from a
+    pretrained-model directory, a released model's name (`albert_base_v2`, `hf:OWNER/NAME`) or a Hugging Face
+    ALBERT directory; an AlbertEncoder from an export."""
+    return load_model(handle, flag="load_pretrained")[0]
