@@ -410,8 +410,11 @@ def test_no_dropout_after_step_switches_dropout_off_at_that_step(pretrain_data, 
     config = tmp_path / "dropout_config.json"
     TINY.replace(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3).to_json_file(str(config))
 
-    def args(model_dir, steps=4, **extra):  # one warm-up step in every run: the split's first part is a prefix
-        a = ph.pretrain_args(pretrain_data, tmp_path / model_dir, steps=steps, num_warmup_steps=1, **extra)
+    def args(model_dir, steps=4, **extra):
+        # one warm-up step, then a constant rate (--poly-power 0) in every run: the learning rate of a step does
+        # not depend on --num-train-steps, so the split's first part (2 steps) is a prefix of the 4-step runs
+        a = ph.pretrain_args(pretrain_data, tmp_path / model_dir, steps=steps, num_warmup_steps=1, poly_power=0.0,
+                             **extra)
         a[a.index("--config") + 1] = str(config)
         return a
 

@@ -36,8 +36,9 @@ _NATIVE_LOG = re.compile(r"^([EIWF]\d{4} |\S+\.cc\(\d+\) LOG)")
 
 
 def our_lines(stderr):
-    """stderr's lines less native log lines and create-data's progress bar."""
-    return [line for line in stderr.splitlines() if not _NATIVE_LOG.match(line) and not line.startswith("[")]
+    """stderr's lines less native log lines, create-data's progress bar and the jobs' progress lines."""
+    return [line for line in stderr.splitlines()
+            if not _NATIVE_LOG.match(line) and not line.startswith(("[", "progress: "))]
 
 
 # ---------------------------------------------------------------------------------------------- finetune
@@ -56,11 +57,11 @@ STOPPED = re.compile(r"SIGINT: (stopped after epoch (\d+)|stopped at step \d+ of
 
 @pytest.mark.slow  # two fine-tuning processes (about a minute on this shared machine)
 def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, tiny_spm_model):
-    args = finetune_args(tmp_path, tiny_spm_model, epochs=3)
+    args = finetune_args(tmp_path, tiny_spm_model, epochs=6)
     out = tmp_path / "out"
     proc = start("finetune", args)
-    proc.wait_until(proc.has("epoch 1/3 "))
-    time.sleep(2)  # most likely inside epoch 2 (40 steps); after it, or during its checkpoint, is as good
+    proc.wait_until(lambda: os.path.exists(f"{out}/checkpoints/ckpt-1.index"))  # epoch 1 saved (after its line)
+    time.sleep(0.5)  # most likely inside epoch 2 (40 steps, a few seconds); during its checkpoint is as good
     proc.signal_group(signal.SIGINT)
     rc, stdout, stderr = proc.finish()
     assert rc == 130, stdout + stderr
@@ -73,7 +74,7 @@ def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, 
         assert int(match.group(3)) == epoch + 1
     assert not (out / ".albert_tf.lock").exists()  # the output lock is released
     assert not (out / "eval_results.json").exists()
-    if epoch == 3:
+    if epoch == 6:
         return  # the SIGINT came after the last epoch's checkpoint: nothing left to resume
     again = helpers.run_cli("finetune", args)
     assert f"resumed from {out}/checkpoints/ckpt-{epoch} after epoch {epoch}" in again.stdout
