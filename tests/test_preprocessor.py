@@ -112,16 +112,19 @@ def test_export_task_model_answers_like_the_model(tokenizer, tmp_path, num_class
     import json  # pylint: disable=import-outside-toplevel
     import os  # pylint: disable=import-outside-toplevel
 
-    from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=import-outside-toplevel
-
     task_config = json.loads(open(os.path.join(path, "assets.extra", "task_config.json"), encoding="utf-8").read())
     assert task_config["pairs"] is pairs and task_config["regression"] is (num_classes == 1)
     assert task_config["max_seq_length"] == model.preprocessor.seq_length
     assert task_config["spm_sha256"] == model.preprocessor.tokenizer.fingerprint
     assert task_config.get("num_labels") == (None if num_classes == 1 else num_classes)
-    logs = []
-    for record in tf.data.TFRecordDataset(os.path.join(path, "assets.extra", "tf_serving_warmup_requests")):
-        logs.append(prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request)
+    warmup = os.path.join(path, "assets.extra", "tf_serving_warmup_requests")
+    try:  # the `serving` extra ([dev] has it; the TPU-side test stacks do not: then no records, and a note)
+        from tensorflow_serving.apis import prediction_log_pb2  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        assert not os.path.exists(warmup)
+        return
+    logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+            for record in tf.data.TFRecordDataset(warmup)]
     assert [sorted(r.inputs) for r in logs] == [["text_a"], ["text_a"]] + ([["text_a", "text_b"]] if pairs else [])
     assert {r.model_spec.signature_name for r in logs} == {"serving_default"}
 
