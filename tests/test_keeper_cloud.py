@@ -16,6 +16,7 @@ import pytest
 
 from albert_tf.cloud import gcloud
 from albert_tf.jobs import keep_alive as job
+import fake_gcloud
 from fake_gcloud import FakeClock
 from helpers import REPO
 
@@ -91,22 +92,8 @@ class Cloud:
 
 
 def short(words):
-    words = [w for w in words if not w.startswith(("--zone=", "--project="))]
-    if words[0] == "config":
-        return "config"
-    if words[0] == "storage":
-        return "ls eval" if words[2].endswith("eval-*") else "ls"
-    if words[2] == "queued-resources":
-        if words[3] == "create":
-            return "queue " + " ".join(w for w in words[5:] if not w.startswith("--node-id"))
-        return f"queued {words[3]}"
-    verb = words[3]
-    if verb == "ssh":
-        command = next(w for w in words if w.startswith("--command="))
-        return next((f"ssh [{a}]" for a in ("status", "start") if f"on_worker.sh {a}" in command), "ssh [tools]")
-    if verb == "create":
-        return " ".join(["create"] + words[5:])
-    return verb
+    """fake_gcloud.short of a logged call, its --zone and --project left out (every call carries both)."""
+    return fake_gcloud.short([w for w in words if not w.startswith(("--zone=", "--project="))])
 
 
 @pytest.fixture
@@ -116,7 +103,7 @@ def cloud(tmp_path, monkeypatch):
     fake.cleanup()
 
 
-LAUNCH = ["ssh [status]", "scp", "ssh [start]"]
+LAUNCH = ["ssh status", "scp", "ssh start"]
 
 
 def test_a_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
@@ -181,7 +168,7 @@ def test_a_wedged_ssh_is_killed_and_the_next_poll_goes_on(cloud):
     cloud.script("ssh_wedges", 1)
     result = cloud.keep(project="p1", runner=lambda args, timeout: gcloud.run(args, min(timeout, 3.0)))
     assert result.exit_code == 0, cloud.notes
-    assert cloud.calls() == ["ls eval", "ls", "describe", "ssh [status]",   # wedged: killed after its timeout
+    assert cloud.calls() == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
                              "ls", "describe", *LAUNCH, "ls", "describe"]  # the slice was not the keeper's
     assert any("worker 0 not answering (gcloud compute tpus tpu-vm ssh ... timed out after 3 s)" in n
                for n in cloud.notes)
@@ -219,7 +206,7 @@ def test_resume_codes_relaunch_and_the_run_id_is_kept_across_keepers(cloud):
     result = cloud.keep(type="v3-32", project="p1", keep_slice=True)
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls()[4:] == ["ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
-                                 "ls", "describe", "ssh [status]", "describe", "scp", "ssh [start]", "ls"]
+                                 "ls", "describe", "ssh status", "describe", "scp", "ssh start", "ls"]
     assert result.line == ("--keep-slice: TPU pod left up and billing; delete it with: gcloud compute tpus tpu-vm "
                            f"delete pod --zone={ZONE} --project=p1 --quiet")
     assert [r["resumed_from"] for r in cloud.launches()] == [0, 2, 2]
