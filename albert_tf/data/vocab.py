@@ -28,10 +28,10 @@ import contextlib
 import io
 import os
 import random
-import sys
 
 import sentencepiece as spm
 
+from albert_tf import messages
 from albert_tf.data import vocab_trainer
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
@@ -273,6 +273,6 @@ def summary_lines(stats, cased):
     warnings = []
     if stats["replaced_bytes"]:
         per_file = ", ".join(f"{path}: {n}" for path, n in stats["replaced_bytes_per_file"].items())
-        warnings.append(f"albert-tf vocab: warning: replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with "
-                        f"U+FFFD ({per_file})")
+        warnings.append(messages.line("warning", f"replaced {stats['replaced_bytes']} non-UTF-8 byte(s) with "
+                                                 f"U+FFFD ({per_file})", "vocab"))
     return lines, warnings

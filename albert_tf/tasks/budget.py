@@ -5,6 +5,8 @@ run record share. No TensorFlow.
 import dataclasses
 import math
 
+from albert_tf import messages
+
 #: The fine-tuning optimizers by `finetune --optimizer` name; the first is the default
 #: (albert_tf.training.optimizers.make_optimizer builds them).
 OPTIMIZERS = ("adamw-original", "adamw-keras")
@@ -127,6 +129,7 @@ def many_epochs_warning(cfg, budget, num_train_examples):
     if cfg.epochs is not None or budget.epochs <= MANY_EPOCHS:
         return None
     paper = PAPER_DEFAULTS[cfg.task]
-    return (f"albert-tf finetune: warning: the paper's {paper.train_steps} steps for {cfg.task} at batch {budget.batch_size} make "
-            f"{budget.epochs} passes over these {num_train_examples} training examples "
-            f"(a small task overfits); --epochs N sets the number of passes")
+    return messages.line("warning", f"the paper's {paper.train_steps} steps for {cfg.task} at batch "
+                                    f"{budget.batch_size} make {budget.epochs} passes over these {num_train_examples} "
+                                    "training examples (a small task overfits); --epochs N sets the number of passes",
+                         "finetune")

@@ -9,7 +9,7 @@ import sys
 import keras
 import numpy as np
 
-from albert_tf import files
+from albert_tf import files, messages
 from albert_tf.modeling.encoder import AlbertEncoder
 
 
@@ -72,9 +72,9 @@ def handle_collapse(encoder, task, tokenizer, budget, cfg):
     else:
         action = ("kept as it is; if fine-tuning starts slowly, pretrain longer or pass --collapsed-init "
                   "reset-biases")
-    print(f"albert-tf finetune: note: the --init encoder's token vectors vary across inputs "
-          f"{spread / reference:.2f}x as much as a random encoder's (under {COLLAPSE_RATIO}x: it maps every input "
-          f"to nearly the same output, as a briefly pretrained model does); {action}.", file=sys.stderr, flush=True)
+    messages.say("note", f"the --init encoder's token vectors vary across inputs {spread / reference:.2f}x as much "
+                         f"as a random encoder's (under {COLLAPSE_RATIO}x: it maps every input to nearly the same "
+                         f"output, as a briefly pretrained model does); {action}.", "finetune")
     return True
 
 
@@ -125,11 +125,11 @@ def collapse_line(collapse, optimizer, dtype):
         tries.append("--optimizer adamw-keras (smaller early steps)")
     if dtype != "float32":
         tries.append("--dtype float32")
-    return (f"albert-tf finetune: warning: training collapsed at epoch {collapse['epoch']}: dev accuracy "
+    return messages.line("warning", f"training collapsed at epoch {collapse['epoch']}: dev accuracy "
             f"{collapse['accuracy']:.3f} is the majority-class rate ({collapse['majority_rate']:.3f}) and the training "
             f"loss {collapse['loss']:.3f} is back at ln {collapse_labels(collapse)} = {collapse['chance_loss']:.3f}, after "
             f"{collapse['best_accuracy']:.3f} at epoch {collapse['best_epoch']}: the model predicts one class whatever "
-            f"the input; the best epoch is what is kept and exported; try {', or '.join(tries)}")
+            f"the input; the best epoch is what is kept and exported; try {', or '.join(tries)}", "finetune")
 
 
 def collapse_labels(collapse):

@@ -31,7 +31,7 @@ import time
 import keras
 import tensorflow as tf
 
-from albert_tf import layout
+from albert_tf import layout, messages
 from albert_tf.checkpoints import pretrained
 from albert_tf.data import pretraining_input, record_index
 from albert_tf.data.pretraining_input import (changed_files, check_records, data_error, eval_steps, make_dataset_fn,
@@ -96,7 +96,7 @@ def check_inputs(cfg, config):
     for flag, files in sizes.items():  # records tokenized with another vocabulary are refused
         note = pretraining_input.check_record_vocabulary(list(files), flag, spm_model)
         if note:
-            print(f"albert-tf pretrain: note: {note}", file=sys.stderr, flush=True)
+            messages.say("note", note, "pretrain")
     return sizes
 
 
