@@ -90,23 +90,23 @@ def from_recipe(recipe, **values):
                       recipe=recipe)
 
 
-def recommended_config(cfg, plan, option):
-    """The recommended run as a PretrainConfig: the recipe's values, the plan's pretrain settings, the option's
-    flags, and stand-ins for the data and the model dir (gs:// and --tpu on a TPU topology)."""
-    values = {**(read_recipe(cfg.recipe) if cfg.recipe else {}),
-              **{name: getattr(cfg, name) for name in PLAN_PRETRAIN_FIELDS}}
+def recommended_config(cfg, plan, option, recipe_values=None):
+    """The recommended run as a PretrainConfig: the recipe's values (`recipe_values`, read_recipe's), the plan's
+    pretrain settings, the option's flags, and stand-ins for the data and the model dir (gs:// and --tpu on a TPU
+    topology)."""
+    values = {**(recipe_values or {}), **{name: getattr(cfg, name) for name in PLAN_PRETRAIN_FIELDS}}
     fields = {run_config.flag_of(f): f.name for f in dataclasses.fields(PretrainConfig)}
     values.update({fields[flag]: value for flag, value in option["flags"].items()})
     places = CPU_PLACES if plan["topology"] == devices.CPU_TOPOLOGY else TPU_PLACES
     return PretrainConfig(**values, **places)
 
 
-def pretrain_command(config, recipe=None):
-    """`albert-tf pretrain ...` of a PretrainConfig: --recipe, then what differs from it (to_argv), the TPU, the
-    data and the model dir last."""
-    base = read_recipe(recipe) if recipe else None
+def pretrain_command(config, recipe=None, recipe_values=None):
+    """`albert-tf pretrain ...` of a PretrainConfig: --recipe (its values: `recipe_values`, read_recipe's), then
+    what differs from them (to_argv), the TPU, the data and the model dir last."""
     return shlex.join(["albert-tf", "pretrain", *(["--recipe", recipe] if recipe else []),
-                       *run_config.to_argv(config, base, last=("tpu", "train_data", "model_dir"))])
+                       *run_config.to_argv(config, recipe_values if recipe else None,
+                                           last=("tpu", "train_data", "model_dir"))])
 
 
 def plan(config):
@@ -121,8 +121,9 @@ def plan(config):
         learning_rate=cfg.learning_rate)
     recommended = None
     if estimate["recommended"] is not None:
-        recommended = recommended_config(cfg, estimate, estimate["recommended"])
-        estimate["pretrain_command"] = pretrain_command(recommended, cfg.recipe)
+        recipe_values = read_recipe(cfg.recipe) if cfg.recipe else {}  # read once for both
+        recommended = recommended_config(cfg, estimate, estimate["recommended"], recipe_values)
+        estimate["pretrain_command"] = pretrain_command(recommended, cfg.recipe, recipe_values)
     return PlanResult(estimate, recommended)
 
 
