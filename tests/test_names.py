@@ -2,6 +2,7 @@
 flag, one type and one help text; the old spellings are aliases only; the casing option is the one declared in
 albert_tf.text.vocabulary; every exit code a job returns is in the one table (albert_tf.runtime.exit_codes)."""
 import dataclasses
+import signal
 
 import pytest
 
@@ -59,6 +60,7 @@ def test_every_command_reading_text_takes_the_casing_option():
 def test_exit_codes_are_the_tables():
     table = {v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
     assert table == {0, 1, 2, 3, 69, 74, 75, 76, 77, 78, 130, 143}
+    assert exit_codes.TERMINATED == 128 + signal.SIGTERM  # the shell's code for a process SIGTERM ended
     documented = exit_codes.__doc__
     for code in table:
         assert f"\n    {code} " in documented, f"exit {code} is not in the table of runtime/exit_codes.py"

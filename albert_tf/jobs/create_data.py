@@ -8,7 +8,6 @@ albert_tf.data.beam).
 """
 import argparse
 import dataclasses
-import signal
 import sys
 
 from albert_tf import run_config
@@ -132,7 +131,5 @@ def cli(config):
               "temporary files removed", file=sys.stderr, flush=True)
         return exit_codes.TERMINATED if terminated else exit_codes.INTERRUPTED
 
-
-assert exit_codes.TERMINATED == 128 + signal.SIGTERM  # the shell's code for a process SIGTERM ended
 
 __all__ = ["CreateDataConfig", "CreateDataResult", "create_data"]
