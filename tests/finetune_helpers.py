@@ -164,33 +164,3 @@ def write_race(directory, num_train=16, num_dev=8, seed=0):
                 with open(os.path.join(folder, f"{i}.txt"), "w", encoding="utf-8") as f:
                     json.dump(data, f)
     return directory
-
-
-# A few-label real-text task: which group of standard-library modules a docstring sentence comes from (text and
-# data formats, 0, or concurrency, time and processes, 1), 128 training sentences per class, the rest dev.
-FEW_LABEL_GROUPS = (
-    ("re", "string", "textwrap", "difflib", "codecs", "json", "pickle", "struct", "tokenize", "locale", "csv"),
-    ("threading", "asyncio.events", "queue", "sched", "selectors", "subprocess", "datetime", "calendar", "timeit",
-     "weakref"),
-)
-
-
-def write_few_label_task(directory, per_class=128, seed=0):
-    """SST-2's layout holding FEW_LABEL_GROUPS' task: per_class training sentences per class, the others (balanced)
-    dev. Returns the directory."""
-    from albert_tf.data.builtin_corpus import _module_sentences  # pylint: disable=import-outside-toplevel
-
-    groups = [{s.replace("\t", " ") for name in names for s in _module_sentences(name)} for names in FEW_LABEL_GROUPS]
-    shared = set.intersection(*groups)
-    chosen = [sorted(group - shared) for group in groups]
-    rng = random.Random(seed)
-    size = min(len(group) for group in chosen)
-    rows = [[(s, label) for s in rng.sample(group, size)] for label, group in enumerate(chosen)]
-    splits = {"train": [r for c in rows for r in c[:per_class]], "dev": [r for c in rows for r in c[per_class:]]}
-    os.makedirs(directory, exist_ok=True)
-    for split, examples in splits.items():
-        rng.shuffle(examples)
-        with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
-            f.write("sentence\tlabel\n")
-            f.writelines(f"{s}\t{label}\n" for s, label in examples)
-    return directory

@@ -1,7 +1,9 @@
 """The quickstart's built-in data (albert_tf/jobs/quickstart.py): a corpus of real English that every Python
 installation has, the docstrings of a fixed list of standard-library modules (one document per module, one sentence
 per line), and a two-class fine-tuning task built from the same docstrings (does a sentence come from a module
-about files and archives or from one about networking and mail?) in SST-2's layout.
+about files and archives or from one about networking and mail?) in SST-2's layout; and a few-label task of the
+same kind (which group of modules a docstring sentence comes from: text and data formats, or concurrency, time and
+processes) with few training sentences and many dev ones, for measuring fine-tuning when labels are scarce.
 """
 import importlib
 import inspect
@@ -107,3 +109,31 @@ def write_document_task(directory, seed, dev_fraction=0.2):
             f.write("sentence\tlabel\n")
             f.writelines(f"{sentence}\t{label}\n" for sentence, label in examples)
     return {split: len(examples) for split, examples in splits.items()}
+
+
+# The few-label task (write_few_label_task): label = index in this tuple.
+FEW_LABEL_GROUPS = (
+    ("re", "string", "textwrap", "difflib", "codecs", "json", "pickle", "struct", "tokenize", "locale", "csv"),
+    ("threading", "asyncio.events", "queue", "sched", "selectors", "subprocess", "datetime", "calendar", "timeit",
+     "weakref"),
+)
+
+
+def write_few_label_task(directory, per_class=128, seed=0):
+    """SST-2's layout holding FEW_LABEL_GROUPS' task: each distinct docstring sentence of the two groups (those in
+    both dropped), `per_class` of each class for training and the rest, balanced, for dev (284 per class with this
+    Python's standard library), shuffled by `seed`. Returns the directory."""
+    groups = [{s.replace("\t", " ") for name in names for s in _module_sentences(name)} for names in FEW_LABEL_GROUPS]
+    shared = set.intersection(*groups)
+    chosen = [sorted(group - shared) for group in groups]
+    rng = random.Random(seed)
+    size = min(len(group) for group in chosen)
+    rows = [[(s, label) for s in rng.sample(group, size)] for label, group in enumerate(chosen)]
+    splits = {"train": [r for c in rows for r in c[:per_class]], "dev": [r for c in rows for r in c[per_class:]]}
+    os.makedirs(directory, exist_ok=True)
+    for split, examples in splits.items():
+        rng.shuffle(examples)
+        with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.write("sentence\tlabel\n")
+            f.writelines(f"{s}\t{label}\n" for s, label in examples)
+    return directory
