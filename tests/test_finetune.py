@@ -44,17 +44,17 @@ def test_paper_defaults_and_budget():
         budgets.make_budget(_args(max_seq_length=256), 100, 128)
 
 
-def test_optimizer_flag_defaults_to_the_original_and_is_part_of_the_run(tmp_path):
+def test_optimizer_flag_defaults_to_the_bias_corrected_one_and_is_part_of_the_run(tmp_path):
     parser = argparse.ArgumentParser()
     run_config.add_fields_as_arguments(parser, FinetuneConfig)
     required = ["--task", "mrpc", "--data-dir", "d", "--init", "i", "--output", str(tmp_path)]
     with pytest.raises(SystemExit):
         parser.parse_args(required + ["--optimizer", "sgd"])
-    cfg = _args(task="mrpc", output=str(tmp_path))
-    assert cfg.optimizer == "adamw-original" and budgets.make_budget(cfg, 100, 128).optimizer == "adamw-original"
-    keras_cfg = _args(task="mrpc", output=str(tmp_path), optimizer="adamw-keras")
+    keras_cfg = _args(task="mrpc", output=str(tmp_path))
     budget = budgets.make_budget(keras_cfg, 100, 128)
-    assert budget.optimizer == "adamw-keras"
+    assert keras_cfg.optimizer == "adamw-keras" and budget.optimizer == "adamw-keras"
+    cfg = _args(task="mrpc", output=str(tmp_path), optimizer="adamw-original")
+    assert budgets.make_budget(cfg, 100, 128).optimizer == "adamw-original"
     # A run recorded before --optimizer existed trained with Keras AdamW: it resumes with that, and only that.
     finetuning.record_run(keras_cfg, budget)
     path = tmp_path / layout.FINETUNE_RECORD_FILE

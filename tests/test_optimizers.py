@@ -293,5 +293,5 @@ def test_adam_weight_decay_config_round_trip_and_unknown_name():
     assert restored.get_config() == optimizer.get_config()
     assert restored.uses_weight_decay(keras.Variable(np.zeros(2), name="kernel"))
     assert not restored.uses_layer_adaptation(keras.Variable(np.zeros(2), name="kernel"))
-    with pytest.raises(ValueError, match="optimizer 'sgd': expected one of adamw-original, adamw-keras"):
+    with pytest.raises(ValueError, match="optimizer 'sgd': expected one of adamw-keras, adamw-original"):
         make_optimizer("sgd", 0.1, [])

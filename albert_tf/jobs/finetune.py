@@ -42,9 +42,11 @@ class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
     classifier_dropout: float | None = option(None, "dropout before the head (default: the paper's)")
     seed: int = option(12345, "seeds the head's init, the data order and dropout", same_on_resume=True)
     optimizer: str = option(
-        OPTIMIZERS[0], "adamw-original: the original's AdamWeightDecay, with which the paper's learning rates were "
-                       "tuned (no bias correction); adamw-keras: Keras AdamW (bias-corrected: smaller early steps). "
-                       "Both: weight decay 0.01 except LayerNorm and biases, clip-norm 1.0", choices=OPTIMIZERS)
+        OPTIMIZERS[0], "adamw-keras (default): Keras AdamW, bias-corrected, whose step is the learning rate from "
+                       "the first step on; adamw-original: the original's AdamWeightDecay (no bias correction: its "
+                       "first few hundred steps are 3 to 6.5 times the rate; short runs can collapse), to reproduce "
+                       "the paper's runs. Both: weight decay 0.01 except LayerNorm and biases, clip-norm 1.0",
+        choices=OPTIMIZERS)
     dtype: str = option(
         "auto", "compute dtype of training; variables, the heads' logits, the loss and the metrics stay float32, and "
                 "the evaluation and the export run in float32. auto: bfloat16 on TPU and on GPUs of compute "

@@ -122,7 +122,7 @@ def collapse_line(collapse, optimizer, dtype):
     """The one line a collapsed run prints (stderr), naming what happened and what to try."""
     tries = ["a lower --learning-rate (a third of it)"]
     if optimizer == "adamw-original":
-        tries.append("--optimizer adamw-keras (smaller early steps)")
+        tries.append("--optimizer adamw-keras (the default: bias-corrected, smaller early steps)")
     if dtype != "float32":
         tries.append("--dtype float32")
     return messages.line("warning", f"training collapsed at epoch {collapse['epoch']}: dev accuracy "
