@@ -12,7 +12,7 @@ dtype or warm-up), a released model's name, a Hugging Face ALBERT directory.
 import dataclasses
 
 from albert_tf import run_config
-from albert_tf.files import check_output_dir
+from albert_tf.files import check_input_file, check_output_dir
 from albert_tf.run_config import option
 from albert_tf.runtime import precision
 from albert_tf.text import vocabulary
@@ -54,7 +54,9 @@ def export(config):
     from albert_tf.checkpoints import handles  # pylint: disable=import-outside-toplevel  (TensorFlow)
     from albert_tf.serving import export as work  # pylint: disable=import-outside-toplevel
 
-    check_output_dir(config.output, "--output")  # before a release is fetched
+    check_output_dir(config.output, "--output")  # the flags before --init is read (a release fetched)
+    if config.spm_model:
+        check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
     source = handles.resolve_init(config.init, flag="--init")
     path = work.export_encoder(config.init, config.output, version=config.version, seq_length=config.max_seq_length,
                                spm_model=config.spm_model, overwrite=config.overwrite, warmup=not config.no_warmup,
