@@ -1,8 +1,8 @@
 """What the task models (classifier, span_qa, multiple_choice) share.
 
 Each is a functional Keras model that `compile()`s, `fit()`s and saves like any other; it holds its encoder as
-`.encoder` (so `albert_tf.checkpoints.pretrained.restore(task_model, pretrain_dir, part="encoder")` starts it from a
-pretrained-model directory) and serializes the encoder's config inside its own (`get_config` / `from_config`).
+`.encoder` (so `from_pretrained(handle, ...)` starts it from any handle, albert_tf.checkpoints.handles) and serializes
+the encoder's config inside its own (`get_config` / `from_config`).
 
 Inputs: the encoder's dict (`input_word_ids`, `input_mask`, `input_type_ids`, int32 [B, L]); extra keys in a batch
 dict are ignored, so a featurized batch holding labels can be passed as it is.
