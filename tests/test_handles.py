@@ -203,6 +203,20 @@ def test_finetune_init_reads_a_release_and_a_hf_directory(offline, kind):
     assert os.path.basename(spm_model) in ("30k-clean.model", "spiece.model")
 
 
+def test_finetune_runs_from_a_release_name(offline, tmp_path, capsys):
+    """albert_tf.finetune(FinetuneConfig(init=NAME)): the encoder is read from the cached release's checkpoint."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+    import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
+
+    data = fh.write_sst2(str(tmp_path / "sst2"), 32, 8)
+    result = albert_tf.finetune(albert_tf.FinetuneConfig(task="sst2", data_dir=data, init=RELEASE,
+                                                         output=str(tmp_path / "out"), epochs=1, batch_size=8,
+                                                         max_seq_length=16, seed=1))
+    assert (result.status, result.exit_code) == ("done", 0)
+    release = os.path.join(offline["cache"], "releases", RELEASE)
+    assert f"initialized the encoder from {release}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("kind", ["warm_release", "warm_hf"])
 def test_pretrain_warm_starts_from_a_release_and_a_hf_directory(offline, pretrain_data, tmp_path, kind):
     """pretrain --init NAME / HF_DIR: the run starts from its encoder and heads (at a learning rate too small to
