@@ -333,7 +333,7 @@ def test_load_encoder_from_export_and_directory(model_dirs, exported):
 def test_resolve_init_reads_model_dirs_export_versions_and_bases(model_dirs, exported, tiny_spm_model, tmp_path):
     """Issue 19 items 5-6: an export is self-contained (config, casing, vocabulary) and every --init form resolves."""
     from albert_tf.text import vocabulary  # pylint: disable=import-outside-toplevel
-    from albert_tf.checkpoints.load import resolve_init  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints.handles import resolve_init  # pylint: disable=import-outside-toplevel
 
     with open(tiny_spm_model, "rb") as f:
         spm_bytes = f.read()
@@ -388,20 +388,22 @@ def test_load_export_registers_tf_text_ops(model_dirs, exported, tmp_path):
 
 
 def test_load_export_and_export_refuse_what_is_not_theirs(model_dirs, exported, tmp_path, capsys):
-    """load_export: a model dir is not an export. export --init: an export (BASE/N or BASE) and a file each get
-    their own line, before anything is written."""
+    """load_export: a model dir is not an export. export --init: a file, a missing path and an empty directory each
+    get their own line, before anything is written (an export as --init is exported again: tests/test_handles.py).
+    export_encoder without a resolved source (a library call) still wants a model dir."""
     import albert_tf  # pylint: disable=import-outside-toplevel
 
     with pytest.raises(FileNotFoundError, match="not an export: no saved_model.pb"):
         albert_tf.load_export(model_dirs["uncased"])
+    with pytest.raises(ValueError, match=r"this is an export \(BASE/N\), not a model dir;"):
+        export_encoder(exported["uncased"], str(tmp_path / "lib"), warmup=False)
     config_file = tmp_path / "tiny8k.json"
     config_file.write_text("{}")
-    base = os.path.dirname(exported["uncased"])
+    (tmp_path / "empty").mkdir()
     out = tmp_path / "b"
-    for model, expected in [(exported["uncased"], "this is an export (BASE/N), not a model dir;"),
-                            (base, f"this is an export base (newest: {exported['uncased']}), not a model dir;"),
-                            (str(config_file), "this is a file; a pretrained-model directory was expected"),
-                            (str(tmp_path / "nope"), "no such directory; a pretrained-model directory was")]:
+    for model, expected in [(str(config_file), "a file, not a directory (expected a pretrained-model directory"),
+                            (str(tmp_path / "empty"), "a directory with neither albert_config.json, a SavedModel"),
+                            (str(tmp_path / "nope"), "no such directory and not a released model's name")]:
         assert cli_main(["export", "--init", model, "--output", str(out), "--no-warmup"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and expected in err, err

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import numpy_albert as ref
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.checkpoints.convert import assign_from_tensors, tf1_name_map
+from albert_tf.checkpoints.tensors import assign_from_tensors, tf1_name_map
 from albert_tf.modeling import fused
 from helpers import SMALL, compare, make_inputs
 

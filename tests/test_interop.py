@@ -293,6 +293,10 @@ def test_variants_match_on_both_sides(script_spm, tmp_path, changes):
     (dict(sharing="none", num_hidden_groups=1), "hf", "cannot hold sharing='none'"),
     (dict(num_hidden_layers=2, num_hidden_groups=2, inner_group_num=2), "hf", "cannot run inner_group_num=2"),
     (dict(hidden_act="relu"), "keras-hub", "cannot hold hidden_act='relu'"),
+    (dict(sharing="ffn"), "hf", "cannot hold sharing='ffn'"),
+    (dict(sharing="attention"), "keras-hub", "cannot hold sharing='attention'"),
+    (dict(sharing="none", num_hidden_groups=1), "keras-hub", "cannot hold sharing='none'"),
+    (dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0), "keras-hub", "has one dropout rate"),
 ])
 def test_what_a_target_cannot_hold_is_refused_in_one_line(script_spm, tmp_path, changes, target, message):
     _random_model(script_spm, tmp_path / "model", **changes)
@@ -346,11 +350,11 @@ def test_albert_base_shaped_random_model_matches_on_both_sides(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ one call
 def test_load_pretrained_takes_any_handle_in_one_call(tiny, tmp_path, monkeypatch):
-    """albert_tf.load_pretrained: a Hugging Face directory is converted once into the cache (the directory itself
-    left as it was) and gives albert_tf's own outputs; an export gives its encoder; a release name goes through
-    convert_release (here a stand-in: no network in tests) and loads what it returns."""
+    """albert_tf.load_pretrained: a Hugging Face directory is read as it is (nothing written into it, nor into the
+    cache) and gives albert_tf's own outputs; an export gives its encoder; a hub id (hf:OWNER/NAME) is read from
+    what huggingface_hub fetched (here a stand-in: no network in tests)."""
     import albert_tf  # pylint: disable=import-outside-toplevel
-    from albert_tf.checkpoints import convert  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import releases  # pylint: disable=import-outside-toplevel
 
     directory, _, inputs, ours = tiny
     monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "cache"))
@@ -358,12 +362,10 @@ def test_load_pretrained_takes_any_handle_in_one_call(tiny, tmp_path, monkeypatc
     before = sorted(os.listdir(hf_dir))
     model = albert_tf.load_pretrained(hf_dir)
     assert isinstance(model, albert_tf.AlbertPretrainer) and sorted(os.listdir(hf_dir)) == before
+    assert not os.path.exists(tmp_path / "cache")
     got = model(inputs, training=False)
     for name in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
         np.testing.assert_allclose(np.asarray(got[name]), ours[name], atol=1e-5, err_msg=name)
-    converted = os.listdir(tmp_path / "cache" / "models")
-    albert_tf.load_pretrained(hf_dir)  # the second call reuses the conversion
-    assert os.listdir(tmp_path / "cache" / "models") == converted and len(converted) == 1
 
     export = albert_tf.export(albert_tf.ExportConfig(init=directory, output=str(tmp_path / "export"),
                                                      max_seq_length=32, no_warmup=True)).path
@@ -373,8 +375,9 @@ def test_load_pretrained_takes_any_handle_in_one_call(tiny, tmp_path, monkeypatc
                                atol=1e-5)
 
     asked = []
-    monkeypatch.setattr(convert, "convert_release", lambda name, cache_dir=None: asked.append(name) or directory)
-    assert isinstance(albert_tf.load_pretrained("albert-base-v2"), albert_tf.AlbertPretrainer)
-    assert asked == ["albert_base_v2"]
+    monkeypatch.setattr(releases, "fetch_hf", lambda name: asked.append(name) or hf_dir)
+    model = albert_tf.AlbertPretrainer.from_pretrained("hf:someone/albert-tiny")
+    assert asked == ["hf:someone/albert-tiny"]
+    np.testing.assert_allclose(np.asarray(model(inputs, training=False)["mlm_logits"]), ours["mlm_logits"], atol=1e-5)
     with pytest.raises(FileNotFoundError, match="a released model's name"):
         albert_tf.load_pretrained(str(tmp_path / "nothing"))

@@ -215,9 +215,10 @@ def test_misleading_messages_say_what_is_wrong(tmp_path, cli, corpus_file, tiny_
     corpus_dir = os.path.dirname(corpus_file)
     cases = [
         (["export", "--init", tmp_path / "nothing", "--output", tmp_path / "out"],
-         f"albert-tf export: error: --init {tmp_path / 'nothing'}: no such directory; a pretrained-model "
-         "directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s --model-dir or "
-         "`convert`'s --output)"),
+         f"albert-tf export: error: --init {tmp_path / 'nothing'}: no such directory and not a released model's "
+         "name (expected a pretrained-model directory, an `albert-tf export` BASE or BASE/N, a Hugging Face ALBERT "
+         "directory or a released model's name: albert_base_v1, albert_large_v1, albert_xlarge_v1, "
+         "albert_xxlarge_v1, albert_base_v2, albert_large_v2, albert_xlarge_v2, albert_xxlarge_v2, hf:OWNER/NAME)"),
         (["export", "--init", model_dir, "--spm-model", spm_dir, "--output", tmp_path / "out"],
          f"albert-tf export: error: --spm-model {spm_dir} is a directory; expected a file"),
         (["create-data", "--input", corpus_file, "--spm-model", model_dir, "--output", tmp_path / "data" / "train"],

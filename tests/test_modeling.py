@@ -4,7 +4,7 @@ import pytest
 
 import numpy_albert as ref
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
-from albert_tf.checkpoints.convert import assign_from_tensors, tf1_name_map
+from albert_tf.checkpoints.tensors import assign_from_tensors, tf1_name_map
 from albert_tf.modeling.base import count_params
 from helpers import SMALL, compare, make_inputs
 

@@ -4,7 +4,7 @@ albert_tf.checkpoints.load.load_model) written as a Hugging Face ALBERT director
 
     config.json              model_type "albert", the albert_config.json keys, hidden_act mapped back (ours "gelu",
                              the tanh approximation, is their "gelu_new"; ours "gelu_exact" their "gelu")
-    model.safetensors        float32 tensors under Hugging Face's names (albert_tf.checkpoints.convert.hf_name_map);
+    model.safetensors        float32 tensors under Hugging Face's names (albert_tf.checkpoints.tensors.hf_name_map);
                              AlbertForPreTraining's when the source holds the MLM and SOP heads, else AlbertModel's
                              (no `albert.` prefix), as their save_pretrained writes them (tied decoder left out)
     spiece.model             the SentencePiece model, when the source has one, with
@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from safetensors.numpy import save as save_safetensors
 
-from albert_tf.checkpoints.convert import hf_name_map
+from albert_tf.checkpoints.tensors import hf_name_map
 from albert_tf.files import atomic_copy, atomic_directory, atomic_output, check_output_dir
 from albert_tf.text.in_graph import unicode_classes
 from albert_tf.text.sentencepiece import AlbertTokenizer
@@ -36,7 +36,7 @@ HF_SPM_FILE = "spiece.model"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 HF_TOKENIZER_FILE = "tokenizer.json"
 HF_SPECIAL_TOKENS_FILE = "special_tokens_map.json"
-# ours → Hugging Face's ACT2FN names (the inverse of convert.config_from_hf's map)
+# ours → Hugging Face's ACT2FN names (the inverse of tensors.config_from_hf's map)
 HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
                   "linear": "linear", "swish": "swish", "silu": "silu"}
 

@@ -1,7 +1,8 @@
 """`albert-tf convert`: Google's released TF1 / TF-Hub checkpoints (by name: `--release albert_base_v2`) and Hugging
 Face ALBERT directories → a pretrained-model directory (the work: albert_tf/checkpoints/convert.py); and the other
-way, `--to hf` / `--to keras-hub`: a pretrained-model directory or export (`--init`) → a Hugging Face ALBERT
-directory (albert_tf/checkpoints/to_hf.py) or a keras-hub preset (albert_tf/checkpoints/to_keras_hub.py).
+way, `--to hf` / `--to keras-hub`: any handle (`--init`: a model dir, an export, a release name, an HF directory) →
+a Hugging Face ALBERT directory (albert_tf/checkpoints/to_hf.py) or a keras-hub preset
+(albert_tf/checkpoints/to_keras_hub.py).
 
     result = albert_tf.convert(albert_tf.ConvertConfig(release="albert_base_v2"))
     result = albert_tf.convert(albert_tf.ConvertConfig(source="hf", checkpoint="hf_dir", output="albert_dir"))
@@ -45,8 +46,9 @@ class ConvertConfig:
                                   "keras-hub preset (keras-hub: AlbertBackbone + AlbertTokenizer; needs keras-hub) "
                                   "in --output", choices=TARGETS)
     init: str | None = option(None, "with --to: the model to write, a pretrained-model directory (`pretrain`'s, "
-                                    "`convert`'s: with its MLM and SOP heads) or an `albert-tf export` BASE or BASE/N "
-                                    "(the encoder)", metavar="PATH")
+                                    "`convert`'s: with its MLM and SOP heads), an `albert-tf export` BASE or BASE/N "
+                                    "(the encoder), a released model's name or a Hugging Face ALBERT directory",
+                              metavar="HANDLE")
 
     def __post_init__(self):
         run_config.check_fields(self)

@@ -25,8 +25,9 @@ class FinetuneConfig:  # pylint: disable=too-many-instance-attributes
     task: str = option(help="the task (its data layout, head and metric)", choices=TASKS, same_on_resume=True)
     data_dir: str = option(help="the task's files as downloaded (GLUE task folder, SQuAD json dir, RACE)")
     init: str = option(help="the pretrained encoder: a pretrained-model directory (`pretrain`'s, `convert`'s: "
-                            "albert_config.json, checkpoint, spm.model) or an `albert-tf export` BASE/N or BASE "
-                            "(newest)", same_on_resume=True)
+                            "albert_config.json, checkpoint, spm.model), an `albert-tf export` BASE/N or BASE "
+                            "(newest), a released model's name (albert_base_v2, hf:OWNER/NAME) or a Hugging Face "
+                            "ALBERT directory", same_on_resume=True)
     output: str = option(help="output directory: checkpoints, TensorBoard logs, best model, results")
     spm_model: str | None = option(None, "SentencePiece model (default: --init's spm.model)")
     cased: bool | None = vocabulary.cased_option()

@@ -91,8 +91,10 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
     no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",)
     dynamic_masking: bool = option(False, "mask in the input pipeline (records made with --no-mask)",
                                    same_on_resume=True)
-    init: str | None = option(None, "a pretrained-model directory to start from (weights only)",
-                              aliases=("--init-checkpoint",))
+    init: str | None = option(None, "the pretrained model to start from, its encoder and heads (weights only: the "
+                                    "optimizer starts afresh): a pretrained-model directory, a released model's name "
+                                    "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "
+                                    "directory; not an export (it holds no heads)", aliases=("--init-checkpoint",))
     spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
     seed: int = option(12345, "seeds the data order and masking (the model init too)", same_on_resume=True)
     cpu_replicas: int | None = option(None, "split the CPU into N replicas (tests the distributed path)")

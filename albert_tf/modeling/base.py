@@ -3,6 +3,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from albert_tf.checkpoints import handles, pretrained
 from albert_tf.config import AlbertConfig
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -46,15 +47,17 @@ class AlbertModelBase(keras.Model):
         return cls(AlbertConfig.from_dict(config.pop("config")), **config)
 
     @classmethod
-    def from_pretrained(cls, directory, **kwargs):
-        """Builds the model from a pretrained-model directory's albert_config.json and restores its latest
-        checkpoint (written by `albert-tf convert`, `albert-tf pretrain` or `save_pretrained`). Every weight must
-        be found; an AlbertEncoder takes the encoder of any albert_tf model's checkpoint. `kwargs` go to the
-        constructor (e.g. dropout=False)."""
-        from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-
-        model = cls(pretrained.read_config(directory), **kwargs)
-        pretrained.restore(model, directory, part=cls.RESTORE_PART)
+    def from_pretrained(cls, handle, **kwargs):
+        """Builds the model from what `handle` holds and reads its weights: a pretrained-model directory (its latest
+        checkpoint: `albert-tf convert`'s, `pretrain`'s, `save_pretrained`'s), an `albert-tf export` (BASE/N, or
+        BASE: its newest version), a released model's name (`albert_base_v2`, `hf:OWNER/NAME`: downloaded once
+        into the cache) or a Hugging Face ALBERT directory (albert_tf.checkpoints.handles). Every weight must be
+        found; an AlbertEncoder takes the encoder of any of them, an AlbertPretrainer wants the pretraining heads
+        (an export holds none). `kwargs` go to the constructor (e.g. dropout=False). A bad handle: one line naming
+        it and what was expected."""
+        source = handles.resolve_init(handle, flag=f"{cls.__name__}.from_pretrained")
+        model = cls(source.config, **kwargs)
+        handles.restore(model, source, part=cls.RESTORE_PART)
         return model
 
     #: what `from_pretrained` restores: None (the whole model) or "encoder".
@@ -63,8 +66,6 @@ class AlbertModelBase(keras.Model):
     def save_pretrained(self, directory, spm_model=None):
         """Writes a new pretrained-model directory (albert_config.json, a TF checkpoint, spm.model if given),
         atomically. Returns the directory."""
-        from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
-
         return pretrained.save(self, directory, spm_model=spm_model)
 
 

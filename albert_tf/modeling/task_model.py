@@ -1,16 +1,17 @@
 """What the task models (classifier, span_qa, multiple_choice) share.
 
 Each is a functional Keras model that `compile()`s, `fit()`s and saves like any other; it holds its encoder as
-`.encoder` (so `albert_tf.checkpoints.pretrained.restore(task_model, pretrain_dir, part="encoder")` starts it from a
-pretrained-model directory) and serializes the encoder's config inside its own (`get_config` / `from_config`).
+`.encoder` (so `from_pretrained(handle, ...)` starts it from any handle, albert_tf.checkpoints.handles) and serializes
+the encoder's config inside its own (`get_config` / `from_config`).
 
 Inputs: the encoder's dict (`input_word_ids`, `input_mask`, `input_type_ids`, int32 [B, L]); extra keys in a batch
 dict are ignored, so a featurized batch holding labels can be passed as it is.
 """
 import keras
 
+from albert_tf.checkpoints import handles
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
-from albert_tf.modeling.preprocessor import text_tensors
+from albert_tf.modeling.preprocessor import AlbertPreprocessor, text_tensors
 
 
 #: Added to the logits of padding positions (as the original's attention bias: large, finite in bfloat16).
@@ -72,6 +73,25 @@ class TaskModel(keras.Model):
         if self.preprocessor is not None:
             config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
         return config
+
+    @classmethod
+    def from_pretrained(cls, handle, seq_length=None, encoder_args=None, **kwargs):
+        """A new task model whose encoder is read from `handle` (anything `AlbertEncoder.from_pretrained` reads: a
+        pretrained-model directory, any albert_tf model's checkpoint, an export, a released model's name, a
+        Hugging Face directory); its head is new. seq_length: also attach an AlbertPreprocessor of the handle's
+        vocabulary and casing at that length, so that the model fits and predicts on raw strings. encoder_args:
+        AlbertEncoder's constructor arguments (e.g. {"dropout": False}); `kwargs`: the task model's (num_classes,
+        ...)."""
+        flag = f"{cls.__name__}.from_pretrained"
+        source = handles.resolve_init(handle, flag=flag)
+        encoder = AlbertEncoder(source.config, **(encoder_args or {}))
+        handles.restore(encoder, source, part="encoder")
+        if seq_length is not None:
+            if source.spm_model is None:
+                raise ValueError(f"{flag} {handle}: seq_length needs a vocabulary and {source.path} holds none (no "
+                                 "spm.model); attach an AlbertPreprocessor(SPM_MODEL, seq_length) yourself")
+            kwargs["preprocessor"] = AlbertPreprocessor(source.spm_model, seq_length, lower_case=source.lower_case)
+        return cls(encoder, **kwargs)
 
     @classmethod
     def from_config(cls, config):

@@ -46,22 +46,31 @@ def export_dtype(flag, config, seq_length, probe=None):
 
 
 def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
-                   warmup=True, lower_case=None, dtype="float32"):
-    """`albert-tf export` as a function; returns the path of BASE/N. lower_case: None for the vocabulary's recorded
-    casing (uncased when none), else it must agree with the record. dtype: "float32", "bfloat16" or "auto"
-    (`export_dtype`); the chosen one is recorded as "dtype" in assets.extra/albert_config.json."""
+                   warmup=True, lower_case=None, dtype="float32", source=None):
+    """`albert-tf export` as a function; returns the path of BASE/N. model_dir: a pretrained-model directory; or,
+    with `source` (its albert_tf.checkpoints.handles.InitSource, which the job resolves), any handle the encoder's
+    `from_pretrained` reads: an export (exported again, e.g. at another length or dtype), a released model's
+    name, a Hugging Face directory. lower_case: None for the vocabulary's recorded casing (uncased when none),
+    else it must agree with the record. dtype: "float32", "bfloat16" or "auto" (`export_dtype`); the chosen one is
+    recorded as "dtype" in assets.extra/albert_config.json."""
     model_dir = os.fspath(model_dir)
     check_output_dir(output_base, "--output")
-    check_model_dir(model_dir)
+    if source is None:
+        check_model_dir(model_dir)
     if spm_model is not None:
         check_input_file(spm_model, "--spm-model", vocabulary.SPM_FILE)
     if seq_length < 3:
         raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
-    if spm_model is None:
+    recorded = where = None  # the casing: the source's (a release's, a Hugging Face tokenizer's), else the record's
+    if spm_model is None and source is not None:
+        spm_model, recorded, where = source.spm_model, source.lower_case, f"--init {source.path}"
+    elif spm_model is None:
         spm_model = vocabulary.spm_model_path(model_dir)
-        if spm_model is None:
-            raise FileNotFoundError(f"{model_dir}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
-    config = read_config(model_dir)
+    if spm_model is None:
+        raise FileNotFoundError(f"{model_dir}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
+    if where is None:
+        recorded, where = vocabulary.read_casing(spm_model), vocabulary.casing_path(spm_model)
+    config = source.config if source else read_config(model_dir)
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
@@ -71,12 +80,11 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
     with precision.compute_policy(dtype):
         encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
     # the vocabulary's record decides casing and accents (a contradicting flag is refused)
-    lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(spm_model), None if lower_case is None else
-                                               not lower_case, vocabulary.casing_path(spm_model))
+    lower_case = vocabulary.resolve_lower_case(recorded, None if lower_case is None else not lower_case, where)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     if tokenizer.vocab_size != encoder.config.vocab_size:
         raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
-                         f"{config_path(model_dir)} has vocab_size {encoder.config.vocab_size}")
+                         f"{model_dir}'s config has vocab_size {encoder.config.vocab_size}")
     module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
     requests = None
     if warmup:

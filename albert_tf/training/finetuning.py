@@ -36,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import files, run_config
-from albert_tf.checkpoints.load import resolve_init, restore_encoder
+from albert_tf.checkpoints import handles
 from albert_tf.config import config_path
 from albert_tf.files import atomic_write_text, check_input_file, check_output_dir
 from albert_tf.layout import FinetuneDir
@@ -73,11 +73,12 @@ def create_optimizer(budget, model):
 
 # ---------------------------------------------------------------------------------------------- --init
 def read_init(init, spm_flag, cased_flag=None):
-    """What --init is (albert_tf.checkpoints.load.resolve_init: a pretrained-model directory or an export BASE/N or
-    BASE), its vocabulary and casing: (InitSource, spm model path, lower_case). Refuses a vocabulary that disagrees
-    with the config, and a --cased/--uncased that contradicts the recorded casing."""
+    """What --init is (albert_tf.checkpoints.handles.resolve_init: a pretrained-model directory, an export BASE/N or
+    BASE, a released model's name, a Hugging Face directory), its vocabulary and casing: (InitSource, spm model
+    path, lower_case). Refuses a vocabulary that disagrees with the config, and a --cased/--uncased that
+    contradicts the recorded casing."""
     try:
-        source = resolve_init(init, flag="--init")
+        source = handles.resolve_init(init, flag="--init")
     except FileNotFoundError as e:
         message = str(e)
         raise FileNotFoundError(message if message.startswith("--init") else f"--init {message}") from None
@@ -131,7 +132,7 @@ def stopped_line(stop, epoch_end, state, managers):
 @dataclasses.dataclass
 class Setup:
     """What `prepare` read and decided before any output is written."""
-    source: object      # what --init is: albert_tf.checkpoints.load.InitSource
+    source: object      # what --init is: albert_tf.checkpoints.handles.InitSource
     config: object      # the encoder's AlbertConfig
     task: object        # the adapter, albert_tf.tasks.base.FinetuneTask, its files read
     tokenizer: object   # AlbertTokenizer of --init's vocabulary
@@ -245,7 +246,7 @@ def build(cfg, setup):
     with setup.strategy.scope():
         with precision.compute_policy(setup.dtype_choice.dtype if setup.dtype_choice else "float32"):
             model = setup.task.build_model(AlbertEncoder(setup.config), setup.budget)
-        init_path = restore_encoder(model, setup.source)
+        init_path = handles.restore(model, setup.source, part="encoder")
         optimizer = create_optimizer(setup.budget, model)
         loss, metrics = setup.task.loss_and_metrics()
         model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=setup.jit,

@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf import layout, messages
-from albert_tf.checkpoints import pretrained
+from albert_tf.checkpoints import handles, pretrained
 from albert_tf.data import pretraining_input, record_index
 from albert_tf.data.pretraining_input import (changed_files, check_records, data_error, eval_steps, make_dataset_fn,
                                               record_counts)
@@ -91,6 +91,8 @@ def check_inputs(cfg, config):
     if cfg.eval_data:
         sizes["--eval-data"] = check_records(cfg.eval_data, "--eval-data", cfg, config.vocab_size)
     pretrained.check_config(cfg.model_dir, config)
+    if cfg.init:
+        init_source(cfg.init, config)
     vocabulary.check_same_vocabulary(cfg.model_dir, cfg.spm_model)  # the vocabulary is part of the model
     spm_model = cfg.spm_model or vocabulary.spm_model_path(cfg.model_dir)
     for flag, files in sizes.items():  # records tokenized with another vocabulary are refused
@@ -98,6 +100,25 @@ def check_inputs(cfg, config):
         if note:
             messages.say("note", note, "pretrain")
     return sizes
+
+
+def init_source(init, config):
+    """--init's InitSource (albert_tf.checkpoints.handles) for a warm start: the whole pretrainer, encoder and heads
+    (its weights: the optimizer, its step and the schedule start afresh), from a pretrained-model directory, a
+    released model's name or a Hugging Face AlbertForPreTraining directory, of the same shapes as --config (dropout
+    may differ). An export is refused: it holds the encoder only, not the heads pretraining continues to train."""
+    source = handles.resolve_init(init, flag="--init")
+    if source.kind == "export":
+        raise ValueError(f"--init {init}: an export holds the encoder only, not the MLM and sentence-order heads that "
+                         "pretraining continues to train; give the pretrained-model directory it was exported from")
+    ours, theirs = config.to_dict(), source.config.to_dict()
+    free = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+    differ = sorted(k for k in set(ours) | set(theirs) if k not in free and ours.get(k) != theirs.get(k))
+    if differ:
+        raise ValueError(f"--init {init}: holds a model of another config (differs in {', '.join(differ)}: "
+                         + ", ".join(f"{k} {theirs.get(k)} there, {ours.get(k)} in --config" for k in differ)
+                         + "); give --config its albert_config.json")
+    return source
 
 
 def data_error_line(detail, cfg, setup, manager, step):
@@ -157,8 +178,9 @@ def restore(manager, model, cfg):
         manager.checkpoint.restore(latest).assert_existing_objects_matched()
         return f"resumed from {latest}"
     if cfg.init:
+        source = init_source(cfg.init, model.config)
         try:
-            path = pretrained.restore(model, cfg.init)
+            path = handles.restore(model, source)
         except (ValueError, FileNotFoundError) as e:
             raise ValueError(f"--init {cfg.init}: {e}") from None
         return f"initialized the weights from {path}"
