@@ -130,13 +130,15 @@ def test_plan_keeps_the_recipes_learning_rate_and_notes_the_scaling(tmp_path, ca
 
 def test_cpu_small_is_a_4_layer_256_wide_run_at_seq_64_whatever_the_preset(capsys):
     """The recipe's --set gives every size: any --config preset yields the same model; its parameters, counted by
-    hand: embeddings V·E + 512·E + 2·E + LayerNorm 2·E and the E→H projection E·H + H; attention 4·(H·H + H) + 2·H."""
+    hand: embeddings V·E + 512·E + 2·E + LayerNorm 2·E and the E→H projection E·H + H; attention 4·(H·H + H)
+    + 2·H."""
     from albert_tf import config as albert_config  # pylint: disable=import-outside-toplevel
 
     config, _ = parse("--recipe", "cpu_small")
     assert (config.batch_size, config.max_seq_length, config.max_predictions) == (128, 64, 10)
     assert config.dynamic_masking and config.no_dropout and config.learning_rate == 0.005
-    assert config.num_warmup_steps < config.num_train_steps and config.num_train_steps % config.save_checkpoints_steps == 0
+    assert config.num_warmup_steps < config.num_train_steps
+    assert config.num_train_steps % config.save_checkpoints_steps == 0
     models = [albert_config.resolve(preset, config.config_overrides) for preset in ("albert_tiny", "albert_xxlarge")]
     assert models[0] == models[1]
     assert (models[0].num_hidden_layers, models[0].hidden_size, models[0].embedding_size) == (4, 256, 128)
@@ -169,6 +171,7 @@ def test_plan_on_cpu_points_to_cpu_small_and_its_command_repeats_it(capsys):
     assert main(["plan", "--config", "albert_base", "--topology", "cpu", "--recipe", "cpu_small"]) == 0
     out = capsys.readouterr().out
     command = out.rstrip().splitlines()[-1].strip()
-    assert "note: for a pretraining" not in out and command.startswith("albert-tf pretrain --recipe cpu_small --config albert_base")
+    assert "note: for a pretraining" not in out
+    assert command.startswith("albert-tf pretrain --recipe cpu_small --config albert_base")
     config = jobs_pretrain.config_from_args(cli.build_parser(["pretrain"]).parse_args(shlex.split(command)[1:]))
     assert config.config_overrides == jobs_pretrain.CPU_SMALL_MODEL and config.batch_size == 128
