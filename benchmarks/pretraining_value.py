@@ -552,19 +552,24 @@ def run_checkpoints(model_dir):
     return [(step, kept[step]) for step in wanted]
 
 
-def encoder_features(encoder, tokenizer, batch_size=256):
-    """features(texts) → [N, H]: the encoder's sequence output averaged over each text's tokens (TASK_SEQ)."""
+def encoder_features(encoder, weights, tokenizer, batch_size=256):
+    """features(texts) → [N, H]: the sequence output of `encoder` holding `weights`, averaged over each text's tokens
+    (TASK_SEQ); each text computed once (the dev texts recur across seeds and label counts)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
+    cache = {}
+
     def features(texts):
-        x = tokenizer.pack(list(texts), seq_length=TASK_SEQ)
-        out = []
-        for start in range(0, len(texts), batch_size):
-            batch = {k: v[start:start + batch_size] for k, v in x.items()}
-            sequence = np.asarray(encoder(batch, training=False)["sequence_output"], np.float64)
-            mask = batch["input_mask"][:, :, None].astype(np.float64)
-            out.append((sequence * mask).sum(1) / mask.sum(1))
-        return np.concatenate(out)
+        missing = sorted({t for t in texts if t not in cache})
+        if missing:
+            encoder.set_weights(weights)
+            x = tokenizer.pack(missing, seq_length=TASK_SEQ)
+            for start in range(0, len(missing), batch_size):
+                batch = {k: v[start:start + batch_size] for k, v in x.items()}
+                sequence = np.asarray(encoder(batch, training=False)["sequence_output"], np.float64)
+                mask = batch["input_mask"][:, :, None].astype(np.float64)
+                cache.update(zip(missing[start:start + batch_size], (sequence * mask).sum(1) / mask.sum(1)))
+        return np.stack([cache[t] for t in texts])
 
     return features
 
@@ -683,6 +688,7 @@ def evaluate(args, model_dir, corpus_documents, task):
         pretrained.restore(encoder, path, part="encoder")
         step_weights[step] = encoder.get_weights()
     last = checkpoints[-1][0]
+    probes = {step: encoder_features(encoder, weights, tokenizer) for step, weights in step_weights.items()}
     results = {}
 
     def record(key, value):
@@ -691,18 +697,15 @@ def evaluate(args, model_dir, corpus_documents, task):
     for seed in range(args.seeds):
         keras.utils.set_random_seed(seed)
         random_weights = AlbertEncoder(config).get_weights()
+        random_probe = encoder_features(encoder, random_weights, tokenizer)
         for labels in args.labels:
             fit, select = selection_split(sample_labels(task["pool"], labels, seed))
             record(("bag_of_words", "probe", None, labels),
                    linear_probe(bag_of_words_features([t for t, _ in fit + select]), fit, select, task["dev"])[0])
             record(("distributional", "probe", None, labels), linear_probe(distributional, fit, select, task["dev"])[0])
-            encoder.set_weights(random_weights)
-            record(("random", "probe", None, labels),
-                   linear_probe(encoder_features(encoder, tokenizer), fit, select, task["dev"])[0])
-            for step, weights in step_weights.items():
-                encoder.set_weights(weights)
-                record(("pretrained", "probe", step, labels),
-                       linear_probe(encoder_features(encoder, tokenizer), fit, select, task["dev"])[0])
+            record(("random", "probe", None, labels), linear_probe(random_probe, fit, select, task["dev"])[0])
+            for step, features in probes.items():
+                record(("pretrained", "probe", step, labels), linear_probe(features, fit, select, task["dev"])[0])
             if not args.no_finetune:
                 tuned = finetune_accuracy(config, tokenizer, fit, select, task["dev"],
                                           {"pretrained": step_weights[last], "random": random_weights}, seed,
