@@ -49,6 +49,7 @@ import time
 
 import common
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ start-up lines, not the benchmark's output
 CORPUS_GLOB = "/usr/share/doc/linux-doc-*/Documentation"
 TASK_GLOB = "/usr/share/doc/python3*/html/_sources/library"
 INSTALL = "apt-get install linux-doc-6.12 python3-doc"
