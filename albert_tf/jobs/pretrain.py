@@ -21,7 +21,8 @@ reader, for `albert-tf pretrain` and `albert-tf plan`:
 `paper_v2` is the paper's setup (Lan et al., 2020, §4.1, and the v2 release): global batch 4096, LAMB learning rate
 0.00176, 125,000 steps with 3,125 warm-up steps, sequences of 512 tokens with 20 masked positions, and no dropout
 (the v2 models; paper §4.7). `paper_v1` is the same with the config's dropout (the v1 models); it equals the
-defaults. `--recipe FILE.json` reads your own:
+defaults. `cpu_small` is a run one machine does in about an hour (a 4-layer, 256-wide model; see its entry).
+`--recipe FILE.json` reads your own:
 
     {"description": "...", "base": "paper_v2", "flags": {"learning-rate": 0.001, "batch-size": 1024}}
 
@@ -153,7 +154,7 @@ RECIPES = {
     "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
                  "values": dict(_PAPER)},
     # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 4-layer,
-    # 256-wide ALBERT at seq 64, batch 128 (310 examples/s on a quiet 2-core CPU: about 8,700 steps an hour),
+    # 256-wide ALBERT at seq 64, batch 128 (310 examples/s on a quiet 2-core Xeon with AMX: 8,700 steps an hour),
     # re-masked every step (a static mask on a laptop-sized corpus is memorised), no dropout (it only slows a
     # model this far from fitting its corpus), LAMB at 5e-3 (between the 1e-2 at batch 32 that trains the 128-wide
     # model of DESIGN.md's measured facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up. Its --set
