@@ -179,6 +179,12 @@ def _argv_words(field, value):
     return _flag_value(flag, value)
 
 
+def argv_of(cls, values):
+    """The command-line words that set {field: value} of run config class `cls` (in the mapping's order)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return [word for name, value in values.items() for word in _argv_words(fields[name], value)]
+
+
 def _flag_value(flag, value):
     """[flag, value], or [flag=value] for a value that starts with '-' (argparse would read it as a flag)."""
     return [f"{flag}={value}"] if str(value).startswith("-") else [flag, str(value)]

@@ -1,58 +1,84 @@
-"""Does pretraining help? Pretrain a small ALBERT on Python's documentation, then fine-tune it on a low-resource
-task built from documents it never saw, against the same model from a random init and a bag-of-words baseline.
+"""Does pretraining help? Pretrain an ALBERT with `--recipe cpu_small` on the Linux kernel's documentation, then
+compare it with the same config from a random init, a bag of words and word vectors learned from the same corpus,
+on an 8-way classification of passages from Python's library reference, at 32 to 2048 labels.
 
-    python benchmarks/pretraining_value.py [--quick] [--init MODEL_DIR] [--seeds 5] [--work-dir DIR]
+    python benchmarks/pretraining_value.py                  # the full run: about an hour of pretraining, then the arms
+    python benchmarks/pretraining_value.py --quick          # a tiny config on a 1 MB corpus slice
+    python benchmarks/pretraining_value.py --init MODEL_DIR # evaluate an existing pretraining run (its steps/ too)
 
-Corpus: the reStructuredText sources of Python's documentation, which `apt-get install python3-doc` installs under
-/usr/share/doc/python3.X/html/_sources (found by glob; `--docs DIR` for another copy). Each .rst.txt file is one
-document; its prose is kept (directives' code, literal blocks, tables, titles and markup dropped), one sentence per
-line. A seeded 15 % of the documents are held out: the task is built from them only, so no task sentence is in the
-pretraining text.
+Install first: `apt-get install linux-doc-6.12 python3-doc` (any linux-doc version; nothing is downloaded at run
+time; `--corpus-dir DIR` and `--task-dir DIR` read other copies).
 
-Task (word order): is a sentence as written (1), or were two of its inner words swapped (0)? Sentences of 8 to 40
-words from the held-out documents, each used once (original or swapped, never both), train and dev from different
-documents. Why this task: a bag of words sees the same words in both classes, so a bag-of-words classifier is at
-chance by construction (measured, as a check that nothing else gives the label away), while a model that learned
-how words follow each other (what masked-LM pretraining teaches) has a head start; a few hundred labelled sentences
-are far too few to learn English word order from scratch. It asks for syntax, not topic: a topic task (which
-section a sentence comes from) is one that bag-of-words solves and pretraining barely changes.
+Corpus: the .rst and .txt files (gzipped) under /usr/share/doc/linux-doc-*/Documentation except translations/
+(not English): their prose split into sentences, then the lines of the code, literal and table bodies that hold
+words (`corpus_lines`); titles and markup dropped; one line per sentence, one document per file: 21 MB from
+linux-doc-6.12.
 
-Steps (`albert-tf` commands run in this process, printed as they run):
-  vocab (4000 pieces; --quick 2000) → create-data --no-mask (seq 128) → pretrain --dynamic-masking (a 4-layer,
-  128-wide ALBERT: 3000 steps at batch 32; --quick: the tiny config, 150 steps)
-then, for each of --seeds seeds, fine-tune a classifier (pooled output, the original's AdamWeightDecay, batch 32,
-seq 64, linear warm-up 10 % and decay) from the pretrained encoder and from a random init of the same config, and
-fit a logistic regression on word counts (numpy). `--init MODEL_DIR` skips the pretraining and evaluates that
-pretrained-model directory instead (its config and spm.model; the random arm uses its config).
+Task: passages (two consecutive prose sentences) of the modules documented in Python's library reference
+(python3-doc's _sources/library), labelled by which group of chapters of the reference's own table of contents
+(library/index) the module's chapter belongs to: 8 groups (GROUPS). The labels come from the reference's editors,
+not from the corpus; no task document is in the corpus (another project's documentation), and any passage that
+also occurs in the corpus is dropped. Train and dev passages come from different module files (a seeded 30 % of
+each group's files is dev), so a module's own vocabulary does not carry across.
 
-Before fine-tuning, a zero-shot probe of what the pretraining taught of this skill: with two inner words of a task
-sentence masked, how often the masked LM prefers their own order to the swapped one (0.5: nothing learned), for the
-pretrained model and a random init (`mlm_word_order_accuracy`).
+Arms, each at 32, 128, 512 and 2048 labelled passages (balanced; the same passages and, for the two ALBERT arms,
+the same batches), over --seeds seeds (which labels are drawn, head init, order):
+  pretrained / random: the cpu_small ALBERT from its pretraining / from a random init of the same config, as frozen
+    features (a linear probe: logistic regression on the mean-pooled sequence output, at each of the checkpoints
+    at 1/8, 1/4, 1/2 and all of the run) and fine-tuned (the classifier on the pooled output, the last checkpoint);
+  bag_of_words: logistic regression on binary word features;
+  distributional: logistic regression on averaged PPMI-SVD word vectors learned from the same corpus (what the
+    corpus offers a model that only counts co-occurrences).
+Hyperparameters (the logistic regressions' L2, the fine-tuning learning rate) are chosen on a stratified quarter of
+the training labels, trained on the rest; the chosen value is refitted on all of them. Dev is only ever scored.
 
-Prints one line per run and a table: dev accuracy mean ± std over seeds (and each seed's) per arm, and the probe;
-the last line is `pretrained=... random=... bag_of_words=...` (means). Deterministic given the seeds on one machine.
+Prints the pretraining's wall time, a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
+  labels=128 pretrained=A random=B bag_of_words=C distributional=D min_paired_gain=E
+(fine-tuned means at 128 labels, the linear probes' with --no-finetune; the baselines' are their probes; E the
+smallest per-seed pretrained − random). Deterministic given the seeds on one machine.
 """
 import argparse
 import glob
-import json
+import gzip
+import math
 import os
 import random
 import re
-import sys
 import tempfile
 import time
 
-import common  # noqa: F401  (puts this checkout first on the path)
+import common
 
-DOCS_GLOB = "/usr/share/doc/python3*/html/_sources"
-HELD_OUT = 0.15
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ start-up lines, not the benchmark's output
+CORPUS_GLOB = "/usr/share/doc/linux-doc-*/Documentation"
+TASK_GLOB = "/usr/share/doc/python3*/html/_sources/library"
+INSTALL = "apt-get install linux-doc-6.12 python3-doc"
+LABELS = (32, 128, 512, 2048)
+# The task's classes: groups of the chapters of Python's library reference (library/index's table of contents);
+# the chapters not listed (built-in functions, types and exceptions, superseded modules) are left out.
+GROUPS = (
+    ("text and binary data", ("text", "binary", "i18n")),
+    ("data types, numbers and functions", ("datatypes", "numeric", "functional")),
+    ("files, storage and file formats", ("filesys", "persistence", "archiving", "fileformats", "crypto")),
+    ("operating system and concurrency", ("allos", "concurrency", "unix", "windows")),
+    ("networking, internet data and markup", ("ipc", "netdata", "internet", "markup")),
+    ("multimedia, interfaces and frameworks", ("mm", "tk", "frameworks")),
+    ("development and debugging", ("development", "debug", "distribution")),
+    ("the Python runtime and language", ("python", "custominterp", "modules", "language")),
+)
+DEV_FRACTION = 0.3
 TASK_SEQ = 64
+_WORD = re.compile(r"\w+")
 # Directives whose body is code or markup, not prose (their indented body is dropped with them).
 SKIPPED_DIRECTIVES = {
     "code-block", "code", "sourcecode", "doctest", "testcode", "testoutput", "testsetup", "testcleanup",
     "productionlist", "index", "highlight", "literalinclude", "toctree", "image", "figure", "raw", "csv-table",
     "list-table", "table", "math", "include", "module", "moduleauthor", "sectionauthor", "tabularcolumns",
     "only", "audit-event", "program", "currentmodule", "default-role", "rubric", "c:namespace", "opcode",
+    # the kernel's own (sphinx extensions): generated API text, tables, ABI and feature listings
+    "kernel-doc", "kernel-abi", "kernel-feat", "kernel-include", "flat-table", "cssclass", "c:function", "c:type",
+    "c:macro", "c:struct", "c:union", "c:enum", "c:member", "c:var", "kernel-figure", "kernel-render", "graphviz",
+    "parsed-literal", "maintainers-include", "glossary", "contents",
 }
 _DIRECTIVE = re.compile(r"\.\.\s+(?:\|[^|]+\|\s+)?([\w:-]+)::")
 _UNDERLINE = re.compile(r"([=\-~^*+#\"'`.:_])\1{2,}")
@@ -63,16 +89,7 @@ _ROLE = re.compile(r":[\w:+-]+:`([^`]*)`")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"])")
 
 
-# ------------------------------------------------------------------------------------------ the corpus
-def find_docs(flag):
-    """The python3-doc sources directory: --docs, or the first DOCS_GLOB match; exits with the install command."""
-    found = [flag] if flag else sorted(glob.glob(DOCS_GLOB))
-    if not found or not os.path.isdir(found[0]):
-        raise SystemExit(f"pretraining_value: error: no Python documentation sources at {flag or DOCS_GLOB}; "
-                         "install them with `apt-get install python3-doc` (or give --docs DIR)")
-    return found[0]
-
-
+# ------------------------------------------------------------------------------------------ reading reStructuredText
 def _role_text(match):
     """`:func:`~os.path.join`` → join; `:ref:`text <label>`` → text."""
     text = match.group(1)
@@ -94,8 +111,9 @@ def clean_inline(text):
     return " ".join(text.split())
 
 
-def rst_paragraphs(text):
-    """The prose paragraphs of one .rst file, each a string of the joined lines (markup not yet cleaned)."""
+def rst_paragraphs(text, skipped=None):
+    """The prose paragraphs of one .rst file, each a string of the joined lines (markup not yet cleaned). The
+    non-empty lines of the bodies dropped (code, literal blocks, tables, comments) go to `skipped` (a list) if given."""
     paragraphs, current, skip_indent = [], [], None
 
     def flush():
@@ -108,6 +126,8 @@ def rst_paragraphs(text):
         indent = len(line) - len(line.lstrip())
         if skip_indent is not None:
             if not stripped or indent > skip_indent:
+                if stripped and skipped is not None:
+                    skipped.append(stripped)
                 continue
             skip_indent = None
         if not stripped:
@@ -153,158 +173,323 @@ def sentences(paragraph):
     return out
 
 
-def read_documents(docs_dir):
-    """[(relative path, [sentences])] of every .rst.txt file under docs_dir with at least 3 sentences, sorted."""
-    documents = []
-    for path in sorted(glob.glob(os.path.join(docs_dir, "**", "*.rst.txt"), recursive=True)):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = [s for p in rst_paragraphs(f.read()) for s in sentences(p)]
-        if len(lines) >= 3:
-            documents.append((os.path.relpath(path, docs_dir), lines))
-    return documents
+
+def read_text(path):
+    """A text file's content, gunzipped when it ends in .gz."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
-def split_documents(documents, seed, held_out=HELD_OUT):
-    """(pretraining documents, held-out documents): a seeded `held_out` fraction of the documents, whole."""
-    order = list(range(len(documents)))
-    random.Random(seed).shuffle(order)
-    cut = int(round(held_out * len(documents)))
-    held = set(order[:cut])
-    return ([d for i, d in enumerate(documents) if i not in held], [d for i, d in enumerate(documents) if i in held])
+def document_sentences(path):
+    """The prose sentences of one reStructuredText file (see `sentences`)."""
+    return [s for p in rst_paragraphs(read_text(path)) for s in sentences(p)]
 
 
-def write_corpus(documents, path):
-    """The original corpus format: one sentence per line, a blank line between documents. Returns bytes written."""
+def _wordy(line, min_words):
+    return len(line.split()) >= min_words and sum(c.isalpha() for c in line) >= 0.5 * len(line)
+
+
+def corpus_lines(path):
+    """The pretraining text of one documentation file: its prose split into sentences of at least 3 words (no
+    ending required: list items and headings of prose count), then the lines of the bodies the prose reader drops
+    (literal blocks, code, tables) that have at least 2 words, both only where half the characters are letters."""
+    skipped = []
+    prose = [s for p in rst_paragraphs(read_text(path), skipped) for s in _SENTENCE_END.split(clean_inline(p))
+             if _wordy(s, 3)]
+    return prose + [line for line in skipped if _wordy(line, 2)]
+
+
+# ------------------------------------------------------------------------------------------ the corpus
+def find_dir(flag, pattern, what):
+    """`flag`, else the newest match of `pattern`; exits with one line naming the install command when absent."""
+    found = [flag] if flag else sorted(glob.glob(pattern))[-1:]
+    if not found or not os.path.isdir(found[0]):
+        raise SystemExit(f"pretraining_value: error: no {what} at {flag or pattern}; install it with `{INSTALL}` "
+                         f"(or give {'--corpus-dir' if 'corpus' in what else '--task-dir'} DIR)")
+    return found[0]
+
+
+def corpus_files(corpus_dir):
+    """The .rst and .txt files (gzipped or not) under corpus_dir, sorted, without translations/ (not English)."""
+    paths = [p for pattern in ("*.rst.gz", "*.rst", "*.txt.gz", "*.txt")
+             for p in glob.glob(os.path.join(corpus_dir, "**", pattern), recursive=True)]
+    return sorted(p for p in paths if "translations" not in os.path.relpath(p, corpus_dir).split(os.sep))
+
+
+def write_corpus(corpus_dir, path, max_bytes=None):
+    """The corpus in the original format (one sentence per line, a blank line between documents) at `path`: the
+    corpus_lines of corpus_files(corpus_dir), in order, up to max_bytes (None: all). Returns (documents, lines,
+    bytes)."""
+    documents = count = 0
     with open(path, "w", encoding="utf-8") as f:
-        for _, lines in documents:
+        for source in corpus_files(corpus_dir):
+            lines = corpus_lines(source)
+            if len(lines) < 2:
+                continue
             f.write("\n".join(lines) + "\n\n")
-    return os.path.getsize(path)
+            documents, count = documents + 1, count + len(lines)
+            if max_bytes and f.tell() >= max_bytes:
+                break
+    return documents, count, os.path.getsize(path)
+
+
+def read_corpus_sentences(path):
+    """[[sentence, ...] per document] of a corpus file written by `write_corpus`."""
+    with open(path, encoding="utf-8") as f:
+        return [block.splitlines() for block in f.read().split("\n\n") if block.strip()]
+
+
+def normalized(sentence):
+    """A sentence's comparison key: its lower-cased words."""
+    return " ".join(_WORD.findall(sentence.lower()))
 
 
 # ------------------------------------------------------------------------------------------ the task
-def word_order_task(documents, num_train, num_dev, seed, min_words=8, max_words=40):
-    """The word-order task from `documents` ([(name, [sentences])]): {"train": (texts, labels), "dev": ...}.
+def toctree_entries(text):
+    """The document names a reStructuredText file's toctree directives list (without .rst), in order."""
+    entries, inside = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(".. toctree::"):
+            inside = True
+        elif inside and stripped and not line[:1].isspace():
+            inside = False
+        elif inside and stripped and not stripped.startswith(":"):
+            entries.append(re.sub(r"\.rst$", "", stripped.split("<")[-1].rstrip(">").strip()))
+    return entries
 
-    Documents are shuffled (seeded) and dealt to dev until it has 2·num_dev candidate sentences, the rest to train:
-    no document in both. From each side's distinct sentences of min_words to max_words words, num_* are drawn;
-    half keep their order (label 1), half get two inner words swapped (label 0: not the first or last word, two
-    different words), each sentence used once."""
-    rng = random.Random(seed)
-    order = list(range(len(documents)))
-    rng.shuffle(order)
-    pools = {"dev": [], "train": []}
-    for i in order:
-        side = "dev" if len(pools["dev"]) < 2 * num_dev else "train"
-        pools[side].extend(s for s in documents[i][1] if min_words <= len(s.split()) <= max_words)
-    out = {}
-    for side, count in (("train", num_train), ("dev", num_dev)):
-        pool = sorted(set(pools[side]))
-        if len(pool) < count:
-            raise SystemExit(f"pretraining_value: error: {len(pool)} {side} sentences, fewer than {count}")
-        chosen = rng.sample(pool, count)
-        texts, labels = [], []
-        for k, sentence in enumerate(chosen):
-            label = k % 2
-            texts.append(sentence if label else swap_two_words(sentence, rng))
-            labels.append(label)
-        out[side] = (texts, labels)
+
+def module_documents(library_dir, per_passage=2):
+    """{label: [(module file name, [passages])]} of GROUPS, read through library/index's table of contents: each
+    chapter in GROUPS, each module file its toctree lists (a file listed twice is kept in its first group); a
+    passage is `per_passage` consecutive prose sentences of the file."""
+    chapters = set(toctree_entries(read_text(os.path.join(library_dir, "index.rst.txt"))))
+    seen, out = set(), {}
+    for label, (_, names) in enumerate(GROUPS):
+        out[label] = []
+        for chapter in names:
+            if chapter not in chapters:
+                continue
+            for module in toctree_entries(read_text(os.path.join(library_dir, f"{chapter}.rst.txt"))):
+                path = os.path.join(library_dir, f"{module}.rst.txt")
+                if module in seen or not os.path.exists(path):
+                    continue
+                seen.add(module)
+                lines = document_sentences(path)
+                out[label].append((module, [" ".join(lines[i:i + per_passage])
+                                            for i in range(0, len(lines), per_passage)]))
     return out
 
 
-def swap_positions(words, rng):
-    """Two inner positions i < j (not the first or last word) holding different words."""
-    while True:
-        i, j = sorted(rng.sample(range(1, len(words) - 1), 2))
-        if words[i].lower() != words[j].lower():
-            return i, j
+def build_task(documents, corpus_keys, seed, dev_fraction=DEV_FRACTION, dev_per_class=250):
+    """The task from module_documents' {label: [(name, sentences)]}: {"pool": [(sentence, label)], "dev": [...],
+    "dropped": number of sentences left out}.
 
-
-def swap_two_words(sentence, rng):
-    """The sentence with two inner words (not the first or last; different words) swapped."""
-    words = sentence.split()
-    i, j = swap_positions(words, rng)
-    words[i], words[j] = words[j], words[i]
-    return " ".join(words)
-
-
-def mlm_word_order_accuracy(pretrainer, tokenizer, sentences, seed):
-    """Zero-shot, no fine-tuning: how often the masked LM prefers a sentence's own order of two inner words.
-
-    For each sentence two inner words are drawn (as `swap_two_words`; sentences where either is not one piece, or
-    that do not fit TASK_SEQ, are left out), both masked, and the MLM's log-probabilities compared:
-    log p(a at i) + log p(b at j) against log p(b at i) + log p(a at j). Both orders share every other token, so one
-    forward pass scores both. A model that learned nothing of word order scores 0.5.
-    Returns (accuracy, sentences scored)."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-
+    A sentence is left out when its key (`normalized`) is in `corpus_keys` (the corpus holds it), is in more than
+    one class, or has fewer than 5 words; repeats are kept once. Each class's files are shuffled (seeded) and dealt
+    to dev until it holds dev_fraction of the class's sentences, the rest to the training pool: no file on both
+    sides. Dev keeps at most dev_per_class sentences per class (a seeded draw)."""
     rng = random.Random(seed)
-    rows, pairs = [], []
-    for sentence in sentences:
-        words = sentence.split()
-        i, j = swap_positions(words, rng)
-        pieces = [tokenizer.encode(w) for w in words]
-        ids = [tokenizer.cls_id] + [p for w in pieces for p in w] + [tokenizer.sep_id]
-        if len(pieces[i]) != 1 or len(pieces[j]) != 1 or len(ids) > TASK_SEQ:
-            continue
-        at = [1 + sum(len(p) for p in pieces[:k]) for k in (i, j)]
-        for position in at:
-            ids[position] = tokenizer.mask_id
-        rows.append((ids, at))
-        pairs.append((pieces[i][0], pieces[j][0]))
-    words = np.zeros([len(rows), TASK_SEQ], np.int32)
-    for row, (ids, _) in enumerate(rows):
-        words[row, :len(ids)] = ids
-    inputs = {"input_word_ids": words, "input_mask": (words > 0).astype(np.int32),
-              "input_type_ids": np.zeros_like(words), "masked_lm_positions": np.array([at for _, at in rows],
-                                                                                        np.int32)}
-    logits = np.asarray(pretrainer.predict(inputs, batch_size=256, verbose=0)["mlm_logits"], np.float64)
-    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
-        - logits.max(-1, keepdims=True)
-    a, b = np.array(pairs).T
-    n = np.arange(len(pairs))
-    own = logp[n, 0, a] + logp[n, 1, b]
-    swapped = logp[n, 0, b] + logp[n, 1, a]
-    return float((own > swapped).mean()), len(pairs)
+    owners = {}
+    for label, docs in documents.items():
+        for _, lines in docs:
+            for s in lines:
+                owners.setdefault(normalized(s), set()).add(label)
+    pool, dev, dropped, kept = [], [], 0, set()
+    for label in sorted(documents):
+        docs = sorted(documents[label])
+        rng.shuffle(docs)
+        sides = {"dev": [], "train": []}
+        total = sum(len(lines) for _, lines in docs)
+        for _, lines in docs:
+            side = "dev" if len(sides["dev"]) < dev_fraction * total else "train"
+            for s in lines:
+                key = normalized(s)
+                if key in corpus_keys or len(owners[key]) > 1 or len(key.split()) < 5 or key in kept:
+                    dropped += 1
+                    continue
+                kept.add(key)
+                sides[side].append((s, label))
+        pool += sides["train"]
+        dev += rng.sample(sides["dev"], min(dev_per_class, len(sides["dev"])))
+    return {"pool": pool, "dev": dev, "dropped": dropped}
 
 
-# ------------------------------------------------------------------------------------------ bag of words
-def bag_of_words_accuracy(train, dev, steps=300, l2=1e-3, lr=0.5):
-    """Dev accuracy of an L2-regularized logistic regression on binary word features (lower-cased \\w+ and
-    punctuation tokens seen in train), fitted by full-batch gradient descent (numpy)."""
+def sample_labels(pool, count, seed, classes=len(GROUPS)):
+    """`count` labelled examples from pool [(text, label)], count // classes of each class (a draw seeded by seed
+    and count); fewer of a class that has fewer. Returns [(text, label)] in a seeded order."""
+    rng = random.Random(f"{seed}:{count}")
+    by_class = {c: [x for x in pool if x[1] == c] for c in range(classes)}
+    chosen = [x for c in range(classes) for x in rng.sample(by_class[c], min(count // classes, len(by_class[c])))]
+    rng.shuffle(chosen)
+    return chosen
+
+
+def selection_split(examples, fraction=0.25):
+    """(fit, select) of labelled examples [(text, label)]: of each class, the last `fraction` (at least one, when
+    the class has two or more) selects; the rest fits. Order kept."""
+    select = set()
+    for label in sorted({y for _, y in examples}):
+        rows = [i for i, (_, y) in enumerate(examples) if y == label]
+        take = max(1, round(fraction * len(rows))) if len(rows) > 1 else 0
+        select.update(rows[len(rows) - take:])
+    return ([x for i, x in enumerate(examples) if i not in select],
+            [x for i, x in enumerate(examples) if i in select])
+
+
+# ------------------------------------------------------------------------------------------ linear models (numpy)
+def fit_softmax(x, y, classes, l2, steps=300):
+    """Multinomial logistic regression with an L2 penalty (not on the bias): weights [D + 1, classes] minimizing
+    mean cross-entropy + l2/2·|W|², by Nesterov-accelerated gradient descent with the step 1/L (L bounds the
+    gradient's Lipschitz constant: the largest eigenvalue of XᵀX/n, halved, plus l2)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    def tokens(text):
-        return set(re.findall(r"\w+|[^\w\s]", text.lower()))
+    x = np.hstack([x, np.ones([len(x), 1])])
+    onehot = np.eye(classes)[np.asarray(y)]
+    v = np.ones(x.shape[1]) / math.sqrt(x.shape[1])
+    for _ in range(30):  # power iteration for the largest eigenvalue of XᵀX/n
+        v = x.T @ (x @ v) / len(x)
+        top = np.linalg.norm(v)
+        v /= top
+    step = 1.0 / (0.5 * top + l2)
+    w = np.zeros([x.shape[1], classes])
+    previous = w
+    penalty = np.ones([x.shape[1], 1])
+    penalty[-1] = 0.0
+    for k in range(steps):
+        z = w + (k / (k + 3)) * (w - previous)
+        logits = x @ z
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        previous, w = w, z - step * (x.T @ (p - onehot) / len(x) + l2 * penalty * z)
+    return w
 
-    vocab = {t: k for k, t in enumerate(sorted(set().union(*(tokens(t) for t in train[0]))))}
+
+def softmax_accuracy(w, x, y):
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    return float(((np.hstack([x, np.ones([len(x), 1])]) @ w).argmax(1) == np.asarray(y)).mean())
+
+
+L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
+
+
+def linear_probe(features, fit, select, dev, classes=len(GROUPS), grid=L2_GRID):
+    """Dev accuracy of logistic regression on features(texts) → [N, D]: the L2 chosen on (fit, select), refitted on
+    both. Features are centred and scaled by the training examples' statistics. Returns (accuracy, chosen L2)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    train = fit + select
+    x_train, x_dev = features([t for t, _ in train]), features([t for t, _ in dev])
+    mean, scale = x_train.mean(0), x_train.std(0) + 1e-6
+    x_train, x_dev = (x_train - mean) / scale, (x_dev - mean) / scale
+    y_train = np.array([y for _, y in train])
+    n_fit = len(fit)
+    scores = [softmax_accuracy(fit_softmax(x_train[:n_fit], y_train[:n_fit], classes, l2), x_train[n_fit:],
+                               y_train[n_fit:]) for l2 in grid]
+    best = grid[max(range(len(grid)), key=lambda i: (scores[i], i))]  # ties: the stronger penalty
+    return softmax_accuracy(fit_softmax(x_train, y_train, classes, best), x_dev, [y for _, y in dev]), best
+
+
+def words(text):
+    return _WORD.findall(text.lower())
+
+
+def bag_of_words_features(train_texts):
+    """features(texts) → binary word indicators over the words of train_texts."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    vocab = {w: i for i, w in enumerate(sorted({w for t in train_texts for w in words(t)}))}
 
     def features(texts):
-        x = np.zeros([len(texts), len(vocab) + 1], np.float64)
-        x[:, -1] = 1.0  # bias
+        x = np.zeros([len(texts), len(vocab)], np.float64)
         for row, text in enumerate(texts):
-            x[row, [vocab[t] for t in tokens(text) if t in vocab]] = 1.0
+            x[row, [vocab[w] for w in set(words(text)) if w in vocab]] = 1.0
         return x
 
-    x, y = features(train[0]), np.asarray(train[1], np.float64)
-    w = np.zeros(x.shape[1])
-    for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-x @ w))
-        w -= lr * (x.T @ (p - y) / len(y) + l2 * w)
-    predicted = (features(dev[0]) @ w > 0).astype(int)
-    return float((predicted == np.asarray(dev[1])).mean())
+    return features
+
+
+# ------------------------------------------------------------------------------------------ PPMI-SVD word vectors
+def cooccurrence(sentences_of_ids, vocab_size, window):
+    """[V, V] counts of word j within `window` words of word i in the same sentence (both directions; ids < 0,
+    out-of-vocabulary words, take their place in the distance but are not counted)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    pad = [-1] * window
+    ids = np.array([i for s in sentences_of_ids for i in pad + list(s)] + pad, np.int64)
+    counts = np.zeros(vocab_size * vocab_size, np.float64)
+    for d in range(1, window + 1):
+        a, b = ids[:-d], ids[d:]
+        ok = (a >= 0) & (b >= 0)
+        counts += np.bincount(a[ok] * vocab_size + b[ok], minlength=vocab_size * vocab_size)
+        counts += np.bincount(b[ok] * vocab_size + a[ok], minlength=vocab_size * vocab_size)
+    return counts.reshape(vocab_size, vocab_size)
+
+
+def ppmi(counts, alpha=0.75):
+    """Positive PMI of a [V, C] count matrix: max(0, log P(w,c) / (P(w)·Pα(c))), the context distribution raised
+    to `alpha` (Levy et al. 2015's smoothing; 1: none). Cells with no count are 0."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    total = counts.sum()
+    p_word = counts.sum(1, keepdims=True) / total
+    context = counts.sum(0, keepdims=True) ** alpha
+    p_context = context / context.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pmi = np.log(counts / total / (p_word * p_context))
+    return np.where(counts > 0, np.maximum(pmi, 0.0), 0.0)
+
+
+def truncated_svd(matrix, dim, seed, power_iterations=4, oversample=10):
+    """(U [V, dim], S [dim]) of a randomized SVD (Halko et al. 2011: a range finder with power iterations)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(matrix @ rng.standard_normal([matrix.shape[1], dim + oversample]))
+    for _ in range(power_iterations):
+        q, _ = np.linalg.qr(matrix.T @ q)
+        q, _ = np.linalg.qr(matrix @ q)
+    u, s, _ = np.linalg.svd(q.T @ matrix, full_matrices=False)
+    return (q @ u)[:, :dim], s[:dim]
+
+
+def ppmi_svd_vectors(documents, vocab_size=10000, window=4, dim=128, seed=0):
+    """({word: row}, vectors [V, dim]): U·√S of the PPMI of the corpus' co-occurrences (documents: [[sentence]]),
+    over its vocab_size most frequent words (ties by the word)."""
+    from collections import Counter  # pylint: disable=import-outside-toplevel
+
+    tokenized = [words(s) for doc in documents for s in doc]
+    frequency = Counter(w for s in tokenized for w in s)
+    vocab = {w: i for i, (w, _) in enumerate(sorted(frequency.items(), key=lambda kv: (-kv[1], kv[0]))[:vocab_size])}
+    ids = [[vocab.get(w, -1) for w in s] for s in tokenized]
+    u, s = truncated_svd(ppmi(cooccurrence(ids, len(vocab), window)), min(dim, len(vocab) - 1), seed)
+    return vocab, u * s ** 0.5
+
+
+def distributional_features(vocab, vectors):
+    """features(texts) → the mean of the texts' in-vocabulary word vectors (zeros when none)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    def features(texts):
+        x = np.zeros([len(texts), vectors.shape[1]])
+        for row, text in enumerate(texts):
+            rows = [vocab[w] for w in words(text) if w in vocab]
+            if rows:
+                x[row] = vectors[rows].mean(0)
+        return x
+
+    return features
 
 
 # ------------------------------------------------------------------------------------------ pretraining
-FULL = {"vocab_size": 4000, "steps": 3000, "learning_rate": 0.01, "seq": 64, "predictions": 10,
-        "config": {"embedding_size": 128, "hidden_size": 128, "num_hidden_layers": 4, "num_hidden_groups": 1,
-                   "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": 64,
-                   "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}}
-QUICK = {"vocab_size": 2000, "steps": 150, "learning_rate": 0.005, "seq": 64, "predictions": 10,
-         "config": {"max_position_embeddings": 64}}  # otherwise albert_tiny's sizes
+QUICK_MODEL = {"vocab_size": 1000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64}
 
 
 def _step(argv):
-    """Runs one `albert-tf` command in this process, printed first; exits on failure."""
+    """Runs one `albert-tf` command in this process, printed first; exits on failure. Returns its seconds."""
     from albert_tf.cli import main as cli_main  # pylint: disable=import-outside-toplevel
 
     print(f"$ albert-tf {' '.join(argv)}", flush=True)
@@ -312,138 +497,275 @@ def _step(argv):
     code = cli_main(argv)
     if code:
         raise SystemExit(f"pretraining_value: error: `albert-tf {argv[0]}` failed with exit code {code}")
-    print(f"  ({argv[0]}: {time.monotonic() - started:.0f}s)", flush=True)
+    seconds = time.monotonic() - started
+    print(f"  ({argv[0]}: {seconds:.0f}s)", flush=True)
+    return seconds
 
 
-def pretrain(work, corpus, recipe, args):
-    """vocab → create-data --no-mask → pretrain --dynamic-masking in work/; returns the model directory."""
-    from albert_tf import AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
+def pretraining_argv(work, steps, quick, seed):
+    """`albert-tf pretrain --recipe cpu_small` for `steps` steps: the recipe's warm-up share (500 of 8000) and a
+    kept step checkpoint at every eighth of the run (MODEL_DIR/steps/); --quick: QUICK_MODEL, batch 32."""
+    from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
 
-    spm, model_dir = os.path.join(work, "spm.model"), os.path.join(work, "model")
-    config = os.path.join(work, "albert_config.json")
-    AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
-        vocab_size=recipe["vocab_size"], **recipe["config"]).to_json_file(config)
-    steps = args.pretrain_steps or recipe["steps"]
-    _step(["vocab", "--input", corpus, "--output-prefix", os.path.join(work, "spm"),
-           "--vocab-size", str(recipe["vocab_size"]), "--seed", str(args.data_seed)])
-    _step(["create-data", "--input", corpus, "--spm-model", spm, "--output", os.path.join(work, "data", "train"),
-           "--max-seq-length", str(recipe["seq"]), "--max-predictions", str(recipe["predictions"]), "--no-mask",
-           "--seed", str(args.data_seed)])
-    _step(["pretrain", "--config", config, "--train-data", os.path.join(work, "data", "train*"),
-           "--model-dir", model_dir, "--spm-model", spm, "--max-seq-length", str(recipe["seq"]),
-           "--max-predictions", str(recipe["predictions"]), "--batch-size", "32",
-           "--learning-rate", str(recipe["learning_rate"]),
-           "--num-train-steps", str(steps), "--num-warmup-steps", str(max(1, steps // 10)),
-           "--steps-per-loop", "50", "--save-checkpoints-steps", str(steps), "--dynamic-masking",
-           "--seed", str(args.data_seed)])
-    return model_dir
+    recipe = RECIPES["cpu_small"]["values"]
+    warmup = max(1, round(steps * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
+    argv = ["pretrain", "--recipe", "cpu_small", "--config", "albert_base",
+            "--train-data", os.path.join(work, "data", "train*"), "--model-dir", os.path.join(work, "model"),
+            "--spm-model", os.path.join(work, "spm.model"), "--num-train-steps", str(steps),
+            "--num-warmup-steps", str(warmup), "--save-checkpoints-steps", str(max(1, steps // 8)),
+            "--keep-step-checkpoints", "8", "--seed", str(seed)]
+    if quick:
+        argv += [w for k, v in QUICK_MODEL.items() for w in ("--set", f"{k}={v}")]
+        argv += ["--batch-size", "32", "--steps-per-loop", str(max(1, steps // 8)), "--dtype", "float32"]
+    return argv
 
 
-def last_metrics(model_dir):
-    """The last training row of MODEL_DIR/metrics.jsonl (pretrain's log), or {}."""
-    path = os.path.join(model_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    rows = [r for r in rows if r.get("split") == "train"]
-    return rows[-1] if rows else {}
+def pretrain(work, corpus, steps, quick, seed):
+    """vocab → create-data --no-mask → pretrain --recipe cpu_small in work/. Returns (model dir, pretraining
+    seconds)."""
+    vocab = QUICK_MODEL["vocab_size"] if quick else 8000
+    _step(["vocab", "--input", corpus, "--output-prefix", os.path.join(work, "spm"), "--vocab-size", str(vocab),
+           "--seed", str(seed), "--overwrite"])
+    _step(["create-data", "--input", corpus, "--spm-model", os.path.join(work, "spm.model"), "--output",
+           os.path.join(work, "data", "train"), "--max-seq-length", "64", "--max-predictions", "10", "--no-mask",
+           "--seed", str(seed), "--overwrite", "--workers", "2"])
+    seconds = _step(pretraining_argv(work, steps, quick, seed))
+    return os.path.join(work, "model"), seconds
+
+
+# ------------------------------------------------------------------------------------------ the ALBERT arms
+def run_checkpoints(model_dir):
+    """[(step, checkpoint prefix)] of a pretraining run: of its kept step checkpoints (MODEL_DIR/steps/), those
+    nearest to 1/8, 1/4, 1/2 and all of the last one; without any, its latest checkpoint alone (step from the name)."""
+    from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.layout import ModelDir  # pylint: disable=import-outside-toplevel
+
+    kept = {}
+    for index in glob.glob(os.path.join(ModelDir(model_dir).step_checkpoints, "ckpt-*.index")):
+        kept[int(re.search(r"ckpt-(\d+)\.index$", index).group(1))] = index[:-len(".index")]
+    if not kept:
+        latest = pretrained.latest_checkpoint(model_dir)
+        match = re.search(r"ckpt-(\d+)$", latest)
+        return [(int(match.group(1)) if match else 0, latest)]
+    last = max(kept)
+    wanted = sorted({min(kept, key=lambda s, f=fraction: (abs(s - f * last), s))
+                     for fraction in (1 / 8, 1 / 4, 1 / 2, 1)})
+    return [(step, kept[step]) for step in wanted]
+
+
+def encoder_features(encoder, weights, tokenizer, batch_size=256):
+    """features(texts) → [N, H]: the sequence output of `encoder` holding `weights`, averaged over each text's tokens
+    (TASK_SEQ); each text computed once (the dev texts recur across seeds and label counts)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    cache = {}
+
+    def features(texts):
+        missing = sorted({t for t in texts if t not in cache})
+        if missing:
+            encoder.set_weights(weights)
+            x = tokenizer.pack(missing, seq_length=TASK_SEQ)
+            for start in range(0, len(missing), batch_size):
+                batch = {k: v[start:start + batch_size] for k, v in x.items()}
+                sequence = np.asarray(encoder(batch, training=False)["sequence_output"], np.float64)
+                mask = batch["input_mask"][:, :, None].astype(np.float64)
+                cache.update(zip(missing[start:start + batch_size], (sequence * mask).sum(1) / mask.sum(1)))
+        return np.stack([cache[t] for t in texts])
+
+    return features
+
+
+def finetune_accuracy(config, tokenizer, fit, select, dev, weights, seed, grid, batch_size, min_steps=80):
+    """Dev accuracy of the classifier fine-tuned from each of `weights` ({arm: encoder weights}) on fit + select:
+    the learning rate of `grid` with the best select accuracy when trained on fit (per arm; one value: no choice),
+    then trained on both. The arms see the same examples in the same batches. Returns {arm: (accuracy, lr)}."""
+    def tuner(train, held, lr):
+        batch = max(4, min(batch_size, len(train) // 4))
+        epochs = max(5, math.ceil(min_steps / max(1, len(train) // batch)))
+        task = {"train": ([t for t, _ in train], [y for _, y in train]), "dev": ([t for t, _ in held],
+                                                                                [y for _, y in held])}
+        return common.FineTuner(config, tokenizer, task, TASK_SEQ, epochs, batch, lr, "adamw-original",
+                                num_classes=len(GROUPS))
+
+    chosen = {arm: grid[0] for arm in weights}
+    if len(grid) > 1:
+        scores = {arm: [] for arm in weights}
+        for lr in grid:
+            runner = tuner(fit, select, lr)
+            for arm, w in weights.items():
+                scores[arm].append(runner.run(w, seed)[0])
+        chosen = {arm: grid[max(range(len(grid)), key=lambda i, a=arm: (scores[a][i], -i))] for arm in weights}
+    out = {}
+    for lr in sorted(set(chosen.values())):
+        runner = tuner(fit + select, dev, lr)
+        for arm in [a for a in weights if chosen[a] == lr]:
+            out[arm] = (runner.run(weights[arm], seed)[0], lr)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ the run
-def _parse_args():
+def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="the tiny config, 150 pretraining steps, 3 epochs (< 5 min)")
-    p.add_argument("--init", default=None, help="evaluate this pretrained-model directory instead of pretraining")
-    p.add_argument("--docs", default=None, help=f"the python3-doc sources (default: {DOCS_GLOB})")
-    p.add_argument("--work-dir", default=None, help="where corpus, data and model go (default: a temp dir)")
-    p.add_argument("--seeds", type=int, default=5, help="fine-tuning seeds per arm")
-    p.add_argument("--train-examples", type=int, default=800, help="labelled training sentences")
-    p.add_argument("--dev-examples", type=int, default=1000, help="labelled dev sentences")
-    p.add_argument("--epochs", type=int, default=None, help="fine-tuning passes (default 10; --quick 3)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--learning-rate", type=float, default=3e-4, help="fine-tuning peak learning rate")
-    p.add_argument("--optimizer", default="adamw-original", help="make_optimizer's name (adamw-keras: Keras AdamW)")
-    p.add_argument("--pretrain-steps", type=int, default=None, help="override the pretraining steps")
-    p.add_argument("--data-seed", type=int, default=0, help="seeds the held-out split, task, vocab, data, pretraining")
-    args = p.parse_args()
-    if args.epochs is None:
-        args.epochs = 3 if args.quick else 10
+    p.add_argument("--quick", action="store_true",
+                   help="a 2-layer 64-wide model, 80 steps on a 1 MB corpus slice, labels 32 and 128, 2 seeds "
+                        "(< 3 minutes)")
+    p.add_argument("--init", default=None, help="evaluate this pretraining run's model dir (its step checkpoints "
+                                                "too) instead of pretraining")
+    p.add_argument("--pretrain-only", action="store_true", help="stop after pretraining (evaluate later with --init)")
+    p.add_argument("--corpus-dir", default=None, help=f"the kernel documentation (default: {CORPUS_GLOB})")
+    p.add_argument("--task-dir", default=None, help=f"Python's library reference sources (default: {TASK_GLOB})")
+    p.add_argument("--work-dir", default=None, help="where corpus, vocabulary, records and model go (default: a "
+                                                    "temp dir)")
+    p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: the recipe's 8000, "
+                                                                    "about an hour on a quiet 2-core CPU; --quick 80)")
+    p.add_argument("--labels", default=None, help=f"comma-separated label counts (default {LABELS}; --quick 32,128)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 5; --quick 2)")
+    p.add_argument("--finetune-lrs", default=None, help="the fine-tuning learning rates chosen among (default "
+                                                        "1e-4,3e-4,1e-3; --quick 1e-3)")
+    p.add_argument("--no-finetune", action="store_true", help="linear probes and baselines only")
+    p.add_argument("--corpus-mb", type=float, default=None, help="use only the first N MB of the corpus (--quick 1)")
+    p.add_argument("--data-seed", type=int, default=0, help="seeds the dev split, vocabulary, data and pretraining")
+    args = p.parse_args(argv)
+    quick = args.quick
+    args.pretrain_steps = args.pretrain_steps or (80 if quick else 8000)
+    args.labels = [int(n) for n in (args.labels or ("32,128" if quick else ",".join(map(str, LABELS)))).split(",")]
+    args.seeds = args.seeds or (2 if quick else 5)
+    args.finetune_lrs = [float(x) for x in (args.finetune_lrs or ("1e-3" if quick else "1e-4,3e-4,1e-3")).split(",")]
+    args.corpus_mb = args.corpus_mb or (1.0 if quick else None)
     return args
 
 
-def main():
-    args = _parse_args()
+def main(argv=None):
+    args = _parse_args(argv)
     started = time.monotonic()
     work = args.work_dir or tempfile.mkdtemp(prefix="pretraining_value_")
     os.makedirs(work, exist_ok=True)
-    print(f"pretraining_value: load average {common.load_average():.2f} at start; work dir {work}", flush=True)
-    documents = read_documents(find_docs(args.docs))
-    pretraining_docs, held_out = split_documents(documents, args.data_seed)
+    print(f"pretraining_value: {common.cpu_model()}, {os.cpu_count()} CPUs, load average "
+          f"{common.load_average():.2f} at start, {common.now()}; work dir {work}", flush=True)
+    corpus_dir = find_dir(args.corpus_dir, CORPUS_GLOB, "kernel documentation (the pretraining corpus)")
+    library = find_dir(args.task_dir, TASK_GLOB, "Python library reference (the task)")
     corpus = os.path.join(work, "corpus.txt")
-    size = write_corpus(pretraining_docs, corpus)
-    print(f"corpus: {len(pretraining_docs)} documents, {sum(len(d[1]) for d in pretraining_docs)} sentences, "
-          f"{size / 1e6:.1f} MB; held out for the task: {len(held_out)} documents", flush=True)
-    task = word_order_task(held_out, args.train_examples, args.dev_examples, args.data_seed)
-    recipe = QUICK if args.quick else FULL
-    model_dir = args.init or pretrain(work, corpus, recipe, args)
-    pretrain_seconds = time.monotonic() - started
+    documents, lines, size = write_corpus(corpus_dir, corpus, args.corpus_mb and int(args.corpus_mb * 1e6))
+    print(f"corpus: {corpus_dir}: {documents} documents, {lines} lines, {size / 1e6:.1f} MB", flush=True)
+    corpus_documents = read_corpus_sentences(corpus)
+    task = build_task(module_documents(library), {normalized(s) for d in corpus_documents for s in d},
+                      args.data_seed, dev_per_class=40 if args.quick else 250)
+    counts = [sum(1 for _, y in task["pool"] if y == c) for c in range(len(GROUPS))]
+    print(f"task: {library}: {len(task['pool'])} training-pool passages (per class {counts}), {len(task['dev'])} "
+          f"dev, {task['dropped']} left out (in the corpus, in two classes, short or repeated)", flush=True)
+    pretrain_seconds = None
+    if args.init:
+        model_dir = args.init
+    else:
+        model_dir, pretrain_seconds = pretrain(work, corpus, args.pretrain_steps, args.quick, args.data_seed)
+        print(f"pretraining wall time: {pretrain_seconds:.0f}s ({pretrain_seconds / 60:.1f} min) for "
+              f"{args.pretrain_steps} steps", flush=True)
+        if args.pretrain_only:
+            print(f"pretrained: {model_dir}; evaluate it with --init {model_dir}")
+            return
+    results = evaluate(args, model_dir, corpus_documents, task)
+    report(results, args, model_dir, pretrain_seconds, time.monotonic() - started)
+
+
+def evaluate(args, model_dir, corpus_documents, task):
+    """{(arm, kind, step or None, labels): [accuracy per seed]} for every arm (see the module docstring)."""
+    import keras  # pylint: disable=import-outside-toplevel
+
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     config = pretrained.read_config(model_dir)
     tokenizer = AlbertTokenizer(os.path.join(model_dir, "spm.model"))
-    print(f"pretrained model {model_dir}: last pretraining log row {json.dumps(last_metrics(model_dir))}",
+    started = time.monotonic()
+    vocab, vectors = ppmi_svd_vectors(corpus_documents, vocab_size=1000 if args.quick else 10000, seed=args.data_seed)
+    print(f"PPMI-SVD: {len(vocab)} words x {vectors.shape[1]} dimensions ({time.monotonic() - started:.0f}s)",
           flush=True)
-    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    distributional = distributional_features(vocab, vectors)
+    checkpoints = run_checkpoints(model_dir)
+    encoder = AlbertEncoder(config)
+    step_weights = {}
+    for step, path in checkpoints:
+        pretrained.restore(encoder, path, part="encoder")
+        step_weights[step] = encoder.get_weights()
+    last = checkpoints[-1][0]
+    probes = {step: encoder_features(encoder, weights, tokenizer) for step, weights in step_weights.items()}
+    results = {}
 
-    probe = zero_shot_probe(config, tokenizer, model_dir, task, args.data_seed)
-    results = {"pretrained": [], "random": [], "bag_of_words": []}
-    bow = bag_of_words_accuracy(task["train"], task["dev"])
-    tuner = common.FineTuner(config, tokenizer, task, TASK_SEQ, args.epochs, args.batch_size, args.learning_rate,
-                             args.optimizer)
-    pretrained_weights = AlbertEncoder.from_pretrained(model_dir).get_weights()
+    def record(key, value):
+        results.setdefault(key, []).append(value)
+
     for seed in range(args.seeds):
-        for arm in ("pretrained", "random"):
-            weights = pretrained_weights if arm == "pretrained" else tuner.random_encoder_weights(seed)
-            accuracy, _, seconds = tuner.run(weights, seed)
-            results[arm].append(accuracy)
-            print(f"seed {seed} {arm}: dev accuracy {accuracy:.4f} ({seconds:.0f}s)", flush=True)
-        results["bag_of_words"].append(bow)  # deterministic: the same fit for every seed
-    report(results, probe, args, config, model_dir, pretrain_seconds, time.monotonic() - started)
+        keras.utils.set_random_seed(seed)
+        random_weights = AlbertEncoder(config).get_weights()
+        random_probe = encoder_features(encoder, random_weights, tokenizer)
+        for labels in args.labels:
+            fit, select = selection_split(sample_labels(task["pool"], labels, seed))
+            record(("bag_of_words", "probe", None, labels),
+                   linear_probe(bag_of_words_features([t for t, _ in fit + select]), fit, select, task["dev"])[0])
+            record(("distributional", "probe", None, labels), linear_probe(distributional, fit, select, task["dev"])[0])
+            record(("random", "probe", None, labels), linear_probe(random_probe, fit, select, task["dev"])[0])
+            for step, features in probes.items():
+                record(("pretrained", "probe", step, labels), linear_probe(features, fit, select, task["dev"])[0])
+            if not args.no_finetune:
+                tuned = finetune_accuracy(config, tokenizer, fit, select, task["dev"],
+                                          {"pretrained": step_weights[last], "random": random_weights}, seed,
+                                          args.finetune_lrs, 32, min_steps=20 if args.quick else 80)
+                for arm, (accuracy, _) in tuned.items():
+                    record((arm, "fine-tuned", last if arm == "pretrained" else None, labels), accuracy)
+            print(f"seed {seed}, {labels} labels: " + ", ".join(
+                f"{arm} {kind}{'' if step is None else f'@{step}'} {values[-1]:.3f}"
+                for (arm, kind, step, n), values in results.items() if n == labels and len(values) == seed + 1),
+                flush=True)
+    results["config"] = config
+    results["checkpoints"] = [step for step, _ in checkpoints]
+    return results
 
 
-def zero_shot_probe(config, tokenizer, model_dir, task, seed):
-    """`mlm_word_order_accuracy` of the pretrained model and of a random init (seeded) on the task's unswapped
-    sentences (train and dev): {arm: (accuracy, sentences)}."""
-    import keras  # pylint: disable=import-outside-toplevel
-
-    from albert_tf import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-
-    sentences = [t for split in ("dev", "train") for t, label in zip(*task[split]) if label]
-    keras.utils.set_random_seed(seed)
-    probe = {"pretrained": mlm_word_order_accuracy(AlbertPretrainer.from_pretrained(model_dir), tokenizer,
-                                                   sentences, seed),
-             "random": mlm_word_order_accuracy(AlbertPretrainer(config), tokenizer, sentences, seed)}
-    for arm, (accuracy, count) in probe.items():
-        print(f"zero-shot masked-LM order preference, {arm}: {accuracy:.3f} over {count} sentences", flush=True)
-    return probe
+def _cell(values):
+    return common.summary(values)[2] if values else "–"
 
 
-def report(results, probe, args, config, model_dir, pretrain_seconds, total_seconds):
+def report(results, args, model_dir, pretrain_seconds, total_seconds):
     """The table (markdown) and the last line."""
-    print(f"\nword-order task: {args.train_examples} train / {args.dev_examples} dev sentences (chance 0.5); "
-          f"fine-tuning {args.epochs} epochs at batch {args.batch_size}, lr {args.learning_rate:g} "
-          f"({args.optimizer}); model {config.hidden_size}-wide, {config.num_hidden_layers} layers, vocab "
-          f"{config.vocab_size}; {model_dir}")
-    print("| init | dev accuracy (mean ± std over seeds) | per seed | zero-shot MLM order preference |\n"
-          "|---|---|---|---|")
-    for arm, values in results.items():
-        zero_shot = f"{probe[arm][0]:.3f} ({probe[arm][1]} sentences)" if arm in probe else "–"
-        print(f"| {arm} | {common.summary(values)[2]} | {' '.join(f'{v:.3f}' for v in values)} | {zero_shot} |")
-    print(f"pretraining (or reading --init) {pretrain_seconds / 60:.1f} min, total {total_seconds / 60:.1f} min; "
-          f"load average {common.load_average():.2f} at the end")
-    print(" ".join(f"{arm}={common.summary(values)[0]:.4f}" for arm, values in results.items()), flush=True)
+    config, steps = results.pop("config"), results.pop("checkpoints")
+    tokens_per_step = 32 * 64 if args.quick else 128 * 64
+    print(f"\n8-way task (chance 0.125); model {config.num_hidden_layers} layers, {config.hidden_size} wide, "
+          f"vocab {config.vocab_size}; {model_dir}; {args.seeds} seeds; dev accuracy mean ± std")
+    print("| arm | how | pretraining tokens | " + " | ".join(f"{n} labels" for n in args.labels) + " |")
+    print("|---|---|---|" + "---|" * len(args.labels))
+    rows = [("bag_of_words", "probe", None), ("distributional", "probe", None), ("random", "probe", None)]
+    rows += [("pretrained", "probe", step) for step in steps]
+    rows += [("random", "fine-tuned", None), ("pretrained", "fine-tuned", steps[-1])]
+    for arm, kind, step in rows:
+        if not any((arm, kind, step, n) in results for n in args.labels):
+            continue
+        tokens = "–" if step is None else f"{step * tokens_per_step / 1e6:.1f}M (step {step})"
+        print(f"| {arm} | {kind} | {tokens} | " +
+              " | ".join(_cell(results.get((arm, kind, step, n), [])) for n in args.labels) + " |")
+    for kind in ("probe", "fine-tuned"):
+        for n in args.labels:
+            pre, rnd = results.get(("pretrained", kind, steps[-1], n)), results.get(("random", kind, None, n))
+            if pre and rnd:
+                gains = [a - b for a, b in zip(pre, rnd)]
+                print(f"paired pretrained − random, {kind}, {n} labels: mean {sum(gains) / len(gains):+.3f}, min "
+                      f"{min(gains):+.3f}, per seed {' '.join(f'{g:+.3f}' for g in gains)}")
+    wall = "not run here (--init)" if pretrain_seconds is None else f"{pretrain_seconds / 60:.1f} min"
+    print(f"pretraining wall time: {wall}; total {total_seconds / 60:.1f} min; load average "
+          f"{common.load_average():.2f} at the end")
+    n = 128 if 128 in args.labels else args.labels[0]
+    kind = "fine-tuned" if ("pretrained", "fine-tuned", steps[-1], n) in results else "probe"
+
+    def mean(key):
+        values = results.get(key)
+        return sum(values) / len(values) if values else float("nan")
+
+    pre, rnd = results.get(("pretrained", kind, steps[-1], n), []), results.get(("random", kind, None, n), [])
+    gains = [a - b for a, b in zip(pre, rnd)] or [float("nan")]
+    print(f"labels={n} pretrained={mean(('pretrained', kind, steps[-1], n)):.4f} "
+          f"random={mean(('random', kind, None, n)):.4f} bag_of_words={mean(('bag_of_words', 'probe', None, n)):.4f} "
+          f"distributional={mean(('distributional', 'probe', None, n)):.4f} min_paired_gain={min(gains):.4f}",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
-"""benchmarks/pretraining_value.py's text side (no TensorFlow): the reStructuredText prose extractor on a
-hand-written file, the word-order task's invariants, and the bag-of-words baseline (learns a lexical label, cannot
-tell a sentence from its swapped copy)."""
+"""benchmarks/pretraining_value.py: its pure parts without TensorFlow (the reStructuredText prose extractor on a
+hand-written file, the task builder's guarantees, the label draws and splits, PPMI-SVD against a hand-computed
+example and numpy's SVD, the logistic regression against its optimality condition) and, marked slow, `--quick`
+end to end on a corpus and a library reference this test writes (no apt package needed)."""
+import gzip
+import math
 import os
-import random
+import re
+import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
@@ -54,59 +59,168 @@ def test_rst_prose_keeps_sentences_and_drops_markup_code_and_titles():
     ]
 
 
-def _documents(count, seed=0):
-    rng = random.Random(seed)
-    words = "the a module function returns value file path list each when data into from".split()
-    return [(f"doc{d}", [" ".join(rng.choice(words) for _ in range(rng.randint(8, 14))) + "."
-                          for _ in range(12)]) for d in range(count)]
+def _library(directory, per_module=24):
+    """A library reference laid out as python3-doc's: index → chapters (GROUPS' names) → two module files each,
+    whose sentences draw on their group's own words and on shared ones."""
+    os.makedirs(directory, exist_ok=True)
+    chapters = [group[1][0] for group in pv.GROUPS]
+    shared = "the this function returns value when each object module data".split()
+    files = {"index.rst.txt": "Library\n=======\n\n.. toctree::\n   :maxdepth: 2\n\n" +
+             "".join(f"   {c}.rst\n" for c in ["intro", *chapters])}
+    for label, chapter in enumerate(chapters):
+        files[f"{chapter}.rst.txt"] = (f"{chapter}\n{'*' * len(chapter)}\n\n.. toctree::\n\n"
+                                       f"   {chapter}_a.rst\n   {chapter}_b.rst\n")
+        own = [f"{chapter}{k}" for k in range(6)]
+        for module in ("a", "b"):
+            rng = np.random.default_rng([label, ord(module)])
+            lines = [" ".join([*rng.choice(shared, 5), *rng.choice(own, 2), str(k), module]).capitalize() + "."
+                     for k in range(per_module)]
+            files[f"{chapter}_{module}.rst.txt"] = f"{module}\n===\n\n" + "\n\n".join(lines) + "\n"
+    for name, text in files.items():
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    return directory
 
 
-def test_word_order_task_swaps_two_inner_words_of_held_out_sentences_once():
-    documents = _documents(40)
-    task = pv.word_order_task(documents, 60, 40, seed=3)
-    origin = {s: name for name, lines in documents for s in lines}
-    used = {"train": set(), "dev": set()}
-    for side, (texts, labels) in task.items():
-        assert sorted(set(labels)) == [0, 1] and abs(sum(labels) - len(labels) / 2) <= 1  # balanced
-        for text, label in zip(texts, labels):
-            if label:
-                source = text
-            else:  # exactly two inner words exchanged, first and last in place, the bag unchanged
-                candidates = [s for s in origin if sorted(s.split()) == sorted(text.split()) and s != text]
-                assert candidates, text
-                source = candidates[0]
-                changed = [i for i, (x, y) in enumerate(zip(source.split(), text.split())) if x != y]
-                assert len(changed) == 2 and 0 < changed[0] and changed[1] < len(text.split()) - 1
-            assert source in origin and source not in used[side]
-            used[side].add(source)
-    docs = {side: {origin[s] for s in used[side]} for side in used}
-    assert not docs["train"] & docs["dev"]  # no document on both sides
+def test_the_task_follows_the_library_index_and_never_holds_a_corpus_sentence(tmp_path):
+    library = _library(str(tmp_path / "library"))
+    documents = pv.module_documents(library, per_passage=1)
+    assert sorted(documents) == list(range(len(pv.GROUPS)))
+    assert [sorted(name for name, _ in documents[label]) for label in (0, 7)] == [["text_a", "text_b"],
+                                                                                ["python_a", "python_b"]]
+    in_corpus = documents[3][0][1][0]  # one sentence of the corpus: left out of the task
+    shared = "Shared sentence that two groups both hold."
+    documents[1][0][1].append(shared)
+    documents[2][0][1].append(shared)
+    task = pv.build_task(documents, {pv.normalized(in_corpus)}, seed=5)
+    texts = [t for t, _ in task["pool"] + task["dev"]]
+    assert pv.normalized(in_corpus) not in {pv.normalized(t) for t in texts} and shared not in texts
+    assert len(texts) == len(set(texts)) and task["dropped"] == 3
+    origin = {s: name for docs in documents.values() for name, lines in docs for s in lines}
+    train, dev = {origin[t] for t, _ in task["pool"]}, {origin[t] for t, _ in task["dev"]}
+    assert train and dev and not train & dev  # no module file on both sides
+    labels = {origin[t]: y for t, y in task["pool"] + task["dev"]}
+    assert all(labels[name] == int(name.startswith(("datatypes", ))) for name in labels if
+               name.startswith(("text", "datatypes")))
 
 
-def test_bag_of_words_learns_words_but_not_their_order():
-    rng = random.Random(1)
-    filler = "the of and to in is was for on that with as by at from".split()
-
-    def sentence(cue):
-        words = [rng.choice(filler) for _ in range(8)]
-        words[rng.randrange(1, 7)] = cue
-        return " ".join(words)
-
-    lexical = {split: ([], []) for split in ("train", "dev")}
-    for split, count in (("train", 200), ("dev", 100)):
-        for k in range(count):
-            lexical[split][0].append(sentence("alpha" if k % 2 else "omega"))
-            lexical[split][1].append(k % 2)
-    assert pv.bag_of_words_accuracy(lexical["train"], lexical["dev"]) >= 0.95
-    # each dev sentence beside its swapped copy (same bag, labels 1 and 0): exactly one of the two is right
-    task = pv.word_order_task(_documents(40), 60, 40, seed=3)
-    pairs = ([], [])
-    for text in task["dev"][0][1::2]:
-        pairs[0].extend([text, pv.swap_two_words(text, rng)])
-        pairs[1].extend([1, 0])
-    assert pv.bag_of_words_accuracy(task["train"], pairs) == pytest.approx(0.5)
+def test_passages_join_consecutive_sentences(tmp_path):
+    library = _library(str(tmp_path / "library"), per_module=5)
+    one, two = pv.module_documents(library, 1), pv.module_documents(library, 2)
+    first = dict(one[0])["text_a"]
+    assert dict(two[0])["text_a"] == [f"{first[0]} {first[1]}", f"{first[2]} {first[3]}", first[4]]
 
 
-def test_missing_docs_name_the_install_command(tmp_path):
-    with pytest.raises(SystemExit, match="apt-get install python3-doc"):
-        pv.find_docs(str(tmp_path / "absent"))
+def test_label_draws_are_balanced_seeded_and_split_stratified():
+    pool = [(f"text {c} {k}", c) for c in range(8) for k in range(40)]
+    drawn = pv.sample_labels(pool, 32, seed=1)
+    assert [sum(1 for _, y in drawn if y == c) for c in range(8)] == [4] * 8
+    assert drawn == pv.sample_labels(pool, 32, seed=1) and drawn != pv.sample_labels(pool, 32, seed=2)
+    fit, select = pv.selection_split(drawn)
+    assert sorted(fit + select) == sorted(drawn) and not set(fit) & set(select)
+    assert [sum(1 for _, y in select if y == c) for c in range(8)] == [1] * 8  # a quarter of 4, each class
+    fit, select = pv.selection_split(pv.sample_labels(pool, 128, seed=1))
+    assert len(select) == 32 and len(fit) == 96
+
+
+def test_cooccurrence_and_ppmi_against_a_hand_computed_example():
+    # sentences "a b" and "b c" (a=0, b=1, c=2), window 1: pairs a-b and b-c, each both ways; none across sentences
+    counts = pv.cooccurrence([[0, 1], [1, 2]], 3, window=1)
+    assert counts.tolist() == [[0, 1, 0], [1, 0, 1], [0, 1, 0]]
+    # P(a,b) = 1/4, P(a) = 1/4, P(b) = 2/4: PMI = log((1/4) / (1/4 · 2/4)) = log 2 for every pair seen
+    assert np.allclose(pv.ppmi(counts, alpha=1.0), math.log(2) * counts)
+    # window 2 reaches a-c in "a b c"; an out-of-vocabulary word (-1) keeps its place but is not counted
+    assert pv.cooccurrence([[0, 1, 2]], 3, window=2)[0, 2] == 1
+    assert pv.cooccurrence([[0, -1, 2]], 3, window=1).sum() == 0
+    # smoothing (alpha 0.75): Pα(b) = 2^0.75 / (1 + 2^0.75 + 1), so PMI(a, b) = log(P(a,b) / (P(a)·Pα(b)))
+    smoothed = pv.ppmi(counts, alpha=0.75)
+    p_b = 2 ** 0.75 / (1 + 2 ** 0.75 + 1)
+    assert smoothed[0, 1] == pytest.approx(math.log((1 / 4) / (1 / 4 * p_b)))
+
+
+def test_truncated_svd_matches_numpys_svd():
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal([60, 8]) @ np.diag([9, 7, 5, 4, 3, 2, 1, 0.5]) @ rng.standard_normal([8, 50])
+    u, s = pv.truncated_svd(matrix, 4, seed=1)
+    reference_u, reference_s, _ = np.linalg.svd(matrix)
+    assert np.allclose(s, reference_s[:4], rtol=1e-6)
+    assert np.allclose(np.abs(u.T @ reference_u[:, :4]), np.eye(4), atol=1e-6)  # the same directions, up to sign
+
+
+def test_logistic_regression_reaches_its_optimum():
+    """At the returned weights the penalised loss's gradient vanishes (a numpy check of the optimality condition)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal([80, 5])
+    y = (x[:, 0] + 0.5 * rng.standard_normal(80) > 0).astype(int) + (x[:, 1] > 1).astype(int)
+    l2 = 0.05
+    w = pv.fit_softmax(x, y, 3, l2, steps=3000)
+    xb = np.hstack([x, np.ones([80, 1])])
+    p = np.exp(xb @ w)
+    p /= p.sum(1, keepdims=True)
+    gradient = xb.T @ (p - np.eye(3)[y]) / 80 + l2 * np.vstack([w[:-1], np.zeros([1, 3])])
+    assert np.abs(gradient).max() < 1e-6
+    assert pv.softmax_accuracy(w, x, y) > 0.7
+
+
+def test_step_checkpoints_at_eighths_of_the_run(tmp_path):
+    steps = tmp_path / "model" / "steps"
+    steps.mkdir(parents=True)
+    for step in range(50, 401, 50):
+        (steps / f"ckpt-{step}.index").write_text("")
+    assert [s for s, _ in pv.run_checkpoints(str(tmp_path / "model"))] == [50, 100, 200, 400]
+
+
+def test_missing_inputs_name_the_install_command(tmp_path):
+    for what in ("kernel documentation", "Python library reference"):
+        with pytest.raises(SystemExit, match=re.escape("apt-get install linux-doc-6.12 python3-doc")):
+            pv.find_dir(str(tmp_path / "absent"), "/nonexistent/*", what)
+
+
+def test_the_corpus_reads_gzipped_files_and_skips_translations(tmp_path):
+    docs = tmp_path / "Documentation"
+    (docs / "translations" / "it").mkdir(parents=True)
+    (docs / "core").mkdir()
+    text = RST.encode()
+    with gzip.open(docs / "core" / "shutil.rst.gz", "wb") as f:
+        f.write(text)
+    (docs / "translations" / "it" / "shutil.rst").write_bytes(text)
+    assert [os.path.relpath(p, docs) for p in pv.corpus_files(str(docs))] == [os.path.join("core", "shutil.rst.gz")]
+    documents, lines, size = pv.write_corpus(str(docs), str(tmp_path / "corpus.txt"))
+    corpus = pv.read_corpus_sentences(str(tmp_path / "corpus.txt"))
+    assert documents == 1 and len(corpus[0]) == lines and size > 0
+    assert "The shutil module offers a number of high-level operations on files." in corpus[0]
+    assert 'print("This is code that looks like a sentence.")' in corpus[0]  # the dropped bodies' text is kept
+
+
+@pytest.mark.slow
+def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
+    """`--quick` end to end on the built-in corpus (Python's docstrings) and the library written above."""
+    from albert_tf.data.builtin_corpus import write_builtin_corpus  # pylint: disable=import-outside-toplevel
+
+    corpus = tmp_path / "Documentation"
+    corpus.mkdir()
+    write_builtin_corpus(str(corpus / "builtin.txt"))
+    library = _library(str(tmp_path / "library"), per_module=48)
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                          "pretraining_value.py")
+    result = subprocess.run([sys.executable, script, "--quick", "--corpus-dir", str(corpus), "--task-dir", library,
+                             "--work-dir", str(tmp_path / "work")], capture_output=True, text=True, check=False,
+                            timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.rstrip().splitlines()
+    last = re.fullmatch(r"labels=128 pretrained=(\S+) random=(\S+) bag_of_words=(\S+) distributional=(\S+) "
+                        r"min_paired_gain=(\S+)", lines[-1])
+    assert last, lines[-1]
+    assert all(0 <= float(v) <= 1 for v in last.groups()[:4]) and -1 <= float(last.group(5)) <= 1
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[0] == "| arm | how | pretraining tokens | 32 labels | 128 labels |"
+    arms = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in table[1:]]
+    assert arms[:3] == [("bag_of_words", "probe"), ("distributional", "probe"), ("random", "probe")]
+    assert arms.count(("pretrained", "probe")) == 4 and arms[-2:] == [("random", "fine-tuned"),
+                                                                      ("pretrained", "fine-tuned")]
+    for row in table[1:]:
+        for cell in row.split("|")[4:-1]:
+            mean, spread = map(float, cell.split("±"))
+            assert 0 <= mean <= 1 and spread >= 0
+    assert any(line.startswith("pretraining wall time: ") for line in lines)
+    assert sum(line.startswith("paired pretrained − random") for line in lines) == 4

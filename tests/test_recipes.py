@@ -20,7 +20,7 @@ def parse(*argv):
     """(PretrainConfig, what the recipe set) of `albert-tf pretrain REQUIRED ARGV`."""
     args = cli.build_parser(["pretrain"]).parse_args(["pretrain", *REQUIRED, *argv])
     base, typed = jobs_pretrain.recipe_and_typed(args)
-    return PretrainConfig(**{**base, **typed}), {k: v for k, v in base.items() if k not in typed}
+    return PretrainConfig(**jobs_pretrain.over_recipe(base, typed)), {k: v for k, v in base.items() if k not in typed}
 
 
 def test_paper_v2_sets_the_paper_values_and_no_dropout():
@@ -126,3 +126,52 @@ def test_plan_keeps_the_recipes_learning_rate_and_notes_the_scaling(tmp_path, ca
     assert main(["plan", "--config", "albert_base", "--topology", "v3-8", "--recipe", str(path),
                  "--learning-rate", "0.00088"]) == 0
     assert "--learning-rate 0.00088" in capsys.readouterr().out.rstrip().splitlines()[-1]
+
+
+def test_cpu_small_is_a_4_layer_256_wide_run_at_seq_64_whatever_the_preset(capsys):
+    """The recipe's --set gives every size: any --config preset yields the same model; its parameters, counted by
+    hand: embeddings V·E + 512·E + 2·E + LayerNorm 2·E and the E→H projection E·H + H; attention 4·(H·H + H)
+    + 2·H."""
+    from albert_tf import config as albert_config  # pylint: disable=import-outside-toplevel
+
+    config, _ = parse("--recipe", "cpu_small")
+    assert (config.batch_size, config.max_seq_length, config.max_predictions) == (128, 64, 10)
+    assert config.dynamic_masking and config.no_dropout and config.learning_rate == 0.005
+    assert config.num_warmup_steps < config.num_train_steps
+    assert config.num_train_steps % config.save_checkpoints_steps == 0
+    models = [albert_config.resolve(preset, config.config_overrides) for preset in ("albert_tiny", "albert_xxlarge")]
+    assert models[0] == models[1]
+    assert (models[0].num_hidden_layers, models[0].hidden_size, models[0].embedding_size) == (4, 256, 128)
+    assert main(["plan", "--config", "albert_base", "--topology", "cpu", "--recipe", "cpu_small", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)["parameter_counts"]
+    v, e, h = 8000, 128, 256
+    assert counts["embeddings"] == v * e + 512 * e + 2 * e + 2 * e + e * h + h
+    assert counts["attention"] == 4 * (h * h + h) + 2 * h
+
+
+def test_typed_flags_win_over_cpu_small_and_set_changes_one_key(capsys):
+    config, _ = parse("--recipe", "cpu_small", "--learning-rate", "0.002", "--set", "vocab_size=4000",
+                            "--batch-size", "64")
+    assert (config.learning_rate, config.batch_size, config.max_seq_length) == (0.002, 64, 64)
+    assert config.config_overrides["vocab_size"] == 4000 and config.config_overrides["hidden_size"] == 256
+    args = cli.build_parser(["pretrain"]).parse_args(["pretrain", *REQUIRED, "--recipe", "cpu_small", "--set",
+                                                      "vocab_size=4000", "--batch-size", "64"])
+    assert jobs_pretrain.config_from_args(args) == config.__class__(**{**vars(config), "learning_rate": 0.005})
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "--set hidden_size=256" in line and "--set vocab_size" not in line and "--batch-size" not in line
+    config = PretrainConfig.from_recipe("cpu_small", config="albert_base", train_data="d-*", model_dir="m",
+                                        config_overrides={"num_hidden_layers": 6})
+    assert config.config_overrides["num_hidden_layers"] == 6 and config.config_overrides["hidden_size"] == 256
+
+
+def test_plan_on_cpu_points_to_cpu_small_and_its_command_repeats_it(capsys):
+    assert main(["plan", "--config", "albert_base", "--topology", "cpu"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(
+        "note: for a pretraining this machine can do in about an hour, plan and run --recipe cpu_small")
+    assert main(["plan", "--config", "albert_base", "--topology", "cpu", "--recipe", "cpu_small"]) == 0
+    out = capsys.readouterr().out
+    command = out.rstrip().splitlines()[-1].strip()
+    assert "note: for a pretraining" not in out
+    assert command.startswith("albert-tf pretrain --recipe cpu_small --config albert_base")
+    config = jobs_pretrain.config_from_args(cli.build_parser(["pretrain"]).parse_args(shlex.split(command)[1:]))
+    assert config.config_overrides == jobs_pretrain.CPU_SMALL_MODEL and config.batch_size == 128

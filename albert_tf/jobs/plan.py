@@ -16,7 +16,7 @@ import typing
 
 from albert_tf import config as albert_config
 from albert_tf import run_config
-from albert_tf.jobs.pretrain import PretrainConfig, read_recipe
+from albert_tf.jobs.pretrain import PretrainConfig, over_recipe, read_recipe
 from albert_tf.runtime import devices
 from albert_tf.training import costs
 
@@ -26,6 +26,10 @@ PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_len
                         "cpu_replicas")
 # The recommended command's stand-ins for what a plan does not know: the data and the model dir.
 CPU_PLACES = {"train_data": "data/train-*", "model_dir": "model"}
+# What `--topology cpu` without a recipe points to: the recipe sized for one machine.
+CPU_RECIPE_NOTE = ("note: for a pretraining this machine can do in about an hour, plan and run --recipe cpu_small "
+                   "(4 layers, 256 wide, seq 64, batch 128, dynamic masking; docs/fine-tuning-quality.md measures "
+                   "what it buys)")
 TPU_PLACES = {"tpu": "TPU_NAME", "train_data": "gs://BUCKET/records/train-*", "model_dir": "gs://BUCKET/model"}
 
 
@@ -86,7 +90,7 @@ def from_recipe(recipe, **values):
     """A PlanConfig of `recipe` (a name or a .json file, as pretrain's --recipe; None: none) with `values` over the
     recipe's values."""
     recipe_values = read_recipe(recipe) if recipe else {}
-    return PlanConfig(**{**{k: v for k, v in recipe_values.items() if k in PLAN_PRETRAIN_FIELDS}, **values},
+    return PlanConfig(**over_recipe({k: v for k, v in recipe_values.items() if k in PLAN_PRETRAIN_FIELDS}, values),
                       recipe=recipe)
 
 
@@ -124,12 +128,16 @@ def plan(config):
         recipe_values = read_recipe(cfg.recipe) if cfg.recipe else {}  # read once for both
         recommended = recommended_config(cfg, estimate, estimate["recommended"], recipe_values)
         estimate["pretrain_command"] = pretrain_command(recommended, cfg.recipe, recipe_values)
+    if cfg.topology == devices.CPU_TOPOLOGY and not cfg.recipe:
+        estimate["note"] = CPU_RECIPE_NOTE
     return PlanResult(estimate, recommended)
 
 
 def cli(config):
     """`albert-tf plan`: prints the plan (text, or one JSON object with --json)."""
     result = plan(config)
+    if "note" in result.plan and not config.json:
+        print(result.plan["note"])  # first: the last line stays the command to paste
     print(json.dumps(result.plan, indent=2, sort_keys=True) if config.json else costs.report(result.plan))
     return result.exit_code
 

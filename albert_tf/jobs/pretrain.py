@@ -21,7 +21,8 @@ reader, for `albert-tf pretrain` and `albert-tf plan`:
 `paper_v2` is the paper's setup (Lan et al., 2020, §4.1, and the v2 release): global batch 4096, LAMB learning rate
 0.00176, 125,000 steps with 3,125 warm-up steps, sequences of 512 tokens with 20 masked positions, and no dropout
 (the v2 models; paper §4.7). `paper_v1` is the same with the config's dropout (the v1 models); it equals the
-defaults. `--recipe FILE.json` reads your own:
+defaults. `cpu_small` is a run one machine does in about an hour (a 4-layer, 256-wide model; see its entry).
+`--recipe FILE.json` reads your own:
 
     {"description": "...", "base": "paper_v2", "flags": {"learning-rate": 0.001, "batch-size": 1024}}
 
@@ -31,6 +32,7 @@ optional `base` preset. The order is: preset, then file, then the flags typed on
 import dataclasses
 import json
 import os
+import shlex
 
 from albert_tf import run_config
 from albert_tf.run_config import option
@@ -117,8 +119,8 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
 
     @classmethod
     def from_recipe(cls, recipe, **values):
-        """A recipe (a name in RECIPES or a .json file) with `values` over it."""
-        return cls(**{**read_recipe(recipe), **values})
+        """A recipe (a name in RECIPES or a .json file) with `values` over it (`config_overrides` key by key)."""
+        return cls(**over_recipe(read_recipe(recipe), values))
 
 
 @dataclasses.dataclass
@@ -144,11 +146,29 @@ class PretrainResult:
 # ---------------------------------------------------------------------------------------------- recipes
 _PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
           "max_seq_length": 512, "max_predictions": 20}
+CPU_SMALL_MODEL = {"vocab_size": 8000, "embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 4,
+                   "num_hidden_groups": 1, "inner_group_num": 1, "num_attention_heads": 4, "intermediate_size": 1024,
+                   "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                   "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02}
 RECIPES = {
     "paper_v2": {"description": "the ALBERT paper's pretraining (v2 models: no dropout)",
                  "values": {**_PAPER, "no_dropout": True}},
     "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
                  "values": dict(_PAPER)},
+    # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 4-layer,
+    # 256-wide ALBERT at seq 64, batch 128 (310 examples/s on a quiet 2-core Xeon with AMX: 8,700 steps an hour),
+    # re-masked every step (a static mask on a laptop-sized corpus is memorised), no dropout (it only slows a
+    # model this far from fitting its corpus), LAMB at 5e-3 (between the 1e-2 at batch 32 that trains the 128-wide
+    # model of DESIGN.md's measured facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up. Its --set
+    # gives every size of the model, so any --config preset yields the same model.
+    "cpu_small": {"description": "a pretraining a laptop can do in about an hour: 4 layers, 256 wide, E 128, "
+                                 "8000-piece vocabulary, seq 64, batch 128, dynamic masking (records made with "
+                                 "--no-mask)",
+                  "values": {"config_overrides": CPU_SMALL_MODEL,
+                             "batch_size": 128, "max_seq_length": 64, "max_predictions": 10,
+                             "dynamic_masking": True, "no_dropout": True, "learning_rate": 0.005,
+                             "num_train_steps": 8000, "num_warmup_steps": 500, "save_checkpoints_steps": 1000,
+                             "steps_per_loop": 50}},
 }
 _FILE_FIELDS = ("description", "base", "flags")
 
@@ -171,6 +191,15 @@ def _read_file(recipe):
     if values.get("base") is not None and values["base"] not in RECIPES:
         raise ValueError(f"{recipe}: field 'base': expected one of {', '.join(RECIPES)}, got {values['base']!r}")
     return values
+
+
+def over_recipe(recipe_values, values):
+    """`values` ({field: value}: typed flags, keyword arguments) over a recipe's values; `config_overrides` (`--set`)
+    merge key by key, so `--set vocab_size=4000` changes one key of the recipe's model and keeps the others."""
+    merged = {**recipe_values, **values}
+    if "config_overrides" in recipe_values and "config_overrides" in values:
+        merged["config_overrides"] = {**recipe_values["config_overrides"], **values["config_overrides"]}
+    return merged
 
 
 def read_recipe(recipe):
@@ -222,12 +251,14 @@ def config_from_args(args):
     """The PretrainConfig of parsed flags: the recipe's values, then the typed flags; prints the recipe's line
     (the values it set that no flag overrides)."""
     base, typed = recipe_and_typed(args)
-    applied = {k: v for k, v in base.items() if k not in typed}
-    if applied:
-        flags = {f.name: run_config.flag_of(f) for f in dataclasses.fields(PretrainConfig)}
-        print(f"recipe {args.recipe}: " + " ".join(flags[k] if v is True else f"{flags[k]} {v}"
-                                                   for k, v in applied.items() if v is not False), flush=True)
-    return PretrainConfig(**{**base, **typed})
+    applied = {k: v for k, v in base.items() if k not in typed or k == "config_overrides"}
+    if "config_overrides" in applied:  # the recipe's keys that no --set changed
+        applied["config_overrides"] = {k: v for k, v in applied["config_overrides"].items()
+                                       if k not in typed.get("config_overrides", {})}
+    words = run_config.argv_of(PretrainConfig, {k: v for k, v in applied.items() if v is not False})
+    if words:
+        print(f"recipe {args.recipe}: {shlex.join(words)}", flush=True)
+    return PretrainConfig(**over_recipe(base, typed))
 
 
 def cli(config):
@@ -237,4 +268,4 @@ def cli(config):
     return _pretraining().run(config, exits=True)["exit_code"]
 
 
-__all__ = ["PretrainConfig", "PretrainResult", "pretrain", "RECIPES", "read_recipe"]
+__all__ = ["PretrainConfig", "PretrainResult", "pretrain", "RECIPES", "read_recipe", "over_recipe"]
