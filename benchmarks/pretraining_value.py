@@ -584,7 +584,7 @@ def finetune_accuracy(config, tokenizer, fit, select, dev, weights, seed, grid, 
         epochs = max(5, math.ceil(min_steps / max(1, len(train) // batch)))
         task = {"train": ([t for t, _ in train], [y for _, y in train]), "dev": ([t for t, _ in held],
                                                                                 [y for _, y in held])}
-        return common.FineTuner(config, tokenizer, task, TASK_SEQ, epochs, batch, lr, "adamw-original",
+        return common.FineTuner(config, tokenizer, task, TASK_SEQ, epochs, batch, lr, "adamw-keras",
                                 num_classes=len(GROUPS))
 
     chosen = {arm: grid[0] for arm in weights}
