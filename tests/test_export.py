@@ -100,6 +100,7 @@ def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tm
 BF16_ATOL = {"pooled_output": 1e-2, "sequence_output": 0.1}
 
 
+@pytest.mark.slow
 def test_bfloat16_export_is_near_the_float32_export(model_dirs, exported, tmp_path):
     """--dtype bfloat16: float32 outputs within BF16_ATOL of the float32 export, not equal to them (bfloat16 ran),
     the same ids; the dtype is recorded in the export's config and `load_encoder` reads past it."""

@@ -68,6 +68,7 @@ def test_a_cpu_run_at_the_pod_recipes_batch_and_steps_is_refused(pretrain_data, 
 
 
 # ---------------------------------------------------------------------------------------------- global generators
+@pytest.mark.slow
 def test_library_calls_leave_the_global_random_generators_as_they_found_them(pretrain_data, tiny_spm_model,
                                                                              tmp_path):
     """Before: pretrain() and finetune() reseeded Python's, NumPy's and TensorFlow's global generators with their

@@ -203,6 +203,7 @@ def test_finetune_init_reads_a_release_and_a_hf_directory(offline, kind):
     assert os.path.basename(spm_model) in ("30k-clean.model", "spiece.model")
 
 
+@pytest.mark.slow
 def test_finetune_runs_from_a_release_name(offline, tmp_path, capsys):
     """albert_tf.finetune(FinetuneConfig(init=NAME)): the encoder is read from the cached release's checkpoint."""
     import albert_tf  # pylint: disable=import-outside-toplevel

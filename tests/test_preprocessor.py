@@ -49,6 +49,7 @@ def test_preprocessor_ids_equal_pack(tokenizer):
     np.testing.assert_array_equal(rows, tokenizer.pack(TEXTS_A, TEXTS_B, seq_length=20)["input_word_ids"])
 
 
+@pytest.mark.slow
 def test_classifier_fits_and_predicts_on_strings(tokenizer, tmp_path):
     """fit on raw strings (numpy, and pairs in tf.data) moves the weights and lowers the loss; predict on strings
     equals predict on the ids `pack` gives; a .keras round trip keeps the preprocessor and its vocabulary."""
