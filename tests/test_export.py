@@ -245,6 +245,7 @@ def test_bad_requests(model_dirs, exported):
         model.signatures["serving_default"](text_a=tf.constant(["a", "b"]), text_b=tf.constant(["a"]))
 
 
+@pytest.mark.slow
 def test_versions_overwrite_and_atomicity(model_dirs, tmp_path, monkeypatch, capsys):
     base = tmp_path / "base"
     assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--no-warmup",

@@ -619,6 +619,7 @@ def test_a_glob_mixing_two_create_data_runs_is_refused_naming_them(pretrain_data
     record_index.check_one_run(new + wiki + [str(pretrain_data / "train.tfrecord")], "--train-data")
 
 
+@pytest.mark.slow
 def test_start_up_line_gives_files_and_records_per_pipeline_and_progress_goes_to_stderr(pretrain_data, tmp_path):
     """stdout holds the run's record (the start-up lines, metrics rows, the done line), stderr its progress."""
     data = tmp_path / "data"
