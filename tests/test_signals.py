@@ -42,11 +42,11 @@ def our_lines(stderr):
 
 
 # ---------------------------------------------------------------------------------------------- finetune
-def finetune_args(tmp_path, spm_model, epochs=30):
+def finetune_args(tmp_path, spm_model, epochs=30, num_train=320):
     init = str(tmp_path / "init")
     if not os.path.isdir(init):
         fh.save_random_init(init, spm_model)
-    data = fh.write_sst2(str(tmp_path / "sst2"), 320, 32)
+    data = fh.write_sst2(str(tmp_path / "sst2"), num_train, 32)
     return ["--task", "sst2", "--data-dir", data, "--init", init, "--output", tmp_path / "out", "--epochs", epochs,
             "--batch-size", 8, "--max-seq-length", 24, "--seed", 3]
 
@@ -84,9 +84,10 @@ def test_ctrl_c_stops_finetune_at_a_step_and_the_same_command_resumes(tmp_path, 
 @pytest.mark.slow  # one fine-tuning process (about 30 s on this shared machine)
 def test_a_second_ctrl_c_aborts_finetune_at_once(tmp_path, tiny_spm_model):
     out = tmp_path / "out"
-    # one compiled call per epoch: the first SIGINT most likely lands inside a call, and the second one (signals of
-    # one kind sent together merge into one) while the main thread is still inside TensorFlow
-    args = finetune_args(tmp_path, tiny_spm_model) + ["--steps-per-execution", 40]
+    # one compiled call per epoch of 200 steps (seconds long, also on a fast machine): the first SIGINT lands inside
+    # a call, and the second one (signals of one kind sent together merge into one) while the main thread is still
+    # inside TensorFlow
+    args = finetune_args(tmp_path, tiny_spm_model, num_train=1600) + ["--steps-per-execution", 200]
     proc = start("finetune", args)
     proc.wait_until(lambda: os.path.exists(f"{out}/checkpoints/ckpt-1.index"))  # epoch 1 saved (after its line)
     time.sleep(0.5)
