@@ -423,6 +423,19 @@ class FineTuner:
         return accuracy, loss, time.monotonic() - started
 
 
+def random_init(directory, config, spm, seed):
+    """A pretrained-model directory holding a random init of `config` drawn from `seed` (kept: a directory that
+    holds one already is returned as it is)."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+
+    if not os.path.exists(os.path.join(directory, "albert_config.json")):
+        keras.utils.set_random_seed(seed)
+        AlbertPretrainer(config).save_pretrained(directory, spm_model=spm)
+    return directory
+
+
 def summary(values):
     """(mean, sample std, "mean ± std" with 3 decimals) of a list of floats (std 0 for one value)."""
     mean = statistics.mean(values)

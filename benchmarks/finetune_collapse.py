@@ -64,25 +64,12 @@ def parse_arm(text, learning_rate):
     return text.strip(), parts[0], parts[1], rate
 
 
-def random_init(directory, spm, seed, changes):
-    """A pretrained-model directory holding a random init of the tiny config with `changes`, drawn from `seed`."""
-    import keras  # pylint: disable=import-outside-toplevel
-
-    from albert_tf import AlbertConfig, AlbertPretrainer, configs_dir  # pylint: disable=import-outside-toplevel
-    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
-
-    if not os.path.exists(os.path.join(directory, "albert_config.json")):
-        config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
-            vocab_size=AlbertTokenizer(spm).vocab_size, **changes)
-        keras.utils.set_random_seed(seed)
-        AlbertPretrainer(config).save_pretrained(directory, spm_model=spm)
-    return directory
-
-
 def main():
     args = _parse_args()
     import albert_tf  # pylint: disable=import-outside-toplevel
+    from albert_tf import AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.data import builtin_corpus  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
 
     task = TASKS[args.task]
@@ -98,18 +85,19 @@ def main():
         builtin_corpus.write_few_label_task(data)
     else:
         builtin_corpus.write_document_task(data, seed=12345)
-    spm = None
+    spm = config = None
     if args.init is None:
         corpus = os.path.join(work, "corpus.txt")
         builtin_corpus.write_builtin_corpus(corpus)
         spm = os.path.join(work, "spm.model")
         if not os.path.exists(spm):  # a re-run in the same work dir reuses it
             spm = train_vocab(corpus, os.path.join(work, "spm"), vocab_size=2000)["model"]
+        config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
+            vocab_size=AlbertTokenizer(spm).vocab_size, **({} if args.tiny else task["config"]))
     results = {name: [] for name, *_ in arms}
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        changes = {} if args.tiny else task["config"]
         name = f"init-{'tiny' if args.tiny else args.task}-{seed}"
-        init = args.init or random_init(os.path.join(work, name), spm, seed, changes)
+        init = args.init or common.random_init(os.path.join(work, name), config, spm, seed)
         shift = seed % len(arms)
         for name, optimizer, dtype, lr in arms[shift:] + arms[:shift]:
             output = os.path.join(work, f"run-{args.task}-{seed}-{name.replace(':', '-')}-{time.time_ns()}")

@@ -35,18 +35,6 @@ def _parse_args():
     return p.parse_args()
 
 
-def random_init(directory, config, spm, seed):
-    """A pretrained-model directory holding a random init of `config` drawn from `seed`."""
-    import keras  # pylint: disable=import-outside-toplevel
-
-    from albert_tf import AlbertPretrainer  # pylint: disable=import-outside-toplevel
-
-    if not os.path.exists(os.path.join(directory, "albert_config.json")):
-        keras.utils.set_random_seed(seed)
-        AlbertPretrainer(config).save_pretrained(directory, spm_model=spm)
-    return directory
-
-
 def main():
     args = _parse_args()
     import albert_tf  # pylint: disable=import-outside-toplevel
@@ -68,7 +56,7 @@ def main():
     print(f"task: {sizes['train']} train / {sizes['dev']} dev sentences", flush=True)
     results = {dtype: {"accuracy": [], "seconds": []} for dtype in DTYPES}
     for seed in range(args.seeds):
-        init = random_init(os.path.join(work, f"init-{seed}"), config, spm, seed)
+        init = common.random_init(os.path.join(work, f"init-{seed}"), config, spm, seed)
         for dtype in (DTYPES if seed % 2 == 0 else DTYPES[::-1]):
             started = time.perf_counter()
             result = albert_tf.finetune(albert_tf.FinetuneConfig(

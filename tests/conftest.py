@@ -59,6 +59,18 @@ def corpus_file(tmp_path):
 
 
 @pytest.fixture(scope="session")
+def builtin_spm_model(tmp_path_factory):
+    """Path to a 2000-piece SentencePiece model trained on the quickstart's built-in corpus (real English: the
+    standard library's docstrings), as the quickstart and the fine-tuning benchmarks train it."""
+    from albert_tf.data.builtin_corpus import write_builtin_corpus  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
+
+    d = tmp_path_factory.mktemp("builtin_spm")
+    write_builtin_corpus(str(d / "corpus.txt"))
+    return train_vocab(str(d / "corpus.txt"), str(d / "spm"), vocab_size=2000)["model"]
+
+
+@pytest.fixture(scope="session")
 def pretrain_data(tmp_path_factory):
     """A directory of pretraining records (256 train, 64 eval; helpers.PRETRAIN_SEQ x PRETRAIN_PRED) and the tiny
     config (helpers.PRETRAIN_TINY) as albert_config.json: helpers.pretrain_args / pretrain_config run on it."""

@@ -79,16 +79,14 @@ def test_bfloat16_fine_tune_records_its_choice_and_exports_float32(tmp_path, ran
 
 
 @pytest.fixture(scope="module")
-def document_task(tmp_path_factory):
+def document_task(tmp_path_factory, builtin_spm_model):
     """The quickstart's task (real docstring sentences of the standard library: which modules' docstrings a sentence
     comes from; about 1000 train / 250 dev) and a 2000-piece vocabulary trained on the quickstart's corpus."""
-    from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
-    from albert_tf.data.builtin_corpus import write_builtin_corpus, write_document_task  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.builtin_corpus import write_document_task  # pylint: disable=import-outside-toplevel
 
     d = tmp_path_factory.mktemp("documents")
     write_document_task(str(d / "task"), seed=12345)
-    write_builtin_corpus(str(d / "corpus.txt"))
-    return str(d / "task"), train_vocab(str(d / "corpus.txt"), str(d / "spm"), vocab_size=2000)["model"]
+    return str(d / "task"), builtin_spm_model
 
 
 @pytest.mark.slow  # six fine-tuning runs of 252 steps (about 6 minutes)

@@ -93,22 +93,32 @@ def write_document_task(directory, seed, dev_fraction=0.2):
     each distinct sentence of the groups' docstrings (those in both groups dropped), labelled with its group's
     index; the larger group cut to the smaller one's size (balanced), shuffled by `seed`, the last `dev_fraction`
     held out. Returns {split: number of examples}."""
-    groups = [{s.replace("\t", " ") for name in modules for s in _module_sentences(name)}
-              for _, modules in TASK_GROUPS]
-    shared = set.intersection(*groups)
+    chosen = _distinct_group_sentences([modules for _, modules in TASK_GROUPS])
     rng = random.Random(seed)
-    chosen = [sorted(group - shared) for group in groups]
     size = min(len(group) for group in chosen)
     rows = [(sentence, label) for label, group in enumerate(chosen) for sentence in rng.sample(group, size)]
     rng.shuffle(rows)
     num_dev = int(round(dev_fraction * len(rows)))
     splits = {"train": rows[num_dev:], "dev": rows[:num_dev]}
+    _write_sst2_layout(directory, splits)
+    return {split: len(examples) for split, examples in splits.items()}
+
+
+def _distinct_group_sentences(module_groups):
+    """Per group of module names, the sorted distinct sentences of its docstrings (tabs as spaces) that no other
+    group's docstrings hold."""
+    groups = [{s.replace("\t", " ") for name in names for s in _module_sentences(name)} for names in module_groups]
+    shared = set.intersection(*groups)
+    return [sorted(group - shared) for group in groups]
+
+
+def _write_sst2_layout(directory, splits):
+    """{split: [(sentence, label)]} as directory/SPLIT.tsv with SST-2's header "sentence<TAB>label"."""
     os.makedirs(directory, exist_ok=True)
     for split, examples in splits.items():
         with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
             f.write("sentence\tlabel\n")
             f.writelines(f"{sentence}\t{label}\n" for sentence, label in examples)
-    return {split: len(examples) for split, examples in splits.items()}
 
 
 # The few-label task (write_few_label_task): label = index in this tuple.
@@ -123,17 +133,12 @@ def write_few_label_task(directory, per_class=128, seed=0):
     """SST-2's layout holding FEW_LABEL_GROUPS' task: each distinct docstring sentence of the two groups (those in
     both dropped), `per_class` of each class for training and the rest, balanced, for dev (284 per class with this
     Python's standard library), shuffled by `seed`. Returns the directory."""
-    groups = [{s.replace("\t", " ") for name in names for s in _module_sentences(name)} for names in FEW_LABEL_GROUPS]
-    shared = set.intersection(*groups)
-    chosen = [sorted(group - shared) for group in groups]
+    chosen = _distinct_group_sentences(FEW_LABEL_GROUPS)
     rng = random.Random(seed)
     size = min(len(group) for group in chosen)
     rows = [[(s, label) for s in rng.sample(group, size)] for label, group in enumerate(chosen)]
     splits = {"train": [r for c in rows for r in c[:per_class]], "dev": [r for c in rows for r in c[per_class:]]}
-    os.makedirs(directory, exist_ok=True)
-    for split, examples in splits.items():
+    for examples in splits.values():
         rng.shuffle(examples)
-        with open(os.path.join(directory, f"{split}.tsv"), "w", encoding="utf-8") as f:
-            f.write("sentence\tlabel\n")
-            f.writelines(f"{s}\t{label}\n" for s, label in examples)
+    _write_sst2_layout(directory, splits)
     return directory

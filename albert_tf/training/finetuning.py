@@ -184,23 +184,24 @@ def prepare(cfg, inputs):
     jit = distribute.use_xla(cfg.xla, on_tpu, use_gpu)
     choice = dtype_for_quality(precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
         budget.batch_size // replicas, budget.max_seq_length, config.hidden_size, config.intermediate_size)),
-        budget.optimizer)
+        cfg.dtype, budget.optimizer)
     print(choice.describe(), flush=True)
     return Setup(source, config, task, tokenizer, strategy, budget, jit, choice)
 
 
-def dtype_for_quality(choice, optimizer):
+def dtype_for_quality(choice, flag, optimizer):
     """Fine-tuning's `--dtype auto` decides by quality as well as speed: bfloat16 only with the bias-corrected
     optimizer. Under the original's (`adamw-original`), whose early steps are 3 to 6.5 times its rate, bfloat16
     ended 0.036 below float32 on average over 5 paired seeds of the quickstart's task (docs/fine-tuning-quality.md,
     "The compute dtype"), so auto keeps float32 there. An explicit --dtype is never changed.
 
     Args:
-      choice: precision.choose's DtypeChoice; optimizer: the run's optimizer name.
+      choice: precision.choose's DtypeChoice; flag: the --dtype it was chosen for; optimizer: the run's optimizer
+        name.
     Returns:
       a DtypeChoice.
     """
-    if choice.dtype != "bfloat16" or not choice.reason.startswith("auto") or optimizer != "adamw-original":
+    if flag != "auto" or choice.dtype != "bfloat16" or optimizer != "adamw-original":
         return choice
     return dataclasses.replace(choice, dtype="float32", reason=f"{choice.reason} would be bfloat16; float32 with "
                                "--optimizer adamw-original, whose bfloat16 runs lose accuracy (docs/"
