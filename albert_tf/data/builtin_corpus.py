@@ -34,17 +34,24 @@ REQUEST = "Copy the archive to a temporary directory and remove the old files."
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 
 
+def _own_doc(obj):
+    """obj's own docstring, cleaned; never one inherited from a base class (inspect.getdoc looks those up, and
+    what it finds depends on which other modules the process has imported)."""
+    doc = getattr(obj, "__doc__", None)
+    return inspect.cleandoc(doc) if isinstance(doc, str) else ""
+
+
 def _docstrings(module):
-    yield inspect.getdoc(module) or ""
+    yield _own_doc(module)
     for name, obj in sorted(vars(module).items()):
         if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
             continue
         if inspect.isclass(obj) or inspect.isfunction(obj):
-            yield inspect.getdoc(obj) or ""
+            yield _own_doc(obj)
             if inspect.isclass(obj):
                 for attr, member in sorted(vars(obj).items()):
                     if not attr.startswith("_") and inspect.isfunction(member):
-                        yield inspect.getdoc(member) or ""
+                        yield _own_doc(member)
 
 
 def _sentences(text):
@@ -131,7 +138,7 @@ FEW_LABEL_GROUPS = (
 
 def write_few_label_task(directory, per_class=128, seed=0):
     """SST-2's layout holding FEW_LABEL_GROUPS' task: each distinct docstring sentence of the two groups (those in
-    both dropped), `per_class` of each class for training and the rest, balanced, for dev (284 per class with this
+    both dropped), `per_class` of each class for training and the rest, balanced, for dev (283 per class with this
     Python's standard library), shuffled by `seed`. Returns the directory."""
     chosen = _distinct_group_sentences(FEW_LABEL_GROUPS)
     rng = random.Random(seed)
