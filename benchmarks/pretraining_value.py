@@ -25,14 +25,16 @@ Arms, each at 32, 128, 512 and 2048 labelled passages (balanced; the same passag
 the same batches), over --seeds seeds (which labels are drawn, head init, order):
   pretrained / random: the cpu_small ALBERT from its pretraining / from a random init of the same config, as frozen
     features (a linear probe: logistic regression on the mean-pooled sequence output, at each of the checkpoints
-    at 1/8, 1/4, 1/2 and all of the run) and fine-tuned (the classifier on the pooled output, the last checkpoint);
+    at 1/8, 1/4, 1/2 and all of the run; and on every block's mean-pooled output side by side, "probe, all
+    blocks", at the last) and fine-tuned (the classifier on the pooled output, the last checkpoint; at 128 labels
+    unless --finetune-labels: a fine-tuning run costs ~30 s on 2 cores, a probe well under one);
   bag_of_words: logistic regression on binary word features;
   distributional: logistic regression on averaged PPMI-SVD word vectors learned from the same corpus (what the
     corpus offers a model that only counts co-occurrences).
 Hyperparameters (the logistic regressions' L2, the fine-tuning learning rate) are chosen on a stratified quarter of
 the training labels, trained on the rest; the chosen value is refitted on all of them. Dev is only ever scored.
 
-Prints the pretraining's wall time, a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
+Prints the pretraining's wall time (recorded in WORK/pretraining_time.json, so that --init of that run prints it), a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
   labels=128 pretrained=A random=B bag_of_words=C distributional=D min_paired_gain=E
 (fine-tuned means at 128 labels, the linear probes' with --no-finetune; the baselines' are their probes; E the
 smallest per-seed pretrained − random). Deterministic given the seeds on one machine.
@@ -40,6 +42,7 @@ smallest per-seed pretrained − random). Deterministic given the seeds on one m
 import argparse
 import glob
 import gzip
+import json
 import math
 import os
 import random
@@ -68,6 +71,7 @@ GROUPS = (
 )
 DEV_FRACTION = 0.3
 TASK_SEQ = 64
+TIME_RECORD = "pretraining_time.json"  # written beside the model dir: {"seconds", "steps", loads, CPU}
 _WORD = re.compile(r"\w+")
 # Directives whose body is code or markup, not prose (their indented body is dropped with them).
 SKIPPED_DIRECTIVES = {
@@ -529,8 +533,23 @@ def pretrain(work, corpus, steps, quick, seed):
     _step(["create-data", "--input", corpus, "--spm-model", os.path.join(work, "spm.model"), "--output",
            os.path.join(work, "data", "train"), "--max-seq-length", "64", "--max-predictions", "10", "--no-mask",
            "--seed", str(seed), "--overwrite", "--workers", "2"])
+    load = common.load_average()
     seconds = _step(pretraining_argv(work, steps, quick, seed))
+    record = {"seconds": seconds, "steps": steps, "load_average_before": load,
+              "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
+    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
+
+    atomic_write_text(os.path.join(work, TIME_RECORD), json.dumps(record, indent=1) + "\n")
     return os.path.join(work, "model"), seconds
+
+
+def recorded_pretraining_seconds(model_dir):
+    """The pretraining wall time that `pretrain` recorded beside `model_dir` (WORK/TIME_RECORD), or None."""
+    path = os.path.join(os.path.dirname(os.path.abspath(model_dir)), TIME_RECORD)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["seconds"]
 
 
 # ------------------------------------------------------------------------------------------ the ALBERT arms
@@ -554,25 +573,37 @@ def run_checkpoints(model_dir):
 
 
 def encoder_features(encoder, weights, tokenizer, batch_size=256):
-    """features(texts) → [N, H]: the sequence output of `encoder` holding `weights`, averaged over each text's tokens
-    (TASK_SEQ); each text computed once (the dev texts recur across seeds and label counts)."""
+    """(last, blocks): two features(texts) → [N, D] of `encoder` holding `weights`, each averaged over a text's
+    tokens (TASK_SEQ): the last block's sequence output (D = H), and every block's output side by side (D =
+    blocks × H: what the earlier blocks keep of a word's identity, which the last block trades for predicting
+    masked tokens). Each text is computed once (the dev texts recur across seeds and label counts)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     cache = {}
 
-    def features(texts):
+    def compute(texts):
         missing = sorted({t for t in texts if t not in cache})
         if missing:
             encoder.set_weights(weights)
             x = tokenizer.pack(missing, seq_length=TASK_SEQ)
             for start in range(0, len(missing), batch_size):
                 batch = {k: v[start:start + batch_size] for k, v in x.items()}
-                sequence = np.asarray(encoder(batch, training=False)["sequence_output"], np.float64)
+                outputs = encoder(batch, training=False)
                 mask = batch["input_mask"][:, :, None].astype(np.float64)
-                cache.update(zip(missing[start:start + batch_size], (sequence * mask).sum(1) / mask.sum(1)))
-        return np.stack([cache[t] for t in texts])
+                means = [(np.asarray(block, np.float64) * mask).sum(1) / mask.sum(1)
+                         for block in outputs["encoder_outputs"]]
+                cache.update(zip(missing[start:start + batch_size],
+                                 zip(means[-1], np.concatenate(means, axis=1))))
 
-    return features
+    def last(texts):
+        compute(texts)
+        return np.stack([cache[t][0] for t in texts])
+
+    def blocks(texts):
+        compute(texts)
+        return np.stack([cache[t][1] for t in texts])
+
+    return last, blocks
 
 
 def finetune_accuracy(config, tokenizer, fit, select, dev, weights, seed, grid, batch_size, min_steps=80):
@@ -623,6 +654,10 @@ def _parse_args(argv=None):
     p.add_argument("--finetune-lrs", default=None, help="the fine-tuning learning rates chosen among (default "
                                                         "1e-4,3e-4,1e-3; --quick 1e-3)")
     p.add_argument("--no-finetune", action="store_true", help="linear probes and baselines only")
+    p.add_argument("--finetune-labels", default=None,
+                   help="comma-separated label counts at which the ALBERT arms are also fine-tuned (default 128, "
+                        "the last line's; 'all': every --labels; fine-tuning costs about 30 s a run on 2 cores, "
+                        "the probes a fraction of a second)")
     p.add_argument("--corpus-mb", type=float, default=None, help="use only the first N MB of the corpus (--quick 1)")
     p.add_argument("--data-seed", type=int, default=0, help="seeds the dev split, vocabulary, data and pretraining")
     args = p.parse_args(argv)
@@ -630,6 +665,12 @@ def _parse_args(argv=None):
     args.pretrain_steps = args.pretrain_steps or (80 if quick else 8000)
     args.labels = [int(n) for n in (args.labels or ("32,128" if quick else ",".join(map(str, LABELS)))).split(",")]
     args.seeds = args.seeds or (2 if quick else 5)
+    if args.no_finetune:
+        args.finetune_labels = []
+    elif args.finetune_labels == "all" or (quick and args.finetune_labels is None):
+        args.finetune_labels = list(args.labels)
+    else:
+        args.finetune_labels = [int(n) for n in (args.finetune_labels or "128").split(",")]
     args.finetune_lrs = [float(x) for x in (args.finetune_lrs or ("1e-3" if quick else "1e-4,3e-4,1e-3")).split(",")]
     args.corpus_mb = args.corpus_mb or (1.0 if quick else None)
     return args
@@ -656,6 +697,7 @@ def main(argv=None):
     pretrain_seconds = None
     if args.init:
         model_dir = args.init
+        pretrain_seconds = recorded_pretraining_seconds(model_dir)
     else:
         model_dir, pretrain_seconds = pretrain(work, corpus, args.pretrain_steps, args.quick, args.data_seed)
         print(f"pretraining wall time: {pretrain_seconds:.0f}s ({pretrain_seconds / 60:.1f} min) for "
@@ -698,16 +740,20 @@ def evaluate(args, model_dir, corpus_documents, task):
     for seed in range(args.seeds):
         keras.utils.set_random_seed(seed)
         random_weights = AlbertEncoder(config).get_weights()
-        random_probe = encoder_features(encoder, random_weights, tokenizer)
+        random_probe, random_blocks = encoder_features(encoder, random_weights, tokenizer)
         for labels in args.labels:
             fit, select = selection_split(sample_labels(task["pool"], labels, seed))
             record(("bag_of_words", "probe", None, labels),
                    linear_probe(bag_of_words_features([t for t, _ in fit + select]), fit, select, task["dev"])[0])
             record(("distributional", "probe", None, labels), linear_probe(distributional, fit, select, task["dev"])[0])
             record(("random", "probe", None, labels), linear_probe(random_probe, fit, select, task["dev"])[0])
-            for step, features in probes.items():
+            for step, (features, _) in probes.items():
                 record(("pretrained", "probe", step, labels), linear_probe(features, fit, select, task["dev"])[0])
-            if not args.no_finetune:
+            record(("random", "probe, all blocks", None, labels),
+                   linear_probe(random_blocks, fit, select, task["dev"])[0])
+            record(("pretrained", "probe, all blocks", last, labels),
+                   linear_probe(probes[last][1], fit, select, task["dev"])[0])
+            if labels in args.finetune_labels:
                 tuned = finetune_accuracy(config, tokenizer, fit, select, task["dev"],
                                           {"pretrained": step_weights[last], "random": random_weights}, seed,
                                           args.finetune_lrs, 32, min_steps=20 if args.quick else 80)
@@ -736,6 +782,7 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
     print("|---|---|---|" + "---|" * len(args.labels))
     rows = [("bag_of_words", "probe", None), ("distributional", "probe", None), ("random", "probe", None)]
     rows += [("pretrained", "probe", step) for step in steps]
+    rows += [("random", "probe, all blocks", None), ("pretrained", "probe, all blocks", steps[-1])]
     rows += [("random", "fine-tuned", None), ("pretrained", "fine-tuned", steps[-1])]
     for arm, kind, step in rows:
         if not any((arm, kind, step, n) in results for n in args.labels):
@@ -743,14 +790,15 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
         tokens = "–" if step is None else f"{step * tokens_per_step / 1e6:.1f}M (step {step})"
         print(f"| {arm} | {kind} | {tokens} | " +
               " | ".join(_cell(results.get((arm, kind, step, n), [])) for n in args.labels) + " |")
-    for kind in ("probe", "fine-tuned"):
+    for kind in ("probe", "probe, all blocks", "fine-tuned"):
         for n in args.labels:
             pre, rnd = results.get(("pretrained", kind, steps[-1], n)), results.get(("random", kind, None, n))
             if pre and rnd:
                 gains = [a - b for a, b in zip(pre, rnd)]
                 print(f"paired pretrained − random, {kind}, {n} labels: mean {sum(gains) / len(gains):+.3f}, min "
                       f"{min(gains):+.3f}, per seed {' '.join(f'{g:+.3f}' for g in gains)}")
-    wall = "not run here (--init)" if pretrain_seconds is None else f"{pretrain_seconds / 60:.1f} min"
+    wall = "not recorded (--init of a run without WORK/" + TIME_RECORD + ")" if pretrain_seconds is None else (
+        f"{pretrain_seconds / 60:.1f} min")
     print(f"pretraining wall time: {wall}; total {total_seconds / 60:.1f} min; load average "
           f"{common.load_average():.2f} at the end")
     n = 128 if 128 in args.labels else args.labels[0]

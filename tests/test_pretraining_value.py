@@ -216,11 +216,45 @@ def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
     assert table[0] == "| arm | how | pretraining tokens | 32 labels | 128 labels |"
     arms = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in table[1:]]
     assert arms[:3] == [("bag_of_words", "probe"), ("distributional", "probe"), ("random", "probe")]
-    assert arms.count(("pretrained", "probe")) == 4 and arms[-2:] == [("random", "fine-tuned"),
-                                                                      ("pretrained", "fine-tuned")]
+    assert arms.count(("pretrained", "probe")) == 4 and arms[-4:] == [
+        ("random", "probe, all blocks"), ("pretrained", "probe, all blocks"), ("random", "fine-tuned"),
+        ("pretrained", "fine-tuned")]
     for row in table[1:]:
         for cell in row.split("|")[4:-1]:
             mean, spread = map(float, cell.split("±"))
             assert 0 <= mean <= 1 and spread >= 0
     assert any(line.startswith("pretraining wall time: ") for line in lines)
-    assert sum(line.startswith("paired pretrained − random") for line in lines) == 4
+    assert sum(line.startswith("paired pretrained − random") for line in lines) == 6
+    recorded = pv.recorded_pretraining_seconds(str(tmp_path / "work" / "model"))
+    assert recorded > 0 and f"pretraining wall time: {recorded / 60:.1f} min;" in result.stdout
+
+
+def test_encoder_features_average_the_real_tokens_of_the_last_block_and_of_every_block(tiny_spm_model):
+    """Against a numpy mean over the input mask of the encoder's own outputs, computed one text at a time."""
+    import keras  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+    tokenizer = AlbertTokenizer(tiny_spm_model)
+    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=3,
+                          num_attention_heads=2, intermediate_size=32)
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder(config)
+    last, blocks = pv.encoder_features(encoder, encoder.get_weights(), tokenizer, batch_size=2)
+    texts = ["the quick brown fox", "a much longer sentence than the first one, with a comma", "fox"]
+    got_last, got_blocks = last(texts), blocks(texts)
+    assert got_last.shape == (3, 16) and got_blocks.shape == (3, 48)
+    for row, text in enumerate(texts):
+        x = tokenizer.pack([text], seq_length=pv.TASK_SEQ)
+        outputs = encoder(x, training=False)["encoder_outputs"]
+        real = x["input_mask"][0].astype(bool)
+        expected = [np.asarray(block, np.float64)[0][real].mean(0) for block in outputs]
+        assert np.allclose(got_blocks[row], np.concatenate(expected), atol=1e-5)
+        assert np.allclose(got_last[row], expected[-1], atol=1e-5)
+
+
+def test_the_pretraining_wall_time_is_read_back_beside_the_model_dir(tmp_path):
+    assert pv.recorded_pretraining_seconds(str(tmp_path / "model")) is None
+    (tmp_path / pv.TIME_RECORD).write_text('{"seconds": 3723.5, "steps": 3600}')
+    assert pv.recorded_pretraining_seconds(str(tmp_path / "model")) == 3723.5
