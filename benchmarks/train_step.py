@@ -20,26 +20,34 @@ the others are timed), alternating round by round (ours, peer configurations...,
             `--peer-python` (a separate virtualenv holding tensorflow 2.21 + keras-hub 0.32, so it cannot change
             this project's versions): `python3 -m venv /work/venv-khub &&
             /work/venv-khub/bin/pip install "tensorflow==2.21.*" "keras-hub==0.32.*"`.
-  peak      this machine's bf16 matmul peak: `--peak-repeats` back-to-back `--peak-size`³ bf16 tf.matmuls (oneDNN;
-            AMX where the CPU has it; default TensorFlow settings) per round, total FLOPs / total time: a sustained
-            rate over about a second, comparable with the sustained rate of a round of training steps. The best
-            single matmul ("burst") is reported beside it; on a shared VM it can be far above the sustained rate.
+  peak      this machine's matmul rate: `--peak-repeats` back-to-back `--peak-size`³ tf.matmuls in bf16 (oneDNN;
+            AMX where the CPU has it), then as many in float32 (default TensorFlow settings) per round, total
+            FLOPs / total time: sustained rates over about a second each, comparable with the sustained rate of a
+            round of training steps. "The matmul rate" is the faster dtype's (bf16 with AMX; float32 on
+            AVX512-BF16 without AMX, where bf16 matmuls run at about 0.55× float32's). The best single bf16
+            matmul ("burst") is reported beside it; on a shared VM it can be far above the sustained rate.
+  --profile STEPS: after the rounds, STEPS steps of ours under TensorFlow's profiler: op-seconds per step by op
+            type (`op_time`), the matmuls' share of all op time and their rate while they run.
 
 Both sides get the same random-but-valid batch: [CLS] A [SEP] B [SEP] over the whole length, `--max-predictions`
 distinct masked positions (the input id replaced by [MASK], the label the original id), random SOP labels.
 
 FLOPs per example: `albert_tf.training.costs.training_flops_per_example` (matmuls only, forward + backward =
 3 × forward: the projections, FFN, QKᵀ and AV of every applied block, the E→H projection, pooler, SOP head and the
-MLM head at the P masked positions). achieved_flops = examples/s × that; peak_fraction = achieved / measured peak.
+MLM head at the P masked positions). achieved_flops = examples/s × that; peak_fraction = achieved / the matmul rate, and each
+configuration of ours is printed as a fraction of it.
 
 The last line: examples_per_sec=X achieved_flops=F peak_fraction=R keras_hub_examples_per_sec=Y ratio=X/Y, then
-the medians (median_peak_fraction = median examples/s × FLOPs / median peak), the peak and the chosen
-configurations. X, Y and the peak are the best rounds (the machine is shared and noisy); the medians follow.
+the medians (median_peak_fraction = median examples/s × FLOPs / median matmul rate), the matmul rate, its dtype
+(peak_dtype) and the chosen configurations. X, Y and the peak are the best rounds (the machine is shared and noisy); the medians follow.
 """
 import argparse
+import glob
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 import common
@@ -73,6 +81,9 @@ def _parse_args(argv=None):
     p.add_argument("--peak-size", type=int, default=2048, help="n of the n³ bf16 matmul peak (default 2048)")
     p.add_argument("--peak-repeats", type=int, default=30,
                    help="back-to-back matmuls timed per round for the peak (default 30)")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="after the rounds, trace STEPS steps of ours under TensorFlow's profiler and print the time "
+                        "per op (the matmuls' share and rate, the fused XLA kernels, everything else)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", action="store_true", help="show the workers' stderr")
     p.add_argument("--_worker", default=None, help=argparse.SUPPRESS)  # ours | peer:CONFIG | peak
@@ -118,7 +129,72 @@ def _worker_ours(args):
     common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],
                flops_per_example=costs.training_flops_per_example(config, args.seq_length, args.max_predictions),
                params=int(sum(int(tf.size(v)) for v in {id(v): v for v in model.trainable_variables}.values())))
-    common.serve({"run": common.timed(run)})
+    def profile(num_steps):
+        """Per-op time of `num_steps` steps under TensorFlow's profiler (op_time)."""
+        logdir = tempfile.mkdtemp(prefix="train_step_profile_")
+        try:
+            tf.profiler.experimental.start(logdir)
+            start = time.perf_counter()
+            run(num_steps)
+            seconds = time.perf_counter() - start
+            tf.profiler.experimental.stop()
+            paths = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+            return {"seconds": seconds, "ops": op_time(paths[0])}
+        finally:
+            shutil.rmtree(logdir, ignore_errors=True)
+
+    common.serve({"run": common.timed(run), "profile": profile})
+
+
+# What a profiled op is, by its TensorFlow op type (oneDNN's names included).
+MATMUL_OPS = {"MatMul", "_MklMatMul", "_FusedMatMul", "_MklFusedMatMul", "_MklNativeFusedMatMul", "BatchMatMulV2",
+              "BatchMatMulV3", "_MklBatchMatMulV2", "_MklBatchMatMul", "_MklNativeBatchMatMulV2", "Einsum",
+              "_MklEinsum"}
+XLA_EVENT = "CpuExecutable::ExecuteAsyncOnStream"  # one launch of an XLA-compiled kernel (the fused ones)
+
+
+def op_time(xplane_path):
+    """{op: [op-seconds, count]} of a TensorFlow profile (an .xplane.pb): every op kernel run on the executor's
+    threads, keyed by op type (matmuls under their oneDNN names), and every launch of an XLA-compiled kernel as
+    "XLA kernels". Ops that run concurrently (two batch slices, inter-op parallelism) both count, so the sum can
+    exceed the wall time."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
+
+    space = xplane_pb2.XSpace()
+    with open(xplane_path, "rb") as f:
+        space.ParseFromString(f.read())
+    totals = {}
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            if not line.name.startswith("tf_Compute"):
+                continue
+            for event in line.events:
+                metadata = plane.event_metadata[event.metadata_id]
+                key = metadata.display_name or ("XLA kernels" if metadata.name == XLA_EVENT else None)
+                if key:
+                    entry = totals.setdefault(key, [0.0, 0])
+                    entry[0] += event.duration_ps * 1e-12
+                    entry[1] += 1
+    return totals
+
+
+def _print_profile(result, num_steps, flops_per_step):
+    """The per-op table: op-seconds per step, share of all op time, and the matmuls' rate."""
+    ops = result["ops"]
+    total = sum(seconds for seconds, _ in ops.values())
+    matmul = sum(seconds for op, (seconds, _) in ops.items() if op in MATMUL_OPS)
+    print(f"profile of {num_steps} steps: {result['seconds'] / num_steps:.3f} s per step (wall, under the "
+          f"profiler), {total / num_steps:.3f} op-seconds per step; matmuls {matmul / total:.1%} of op time, at "
+          f"{flops_per_step * num_steps / matmul / 1e9:.1f} GFLOP/s while they run")
+    print("| op | op-seconds per step | share | runs per step |")
+    print("|---|---|---|---|")
+    for op, (seconds, count) in sorted(ops.items(), key=lambda item: -item[1][0]):
+        if seconds / total < 0.002:
+            continue
+        kind = " (matmul)" if op in MATMUL_OPS else ""
+        print(f"| {op}{kind} | {seconds / num_steps:.4f} | {seconds / total:.1%} | {count / num_steps:.0f} |")
 
 
 def _worker_peer(args, peer_config):
@@ -157,7 +233,8 @@ def _worker_peer(args, peer_config):
 
 
 def _worker_peak(args):
-    """Serves 'run K': the best of K timed n³ bf16 (and one f32) matmuls, default TensorFlow settings."""
+    """Serves 'run K': K back-to-back n³ bf16 matmuls, then K float32 ones, timed (sustained rates; the best
+    single bf16 one beside), default TensorFlow settings."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     n = args.peak_size
@@ -182,8 +259,9 @@ def _worker_peak(args):
 
     def measure(repeats):
         total, best = timed(tf.bfloat16, repeats)
+        f32_total, _ = timed(tf.float32, repeats)
         return {"bf16_flops": 2 * n ** 3 * repeats / total, "bf16_burst_flops": 2 * n ** 3 / best,
-                "f32_flops": 2 * n ** 3 / timed(tf.float32, 1)[1]}
+                "f32_flops": 2 * n ** 3 * repeats / f32_total}
 
     common.serve({"run": common.timed(measure)})
 
@@ -288,21 +366,35 @@ def main(args):  # noqa: C901
                     cpu_rates[name].append(args.steps * args.batch_size / result["cpu_seconds"])
                     line.append(f"{name}={rates[name][-1]:.3f}ex/s({cpu_rates[name][-1]:.3f}/cpu-s)")
             print(f"round {r + 1}/{args.rounds} (load {common.load_average():.2f}): " + " ".join(line), flush=True)
+        if args.profile:
+            profiled = workers["ours"].command("profile", args.profile)
     finally:
         common.close_all(workers)
 
     flops_per_example = workers["ours"].ready["flops_per_example"]
-    peak = max(peaks)
+    # "The matmul rate": the faster dtype's sustained 2048³ rate on this CPU (bf16 where it has AMX, float32 where
+    # its bf16 instructions are slower, as on AVX512-BF16 without AMX).
+    peak_dtype = "bfloat16" if max(peaks) >= max(f32_peaks) else "float32"
+    peak_series = peaks if peak_dtype == "bfloat16" else f32_peaks
+    peak = max(peak_series)
     ours_best, ours_median = max(rates["ours"]), statistics.median(rates["ours"])
     achieved = ours_best * flops_per_example
     for name, values in rates.items():
         print(f"{name}: best {max(values):.3f} median {statistics.median(values):.3f} examples/s "
               f"({max(values) * flops_per_example / 1e9:.1f} GFLOP/s at best); per CPU-second: best "
               f"{max(cpu_rates[name]):.3f} median {statistics.median(cpu_rates[name]):.3f}", flush=True)
-    print(f"flops/example {flops_per_example / 1e9:.2f} GFLOP; bf16 {args.peak_size}^3 matmul peak, sustained: "
-          f"best {peak / 1e9:.1f} median {statistics.median(peaks) / 1e9:.1f} GFLOP/s; best single matmul "
-          f"{max(bursts) / 1e9:.1f}; f32 {max(f32_peaks) / 1e9:.1f}", flush=True)
-    median_fraction = ours_median * flops_per_example / statistics.median(peaks)
+    print(f"flops/example {flops_per_example / 1e9:.2f} GFLOP; {args.peak_size}^3 matmul, sustained: bf16 best "
+          f"{max(peaks) / 1e9:.1f} median {statistics.median(peaks) / 1e9:.1f} GFLOP/s (best single "
+          f"{max(bursts) / 1e9:.1f}), float32 best {max(f32_peaks) / 1e9:.1f} median "
+          f"{statistics.median(f32_peaks) / 1e9:.1f}; the faster: {peak_dtype}", flush=True)
+    median_fraction = ours_median * flops_per_example / statistics.median(peak_series)
+    for name, values in rates.items():
+        if name.startswith("ours"):
+            print(f"{name}: {statistics.median(values) * flops_per_example / statistics.median(peak_series):.3f} "
+                  f"of the {peak_dtype} matmul rate (medians), {max(values) * flops_per_example / peak:.3f} "
+                  f"(bests)", flush=True)
+    if args.profile:
+        _print_profile(profiled, args.profile, flops_per_example * args.batch_size)
     peer = common.fastest_peer(rates)
     if peer:
         peer_config, peer_best, peer_median = peer
@@ -322,7 +414,7 @@ def main(args):  # noqa: C901
               f"{by_dtype[choice.dtype] / by_dtype[best_dtype]:.3f} of the faster dtype ({best_dtype}); probe "
               f"matmul rates (GFLOP/s) {choice.rates}", flush=True)
     print(f"examples_per_sec={ours_best:.3f} achieved_flops={achieved:.4g} peak_fraction={achieved / peak:.3f} "
-          f"{peer_text} peak_flops={peak:.4g} config={ours_config}", flush=True)
+          f"{peer_text} peak_flops={peak:.4g} peak_dtype={peak_dtype} config={ours_config}", flush=True)
     return 0
 
 

@@ -1,0 +1,38 @@
+"""benchmarks/train_step.py --profile: `op_time` reads a real TensorFlow profile and counts every op kernel run by
+its type, against a graph whose ops and run counts are known by construction."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import train_step  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def test_op_time_counts_each_kernel_run_by_op_type(tmp_path):
+    import glob  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    a = tf.random.stateless_normal([256, 256], seed=[1, 2])
+
+    @tf.function
+    def step(x):
+        for _ in range(3):  # three matmuls, each followed by one elementwise op, and one transpose
+            x = tf.nn.relu(tf.linalg.matmul(x, a))
+        return tf.transpose(x)
+
+    step(a).numpy()
+    tf.profiler.experimental.start(str(tmp_path))
+    for _ in range(4):
+        step(a).numpy()
+    tf.profiler.experimental.stop()
+    (path,) = glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    ops = train_step.op_time(path)
+    matmuls = {op: value for op, value in ops.items() if op in train_step.MATMUL_OPS}
+    assert sum(count for _, count in matmuls.values()) == 12, ops
+    relu = {op: value for op, value in ops.items() if "Relu" in op}
+    assert sum(count for _, count in relu.values()) == 12, ops
+    transposes = {op: value for op, value in ops.items() if "Transpose" in op}
+    assert sum(count for _, count in transposes.values()) == 4, ops
+    assert all(seconds > 0 for seconds, _ in ops.values())
+    # a 256³ matmul is 33.5 MFLOP: its time must be that of a real kernel, neither zero nor the whole run
+    assert 1e-6 < sum(seconds for seconds, _ in matmuls.values()) / 12 < 1.0
