@@ -1,6 +1,7 @@
 """Pretraining step throughput on this CPU: albert_tf (MLM + SOP, LAMB, clipping) vs keras-hub's AlbertMaskedLM.
 
     python benchmarks/train_step.py --config configs/albert_base.json --seq-length 128 --batch-size 8
+    python benchmarks/train_step.py --recipe cpu_small        # the laptop recipe's model: seq 64, batch 128
 
 Measured side by side in one run, each side in its own worker process (built and compiled first, then idle while
 the others are timed), alternating round by round (ours, peer configurations..., matmul peak; `--rounds` times):
@@ -42,6 +43,7 @@ the medians (median_peak_fraction = median examples/s × FLOPs / median matmul r
 (peak_dtype) and the chosen configurations. X, Y and the peak are the best rounds (the machine is shared and noisy); the medians follow.
 """
 import argparse
+import atexit
 import glob
 import os
 import shutil
@@ -56,6 +58,10 @@ import common
 def _parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=os.path.join(common.REPO, "configs", "albert_base.json"))
+    p.add_argument("--recipe", choices=("cpu_small",), default=None,
+                   help="time a recipe's model and shapes instead: cpu_small (`albert-tf pretrain --recipe "
+                        "cpu_small`: 4 layers, 256 wide, vocab 8000, seq 64, batch 128, 10 predictions); "
+                        "overrides --config, --seq-length, --batch-size and --max-predictions")
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-predictions", type=int, default=20)
@@ -293,7 +299,29 @@ def _variant_argv(variant):
     return argv + ([] if variant["fused"] == "1" else ["--no-fused"])
 
 
+def _apply_recipe(args):
+    """--recipe: the recipe's model (its config overrides over albert_base, in a temporary albert_config.json the
+    workers read) and its batch shapes."""
+    import json  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
+
+    values = RECIPES[args.recipe]["values"]
+    with open(os.path.join(common.REPO, "configs", "albert_base.json"), encoding="utf-8") as f:
+        config = {**json.load(f), **values["config_overrides"]}
+    handle, args.config = tempfile.mkstemp(prefix=f"train_step_{args.recipe}_", suffix=".json")
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    atexit.register(os.remove, args.config)
+    args.seq_length, args.batch_size = values["max_seq_length"], values["batch_size"]
+    args.max_predictions = values["max_predictions"]
+
+
 def main(args):  # noqa: C901
+    if args.recipe:
+        _apply_recipe(args)
+        print(f"--recipe {args.recipe}: seq {args.seq_length}, batch {args.batch_size}, {args.max_predictions} "
+              f"predictions, config {args.config}", flush=True)
     argv = ["--config", os.path.abspath(args.config), "--seq-length", str(args.seq_length),
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),
             "--warmup-steps", str(args.warmup_steps), "--peak-size", str(args.peak_size), "--seed", str(args.seed)]
