@@ -192,8 +192,9 @@ def _print_profile(result, num_steps, flops_per_step):
     total = sum(seconds for seconds, _ in ops.values())
     matmul = sum(seconds for op, (seconds, _) in ops.items() if op in MATMUL_OPS)
     print(f"profile of {num_steps} steps: {result['seconds'] / num_steps:.3f} s per step (wall, under the "
-          f"profiler), {total / num_steps:.3f} op-seconds per step; matmuls {matmul / total:.1%} of op time, at "
-          f"{flops_per_step * num_steps / matmul / 1e9:.1f} GFLOP/s while they run")
+          f"profiler), {total / num_steps:.3f} op-seconds per step (ops that overlap both count); matmuls "
+          f"{matmul / total:.1%} of op time, {flops_per_step * num_steps / matmul / 1e9:.1f} GFLOP per matmul "
+          f"op-second")
     print("| op | op-seconds per step | share | runs per step |")
     print("|---|---|---|---|")
     for op, (seconds, count) in sorted(ops.items(), key=lambda item: -item[1][0]):
