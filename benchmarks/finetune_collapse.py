@@ -12,7 +12,7 @@ on the quickstart's corpus):
               (`albert_tf.data.builtin_corpus.write_few_label_task`); a 4-layer, 256-wide ALBERT (E 128, FFN
               1024, 4 heads), 15 epochs at batch 16 (240 steps), seq 64, lr 3e-4, 10 % warm-up, classifier dropout
               0.1: the settings of the collapse reported in docs/fine-tuning-quality.md ("Collapse").
-  quickstart  the quickstart's task (files and archives, or networking and mail: about 1000 train / 250 dev), the
+  quickstart  the quickstart's task (files and archives, or networking and mail: 970 train / 242 dev), the
               tiny config, 4 epochs at batch 16, seq 64, lr 1e-3, 10 % warm-up, no classifier dropout.
 Each seed draws one random init of the config (or every run starts from `--init`'s encoder), and every arm
 fine-tunes it with the same seed (head init, data order, dropout); the arms' order rotates by seed, so a change of

@@ -4,7 +4,7 @@ several seeds; dev accuracy (computed in float32, as the export serves) and wall
     python benchmarks/finetune_dtype.py [--seeds 5] [--epochs 4] [--learning-rate 1e-3] [--work-dir DIR]
 
 Task: the quickstart's (`albert_tf.builtin_corpus.write_document_task`: does a docstring sentence of the standard
-library come from a module about files and archives or about networking and mail; about 1000 train / 250 dev real
+library come from a module about files and archives or about networking and mail; 970 train / 242 dev real
 sentences), a 2000-piece vocabulary trained on the quickstart's corpus, the tiny config. Each seed draws one random
 init, and both dtypes fine-tune it with the same flags (the quickstart's: batch 16, seq 64, lr 1e-3, Keras AdamW, no
 classifier dropout) and the same seed (head init, data order, dropout); the order of the two runs alternates by

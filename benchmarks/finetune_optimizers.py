@@ -3,7 +3,7 @@
     python benchmarks/finetune_optimizers.py [--seeds 5] [--learning-rate 1e-3] [--epochs 4] [--init MODEL_DIR]
 
 Task: the quickstart's (`albert_tf.builtin_corpus.write_document_task`: does a docstring sentence of the standard
-library come from a module about files and archives or about networking and mail; about 1000 train / 250 dev real
+library come from a module about files and archives or about networking and mail; 970 train / 242 dev real
 sentences, balanced), with a 2000-piece vocabulary trained on the quickstart's corpus and the tiny config, fine-tuned
 as the quickstart does (batch 16, seq 64, lr 1e-3, 4 epochs, warm-up 10 % then linear decay, dense-norm clip 1.0,
 weight decay 0.01 outside LayerNorm and biases, no dropout). For each seed both optimizers start from the same
