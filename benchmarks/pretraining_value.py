@@ -34,7 +34,8 @@ the same batches), over --seeds seeds (which labels are drawn, head init, order)
 Hyperparameters (the logistic regressions' L2, the fine-tuning learning rate) are chosen on a stratified quarter of
 the training labels, trained on the rest; the chosen value is refitted on all of them. Dev is only ever scored.
 
-Prints the pretraining's wall time (recorded in WORK/pretraining_time.json, so that --init of that run prints it), a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
+Prints the pretraining's wall time (recorded in WORK/pretraining_time.json, so that --init of that run prints it),
+a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
   labels=128 pretrained=A random=B bag_of_words=C distributional=D min_paired_gain=E
 (fine-tuned means at 128 labels, the linear probes' with --no-finetune; the baselines' are their probes; E the
 smallest per-seed pretrained − random). Deterministic given the seeds on one machine.
@@ -592,16 +593,14 @@ def encoder_features(encoder, weights, tokenizer, batch_size=256):
                 mask = batch["input_mask"][:, :, None].astype(np.float64)
                 means = [(np.asarray(block, np.float64) * mask).sum(1) / mask.sum(1)
                          for block in outputs["encoder_outputs"]]
-                cache.update(zip(missing[start:start + batch_size],
-                                 zip(means[-1], np.concatenate(means, axis=1))))
-
-    def last(texts):
-        compute(texts)
-        return np.stack([cache[t][0] for t in texts])
+                cache.update(zip(missing[start:start + batch_size], np.concatenate(means, axis=1)))
 
     def blocks(texts):
         compute(texts)
-        return np.stack([cache[t][1] for t in texts])
+        return np.stack([cache[t] for t in texts])
+
+    def last(texts):  # the last block's columns of `blocks`
+        return blocks(texts)[:, -encoder.config.hidden_size:]
 
     return last, blocks
 

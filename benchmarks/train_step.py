@@ -28,19 +28,20 @@ the others are timed), alternating round by round (ours, peer configurations...,
             AVX512-BF16 without AMX, where bf16 matmuls run at about 0.55× float32's). The best single bf16
             matmul ("burst") is reported beside it; on a shared VM it can be far above the sustained rate.
   --profile STEPS: after the rounds, STEPS steps of ours under TensorFlow's profiler: op-seconds per step by op
-            type (`op_time`), the matmuls' share of all op time and their rate while they run.
+            type (`op_time`), the matmuls' share of all op time and their FLOPs per matmul op-second.
 
 Both sides get the same random-but-valid batch: [CLS] A [SEP] B [SEP] over the whole length, `--max-predictions`
 distinct masked positions (the input id replaced by [MASK], the label the original id), random SOP labels.
 
 FLOPs per example: `albert_tf.training.costs.training_flops_per_example` (matmuls only, forward + backward =
 3 × forward: the projections, FFN, QKᵀ and AV of every applied block, the E→H projection, pooler, SOP head and the
-MLM head at the P masked positions). achieved_flops = examples/s × that; peak_fraction = achieved / the matmul rate, and each
-configuration of ours is printed as a fraction of it.
+MLM head at the P masked positions). achieved_flops = examples/s × that; peak_fraction = achieved / the matmul
+rate, and each configuration of ours is printed as a fraction of it.
 
 The last line: examples_per_sec=X achieved_flops=F peak_fraction=R keras_hub_examples_per_sec=Y ratio=X/Y, then
 the medians (median_peak_fraction = median examples/s × FLOPs / median matmul rate), the matmul rate, its dtype
-(peak_dtype) and the chosen configurations. X, Y and the peak are the best rounds (the machine is shared and noisy); the medians follow.
+(peak_dtype) and the chosen configurations. X, Y and the peak are the best rounds (the machine is shared and
+noisy); the medians follow.
 """
 import argparse
 import atexit
@@ -303,17 +304,15 @@ def _variant_argv(variant):
 def _apply_recipe(args):
     """--recipe: the recipe's model (its config overrides over albert_base, in a temporary albert_config.json the
     workers read) and its batch shapes."""
-    import json  # pylint: disable=import-outside-toplevel
-
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
 
     values = RECIPES[args.recipe]["values"]
-    with open(os.path.join(common.REPO, "configs", "albert_base.json"), encoding="utf-8") as f:
-        config = {**json.load(f), **values["config_overrides"]}
     handle, args.config = tempfile.mkstemp(prefix=f"train_step_{args.recipe}_", suffix=".json")
-    with os.fdopen(handle, "w", encoding="utf-8") as f:
-        json.dump(config, f)
+    os.close(handle)
     atexit.register(os.remove, args.config)
+    AlbertConfig.from_preset("albert_base").with_overrides(
+        values["config_overrides"], source=f"--recipe {args.recipe}").to_json_file(args.config)
     args.seq_length, args.batch_size = values["max_seq_length"], values["batch_size"]
     args.max_predictions = values["max_predictions"]
 
