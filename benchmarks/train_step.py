@@ -132,7 +132,8 @@ def _worker_ours(args):
     start = time.perf_counter()
     first = run(1)
     compile_seconds = time.perf_counter() - start
-    run(args.warmup_steps)
+    if args.warmup_steps:  # run(0) has no loss to report
+        run(args.warmup_steps)
     common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"],
                flops_per_example=costs.training_flops_per_example(config, args.seq_length, args.max_predictions),
                params=int(sum(int(tf.size(v)) for v in {id(v): v for v in model.trainable_variables}.values())))
@@ -235,7 +236,8 @@ def _worker_peer(args, peer_config):
     start = time.perf_counter()
     first = run(1)
     compile_seconds = time.perf_counter() - start
-    run(args.warmup_steps)
+    if args.warmup_steps:  # run(0) has no loss to report
+        run(args.warmup_steps)
     common.say("ready", compile_seconds=compile_seconds, first_loss=first["loss"], params=int(model.count_params()))
     common.serve({"run": common.timed(run)})
 
