@@ -28,7 +28,8 @@ the others are timed), alternating round by round (ours, peer configurations...,
             AVX512-BF16 without AMX, where bf16 matmuls run at about 0.55× float32's). The best single bf16
             matmul ("burst") is reported beside it; on a shared VM it can be far above the sustained rate.
   --profile STEPS: after the rounds, STEPS steps of ours under TensorFlow's profiler: op-seconds per step by op
-            type (`op_time`), the matmuls' share of all op time and their FLOPs per matmul op-second.
+            type and each fused XLA kernel by its function (`op_time`), the matmuls' share of all op time and their
+            FLOPs per matmul op-second.
 
 Both sides get the same random-but-valid batch: [CLS] A [SEP] B [SEP] over the whole length, `--max-predictions`
 distinct masked positions (the input id replaced by [MASK], the label the original id), random SOP labels.
@@ -47,6 +48,7 @@ import argparse
 import atexit
 import glob
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -90,7 +92,7 @@ def _parse_args(argv=None):
                    help="back-to-back matmuls timed per round for the peak (default 30)")
     p.add_argument("--profile", type=int, default=0, metavar="STEPS",
                    help="after the rounds, trace STEPS steps of ours under TensorFlow's profiler and print the time "
-                        "per op (the matmuls' share and rate, the fused XLA kernels, everything else)")
+                        "per op (the matmuls' share and rate, each fused XLA kernel, everything else)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", action="store_true", help="show the workers' stderr")
     p.add_argument("--_worker", default=None, help=argparse.SUPPRESS)  # ours | peer:CONFIG | peak
@@ -147,7 +149,8 @@ def _worker_ours(args):
             seconds = time.perf_counter() - start
             tf.profiler.experimental.stop()
             paths = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
-            return {"seconds": seconds, "ops": op_time(paths[0])}
+            graph = train_loop.get_concrete_function(batches, tf.constant(num_steps), True).graph
+            return {"seconds": seconds, "ops": op_time(paths[0], called_functions(graph.as_graph_def()))}
         finally:
             shutil.rmtree(logdir, ignore_errors=True)
 
@@ -161,26 +164,70 @@ MATMUL_OPS = {"MatMul", "_MklMatMul", "_FusedMatMul", "_MklFusedMatMul", "_MklNa
 XLA_EVENT = "CpuExecutable::ExecuteAsyncOnStream"  # one launch of an XLA-compiled kernel (the fused ones)
 
 
-def op_time(xplane_path):
+CALL_EVENT = "ExecutorState::ProcessAsync::Start"  # the executor starting an async op: an XLA launch's caller
+CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+
+
+def called_functions(graph_def):
+    """{call node name: function name} over a GraphDef and every function of its library: which function each
+    (Stateful)PartitionedCall node calls (a profile names the node that launched an XLA kernel, not the kernel).
+    A node name used by two calls of different functions maps to None (ambiguous)."""
+    calls = {}
+    for nodes in [graph_def.node] + [f.node_def for f in graph_def.library.function]:
+        for node in nodes:
+            if node.op in CALL_OPS:
+                name = node.attr["f"].func.name
+                calls[node.name] = name if calls.get(node.name, name) == name else None
+    return calls
+
+
+def _called(calls, node):
+    """The function `node` calls: the profile's node name or its longest suffix (at a "/") that `calls` knows (a
+    loop body's nodes run as "while/body/_1/" + their name in the body's function)."""
+    parts = node.split("/")
+    return next((calls[key] for key in ("/".join(parts[i:]) for i in range(len(parts))) if key in calls), None)
+
+
+def kernel_name(function_name):
+    """'__inference_gelu_backward_123' → 'gelu_backward' (a traced tf.function's name, back to its Python name)."""
+    name = re.sub(r"^__inference_", "", function_name or "")
+    return re.sub(r"_\d+$", "", name)
+
+
+def op_time(xplane_path, calls=None):
     """{op: [op-seconds, count]} of a TensorFlow profile (an .xplane.pb): every op kernel run on the executor's
     threads, keyed by op type (matmuls under their oneDNN names), and every launch of an XLA-compiled kernel as
-    "XLA kernels". Ops that run concurrently (two batch slices, inter-op parallelism) both count, so the sum can
-    exceed the wall time."""
+    "XLA: <its Python function>" where `calls` ({call node name: function name}, called_functions) names the node
+    that launched it (matched on the longest suffix of the profile's node name, which carries the loop's prefix:
+    "while/body/_1/while/PartitionedCall_4"), else as "XLA kernels". Ops that run
+    concurrently (two batch slices, inter-op parallelism) both count, so the sum can exceed the wall time."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
 
     space = xplane_pb2.XSpace()
     with open(xplane_path, "rb") as f:
         space.ParseFromString(f.read())
+    calls = calls or {}
     totals = {}
     for plane in space.planes:
         if plane.name != "/host:CPU":
             continue
+        stat_names = {i: m.name for i, m in plane.stat_metadata.items()}
         for line in plane.lines:
             if not line.name.startswith("tf_Compute"):
                 continue
-            for event in line.events:
+            caller = None  # (start, end, node name) of the latest ProcessAsync event on this line
+            for event in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
                 metadata = plane.event_metadata[event.metadata_id]
-                key = metadata.display_name or ("XLA kernels" if metadata.name == XLA_EVENT else None)
+                if metadata.name == CALL_EVENT:
+                    node = next((stat_names.get(s.ref_value) for s in event.stats
+                                 if stat_names.get(s.metadata_id) == "name"), None)
+                    caller = (event.offset_ps, event.offset_ps + event.duration_ps, node)
+                    continue
+                key = metadata.display_name
+                if metadata.name == XLA_EVENT:
+                    node = caller[2] if caller and caller[0] <= event.offset_ps < caller[1] else None
+                    function = _called(calls, node) if node else None
+                    key = f"XLA: {kernel_name(function)}" if function else "XLA kernels"
                 if key:
                     entry = totals.setdefault(key, [0.0, 0])
                     entry[0] += event.duration_ps * 1e-12

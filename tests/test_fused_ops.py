@@ -225,3 +225,15 @@ def test_training_streams_compute_the_same_function():
             np.testing.assert_allclose(got_out[k], want_out[k], rtol=1e-5, atol=2e-6, err_msg=k)
         for g, w, v in zip(got_grads, want_grads, model.trainable_variables):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (2, 3, 9), (1, 1, 4)])
+def test_sum_leading_is_the_numpy_column_sum(shape):
+    """The kernels' bias/γ/β gradient sums (a product with ones, not reduce_sum: docs/benchmarks.md) equal numpy's
+    sum over every leading axis, inside an XLA-compiled function as in the kernels."""
+    from albert_tf.modeling.tf_kernels import sum_leading, xla
+
+    x = np.random.default_rng(3).normal(size=shape).astype(np.float32)
+    got = xla(sum_leading)(tf.constant(x)).numpy()
+    assert got.shape == shape[-1:]
+    np.testing.assert_allclose(got, x.reshape(-1, shape[-1]).sum(axis=0), rtol=1e-5, atol=1e-5)

@@ -36,3 +36,40 @@ def test_op_time_counts_each_kernel_run_by_op_type(tmp_path):
     assert all(seconds > 0 for seconds, _ in ops.values())
     # a 256³ matmul is 33.5 MFLOP: its time must be that of a real kernel, neither zero nor the whole run
     assert 1e-6 < sum(seconds for seconds, _ in matmuls.values()) / 12 < 1.0
+
+
+def test_op_time_names_each_xla_kernel_by_its_function_inside_a_loop(tmp_path):
+    """XLA launches are keyed by the Python function the launching node calls (called_functions over the graph's
+    function library), also when they run inside a tf.while_loop body as in the benchmark's train loop; counts
+    known by construction: per iteration one `double_it` and two `add_one`."""
+    import glob  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    @tf.function(jit_compile=True)
+    def add_one(x):
+        return x + 1.0
+
+    @tf.function(jit_compile=True)
+    def double(x):
+        return x * 2.0
+
+    @tf.function
+    def loop(x, n):
+        for _ in tf.range(n):
+            x = add_one(add_one(double(x)))
+        return x
+
+    x = tf.ones([64, 64])
+    loop(x, tf.constant(1)).numpy()
+    tf.profiler.experimental.start(str(tmp_path))
+    loop(x, tf.constant(5)).numpy()
+    tf.profiler.experimental.stop()
+    (path,) = glob.glob(str(tmp_path / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    graph = loop.get_concrete_function(x, tf.constant(5)).graph
+    calls = train_step.called_functions(graph.as_graph_def())
+    ops = train_step.op_time(path, calls)
+    assert ops["XLA: add_one"][1] == 10 and ops["XLA: double"][1] == 5, ops
+    assert "XLA kernels" not in ops, ops
+    unnamed = train_step.op_time(path)  # without the call map: every launch under one key
+    assert unnamed["XLA kernels"][1] == 15, unnamed

@@ -18,8 +18,24 @@ def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (
     return host_xla.jit_function(fn, autograph=False)
 
 def sum_leading(x):
-    """Sum over every axis but the last: [..., N] → [N]."""
-    return tf.reduce_sum(tf.reshape(x, (-1, tf.shape(x)[-1])), axis=0)
+    """Sum over every axis but the last: [..., N] → [N], as 1ᵀ·X (X the [rows, N] reshape of x).
+
+    A product with a vector of ones, not tf.reduce_sum: XLA:CPU (TensorFlow 2.21, YNNPACK fusions off,
+    albert_tf/runtime/xla_flags.py) emits a column reduction as a slow strided loop, about 16x the time of the
+    matvec it hands to Eigen (an [8192, 1024] float32 sum: 20 ms vs 1.3 ms on 2 cores; docs/benchmarks.md)."""
+    matrix = tf.reshape(x, (-1, tf.shape(x)[-1]))
+    return tf.linalg.matvec(matrix, tf.ones(tf.shape(matrix)[:1], x.dtype), transpose_a=True)
+
+def mean_last(x):
+    """Mean over the last axis, kept: [..., N] → [..., 1], as x·(1/N)·1 (a matvec, for the reason in sum_leading:
+    XLA:CPU's own row reductions are about 1.5x slower here; a LayerNorm backward of [8192, 256] takes 6.1 ms
+    instead of 9.3)."""
+    n = x.shape[-1]
+    return tf.linalg.matvec(x, tf.fill((n,), tf.constant(1.0 / n, x.dtype)))[..., None]
+
+def sum_last(x):
+    """Sum over the last axis, kept: [..., N] → [..., 1], as x·1 (see mean_last)."""
+    return tf.linalg.matvec(x, tf.ones((x.shape[-1],), x.dtype))[..., None]
 
 # gelu_tanh(h + b); d/dz = 0.5(1 + t) + 0.5 z (1 − t²) c (1 + 3a z²), t = tanh(c (z + a z³)).
 @xla
@@ -45,9 +61,8 @@ def normalize(y, r, b, epsilon):
     z = tf.cast(y, tf.float32) + tf.cast(r, tf.float32)
     if b is not None:
         z = z + b
-    mean = tf.reduce_mean(z, axis=-1, keepdims=True)
-    centered = z - mean
-    rstd = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True) + epsilon)
+    centered = z - mean_last(z)
+    rstd = tf.math.rsqrt(mean_last(tf.square(centered)) + epsilon)
     return centered * rstd, rstd
 
 @xla
@@ -60,8 +75,7 @@ def layer_norm_backward(y, r, b, gamma, epsilon, *douts):
     x_hat, rstd = normalize(y, r, b, epsilon)
     dout = tf.add_n([tf.cast(d, tf.float32) for d in douts])  # the gradients of the output's copies
     g = dout * gamma
-    dz = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
-                 - x_hat * tf.reduce_mean(g * x_hat, axis=-1, keepdims=True))
+    dz = rstd * (g - mean_last(g) - x_hat * mean_last(g * x_hat))
     dbias = None if b is None else sum_leading(dz)
     return tf.cast(dz, y.dtype), dbias, sum_leading(dout * x_hat), sum_leading(dout)
 
@@ -92,7 +106,7 @@ def softmax_forward(scores, bias, scale):
 def softmax_backward(scores, bias, scale, dp):
     p = tf.nn.softmax(tf.cast(scores, tf.float32) * scale + bias, axis=-1)
     dp = tf.cast(dp, tf.float32)
-    ds = scale * p * (dp - tf.reduce_sum(dp * p, axis=-1, keepdims=True))
+    ds = scale * p * (dp - sum_last(dp * p))
     return tf.cast(ds, scores.dtype)
 
 def fused_masked_softmax(scores, bias, scale):
