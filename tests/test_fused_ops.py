@@ -228,12 +228,19 @@ def test_training_streams_compute_the_same_function():
 
 
 @pytest.mark.parametrize("shape", [(7, 5), (2, 3, 9), (1, 1, 4)])
-def test_sum_leading_is_the_numpy_column_sum(shape):
-    """The kernels' bias/γ/β gradient sums (a product with ones, not reduce_sum: docs/benchmarks.md) equal numpy's
-    sum over every leading axis, inside an XLA-compiled function as in the kernels."""
-    from albert_tf.modeling.tf_kernels import sum_leading, xla
+def test_column_sums_and_row_means_match_numpy(shape):
+    """The kernels' bias/γ/β gradient sums (column_sums: a oneDNN matvec outside XLA; sum_leading: inside, the
+    bfloat16 path's) and row means (mean_last, sum_last: matvecs inside XLA) against numpy."""
+    from albert_tf.modeling.tf_kernels import column_sums, mean_last, sum_last, sum_leading, xla
 
-    x = np.random.default_rng(3).normal(size=shape).astype(np.float32)
-    got = xla(sum_leading)(tf.constant(x)).numpy()
-    assert got.shape == shape[-1:]
-    np.testing.assert_allclose(got, x.reshape(-1, shape[-1]).sum(axis=0), rtol=1e-5, atol=1e-5)
+    rng = np.random.default_rng(3)
+    x, y = (rng.normal(size=shape).astype(np.float32) for _ in range(2))
+    got = [s.numpy() for s in column_sums(tf.constant(x), tf.constant(y))]
+    inside = xla(sum_leading)(tf.constant(x)).numpy()
+    for a, want in ((got[0], x), (got[1], y), (inside, x)):
+        assert a.shape == shape[-1:]
+        np.testing.assert_allclose(a, want.reshape(-1, shape[-1]).sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(xla(mean_last)(tf.constant(x)).numpy(), x.mean(axis=-1, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(xla(sum_last)(tf.constant(x)).numpy(), x.sum(axis=-1, keepdims=True),
+                               rtol=1e-5, atol=1e-5)

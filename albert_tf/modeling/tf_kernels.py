@@ -18,18 +18,24 @@ def xla(fn):  # XLA-compiled where the host has XLA; op by op on the TPU wheel (
     return host_xla.jit_function(fn, autograph=False)
 
 def sum_leading(x):
-    """Sum over every axis but the last: [..., N] → [N], as 1ᵀ·X (X the [rows, N] reshape of x).
+    """Sum over every axis but the last: [..., N] → [N] (inside an XLA kernel: the bfloat16 path's sums)."""
+    return tf.reduce_sum(tf.reshape(x, (-1, tf.shape(x)[-1])), axis=0)
 
-    A product with a vector of ones, not tf.reduce_sum: XLA:CPU (TensorFlow 2.21, YNNPACK fusions off,
-    albert_tf/runtime/xla_flags.py) emits a column reduction as a slow strided loop, about 16x the time of the
-    matvec it hands to Eigen (an [8192, 1024] float32 sum: 20 ms vs 1.3 ms on 2 cores; docs/benchmarks.md)."""
-    matrix = tf.reshape(x, (-1, tf.shape(x)[-1]))
-    return tf.linalg.matvec(matrix, tf.ones(tf.shape(matrix)[:1], x.dtype), transpose_a=True)
+def column_sums(*xs):
+    """sum_leading of each float32 x, as 1ᵀ·X by TensorFlow's MatMul outside any XLA kernel. XLA:CPU (TensorFlow
+    2.21, YNNPACK fusions off: albert_tf/runtime/xla_flags.py) emits a column reduction as a slow strided loop
+    (an [8192, 1024] sum: 20 ms, vs 1.2 ms for the oneDNN matvec, 2 cores), and a product with ones inside the
+    kernel is slow at other shapes ([512, 768]); so the float32 kernels return the arrays and the sums are taken
+    here (docs/benchmarks.md). Returns a list of [N] tensors."""
+    sums = []
+    for x in xs:
+        matrix = tf.reshape(x, (-1, tf.shape(x)[-1]))
+        sums.append(tf.linalg.matvec(matrix, tf.ones(tf.shape(matrix)[:1], x.dtype), transpose_a=True))
+    return sums
 
 def mean_last(x):
-    """Mean over the last axis, kept: [..., N] → [..., 1], as x·(1/N)·1 (a matvec, for the reason in sum_leading:
-    XLA:CPU's own row reductions are about 1.5x slower here; a LayerNorm backward of [8192, 256] takes 6.1 ms
-    instead of 9.3)."""
+    """Mean over the last axis, kept: [..., N] → [..., 1], as x·(1/N)·1 inside an XLA kernel: XLA:CPU's own row
+    reductions (column_sums) are about 1.3-1.5x slower here."""
     n = x.shape[-1]
     return tf.linalg.matvec(x, tf.fill((n,), tf.constant(1.0 / n, x.dtype)))[..., None]
 
@@ -42,18 +48,28 @@ def sum_last(x):
 def gelu_forward(h, b):
     return tf.cast(gelu_tanh(tf.cast(h, tf.float32) + tf.cast(b, tf.float32)), h.dtype)
 
-@xla
-def gelu_backward(h, b, dy):
+def gelu_dz(h, b, dy):
     z = tf.cast(h, tf.float32) + tf.cast(b, tf.float32)
     z2 = z * z
     t = tf.tanh(GELU_C * z * (1.0 + GELU_A * z2))
-    dz = tf.cast(dy, tf.float32) * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * z2))
+    return tf.cast(dy, tf.float32) * (0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * z2))
+
+@xla
+def gelu_backward(h, b, dy):  # bfloat16 h: db summed in the kernel from the float32 dz
+    dz = gelu_dz(h, b, dy)
     return tf.cast(dz, h.dtype), tf.cast(sum_leading(dz), b.dtype)
+
+@xla
+def gelu_backward_dz(h, b, dy):  # float32 h: db = column_sums(dz)
+    return gelu_dz(h, b, dy)
 
 @tf.custom_gradient
 def fused_bias_gelu(h, b):
     def grad(dy):
-        return gelu_backward(h, b, dy)
+        if h.dtype != tf.float32:
+            return gelu_backward(h, b, dy)
+        dz = gelu_backward_dz(h, b, dy)
+        return dz, tf.cast(column_sums(dz)[0], b.dtype)
     return gelu_forward(h, b), grad
 
 # LayerNorm(y + r): x̂ = (z − μ)·s, s = 1/√(σ² + ε); dz = s·(g − mean(g) − x̂·mean(g·x̂)), g = dout·γ.
@@ -70,14 +86,29 @@ def layer_norm_forward(y, r, b, gamma, beta, epsilon):
     x_hat, _ = normalize(y, r, b, epsilon)
     return tf.cast(x_hat * gamma + beta, y.dtype)
 
-@xla
-def layer_norm_backward(y, r, b, gamma, epsilon, *douts):
+def layer_norm_dz(y, r, b, gamma, epsilon, douts):
     x_hat, rstd = normalize(y, r, b, epsilon)
     dout = tf.add_n([tf.cast(d, tf.float32) for d in douts])  # the gradients of the output's copies
     g = dout * gamma
-    dz = rstd * (g - mean_last(g) - x_hat * mean_last(g * x_hat))
+    return rstd * (g - mean_last(g) - x_hat * mean_last(g * x_hat)), dout, x_hat
+
+@xla
+def layer_norm_backward(y, r, b, gamma, epsilon, *douts):  # bfloat16 y: the sums in the kernel
+    dz, dout, x_hat = layer_norm_dz(y, r, b, gamma, epsilon, douts)
     dbias = None if b is None else sum_leading(dz)
     return tf.cast(dz, y.dtype), dbias, sum_leading(dout * x_hat), sum_leading(dout)
+
+@xla
+def layer_norm_backward_arrays(y, r, b, gamma, epsilon, *douts):  # float32 y: dz and dout·x̂ for column_sums
+    dz, dout, x_hat = layer_norm_dz(y, r, b, gamma, epsilon, douts)
+    return dz, dout * x_hat
+
+def layer_norm_backward_float32(y, r, b, gamma, epsilon, *douts):
+    """layer_norm_backward's results for float32 y, the column sums by TensorFlow (column_sums); Σdout is the sum
+    of each copy's column sums."""
+    dz, dout_x_hat = layer_norm_backward_arrays(y, r, b, gamma, epsilon, *douts)
+    sums = column_sums(dz, dout_x_hat, *douts)
+    return dz, (sums[0] if b is not None else None), sums[1], tf.add_n(sums[2:])
 
 def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None, copies=1):
     with_bias = bias is not None
@@ -91,7 +122,8 @@ def fused_residual_layer_norm(y, r, gamma, beta, epsilon, bias=None, copies=1):
 
         def grad(*douts):
             douts = [d for d in douts if d is not None] or [tf.zeros_like(out)]
-            dz, dbias, dgamma, dbeta = layer_norm_backward(y, r, b, gamma, epsilon, *douts)
+            backward = layer_norm_backward_float32 if y.dtype == tf.float32 else layer_norm_backward
+            dz, dbias, dgamma, dbeta = backward(y, r, b, gamma, epsilon, *douts)
             return [dz, dz, dgamma, dbeta] + ([dbias] if with_bias else [])
         return (outs if copies > 1 else out), grad
     result = fn(y, r, gamma, beta, *([bias] if with_bias else []))
@@ -122,12 +154,19 @@ def fused_masked_softmax(scores, bias, scale):
 def split_heads_forward(qkv, b, num_heads):
     return tuple(split_into_heads(tf.cast(tf.cast(qkv, tf.float32) + b, qkv.dtype), num_heads, 3))
 
+def merge_heads(dq, dk, dv):
+    shape = tf.shape(dq)  # [B, N, L, D]
+    return tf.concat([tf.reshape(tf.transpose(h, (0, 2, 1, 3)), (shape[0], shape[2], shape[1] * shape[3]))
+                      for h in (dq, dk, dv)], axis=-1)  # [B, L, 3H]: one transpose per head tensor (not a 5-D stack)
+
 @xla
-def split_heads_backward(dq, dk, dv):
-    d = tf.stack([dq, dk, dv])  # [3, B, N, L, D]
-    shape = tf.shape(d)
-    d = tf.reshape(tf.transpose(d, (1, 3, 0, 2, 4)), (shape[1], shape[3], 3 * shape[2] * shape[4]))
+def split_heads_backward(dq, dk, dv):  # bfloat16: db summed in the kernel in float32
+    d = merge_heads(dq, dk, dv)
     return d, sum_leading(tf.cast(d, tf.float32))
+
+@xla
+def split_heads_backward_merged(dq, dk, dv):  # float32: db = column_sums(d)
+    return merge_heads(dq, dk, dv)
 
 def fused_split_heads(qkv, b, num_heads):
     @tf.custom_gradient
@@ -135,7 +174,11 @@ def fused_split_heads(qkv, b, num_heads):
         heads = split_heads_forward(qkv, b, num_heads)
 
         def grad(*d_heads):
-            return split_heads_backward(*[tf.zeros_like(h) if d is None else d for h, d in zip(heads, d_heads)])
+            d_heads = [tf.zeros_like(h) if d is None else d for h, d in zip(heads, d_heads)]
+            if qkv.dtype != tf.float32:
+                return split_heads_backward(*d_heads)
+            d = split_heads_backward_merged(*d_heads)
+            return d, column_sums(d)[0]
         return heads, grad
     return list(fn(qkv, b))
 
