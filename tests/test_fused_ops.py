@@ -228,9 +228,10 @@ def test_training_streams_compute_the_same_function():
 
 
 @pytest.mark.parametrize("shape", [(7, 5), (2, 3, 9), (1, 1, 4)])
-def test_column_sums_and_row_means_match_numpy(shape):
-    """The kernels' bias/γ/β gradient sums (column_sums: a oneDNN matvec outside XLA; sum_leading: inside, the
-    bfloat16 path's) and row means (mean_last, sum_last: matvecs inside XLA) against numpy."""
+@pytest.mark.parametrize("matvec", [True, False])
+def test_column_sums_and_row_means_match_numpy(shape, matvec):
+    """The kernels' bias/γ/β gradient sums (column_sums: a matvec outside XLA; sum_leading: inside) and row means
+    (mean_last, sum_last: matvecs or reductions inside XLA) against numpy."""
     from albert_tf.modeling.tf_kernels import column_sums, mean_last, sum_last, sum_leading, xla
 
     rng = np.random.default_rng(3)
@@ -240,7 +241,40 @@ def test_column_sums_and_row_means_match_numpy(shape):
     for a, want in ((got[0], x), (got[1], y), (inside, x)):
         assert a.shape == shape[-1:]
         np.testing.assert_allclose(a, want.reshape(-1, shape[-1]).sum(axis=0), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(xla(mean_last)(tf.constant(x)).numpy(), x.mean(axis=-1, keepdims=True),
+    np.testing.assert_allclose(xla(mean_last)(tf.constant(x), matvec).numpy(), x.mean(axis=-1, keepdims=True),
                                rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(xla(sum_last)(tf.constant(x)).numpy(), x.sum(axis=-1, keepdims=True),
+    np.testing.assert_allclose(xla(sum_last)(tf.constant(x), matvec).numpy(), x.sum(axis=-1, keepdims=True),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_matvec_reductions_only_outside_a_whole_step_xla_compilation():
+    """On this CPU-only machine the kernels' reductions are matvecs when the step runs op by op, and plain
+    reductions inside an XLA-compiled function (`--xla on`, a TPU replica), where a matvec would be an XLA dot
+    (in bfloat16 passes on a TPU); the fused gradients agree either way."""
+    from albert_tf.modeling.tf_kernels import matvec_reductions
+
+    seen = {}
+
+    def probe(name):
+        seen[name] = matvec_reductions()
+        return tf.constant(0.0)
+
+    tf.function(lambda: probe("graph"))()
+    tf.function(lambda: probe("xla"), jit_compile=True)()
+    assert seen == {"graph": True, "xla": False}
+
+    rng = np.random.default_rng(5)
+    inputs = [tf.constant(rng.normal(size=s).astype(np.float32)) for s in ((2, 5, 16), (2, 5, 16), (16,), (16,),
+                                                                            (16,))]
+
+    def grads(*args):
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            out = fused.residual_layer_norm(*args[:4], 1e-12, bias=args[4], copies=2, fused=True)
+            total = tf.reduce_sum(out[0] * out[0]) + tf.reduce_sum(tf.sin(out[1]))
+        return tape.gradient(total, args)
+
+    op_by_op = tf.function(grads)(*inputs)
+    compiled = tf.function(grads, jit_compile=True)(*inputs)
+    for a, b in zip(op_by_op, compiled):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
