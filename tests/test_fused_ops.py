@@ -1,5 +1,7 @@
 """The fused training kernels (albert_tf.modeling.fused) against the plain keras.ops math and autodiff, and the
 whole pretrainer's training path (fused) against the numpy reference and against the unfused path's gradients."""
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -278,3 +280,35 @@ def test_matvec_reductions_only_outside_a_whole_step_xla_compilation():
     compiled = tf.function(grads, jit_compile=True)(*inputs)
     for a, b in zip(op_by_op, compiled):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_training_step_without_dropout_runs_the_fused_path(kernel_calls):
+    """`pretrain --no-dropout` calls the model with training=False inside its train step: within
+    fused.training_step() that takes the fused training path (the recipe's speed), with the plain path's outputs
+    and gradients (a model built with fused=False, same weights, training=False); a call outside the block
+    (evaluation, export) stays on the inference graph."""
+    cfg = dict(SMALL, sharing="all", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)  # rates ignored
+    weights = ref.random_weights(cfg, np.random.default_rng(0))
+    batch = make_inputs(cfg)
+    labels = np.random.default_rng(7).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
+
+    def grads(model_args, in_step):
+        model = AlbertPretrainer(AlbertConfig.from_dict(cfg), **model_args)
+        assign_from_tensors(model, weights, tf1_name_map(model), "random weights")
+        with tf.GradientTape() as tape:
+            with fused.training_step() if in_step else contextlib.nullcontext():
+                out = model(batch, training=False)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, out["mlm_logits"])) + \
+                tf.reduce_mean(out["sop_logits"][:, 0] ** 2)
+        return loss.numpy(), [tf.convert_to_tensor(g).numpy() for g in tape.gradient(loss, model.trainable_variables)]
+
+    plain_loss, plain = grads({"fused": False}, True)
+    assert not any(kernel_calls.values())
+    outside_loss, _ = grads({}, False)
+    assert not any(kernel_calls.values()), "training=False outside a training step must stay on the inference graph"
+    loss, got = grads({}, True)
+    assert kernel_calls["residual_layer_norm"] > 0 and kernel_calls["bias_gelu"] > 0
+    np.testing.assert_allclose(loss, plain_loss, rtol=1e-5)
+    np.testing.assert_allclose(outside_loss, plain_loss, rtol=1e-5)
+    for g, w in zip(got, plain):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(w).max())))

@@ -23,17 +23,38 @@ plain tf.functions, the same math op by op.
 
 With `fused=False` (other backends, inference, anything exported: TF Serving does not JIT-compile on CPU by
 default) the same math runs as plain `keras.ops`. A layer built with `fused=True` (the default) takes the fused
-path when called with training=True: `use_fused(training, layer.fused)`.
+path when called with training=True, or with training=False inside `training_step()` (a pretraining step without
+dropout): `use_fused(training, layer.fused)`.
 """
+import contextlib
+import threading
+
 import keras
 from keras import ops
 
 from albert_tf.modeling.primitives import gelu_tanh, split_into_heads
 
+_training_step = threading.local()
+
+
+@contextlib.contextmanager
+def training_step():
+    """Marks the model calls traced within the block as a training step's: a call with training=False (a step
+    without dropout: `pretrain --no-dropout`, `--no-dropout-after-step`) takes the fused training path too, without
+    dropout, instead of the inference graph. Evaluation and export call the model outside such a block."""
+    depth = getattr(_training_step, "depth", 0)
+    _training_step.depth = depth + 1
+    try:
+        yield
+    finally:
+        _training_step.depth = depth
+
+
 def use_fused(training, enabled=True):
     """Whether a layer built with fused=`enabled` and called with `training` runs its fused training path:
-    TensorFlow backend, training=True."""
-    return bool(enabled) and training is True and keras.backend.backend() == "tensorflow"
+    TensorFlow backend, and training=True, or training=False within `training_step()` (dropout off)."""
+    in_step = training is False and getattr(_training_step, "depth", 0) > 0
+    return bool(enabled) and (training is True or in_step) and keras.backend.backend() == "tensorflow"
 
 
 # ---------------------------------------------------------------------------------------------- the math

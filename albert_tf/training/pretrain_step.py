@@ -9,6 +9,7 @@ The driver that runs these steps in compiled loops is albert_tf/training/pretrai
 """
 import tensorflow as tf
 
+from albert_tf.modeling import fused
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.runtime import host_xla
 from albert_tf.training.lamb import LAMB
@@ -98,7 +99,7 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accu
     variables = model.trainable_variables
 
     def forward_backward(batch, mlm_weight_total, training):
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, fused.training_step():  # training=False (no dropout) runs fused too
             outputs = model(batch, training=training)
             loss, sums = pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total)
         grads = tape.gradient(loss, variables)
@@ -161,7 +162,7 @@ def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup
     """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), LAMB with the original's settings and
     its schedule (call under strategy.scope()). Returns (model, optimizer, schedule)."""
     # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with training=False,
-    # which in ALBERT removes dropout and nothing else. (Building it with the rates set to 0 would draw Keras'
+    # which in ALBERT removes dropout and nothing else (inside fused.training_step(): the fused training path). (Building it with the rates set to 0 would draw Keras'
     # seed stream differently and so change the initial weights of a seeded run.)
     model = AlbertPretrainer(config, fused=fused, training_streams=training_streams, remat=remat)
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
