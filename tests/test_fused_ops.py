@@ -247,6 +247,11 @@ def test_column_sums_and_row_means_match_numpy(shape, matvec):
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(xla(sum_last)(tf.constant(x), matvec).numpy(), x.sum(axis=-1, keepdims=True),
                                rtol=1e-5, atol=1e-5)
+    # unknown sizes (fine-tuning's length buckets trace with None lengths)
+    spec = tf.TensorSpec([None] * len(shape), tf.float32)
+    for fn, want in ((mean_last, x.mean(axis=-1, keepdims=True)), (sum_last, x.sum(axis=-1, keepdims=True))):
+        traced = tf.function(lambda t, fn=fn: fn(t, matvec), input_signature=[spec])
+        np.testing.assert_allclose(traced(tf.constant(x)).numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 def test_matvec_reductions_only_outside_a_whole_step_xla_compilation():

@@ -49,14 +49,14 @@ def mean_last(x, matvec):
     """Mean over the last axis, kept: [..., N] → [..., 1]; as x·(1/N)·1 if `matvec`."""
     if not matvec:
         return tf.reduce_mean(x, axis=-1, keepdims=True)
-    n = x.shape[-1]
-    return tf.linalg.matvec(x, tf.fill((n,), tf.constant(1.0 / n, x.dtype)))[..., None]
+    n = tf.shape(x)[-1]  # (dynamic: fine-tuning's length buckets)
+    return tf.linalg.matvec(x, tf.fill([n], 1.0 / tf.cast(n, x.dtype)))[..., None]
 
 def sum_last(x, matvec):
     """Sum over the last axis, kept: [..., N] → [..., 1]; as x·1 if `matvec`."""
     if not matvec:
         return tf.reduce_sum(x, axis=-1, keepdims=True)
-    return tf.linalg.matvec(x, tf.ones((x.shape[-1],), x.dtype))[..., None]
+    return tf.linalg.matvec(x, tf.ones(tf.shape(x)[-1:], x.dtype))[..., None]
 
 def sums_outside(x, matvec):
     """Whether a kernel on `x` leaves its column sums to column_sums: matvec reductions and float32 x (a bfloat16
