@@ -145,3 +145,29 @@ def test_a_finetune_run_writes_tensorboard_as_pretraining_does_and_prints_its_pr
     progress = [run.PROGRESS_LINE.fullmatch(line) for line in err.splitlines() if line.startswith("progress: ")]
     assert [m and (m["step"], m["total_steps"]) for m in progress] == [("2", "3"), ("3", "3")], err
     assert all(m["more"].startswith(" | epoch 1/1 | loss ") for m in progress)
+
+
+def test_a_finetune_whose_fit_fails_puts_the_signal_handlers_back(tmp_path, tiny_spm_model, monkeypatch):
+    """Keras calls on_train_end only when fit returns: a fit that raises (here after on_train_begin, as a data error
+    mid-epoch does) must still put SIGINT / SIGTERM's previous handlers back and end the watcher thread, or a
+    notebook's next Ctrl-C would only 'request a stop' of a run that is over."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import threading  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.modeling.task_model import TaskModel  # pylint: disable=import-outside-toplevel
+
+    def failing_fit(self, *args, callbacks=(), **kwargs):
+        for callback in callbacks:
+            callback.set_model(self)
+            callback.on_train_begin()
+        assert signal.getsignal(signal.SIGINT) != before[signal.SIGINT]  # the stop handler is in place
+        raise RuntimeError("a failure inside fit")
+
+    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
+    data = fh.write_sst2(str(tmp_path / "sst2"), 48, 8)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(TaskModel, "fit", failing_fit)
+    assert cli.main(["finetune", "--task", "sst2", "--data-dir", data, "--init", init, "--output",
+                     str(tmp_path / "out"), "--epochs", "1", "--batch-size", "16", "--max-seq-length", "16"]) != 0
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert all(t.name != "stop-signal" for t in threading.enumerate())

@@ -380,9 +380,12 @@ def fine_tune(cfg, started, setup, exits=True):
         order = train_order(cfg.seed, initial_epoch, budget, task.num_train(tokenizer, budget))
         stop, epoch_end, callbacks = make_callbacks(task, tokenizer, budget, state, managers, cfg.output,
                                                     "bar" if bar else cfg.log_every, exits, watch)
-        model.fit(task.train_dataset(tokenizer, budget, order), epochs=budget.epochs, initial_epoch=initial_epoch,
-                  steps_per_epoch=budget.steps_per_epoch, shuffle=False, verbose=1 if bar else 0,
-                  callbacks=callbacks)
+        try:
+            model.fit(task.train_dataset(tokenizer, budget, order), epochs=budget.epochs,
+                      initial_epoch=initial_epoch, steps_per_epoch=budget.steps_per_epoch, shuffle=False,
+                      verbose=1 if bar else 0, callbacks=callbacks)
+        finally:
+            stop.on_train_end()  # Keras skips on_train_end when fit raises: the signal handlers go in any case
         if stop.requested:
             print(stopped_line(stop, epoch_end, state, managers), flush=True)
             return dict(status="stopped", output=cfg.output, epoch=int(state["best_epoch"].numpy()),
