@@ -317,3 +317,22 @@ def test_a_training_step_without_dropout_runs_the_fused_path(kernel_calls):
     np.testing.assert_allclose(outside_loss, plain_loss, rtol=1e-5)
     for g, w in zip(got, plain):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * max(1.0, float(np.abs(w).max())))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_pretraining_steps_with_and_without_dropout_both_run_the_fused_kernels(training, kernel_calls):
+    """The pretraining step (make_train_step, as `pretrain` runs it) calls the fused kernels whether it trains with
+    dropout or without (`--no-dropout`: training=False), and the evaluation step does not."""
+    from albert_tf.training.pretrain_step import build_model_and_optimizer, make_eval_step, make_train_step
+
+    cfg = dict(SMALL, sharing="all")
+    model, optimizer, _ = build_model_and_optimizer(AlbertConfig.from_dict(cfg), 1e-3, 10, 1)
+    batch = {k: tf.constant(v) for k, v in make_inputs(cfg).items()}
+    positions = batch["masked_lm_positions"]
+    batch.update(masked_lm_ids=tf.ones_like(positions), masked_lm_weights=tf.ones(positions.shape, tf.float32),
+                 sentence_order_labels=tf.constant([0, 1, 0]))
+    make_eval_step(model, 3)(batch)
+    assert not any(kernel_calls.values()), "evaluation must stay on the inference graph"
+    sums = make_train_step(model, optimizer, 3)(batch, training)
+    assert kernel_calls["residual_layer_norm"] > 0 and kernel_calls["bias_gelu"] > 0, kernel_calls
+    assert np.isfinite(float(sums["mlm_nll"]))

@@ -168,7 +168,8 @@ def fused_masked_softmax(scores, bias, scale):
     @tf.custom_gradient
     def fn(scores, bias):
         def grad(dp):
-            return softmax_backward(scores, bias, scale, dp, matvec_reductions()), tf.zeros_like(bias)  # the mask is not trained
+            ds = softmax_backward(scores, bias, scale, dp, matvec_reductions())
+            return ds, tf.zeros_like(bias)  # the mask is not trained
         return softmax_forward(scores, bias, scale), grad
     return fn(scores, bias)
 

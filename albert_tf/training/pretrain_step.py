@@ -162,8 +162,9 @@ def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup
     """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), LAMB with the original's settings and
     its schedule (call under strategy.scope()). Returns (model, optimizer, schedule)."""
     # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with training=False,
-    # which in ALBERT removes dropout and nothing else (inside fused.training_step(): the fused training path). (Building it with the rates set to 0 would draw Keras'
-    # seed stream differently and so change the initial weights of a seeded run.)
+    # which in ALBERT removes dropout and nothing else (inside fused.training_step(): the fused training path).
+    # (Building it with the rates set to 0 would draw Keras' seed stream differently and so change the initial
+    # weights of a seeded run.)
     model = AlbertPretrainer(config, fused=fused, training_streams=training_streams, remat=remat)
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
     optimizer = LAMB(schedule)
