@@ -199,8 +199,8 @@ def op_time(xplane_path, calls=None):
     threads, keyed by op type (matmuls under their oneDNN names), and every launch of an XLA-compiled kernel as
     "XLA: <its Python function>" where `calls` ({call node name: function name}, called_functions) names the node
     that launched it (matched on the longest suffix of the profile's node name, which carries the loop's prefix:
-    "while/body/_1/while/PartitionedCall_4"), else as "XLA kernels". Ops that run
-    concurrently (two batch slices, inter-op parallelism) both count, so the sum can exceed the wall time."""
+    "while/body/_1/while/PartitionedCall_4"), else as "XLA kernels". Ops that run concurrently (two batch slices,
+    inter-op parallelism) both count, so the sum can exceed the wall time."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
 
     space = xplane_pb2.XSpace()

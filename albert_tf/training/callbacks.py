@@ -123,8 +123,9 @@ class StopOnSignal(keras.callbacks.Callback):
     see EpochEnd). A second SIGINT aborts at once with one line (exit 130, the output lock released). The
     mechanism is pretrain's, `runtime.signals.StopSignal` (a watcher thread woken through `signal.set_wakeup_fd`, so a second
     Ctrl-C acts even inside a long TensorFlow call), installed at on_train_begin (the main thread) and removed at
-    on_train_end (the previous handlers come back). `exits=False` (a library call): a second SIGINT does not end the
-    process."""
+    on_train_end (the previous handlers come back). Keras skips on_train_end when fit raises: the caller calls it
+    again in a `finally` (a second call does nothing). `exits=False` (a library call): a second SIGINT does not end
+    the process."""
 
     SIGNALS = StopSignal.SIGNALS
 
