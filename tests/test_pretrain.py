@@ -345,6 +345,40 @@ def test_dynamic_masking_masks_in_the_pipeline(pretrain_data, tmp_path):
         albert_tf.pretrain(config)
 
 
+def test_masked_lm_prob_sets_the_pipelines_masking_budget(pretrain_data, tmp_path):
+    from albert_tf.config import AlbertConfig as Config  # pylint: disable=import-outside-toplevel
+    from albert_tf.data import pretraining_input  # pylint: disable=import-outside-toplevel
+
+    unmasked = ph.write_records(str(tmp_path / "unmasked.tfrecord"), 32, SEQ, PRED, seed=5, unmasked=True)
+    config = Config.from_json_file(str(pretrain_data / "albert_config.json"))
+
+    def masked_per_row(prob, max_predictions):
+        cfg = ph.pretrain_config(pretrain_data, tmp_path / "m", dynamic_masking=True, train_data=unmasked,
+                                 masked_lm_prob=prob, max_predictions=max_predictions)
+        fn = pretraining_input.make_dataset_fn(cfg, config, unmasked, 16, is_training=True)
+        features = next(iter(fn(tf.distribute.InputContext())))
+        lengths = features["input_mask"].numpy().sum(axis=1)
+        return features["masked_lm_weights"].numpy().sum(axis=1), lengths
+
+    # The budget per row, by hand: min(max_predictions, max(1, round(tokens * prob))); n-gram spans may stop
+    # one short of it, never past it.
+    for prob, max_predictions in ((0.15, PRED), (0.5, SEQ)):
+        masked, lengths = masked_per_row(prob, max_predictions)
+        budget = np.minimum(max_predictions, np.maximum(1, np.round(lengths * prob)))
+        assert (masked <= budget).all() and (masked >= budget - 2).all() and masked.sum() >= 0.8 * budget.sum()
+    low, _ = masked_per_row(0.15, SEQ)
+    high, _ = masked_per_row(0.5, SEQ)
+    assert high.sum() > 2.5 * low.sum()
+
+
+def test_masked_lm_prob_is_checked(pretrain_data, tmp_path):
+    with pytest.raises(ValueError, match=r"--masked-lm-prob must be in \(0, 1\], got 1.5"):
+        albert_tf.pretrain(ph.pretrain_config(pretrain_data, tmp_path / "m", dynamic_masking=True,
+                                              masked_lm_prob=1.5))
+    with pytest.raises(ValueError, match="--masked-lm-prob 0.3 needs --dynamic-masking"):
+        albert_tf.pretrain(ph.pretrain_config(pretrain_data, tmp_path / "m", masked_lm_prob=0.3))
+
+
 # ------------------------------------------------------------------------------------------ the step under XLA
 @pytest.mark.skipif(not host_xla.available(), reason="no XLA for the host in this TensorFlow (the TPU wheel)")
 def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(pretrain_data):

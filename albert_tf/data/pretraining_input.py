@@ -57,7 +57,7 @@ def make_dataset_fn(cfg, config, file_pattern, global_batch_size, is_training, s
         return dataset.pretraining_dataset(
             file_pattern, seq_length=cfg.max_seq_length, max_predictions=cfg.max_predictions,
             batch_size=global_batch_size, is_training=is_training, input_context=input_context,
-            dynamic_masking=cfg.dynamic_masking, seed=cfg.seed,
+            dynamic_masking=cfg.dynamic_masking, seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob,
             vocab_size=config.vocab_size if cfg.dynamic_masking else None,
             start_batch=skip_global_batches * replicas_per_pipeline, record_counts=counts,
             max_batches=None if is_training else cfg.max_eval_steps)

@@ -93,6 +93,9 @@ class PretrainConfig:  # pylint: disable=too-many-instance-attributes
     no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",)
     dynamic_masking: bool = option(False, "mask in the input pipeline (records made with --no-mask)",
                                    same_on_resume=True)
+    masked_lm_prob: float = option(0.15, "with --dynamic-masking: the fraction of each sequence's tokens masked "
+                                         "(capped at --max-predictions); records made with masks keep theirs",
+                                   same_on_resume=True)
     init: str | None = option(None, "the pretrained model to start from, its encoder and heads (weights only: the "
                                     "optimizer starts afresh): a pretrained-model directory, a released model's name "
                                     "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "

@@ -63,6 +63,11 @@ def check_flags(cfg):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.streams is not None and cfg.streams <= 0:
         raise ValueError(f"--streams must be positive, got {cfg.streams}")
+    if not 0 < cfg.masked_lm_prob <= 1:
+        raise ValueError(f"--masked-lm-prob must be in (0, 1], got {cfg.masked_lm_prob}")
+    if cfg.masked_lm_prob != 0.15 and not cfg.dynamic_masking:
+        raise ValueError(f"--masked-lm-prob {cfg.masked_lm_prob} needs --dynamic-masking: records made with masks "
+                         "carry their own (create-data --masked-lm-prob)")
     if cfg.max_predictions > cfg.max_seq_length:
         raise ValueError(f"--max-predictions {cfg.max_predictions} exceeds --max-seq-length {cfg.max_seq_length}")
     if cfg.num_warmup_steps >= cfg.num_train_steps:
