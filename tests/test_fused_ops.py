@@ -109,17 +109,18 @@ def test_layer_norm_bias_against_numpy():
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("uses", [1, 3])
-def test_shared_cast_sums_the_gradients_of_its_uses_in_float32(uses):
+@pytest.mark.parametrize("uses,streams", [(1, 1), (3, 1), (1, 2), (3, 2)])
+def test_shared_cast_sums_the_gradients_of_its_uses_in_float32(uses, streams):
     rng = np.random.default_rng(4)
     w = tf.constant(rng.normal(size=(4, 6)), tf.float32)
     # bfloat16-exact upstream gradients whose float32 sum is not bfloat16-exact
-    upstream = [tf.cast(tf.cast(rng.normal(size=(4, 6)) * 10 ** i, tf.bfloat16), tf.float32) for i in range(uses)]
+    upstream = [tf.cast(tf.cast(rng.normal(size=(4, 6)) * 10 ** (i % 4), tf.bfloat16), tf.float32)
+                for i in range(uses * streams)]
     with tf.GradientTape() as tape:
         tape.watch(w)
-        copies = fused.shared_cast(w, "bfloat16", uses, fused=True)
+        copies = fused.shared_cast(w, "bfloat16", uses, fused=True, streams=streams)
         total = tf.add_n([tf.reduce_sum(tf.cast(c, tf.float32) * u) for c, u in zip(copies, upstream)])
-    assert len(copies) == uses and all(c.dtype == tf.bfloat16 for c in copies)
+    assert len(copies) == uses * streams and all(c.dtype == tf.bfloat16 for c in copies)
     np.testing.assert_array_equal(copies[-1].numpy(), tf.cast(w, tf.bfloat16).numpy())
     grad = tape.gradient(total, w)
     assert grad.dtype == tf.float32
@@ -228,6 +229,28 @@ def test_training_streams_compute_the_same_function():
             np.testing.assert_allclose(got_out[k], want_out[k], rtol=1e-5, atol=2e-6, err_msg=k)
         for g, w, v in zip(got_grads, want_grads, model.trainable_variables):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=v.path)
+
+
+def test_training_streams_add_their_weight_gradients_into_the_shared_sum():
+    """With the batch in slices, a shared weight's per-slice gradients join its running float32 sum in one kernel
+    (shared_cast's link): no TensorFlow AddN of weight-sized gradients first (a pass over memory per block)."""
+    cfg, _, model, batch = _model_and_batch(training_streams=3)
+    hidden, inner = cfg["hidden_size"], cfg["intermediate_size"]
+    kernel_shapes = {(hidden, 3 * hidden), (hidden, hidden), (hidden, inner), (inner, hidden)}
+    labels = np.random.default_rng(6).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
+
+    @tf.function
+    def grads():
+        with tf.GradientTape() as tape:
+            out = model(batch, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, out["mlm_logits"]))
+        return tape.gradient(loss, model.trainable_variables)
+
+    graph = grads.get_concrete_function().graph
+    sums = [op for op in graph.get_operations() if op.type == "AddN"]
+    assert sums, "the bias gradients of the slices are still summed by AddN: the graph was searched"
+    weight_sized = [op.name for op in sums if tuple(op.outputs[0].shape) in kernel_shapes]
+    assert not weight_sized, weight_sized
 
 
 @pytest.mark.parametrize("shape", [(7, 5), (2, 3, 9), (1, 1, 4)])

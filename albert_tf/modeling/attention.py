@@ -86,16 +86,18 @@ class AttentionSublayer(keras.layers.Layer):
         return self.layer_norm(self.output_dense(context) + x)
 
     # ------------------------------------------------------------------ training path (fused kernels)
-    def step_weights(self, uses=1):
-        """The weights as one training step uses them, each variable read once: a list of `uses` dicts, one per
-        application of this (possibly cross-layer-shared) block, holding `qkv_kernel` [H, 3H] (= [W_q | W_k |
+    def step_weights(self, uses=1, streams=1):
+        """The weights as one training step uses them, each variable read once: a list of `uses` × `streams` dicts,
+        one per application and batch slice (application u, slice s at u · streams + s; see `fused.shared_cast`)
+        of this (possibly cross-layer-shared) block, holding `qkv_kernel` [H, 3H] (= [W_q | W_k |
         W_v]) and `output_kernel` [H, H] in the compute dtype (cast once per step; gradients summed in float32),
         and float32 `qkv_bias` [3H], `output_bias`, `gamma`, `beta` [H]."""
         wq, wk, wv, wo, bq, bk, bv, bo, gamma, beta = float32_values(
             self.query.kernel, self.key.kernel, self.value.kernel, self.output_dense.kernel, self.query.bias,
             self.key.bias, self.value.bias, self.output_dense.bias, self.layer_norm.gamma, self.layer_norm.beta)
-        qkv_kernels = shared_cast(ops.concatenate([wq, wk, wv], axis=1), self.compute_dtype, uses, fused=True)
-        output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True)
+        qkv_kernels = shared_cast(ops.concatenate([wq, wk, wv], axis=1), self.compute_dtype, uses, fused=True,
+                                  streams=streams)
+        output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True, streams=streams)
         qkv_bias = ops.concatenate([bq, bk, bv], axis=0)
         return [{"qkv_kernel": a, "output_kernel": b, "qkv_bias": qkv_bias, "output_bias": bo, "gamma": gamma,
                  "beta": beta} for a, b in zip(qkv_kernels, output_kernels)]

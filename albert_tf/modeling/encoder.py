@@ -232,30 +232,33 @@ class AlbertEncoder(AlbertModelBase):
         that run as independent chains (see `training_streams`)."""
         x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"], training=training)
         bias = attention_bias(inputs["input_mask"])
-        attention_uses = collections.Counter(key for key, _ in self.block_keys)
-        ffn_uses = collections.Counter(key for _, key in self.block_keys)
-        attention_weights = {key: iter(layer.step_weights(attention_uses[key]))
-                             for key, layer in self.attention_layers.items()}
-        ffn_weights = {key: iter(layer.step_weights(ffn_uses[key])) for key, layer in self.ffn_layers.items()}
         streams = self.training_streams
         batch = x.shape[0]
         if streams > 1 and (batch is None or batch % streams):
             streams = 1  # an unknown or indivisible batch runs as one stream
+        attention_uses = collections.Counter(key for key, _ in self.block_keys)
+        ffn_uses = collections.Counter(key for _, key in self.block_keys)
+        # per application, one weights dict per stream (their gradients join the shared sum in one kernel)
+        attention_weights = {key: iter(layer.step_weights(attention_uses[key], streams))
+                             for key, layer in self.attention_layers.items()}
+        ffn_weights = {key: iter(layer.step_weights(ffn_uses[key], streams)) for key, layer in self.ffn_layers.items()}
         xs = ops.split(x, streams, axis=0) if streams > 1 else [x]
         biases = ops.split(bias, streams, axis=0) if streams > 1 else [bias]
         encoder_outputs = []
         last = len(self.block_keys) - 1
         for index, (attention_key, ffn_key) in enumerate(self.block_keys):
             attention, ffn = self.attention_layers[attention_key], self.ffn_layers[ffn_key]
-            weights = (next(attention_weights[attention_key]), next(ffn_weights[ffn_key]))
+            attention_slices = [next(attention_weights[attention_key]) for _ in xs]
+            ffn_slices = [next(ffn_weights[ffn_key]) for _ in xs]
             # Each block output but the last feeds the next block twice (matmul, residual): a pair of copies.
             copies = 1 if index == last else 2
             if self.remat:
                 xs = [_rematerialized_block(attention, ffn, x, bias, weights, training, copies)
-                      for x, bias in zip(xs, biases)]
+                      for x, bias, weights in zip(xs, biases, zip(attention_slices, ffn_slices))]
             else:
-                xs = [attention.train_call(x, bias, weights[0], training, copies=2) for x, bias in zip(xs, biases)]
-                xs = [ffn.train_call(x, weights[1], training, copies=copies) for x in xs]
+                xs = [attention.train_call(x, bias, weights, training, copies=2)
+                      for x, bias, weights in zip(xs, biases, attention_slices)]
+                xs = [ffn.train_call(x, weights, training, copies=copies) for x, weights in zip(xs, ffn_slices)]
             outputs = [x if index == last else x[0] for x in xs]
             encoder_outputs.append(ops.concatenate(outputs, axis=0) if streams > 1 else outputs[0])
         x = encoder_outputs[-1]

@@ -44,16 +44,17 @@ class FeedForwardSublayer(keras.layers.Layer):
         return self.layer_norm(self.dropout(y, training=training) + x)
 
     # ------------------------------------------------------------------ training path (fused kernels)
-    def step_weights(self, uses=1):
-        """The weights as one training step uses them, each variable read once: a list of `uses` dicts, one per
-        application of this (possibly cross-layer-shared) block, holding `input_kernel` [H, I] and
+    def step_weights(self, uses=1, streams=1):
+        """The weights as one training step uses them, each variable read once: a list of `uses` × `streams` dicts,
+        one per application and batch slice (application u, slice s at u · streams + s; see `fused.shared_cast`)
+        of this (possibly cross-layer-shared) block, holding `input_kernel` [H, I] and
         `output_kernel` [I, H] in the compute dtype (cast once per step; gradients summed in float32) and float32
         `input_bias` [I], `output_bias`, `gamma`, `beta` [H]."""
         wi, wo, bi, bo, gamma, beta = float32_values(
             self.intermediate.kernel, self.output_dense.kernel, self.intermediate.bias, self.output_dense.bias,
             self.layer_norm.gamma, self.layer_norm.beta)
-        input_kernels = shared_cast(wi, self.compute_dtype, uses, fused=True)
-        output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True)
+        input_kernels = shared_cast(wi, self.compute_dtype, uses, fused=True, streams=streams)
+        output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True, streams=streams)
         return [{"input_kernel": a, "output_kernel": b, "input_bias": bi, "output_bias": bo, "gamma": gamma,
                  "beta": beta} for a, b in zip(input_kernels, output_kernels)]
 

@@ -10,9 +10,9 @@ piece is one kernel forward and one backward:
                         bias=None, copies=1)    `copies` equal outputs, their gradients summed in the kernel)
     masked_softmax(scores, bias, scale)         softmax(scores · scale + bias)           (over the last axis)
     split_heads(qkv, bias, num_heads)           [B, L, 3H] + bias → q, k, v, each [B, N, L, D]
-    shared_cast(w, dtype, uses)                 `uses` copies of cast(w, dtype) whose gradients are summed in
-                                                float32 as they come (a cross-layer-shared weight, cast once per
-                                                step)
+    shared_cast(w, dtype, uses, streams=1)      `uses` × `streams` copies of cast(w, dtype) whose gradients are
+                                                summed in float32 as they come (a cross-layer-shared weight, cast
+                                                once per step; an application on `streams` batch slices)
 
 With `fused=True` and the TensorFlow backend, the forward and a hand-written backward are each an XLA-compiled
 function (`tf.function(jit_compile=True)`) joined by `tf.custom_gradient`; they compute in float32 whatever the
@@ -142,21 +142,23 @@ def split_heads(qkv, bias, num_heads, fused=False):
     return tuple(split_into_heads(ops.cast(_f32(qkv) + _f32(bias), qkv.dtype), num_heads, 3))
 
 
-def shared_cast(value, dtype, uses, fused=False):
-    """`uses` tensors equal to cast(value, dtype), for a weight applied `uses` times in one step (cross-layer
-    sharing), in the order of the applications: it is cast once, not once per application, and the gradients of
+def shared_cast(value, dtype, uses, fused=False, streams=1):
+    """`uses` × `streams` tensors equal to cast(value, dtype), for a weight applied `uses` times in one step
+    (cross-layer sharing), each application on `streams` slices of the batch: ordered by application, then slice
+    (application u, slice s at u · streams + s). It is cast once, not once per application, and the gradients of
     the applications are summed in float32 (fused) as the backward pass produces them, last application first (a
-    running sum: one weight-sized float32 sum alive, not one gradient per application).
+    running sum: one weight-sized float32 sum alive, not one gradient per application); an application's slices
+    join the sum in the same kernel.
 
     Args:
-      value: float32 tensor (a variable's value); dtype: the compute dtype; uses: a Python int ≥ 1.
+      value: float32 tensor (a variable's value); dtype: the compute dtype; uses, streams: Python ints ≥ 1.
     Returns:
-      a list of `uses` tensors of `dtype`.
+      a list of `uses` × `streams` tensors of `dtype`.
     """
-    if uses == 1 or not fused:
+    if uses * streams == 1 or not fused:
         cast = ops.cast(value, dtype)
-        return [cast] * uses
-    return tf_kernels()["shared_cast"](value, dtype, int(uses))
+        return [cast] * (uses * streams)
+    return tf_kernels()["shared_cast"](value, dtype, int(uses), int(streams))
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow kernels

@@ -6,7 +6,8 @@ fused call (`fused.tf_kernels()`), so that the model code stays keras.ops only u
     residual_layer_norm(y, r, gamma, beta, eps, bias, n)    LayerNorm(y + r (+ bias)), n copies of the output
     masked_softmax(scores, bias, scale)                     softmax(scores · scale + bias)
     split_heads(qkv, b, num_heads)                          q, k, v heads of qkv + b
-    shared_cast(w, dtype, uses)                             `uses` casts of w, gradients summed as they arrive
+    shared_cast(w, dtype, uses, streams)                    `uses` × `streams` casts of w, gradients summed as
+                                                            they arrive
 """
 import tensorflow as tf
 
@@ -209,26 +210,34 @@ def fused_split_heads(qkv, b, num_heads):
 # n copies of cast(w) for n uses in order; the gradient is Σ of the uses' gradients, in float32, summed as the
 # backward pass reaches them (last use first): a float32 carrier (w itself) is threaded through one link per
 # use, and link k's gradient is the carrier's gradient from link k + 1 plus use k's. Only the running sum and
-# one use's gradient are alive at a time, not all n (12 weight-sized gradients for albert_base).
+# one use's gradient are alive at a time, not all n (12 weight-sized gradients for albert_base). A use that runs
+# as `streams` batch slices gets one copy per slice, and the slices' gradients join the running sum in the same
+# kernel: without it TensorFlow would first sum them with an AddN, one more pass over a weight-sized tensor.
 @xla
-def add_float32(total, grad):
-    return total + tf.cast(grad, tf.float32)
+def add_float32(total, *grads):
+    for g in grads:
+        total = total + tf.cast(g, tf.float32)
+    return total
 
-@tf.custom_gradient
-def link(carrier, cast):
-    def grad(d_use, d_carrier):
-        if d_use is None:
-            return d_carrier, None
-        if d_carrier is None:
-            return tf.cast(d_use, tf.float32), None
-        return add_float32(d_carrier, d_use), None
-    return (tf.identity(cast), tf.identity(carrier)), grad
+def make_link(streams):
+    @tf.custom_gradient
+    def link(carrier, cast):
+        def grad(*upstream):
+            d_uses, d_carrier = [d for d in upstream[:-1] if d is not None], upstream[-1]
+            if not d_uses:
+                return d_carrier, None
+            if d_carrier is None:
+                return add_float32(tf.cast(d_uses[0], tf.float32), *d_uses[1:]), None
+            return add_float32(d_carrier, *d_uses), None
+        return (*[tf.identity(cast) for _ in range(streams)], tf.identity(carrier)), grad
+    return link
 
-def fused_shared_cast(w, dtype, uses):
+def fused_shared_cast(w, dtype, uses, streams=1):
+    link = make_link(streams)
     carrier, cast, outs = w, tf.cast(w, dtype), []
     for _ in range(uses):
-        out, carrier = link(carrier, cast)
-        outs.append(out)
+        *copies, carrier = link(carrier, cast)
+        outs.extend(copies)
     return outs
 
 
