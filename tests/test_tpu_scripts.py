@@ -370,10 +370,12 @@ def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_p
     program = ('echo "A=$A"; trap "echo saved; exit 0" TERM; '
                'while true; do sleep 0.1; done')
     session = subprocess.Popen(["bash", "-c", f'bash {os.path.join(TPU, "on_worker.sh")} start {run_dir} - A=1 -- '
-                                              f'bash -c \'{program}\' && echo session-idle && sleep 60'],
+                                              f'bash -c \'{program}\' && echo session-idle && exec sleep 60'],
                                start_new_session=True, stdout=subprocess.PIPE, text=True)
     wait_until(lambda: worker("status", run_dir, check=False).returncode == 0, 20, 0.1)
     # the session drops once `start` has returned (under load the run can be up before `start` has exited)
+    # (`exec sleep`: a SIGHUP that reached a forked child of bash before its exec could be lost, the session then
+    # outliving it by a minute)
     for line in session.stdout:
         if line.strip() == "session-idle":
             break
