@@ -169,9 +169,10 @@ def test_a_library_stop_signal_only_requests_the_stop():
 
 # ---------------------------------------------------------------------------------------------- create-data
 def start_long_create_data(tmp_path, spm_model, workers):
-    """A create-data run of about 20 s in its own process group, once it has written records to its temp files:
-    returns (process, output folder)."""
-    corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=3000)
+    """A create-data run of about 20 s in its own process group (3,000 documents took 6 s once the pipeline got
+    faster, and a run could end before the signal), once it has written records to its temp files: returns
+    (process, output folder)."""
+    corpus = helpers.write_corpus(str(tmp_path / "corpus.txt"), num_docs=10000)
     out_dir = tmp_path / "data"
     proc = start("create-data", ["--input", corpus, "--spm-model", spm_model, "--output", out_dir / "train",
                                  "--max-seq-length", 64, "--num-shards", 2, "--workers", workers, "--dupe-factor", 40])
