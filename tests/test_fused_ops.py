@@ -248,7 +248,7 @@ def test_training_streams_add_their_weight_gradients_into_the_shared_sum():
 
     graph = grads.get_concrete_function().graph
     sums = [op for op in graph.get_operations() if op.type == "AddN"]
-    assert sums, "the bias gradients of the slices are still summed by AddN: the graph was searched"
+    assert sums, "no AddN at all: the wrong graph was searched (the slices' bias gradients are summed by AddN)"
     weight_sized = [op.name for op in sums if tuple(op.outputs[0].shape) in kernel_shapes]
     assert not weight_sized, weight_sized
 

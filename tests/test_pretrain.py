@@ -346,11 +346,10 @@ def test_dynamic_masking_masks_in_the_pipeline(pretrain_data, tmp_path):
 
 
 def test_masked_lm_prob_sets_the_pipelines_masking_budget(pretrain_data, tmp_path):
-    from albert_tf.config import AlbertConfig as Config  # pylint: disable=import-outside-toplevel
     from albert_tf.data import pretraining_input  # pylint: disable=import-outside-toplevel
 
     unmasked = ph.write_records(str(tmp_path / "unmasked.tfrecord"), 32, SEQ, PRED, seed=5, unmasked=True)
-    config = Config.from_json_file(str(pretrain_data / "albert_config.json"))
+    config = AlbertConfig.from_json_file(str(pretrain_data / "albert_config.json"))
 
     def masked_per_row(prob, max_predictions):
         cfg = ph.pretrain_config(pretrain_data, tmp_path / "m", dynamic_masking=True, train_data=unmasked,

@@ -65,7 +65,8 @@ def check_flags(cfg):
         raise ValueError(f"--streams must be positive, got {cfg.streams}")
     if not 0 < cfg.masked_lm_prob <= 1:
         raise ValueError(f"--masked-lm-prob must be in (0, 1], got {cfg.masked_lm_prob}")
-    if cfg.masked_lm_prob != 0.15 and not cfg.dynamic_masking:
+    default_prob = next(f.default for f in dataclasses.fields(cfg) if f.name == "masked_lm_prob")
+    if cfg.masked_lm_prob != default_prob and not cfg.dynamic_masking:
         raise ValueError(f"--masked-lm-prob {cfg.masked_lm_prob} needs --dynamic-masking: records made with masks "
                          "carry their own (create-data --masked-lm-prob)")
     if cfg.max_predictions > cfg.max_seq_length:
