@@ -25,8 +25,9 @@ Arms, each at 32, 128, 512 and 2048 labelled passages (balanced; the same passag
 the same batches), over --seeds seeds (which labels are drawn, head init, order):
   pretrained / random: the cpu_small ALBERT from its pretraining / from a random init of the same config, as frozen
     features (a linear probe: logistic regression on the mean-pooled sequence output, at each of the checkpoints
-    at 1/8, 1/4, 1/2 and all of the run; and on every block's mean-pooled output side by side, "probe, all
-    blocks", at the last) and fine-tuned (the classifier on the pooled output, the last checkpoint; at 128 labels
+    at 1/8, 1/4, 1/2 and all of the run; at the last, also on every block's mean-pooled output side by side,
+    "probe, all blocks", and on the mean of the passage's rows of the word-embedding table, "probe, word
+    embeddings") and fine-tuned (the classifier on the pooled output, the last checkpoint; at 128 labels
     unless --finetune-labels: a fine-tuning run costs ~30 s on 2 cores, a probe well under one);
   bag_of_words: logistic regression on binary word features;
   distributional: logistic regression on averaged PPMI-SVD word vectors learned from the same corpus (what the
@@ -507,9 +508,10 @@ def _step(argv):
     return seconds
 
 
-def pretraining_argv(work, steps, quick, seed):
+def pretraining_argv(work, steps, quick, seed, sets=()):
     """`albert-tf pretrain --recipe cpu_small` for `steps` steps: the recipe's warm-up share (500 of 8000) and a
-    kept step checkpoint at every eighth of the run (MODEL_DIR/steps/); --quick: QUICK_MODEL, batch 32."""
+    kept step checkpoint at every eighth of the run (MODEL_DIR/steps/); --quick: QUICK_MODEL, batch 32; `sets`
+    ("KEY=VALUE" strings) go to pretrain's --set after the recipe's model (and QUICK_MODEL), so they win."""
     from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
 
     recipe = RECIPES["cpu_small"]["values"]
@@ -522,10 +524,10 @@ def pretraining_argv(work, steps, quick, seed):
     if quick:
         argv += [w for k, v in QUICK_MODEL.items() for w in ("--set", f"{k}={v}")]
         argv += ["--batch-size", "32", "--steps-per-loop", str(max(1, steps // 8)), "--dtype", "float32"]
-    return argv
+    return argv + [w for kv in sets for w in ("--set", kv)]
 
 
-def pretrain(work, corpus, steps, quick, seed):
+def pretrain(work, corpus, steps, quick, seed, sets=()):
     """vocab → create-data --no-mask → pretrain --recipe cpu_small in work/. Returns (model dir, pretraining
     seconds)."""
     vocab = QUICK_MODEL["vocab_size"] if quick else 8000
@@ -535,7 +537,7 @@ def pretrain(work, corpus, steps, quick, seed):
            os.path.join(work, "data", "train"), "--max-seq-length", "64", "--max-predictions", "10", "--no-mask",
            "--seed", str(seed), "--overwrite", "--workers", "2"])
     load = common.load_average()
-    seconds = _step(pretraining_argv(work, steps, quick, seed))
+    seconds = _step(pretraining_argv(work, steps, quick, seed, sets))
     record = {"seconds": seconds, "steps": steps, "load_average_before": load,
               "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
@@ -574,26 +576,32 @@ def run_checkpoints(model_dir):
 
 
 def encoder_features(encoder, weights, tokenizer, batch_size=256):
-    """(last, blocks): two features(texts) → [N, D] of `encoder` holding `weights`, each averaged over a text's
-    tokens (TASK_SEQ): the last block's sequence output (D = H), and every block's output side by side (D =
+    """(last, blocks, words): three features(texts) → [N, D] of `encoder` holding `weights`, each averaged over a
+    text's real tokens (TASK_SEQ): the last block's sequence output (D = H); every block's output side by side (D =
     blocks × H: what the earlier blocks keep of a word's identity, which the last block trades for predicting
-    masked tokens). Each text is computed once (the dev texts recur across seeds and label counts)."""
+    masked tokens); the rows of the word-embedding table (D = E: the model's own word vectors, the counterpart of
+    the distributional arm's). Each text is computed once (the dev texts recur across seeds and label counts)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
-    cache = {}
+    cache, word_cache = {}, {}
+    table = [None]
 
     def compute(texts):
         missing = sorted({t for t in texts if t not in cache})
         if missing:
             encoder.set_weights(weights)
+            if table[0] is None:
+                table[0] = np.asarray(encoder.get_layer("embeddings").word_embeddings.numpy(), np.float64)
             x = tokenizer.pack(missing, seq_length=TASK_SEQ)
             for start in range(0, len(missing), batch_size):
                 batch = {k: v[start:start + batch_size] for k, v in x.items()}
                 outputs = encoder(batch, training=False)
                 mask = batch["input_mask"][:, :, None].astype(np.float64)
                 means = [(np.asarray(block, np.float64) * mask).sum(1) / mask.sum(1)
-                         for block in outputs["encoder_outputs"]]
-                cache.update(zip(missing[start:start + batch_size], np.concatenate(means, axis=1)))
+                         for block in outputs["encoder_outputs"] + [table[0][batch["input_word_ids"]]]]
+                names = missing[start:start + batch_size]
+                cache.update(zip(names, np.concatenate(means[:-1], axis=1)))
+                word_cache.update(zip(names, means[-1]))
 
     def blocks(texts):
         compute(texts)
@@ -602,7 +610,11 @@ def encoder_features(encoder, weights, tokenizer, batch_size=256):
     def last(texts):  # the last block's columns of `blocks`
         return blocks(texts)[:, -encoder.config.hidden_size:]
 
-    return last, blocks
+    def words(texts):
+        compute(texts)
+        return np.stack([word_cache[t] for t in texts])
+
+    return last, blocks, words
 
 
 def finetune_accuracy(config, tokenizer, fit, select, dev, weights, seed, grid, batch_size, min_steps=80):
@@ -648,6 +660,9 @@ def _parse_args(argv=None):
                                                     "temp dir)")
     p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: the recipe's 8000, "
                                                                     "about an hour on a quiet 2-core CPU; --quick 80)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one key of the recipe's model (repeatable; pretrain's --set), e.g. --set "
+                        "num_hidden_layers=2")
     p.add_argument("--labels", default=None, help=f"comma-separated label counts (default {LABELS}; --quick 32,128)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 5; --quick 2)")
     p.add_argument("--finetune-lrs", default=None, help="the fine-tuning learning rates chosen among (default "
@@ -698,7 +713,8 @@ def main(argv=None):
         model_dir = args.init
         pretrain_seconds = recorded_pretraining_seconds(model_dir)
     else:
-        model_dir, pretrain_seconds = pretrain(work, corpus, args.pretrain_steps, args.quick, args.data_seed)
+        model_dir, pretrain_seconds = pretrain(work, corpus, args.pretrain_steps, args.quick, args.data_seed,
+                                               args.set)
         print(f"pretraining wall time: {pretrain_seconds:.0f}s ({pretrain_seconds / 60:.1f} min) for "
               f"{args.pretrain_steps} steps", flush=True)
         if args.pretrain_only:
@@ -739,19 +755,23 @@ def evaluate(args, model_dir, corpus_documents, task):
     for seed in range(args.seeds):
         keras.utils.set_random_seed(seed)
         random_weights = AlbertEncoder(config).get_weights()
-        random_probe, random_blocks = encoder_features(encoder, random_weights, tokenizer)
+        random_probe, random_blocks, random_words = encoder_features(encoder, random_weights, tokenizer)
         for labels in args.labels:
             fit, select = selection_split(sample_labels(task["pool"], labels, seed))
             record(("bag_of_words", "probe", None, labels),
                    linear_probe(bag_of_words_features([t for t, _ in fit + select]), fit, select, task["dev"])[0])
             record(("distributional", "probe", None, labels), linear_probe(distributional, fit, select, task["dev"])[0])
             record(("random", "probe", None, labels), linear_probe(random_probe, fit, select, task["dev"])[0])
-            for step, (features, _) in probes.items():
+            for step, (features, _, _) in probes.items():
                 record(("pretrained", "probe", step, labels), linear_probe(features, fit, select, task["dev"])[0])
             record(("random", "probe, all blocks", None, labels),
                    linear_probe(random_blocks, fit, select, task["dev"])[0])
             record(("pretrained", "probe, all blocks", last, labels),
                    linear_probe(probes[last][1], fit, select, task["dev"])[0])
+            record(("random", "probe, word embeddings", None, labels),
+                   linear_probe(random_words, fit, select, task["dev"])[0])
+            record(("pretrained", "probe, word embeddings", last, labels),
+                   linear_probe(probes[last][2], fit, select, task["dev"])[0])
             if labels in args.finetune_labels:
                 tuned = finetune_accuracy(config, tokenizer, fit, select, task["dev"],
                                           {"pretrained": step_weights[last], "random": random_weights}, seed,
@@ -782,6 +802,7 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
     rows = [("bag_of_words", "probe", None), ("distributional", "probe", None), ("random", "probe", None)]
     rows += [("pretrained", "probe", step) for step in steps]
     rows += [("random", "probe, all blocks", None), ("pretrained", "probe, all blocks", steps[-1])]
+    rows += [("random", "probe, word embeddings", None), ("pretrained", "probe, word embeddings", steps[-1])]
     rows += [("random", "fine-tuned", None), ("pretrained", "fine-tuned", steps[-1])]
     for arm, kind, step in rows:
         if not any((arm, kind, step, n) in results for n in args.labels):
@@ -789,7 +810,7 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
         tokens = "–" if step is None else f"{step * tokens_per_step / 1e6:.1f}M (step {step})"
         print(f"| {arm} | {kind} | {tokens} | " +
               " | ".join(_cell(results.get((arm, kind, step, n), [])) for n in args.labels) + " |")
-    for kind in ("probe", "probe, all blocks", "fine-tuned"):
+    for kind in ("probe", "probe, all blocks", "probe, word embeddings", "fine-tuned"):
         for n in args.labels:
             pre, rnd = results.get(("pretrained", kind, steps[-1], n)), results.get(("random", kind, None, n))
             if pre and rnd:

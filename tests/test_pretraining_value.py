@@ -170,6 +170,22 @@ def test_step_checkpoints_at_eighths_of_the_run(tmp_path):
     assert [s for s, _ in pv.run_checkpoints(str(tmp_path / "model"))] == [50, 100, 200, 400]
 
 
+def test_set_reaches_pretrains_model_over_the_recipe(tmp_path, capsys):
+    """--set KEY=VALUE goes to `albert-tf pretrain` after the recipe's model: the CLI's own parser resolves the argv
+    to the recipe's config with that key changed (and the rest of the recipe's kept)."""
+    from albert_tf.cli import build_parser  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs.pretrain import CPU_SMALL_MODEL, config_from_args  # pylint: disable=import-outside-toplevel
+
+    args = pv._parse_args(["--set", "num_hidden_layers=2", "--set", "intermediate_size=512"])
+    argv = pv.pretraining_argv(str(tmp_path), 800, False, 0, args.set)
+    config = config_from_args(build_parser(argv).parse_args(argv))
+    capsys.readouterr()
+    assert config.config_overrides == {**CPU_SMALL_MODEL, "num_hidden_layers": 2, "intermediate_size": 512}
+    assert config.num_train_steps == 800 and config.num_warmup_steps == 50
+    plain = pv.pretraining_argv(str(tmp_path), 800, False, 0)
+    assert config_from_args(build_parser(plain).parse_args(plain)).config_overrides == CPU_SMALL_MODEL
+
+
 def test_missing_inputs_name_the_install_command(tmp_path):
     for what in ("kernel documentation", "Python library reference"):
         with pytest.raises(SystemExit, match=re.escape("apt-get install linux-doc-6.12 python3-doc")):
@@ -216,21 +232,23 @@ def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
     assert table[0] == "| arm | how | pretraining tokens | 32 labels | 128 labels |"
     arms = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in table[1:]]
     assert arms[:3] == [("bag_of_words", "probe"), ("distributional", "probe"), ("random", "probe")]
-    assert arms.count(("pretrained", "probe")) == 4 and arms[-4:] == [
-        ("random", "probe, all blocks"), ("pretrained", "probe, all blocks"), ("random", "fine-tuned"),
-        ("pretrained", "fine-tuned")]
+    assert arms.count(("pretrained", "probe")) == 4 and arms[-6:] == [
+        ("random", "probe, all blocks"), ("pretrained", "probe, all blocks"), ("random", "probe, word embeddings"),
+        ("pretrained", "probe, word embeddings"), ("random", "fine-tuned"), ("pretrained", "fine-tuned")]
     for row in table[1:]:
         for cell in row.split("|")[4:-1]:
             mean, spread = map(float, cell.split("±"))
             assert 0 <= mean <= 1 and spread >= 0
     assert any(line.startswith("pretraining wall time: ") for line in lines)
-    assert sum(line.startswith("paired pretrained − random") for line in lines) == 6
+    assert sum(line.startswith("paired pretrained − random") for line in lines) == 8
     recorded = pv.recorded_pretraining_seconds(str(tmp_path / "work" / "model"))
     assert recorded > 0 and f"pretraining wall time: {recorded / 60:.1f} min;" in result.stdout
 
 
-def test_encoder_features_average_the_real_tokens_of_the_last_block_and_of_every_block(tiny_spm_model):
-    """Against a numpy mean over the input mask of the encoder's own outputs, computed one text at a time."""
+def test_encoder_features_average_the_real_tokens_of_the_last_block_every_block_and_the_word_table(
+        tiny_spm_model):
+    """Against a numpy mean over the input mask of the encoder's own outputs and of its word-embedding variable's
+    rows, computed one text at a time."""
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
@@ -241,10 +259,14 @@ def test_encoder_features_average_the_real_tokens_of_the_last_block_and_of_every
                           num_attention_heads=2, intermediate_size=32)
     keras.utils.set_random_seed(0)
     encoder = AlbertEncoder(config)
-    last, blocks = pv.encoder_features(encoder, encoder.get_weights(), tokenizer, batch_size=2)
+    weights = encoder.get_weights()
+    table = next(np.asarray(v.numpy(), np.float64) for v in encoder.weights if v.path.endswith("word_embeddings"))
+    encoder.set_weights([w + 1.0 for w in weights])  # `weights` must be the ones used, not the encoder's current
+    last, blocks, words = pv.encoder_features(encoder, weights, tokenizer, batch_size=2)
     texts = ["the quick brown fox", "a much longer sentence than the first one, with a comma", "fox"]
-    got_last, got_blocks = last(texts), blocks(texts)
-    assert got_last.shape == (3, 16) and got_blocks.shape == (3, 48)
+    got_last, got_blocks, got_words = last(texts), blocks(texts), words(texts)
+    assert got_last.shape == (3, 16) and got_blocks.shape == (3, 48) and got_words.shape == (3, 8)
+    encoder.set_weights(weights)
     for row, text in enumerate(texts):
         x = tokenizer.pack([text], seq_length=pv.TASK_SEQ)
         outputs = encoder(x, training=False)["encoder_outputs"]
@@ -252,6 +274,7 @@ def test_encoder_features_average_the_real_tokens_of_the_last_block_and_of_every
         expected = [np.asarray(block, np.float64)[0][real].mean(0) for block in outputs]
         assert np.allclose(got_blocks[row], np.concatenate(expected), atol=1e-5)
         assert np.allclose(got_last[row], expected[-1], atol=1e-5)
+        assert np.allclose(got_words[row], table[x["input_word_ids"][0][real]].mean(0), atol=1e-6)
 
 
 def test_the_pretraining_wall_time_is_read_back_beside_the_model_dir(tmp_path):
