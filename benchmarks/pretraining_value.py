@@ -5,6 +5,7 @@ on an 8-way classification of passages from Python's library reference, at 32 to
     python benchmarks/pretraining_value.py                  # the full run: about an hour of pretraining, then the arms
     python benchmarks/pretraining_value.py --quick          # a tiny config on a 1 MB corpus slice
     python benchmarks/pretraining_value.py --init MODEL_DIR # evaluate an existing pretraining run (its steps/ too)
+    python benchmarks/pretraining_value.py --set num_hidden_layers=2 --pretrain-steps 6600  # another model, an hour
 
 Install first: `apt-get install linux-doc-6.12 python3-doc` (any linux-doc version; nothing is downloaded at run
 time; `--corpus-dir DIR` and `--task-dir DIR` read other copies).
@@ -538,7 +539,7 @@ def pretrain(work, corpus, steps, quick, seed, sets=()):
            "--seed", str(seed), "--overwrite", "--workers", "2"])
     load = common.load_average()
     seconds = _step(pretraining_argv(work, steps, quick, seed, sets))
-    record = {"seconds": seconds, "steps": steps, "load_average_before": load,
+    record = {"seconds": seconds, "steps": steps, "set": list(sets), "load_average_before": load,
               "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
 
@@ -659,7 +660,8 @@ def _parse_args(argv=None):
     p.add_argument("--work-dir", default=None, help="where corpus, vocabulary, records and model go (default: a "
                                                     "temp dir)")
     p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: the recipe's 8000, "
-                                                                    "about an hour on a quiet 2-core CPU; --quick 80)")
+                                                                    "about an hour on a quiet 2-core CPU with AMX; "
+                                                                    "--quick 80)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change one key of the recipe's model (repeatable; pretrain's --set), e.g. --set "
                         "num_hidden_layers=2")
@@ -675,6 +677,7 @@ def _parse_args(argv=None):
     p.add_argument("--corpus-mb", type=float, default=None, help="use only the first N MB of the corpus (--quick 1)")
     p.add_argument("--data-seed", type=int, default=0, help="seeds the dev split, vocabulary, data and pretraining")
     args = p.parse_args(argv)
+    _check_sets(p, args.set)
     quick = args.quick
     args.pretrain_steps = args.pretrain_steps or (80 if quick else 8000)
     args.labels = [int(n) for n in (args.labels or ("32,128" if quick else ",".join(map(str, LABELS)))).split(",")]
@@ -688,6 +691,31 @@ def _parse_args(argv=None):
     args.finetune_lrs = [float(x) for x in (args.finetune_lrs or ("1e-3" if quick else "1e-4,3e-4,1e-3")).split(",")]
     args.corpus_mb = args.corpus_mb or (1.0 if quick else None)
     return args
+
+
+def _check_sets(parser, sets):
+    """Refuses a --set that pretrain would refuse only after the vocabulary and the records are made: not
+    KEY=VALUE, a key AlbertConfig does not have, or a value it rejects (one line, exit 2)."""
+    import dataclasses  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs.pretrain import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
+    from albert_tf.run_config import parse_key_value  # pylint: disable=import-outside-toplevel
+
+    model = dict(CPU_SMALL_MODEL)
+    keys = {f.name for f in dataclasses.fields(AlbertConfig)}
+    for text in sets:
+        try:
+            key, value = parse_key_value(text)
+        except argparse.ArgumentTypeError as e:
+            parser.error(f"--set: {e}")
+        if key not in keys:
+            parser.error(f"--set {text}: AlbertConfig has no key {key!r} (expected one of {', '.join(sorted(keys))})")
+        model[key] = value
+    try:
+        AlbertConfig(**model)
+    except ValueError as e:
+        parser.error(f"--set {' '.join(sets)}: {e}")
 
 
 def main(argv=None):

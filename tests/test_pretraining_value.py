@@ -186,6 +186,20 @@ def test_set_reaches_pretrains_model_over_the_recipe(tmp_path, capsys):
     assert config_from_args(build_parser(plain).parse_args(plain)).config_overrides == CPU_SMALL_MODEL
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("num_layers=2", "AlbertConfig has no key 'num_layers'"),
+    ("num_hidden_layers=two", "'num_hidden_layers': expected a positive integer, got 'two'"),
+    ("num_hidden_layers", "expected KEY=VALUE"),
+])
+def test_a_bad_set_is_refused_before_any_work(text, expected, capsys):
+    """Before the vocabulary and the records: pretrain itself would refuse it only after them."""
+    with pytest.raises(SystemExit) as stop:
+        pv._parse_args(["--set", text])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert expected in err and "--set" in err, err
+
+
 def test_missing_inputs_name_the_install_command(tmp_path):
     for what in ("kernel documentation", "Python library reference"):
         with pytest.raises(SystemExit, match=re.escape("apt-get install linux-doc-6.12 python3-doc")):
