@@ -677,6 +677,9 @@ def _parse_args(argv=None):
     p.add_argument("--corpus-mb", type=float, default=None, help="use only the first N MB of the corpus (--quick 1)")
     p.add_argument("--data-seed", type=int, default=0, help="seeds the dev split, vocabulary, data and pretraining")
     args = p.parse_args(argv)
+    if args.init and args.set:
+        p.error(f"--set {' '.join(args.set)}: changes the model this script pretrains; with --init {args.init} the "
+                "model is that run's own (its albert_config.json)")
     _check_sets(p, args.set)
     quick = args.quick
     args.pretrain_steps = args.pretrain_steps or (80 if quick else 8000)

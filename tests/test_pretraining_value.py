@@ -200,6 +200,12 @@ def test_a_bad_set_is_refused_before_any_work(text, expected, capsys):
     assert expected in err and "--set" in err, err
 
 
+def test_set_with_init_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        pv._parse_args(["--init", "run/model", "--set", "num_hidden_layers=2"])
+    assert stop.value.code == 2 and "with --init run/model the model is that run's own" in capsys.readouterr().err
+
+
 def test_missing_inputs_name_the_install_command(tmp_path):
     for what in ("kernel documentation", "Python library reference"):
         with pytest.raises(SystemExit, match=re.escape("apt-get install linux-doc-6.12 python3-doc")):
