@@ -491,6 +491,7 @@ def distributional_features(vocab, vectors):
 
 
 # ------------------------------------------------------------------------------------------ pretraining
+PRESET = "albert_base"  # pretrain's --config: the recipe's model (and QUICK_MODEL) sets every size over it
 QUICK_MODEL = {"vocab_size": 1000, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2,
                "num_attention_heads": 2, "intermediate_size": 128, "max_position_embeddings": 64}
 
@@ -517,7 +518,7 @@ def pretraining_argv(work, steps, quick, seed, sets=()):
 
     recipe = RECIPES["cpu_small"]["values"]
     warmup = max(1, round(steps * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
-    argv = ["pretrain", "--recipe", "cpu_small", "--config", "albert_base",
+    argv = ["pretrain", "--recipe", "cpu_small", "--config", PRESET,
             "--train-data", os.path.join(work, "data", "train*"), "--model-dir", os.path.join(work, "model"),
             "--spm-model", os.path.join(work, "spm.model"), "--num-train-steps", str(steps),
             "--num-warmup-steps", str(warmup), "--save-checkpoints-steps", str(max(1, steps // 8)),
@@ -584,25 +585,26 @@ def encoder_features(encoder, weights, tokenizer, batch_size=256):
     the distributional arm's). Each text is computed once (the dev texts recur across seeds and label counts)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
+    names = [v.path for v in encoder.weights]
+    table = np.asarray(weights[names.index(encoder.get_layer("embeddings").word_embeddings.path)], np.float64)
     cache, word_cache = {}, {}
-    table = [None]
+
+    def mean(values, mask):  # [B, L, D] → [B, D] over the real tokens (mask [B, L, 1])
+        return (np.asarray(values, np.float64) * mask).sum(1) / mask.sum(1)
 
     def compute(texts):
         missing = sorted({t for t in texts if t not in cache})
         if missing:
             encoder.set_weights(weights)
-            if table[0] is None:
-                table[0] = np.asarray(encoder.get_layer("embeddings").word_embeddings.numpy(), np.float64)
             x = tokenizer.pack(missing, seq_length=TASK_SEQ)
             for start in range(0, len(missing), batch_size):
                 batch = {k: v[start:start + batch_size] for k, v in x.items()}
                 outputs = encoder(batch, training=False)
                 mask = batch["input_mask"][:, :, None].astype(np.float64)
-                means = [(np.asarray(block, np.float64) * mask).sum(1) / mask.sum(1)
-                         for block in outputs["encoder_outputs"] + [table[0][batch["input_word_ids"]]]]
-                names = missing[start:start + batch_size]
-                cache.update(zip(names, np.concatenate(means[:-1], axis=1)))
-                word_cache.update(zip(names, means[-1]))
+                texts_here = missing[start:start + batch_size]
+                cache.update(zip(texts_here, np.concatenate([mean(block, mask) for block in outputs["encoder_outputs"]],
+                                                            axis=1)))
+                word_cache.update(zip(texts_here, mean(table[batch["input_word_ids"]], mask)))
 
     def blocks(texts):
         compute(texts)
@@ -680,8 +682,8 @@ def _parse_args(argv=None):
     if args.init and args.set:
         p.error(f"--set {' '.join(args.set)}: changes the model this script pretrains; with --init {args.init} the "
                 "model is that run's own (its albert_config.json)")
-    _check_sets(p, args.set)
     quick = args.quick
+    _check_sets(p, args.set, quick)
     args.pretrain_steps = args.pretrain_steps or (80 if quick else 8000)
     args.labels = [int(n) for n in (args.labels or ("32,128" if quick else ",".join(map(str, LABELS)))).split(",")]
     args.seeds = args.seeds or (2 if quick else 5)
@@ -696,29 +698,22 @@ def _parse_args(argv=None):
     return args
 
 
-def _check_sets(parser, sets):
-    """Refuses a --set that pretrain would refuse only after the vocabulary and the records are made: not
-    KEY=VALUE, a key AlbertConfig does not have, or a value it rejects (one line, exit 2)."""
-    import dataclasses  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+def _check_sets(parser, sets, quick):
+    """Refuses a --set that pretrain would refuse only after the vocabulary and the records are made (not
+    KEY=VALUE, a key AlbertConfig does not have, a value it rejects), in one line, exit 2: the model pretrain would
+    build (albert_tf.config.resolve of PRESET with the recipe's model, QUICK_MODEL and `sets`), built here."""
+    from albert_tf.config import resolve  # pylint: disable=import-outside-toplevel
     from albert_tf.jobs.pretrain import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
     from albert_tf.run_config import parse_key_value  # pylint: disable=import-outside-toplevel
 
-    model = dict(CPU_SMALL_MODEL)
-    keys = {f.name for f in dataclasses.fields(AlbertConfig)}
-    for text in sets:
-        try:
-            key, value = parse_key_value(text)
-        except argparse.ArgumentTypeError as e:
-            parser.error(f"--set: {e}")
-        if key not in keys:
-            parser.error(f"--set {text}: AlbertConfig has no key {key!r} (expected one of {', '.join(sorted(keys))})")
-        model[key] = value
     try:
-        AlbertConfig(**model)
+        changes = dict(parse_key_value(text) for text in sets)
+    except argparse.ArgumentTypeError as e:
+        parser.error(f"--set: {e}")
+    try:
+        resolve(PRESET, {**CPU_SMALL_MODEL, **(QUICK_MODEL if quick else {}), **changes})
     except ValueError as e:
-        parser.error(f"--set {' '.join(sets)}: {e}")
+        parser.error(str(e))
 
 
 def main(argv=None):

@@ -187,7 +187,7 @@ def test_set_reaches_pretrains_model_over_the_recipe(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("num_layers=2", "AlbertConfig has no key 'num_layers'"),
+    ("num_layers=2", "'num_layers' is not an AlbertConfig key"),
     ("num_hidden_layers=two", "'num_hidden_layers': expected a positive integer, got 'two'"),
     ("num_hidden_layers", "expected KEY=VALUE"),
 ])
