@@ -5,7 +5,7 @@ on an 8-way classification of passages from Python's library reference, at 32 to
     python benchmarks/pretraining_value.py                  # the full run: about an hour of pretraining, then the arms
     python benchmarks/pretraining_value.py --quick          # a tiny config on a 1 MB corpus slice
     python benchmarks/pretraining_value.py --init MODEL_DIR # evaluate an existing pretraining run (its steps/ too)
-    python benchmarks/pretraining_value.py --set num_hidden_layers=2 --pretrain-steps 6600  # another model, an hour
+    python benchmarks/pretraining_value.py --set num_hidden_layers=4 --pretrain-steps 3700  # another model, an hour
 
 Install first: `apt-get install linux-doc-6.12 python3-doc` (any linux-doc version; nothing is downloaded at run
 time; `--corpus-dir DIR` and `--task-dir DIR` read other copies).
@@ -510,13 +510,18 @@ def _step(argv):
     return seconds
 
 
-def pretraining_argv(work, steps, quick, seed, sets=()):
-    """`albert-tf pretrain --recipe cpu_small` for `steps` steps: the recipe's warm-up share (500 of 8000) and a
-    kept step checkpoint at every eighth of the run (MODEL_DIR/steps/); --quick: QUICK_MODEL, batch 32; `sets`
-    ("KEY=VALUE" strings) go to pretrain's --set after the recipe's model (and QUICK_MODEL), so they win."""
+def _recipe():
+    """`--recipe cpu_small`'s values (albert_tf.jobs.pretrain.RECIPES)."""
     from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
 
-    recipe = RECIPES["cpu_small"]["values"]
+    return RECIPES["cpu_small"]["values"]
+
+
+def pretraining_argv(work, steps, quick, seed, sets=()):
+    """`albert-tf pretrain --recipe cpu_small` for `steps` steps: the recipe's warm-up share (412 of 6600) and a
+    kept step checkpoint at every eighth of the run (MODEL_DIR/steps/); --quick: QUICK_MODEL, batch 32; `sets`
+    ("KEY=VALUE" strings) go to pretrain's --set after the recipe's model (and QUICK_MODEL), so they win."""
+    recipe = _recipe()
     warmup = max(1, round(steps * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
     argv = ["pretrain", "--recipe", "cpu_small", "--config", PRESET,
             "--train-data", os.path.join(work, "data", "train*"), "--model-dir", os.path.join(work, "model"),
@@ -532,7 +537,7 @@ def pretraining_argv(work, steps, quick, seed, sets=()):
 def pretrain(work, corpus, steps, quick, seed, sets=()):
     """vocab → create-data --no-mask → pretrain --recipe cpu_small in work/. Returns (model dir, pretraining
     seconds)."""
-    vocab = QUICK_MODEL["vocab_size"] if quick else 8000
+    vocab = QUICK_MODEL["vocab_size"] if quick else _recipe()["config_overrides"]["vocab_size"]
     _step(["vocab", "--input", corpus, "--output-prefix", os.path.join(work, "spm"), "--vocab-size", str(vocab),
            "--seed", str(seed), "--overwrite"])
     _step(["create-data", "--input", corpus, "--spm-model", os.path.join(work, "spm.model"), "--output",
@@ -661,12 +666,12 @@ def _parse_args(argv=None):
     p.add_argument("--task-dir", default=None, help=f"Python's library reference sources (default: {TASK_GLOB})")
     p.add_argument("--work-dir", default=None, help="where corpus, vocabulary, records and model go (default: a "
                                                     "temp dir)")
-    p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: the recipe's 8000, "
-                                                                    "about an hour on a quiet 2-core CPU with AMX; "
+    p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: the recipe's 6600, "
+                                                                    "58 min on a quiet 2-core Xeon without AMX; "
                                                                     "--quick 80)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change one key of the recipe's model (repeatable; pretrain's --set), e.g. --set "
-                        "num_hidden_layers=2")
+                        "num_hidden_layers=4")
     p.add_argument("--labels", default=None, help=f"comma-separated label counts (default {LABELS}; --quick 32,128)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per arm (default 5; --quick 2)")
     p.add_argument("--finetune-lrs", default=None, help="the fine-tuning learning rates chosen among (default "
@@ -684,7 +689,7 @@ def _parse_args(argv=None):
                 "model is that run's own (its albert_config.json)")
     quick = args.quick
     _check_sets(p, args.set, quick)
-    args.pretrain_steps = args.pretrain_steps or (80 if quick else 8000)
+    args.pretrain_steps = args.pretrain_steps or (80 if quick else _recipe()["num_train_steps"])
     args.labels = [int(n) for n in (args.labels or ("32,128" if quick else ",".join(map(str, LABELS)))).split(",")]
     args.seeds = args.seeds or (2 if quick else 5)
     if args.no_finetune:

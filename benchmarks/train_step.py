@@ -2,6 +2,7 @@
 
     python benchmarks/train_step.py --config configs/albert_base.json --seq-length 128 --batch-size 8
     python benchmarks/train_step.py --recipe cpu_small        # the laptop recipe's model: seq 64, batch 128
+    python benchmarks/train_step.py --recipe cpu_small --set num_hidden_layers=4   # its earlier 4-layer model
 
 Measured side by side in one run, each side in its own worker process (built and compiled first, then idle while
 the others are timed), alternating round by round (ours, peer configurations..., matmul peak; `--rounds` times):
@@ -63,8 +64,11 @@ def _parse_args(argv=None):
     p.add_argument("--config", default=os.path.join(common.REPO, "configs", "albert_base.json"))
     p.add_argument("--recipe", choices=("cpu_small",), default=None,
                    help="time a recipe's model and shapes instead: cpu_small (`albert-tf pretrain --recipe "
-                        "cpu_small`: 4 layers, 256 wide, vocab 8000, seq 64, batch 128, 10 predictions); "
+                        "cpu_small`: 2 layers, 256 wide, vocab 8000, seq 64, batch 128, 10 predictions); "
                         "overrides --config, --seq-length, --batch-size and --max-predictions")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one key of the model (of --config, or of --recipe's model; repeatable, as "
+                        "pretrain's --set), e.g. --set num_hidden_layers=4")
     p.add_argument("--seq-length", type=int, default=128)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-predictions", type=int, default=20)
@@ -350,26 +354,38 @@ def _variant_argv(variant):
     return argv + ([] if variant["fused"] == "1" else ["--no-fused"])
 
 
-def _apply_recipe(args):
-    """--recipe: the recipe's model (its config overrides over albert_base, in a temporary albert_config.json the
-    workers read) and its batch shapes."""
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+def _apply_model(args):
+    """--recipe and --set: the recipe's model (its config overrides over albert_base) or --config's, with --set's
+    keys over it, in a temporary albert_config.json the workers read; --recipe also sets its batch shapes. A bad
+    --set: one line, exit 2."""
+    from albert_tf.config import AlbertConfig, load_config  # pylint: disable=import-outside-toplevel
     from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
+    from albert_tf.run_config import parse_key_value  # pylint: disable=import-outside-toplevel
 
-    values = RECIPES[args.recipe]["values"]
-    handle, args.config = tempfile.mkstemp(prefix=f"train_step_{args.recipe}_", suffix=".json")
+    try:
+        changes = dict(parse_key_value(text) for text in args.set)
+        if args.recipe:
+            values = RECIPES[args.recipe]["values"]
+            model = AlbertConfig.from_preset("albert_base").with_overrides(
+                values["config_overrides"], source=f"--recipe {args.recipe}")
+            args.seq_length, args.batch_size = values["max_seq_length"], values["batch_size"]
+            args.max_predictions = values["max_predictions"]
+        else:
+            model = load_config(args.config)
+        model = model.with_overrides(changes, source="--set")
+    except (argparse.ArgumentTypeError, ValueError, OSError) as e:
+        raise SystemExit(f"train_step: error: {e}") from None
+    handle, args.config = tempfile.mkstemp(prefix=f"train_step_{args.recipe or 'set'}_", suffix=".json")
     os.close(handle)
     atexit.register(os.remove, args.config)
-    AlbertConfig.from_preset("albert_base").with_overrides(
-        values["config_overrides"], source=f"--recipe {args.recipe}").to_json_file(args.config)
-    args.seq_length, args.batch_size = values["max_seq_length"], values["batch_size"]
-    args.max_predictions = values["max_predictions"]
+    model.to_json_file(args.config)
 
 
 def main(args):  # noqa: C901
-    if args.recipe:
-        _apply_recipe(args)
-        print(f"--recipe {args.recipe}: seq {args.seq_length}, batch {args.batch_size}, {args.max_predictions} "
+    if args.recipe or args.set:
+        _apply_model(args)
+        print(f"{f'--recipe {args.recipe}: ' if args.recipe else ''}{' '.join(f'--set {kv}' for kv in args.set)}"
+              f"{' ' if args.set else ''}seq {args.seq_length}, batch {args.batch_size}, {args.max_predictions} "
               f"predictions, config {args.config}", flush=True)
     argv = ["--config", os.path.abspath(args.config), "--seq-length", str(args.seq_length),
             "--batch-size", str(args.batch_size), "--max-predictions", str(args.max_predictions),

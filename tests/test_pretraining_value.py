@@ -174,16 +174,19 @@ def test_set_reaches_pretrains_model_over_the_recipe(tmp_path, capsys):
     """--set KEY=VALUE goes to `albert-tf pretrain` after the recipe's model: the CLI's own parser resolves the argv
     to the recipe's config with that key changed (and the rest of the recipe's kept)."""
     from albert_tf.cli import build_parser  # pylint: disable=import-outside-toplevel
-    from albert_tf.jobs.pretrain import CPU_SMALL_MODEL, config_from_args  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs.pretrain import (  # pylint: disable=import-outside-toplevel
+        CPU_SMALL_MODEL, PretrainConfig, config_from_args)
 
-    args = pv._parse_args(["--set", "num_hidden_layers=2", "--set", "intermediate_size=512"])
+    args = pv._parse_args(["--set", "num_hidden_layers=4", "--set", "intermediate_size=512"])
     argv = pv.pretraining_argv(str(tmp_path), 800, False, 0, args.set)
     config = config_from_args(build_parser(argv).parse_args(argv))
     capsys.readouterr()
-    assert config.config_overrides == {**CPU_SMALL_MODEL, "num_hidden_layers": 2, "intermediate_size": 512}
+    assert config.config_overrides == {**CPU_SMALL_MODEL, "num_hidden_layers": 4, "intermediate_size": 512}
     assert config.num_train_steps == 800 and config.num_warmup_steps == 50
     plain = pv.pretraining_argv(str(tmp_path), 800, False, 0)
     assert config_from_args(build_parser(plain).parse_args(plain)).config_overrides == CPU_SMALL_MODEL
+    recipe = PretrainConfig.from_recipe("cpu_small", config="albert_base", train_data="d-*", model_dir="m")
+    assert pv._parse_args([]).pretrain_steps == recipe.num_train_steps  # the default run is the recipe's
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -73,3 +73,25 @@ def test_op_time_names_each_xla_kernel_by_its_function_inside_a_loop(tmp_path):
     assert "XLA kernels" not in ops, ops
     unnamed = train_step.op_time(path)  # without the call map: every launch under one key
     assert unnamed["XLA kernels"][1] == 15, unnamed
+
+
+def test_recipe_and_set_make_the_model_the_workers_read():
+    """--recipe cpu_small --set num_hidden_layers=4: the workers' albert_config.json is the recipe's model with that
+    key changed (the sizes against the recipe's own), and the recipe's batch shapes; --set over --config alone; a
+    bad --set is one line, not a worker's traceback."""
+    import pytest  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs.pretrain import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
+
+    args = train_step._parse_args(["--recipe", "cpu_small", "--set", "num_hidden_layers=4"])
+    train_step._apply_model(args)
+    model = AlbertConfig.from_json_file(args.config).to_dict()
+    assert {k: model[k] for k in CPU_SMALL_MODEL} == {**CPU_SMALL_MODEL, "num_hidden_layers": 4}
+    assert (args.seq_length, args.batch_size, args.max_predictions) == (64, 128, 10)
+    args = train_step._parse_args(["--set", "num_hidden_layers=2"])  # over --config, albert_base by default
+    train_step._apply_model(args)
+    model = AlbertConfig.from_json_file(args.config)
+    assert (model.num_hidden_layers, model.hidden_size, args.seq_length) == (2, 768, 128)
+    with pytest.raises(SystemExit, match=r"^train_step: error: --set num_layers=\.\.\.: 'num_layers' is not an"):
+        train_step._apply_model(train_step._parse_args(["--recipe", "cpu_small", "--set", "num_layers=4"]))

@@ -28,7 +28,7 @@ PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_len
 CPU_PLACES = {"train_data": "data/train-*", "model_dir": "model"}
 # What `--topology cpu` without a recipe points to: the recipe sized for one machine.
 CPU_RECIPE_NOTE = ("note: for a pretraining this machine can do in about an hour, plan and run --recipe cpu_small "
-                   "(4 layers, 256 wide, seq 64, batch 128, dynamic masking; docs/fine-tuning-quality.md measures "
+                   "(2 layers, 256 wide, seq 64, batch 128, dynamic masking; docs/fine-tuning-quality.md measures "
                    "what it buys)")
 TPU_PLACES = {"tpu": "TPU_NAME", "train_data": "gs://BUCKET/records/train-*", "model_dir": "gs://BUCKET/model"}
 
