@@ -34,7 +34,8 @@ the same batches), over --seeds seeds (which labels are drawn, head init, order)
   distributional: logistic regression on averaged PPMI-SVD word vectors learned from the same corpus (what the
     corpus offers a model that only counts co-occurrences).
 Hyperparameters (the logistic regressions' L2, the fine-tuning learning rate) are chosen on a stratified quarter of
-the training labels, trained on the rest; the chosen value is refitted on all of them. Dev is only ever scored.
+the training labels, trained on the rest; the chosen value is refitted on all of them (`--probe-folds K`: the L2 by
+stratified K-fold cross-validation over all of them instead; `--l2-grid`: other penalties). Dev is only ever scored.
 
 Prints the pretraining's wall time (recorded in WORK/pretraining_time.json, so that --init of that run prints it),
 a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
@@ -382,9 +383,22 @@ def softmax_accuracy(w, x, y):
 L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 
 
-def linear_probe(features, fit, select, dev, classes=len(GROUPS), grid=L2_GRID):
-    """Dev accuracy of logistic regression on features(texts) → [N, D]: the L2 chosen on (fit, select), refitted on
-    both. Features are centred and scaled by the training examples' statistics. Returns (accuracy, chosen L2)."""
+def selection_folds(labels, folds):
+    """Stratified `folds`-fold cross-validation over examples with these labels: [(fit rows, select rows)], fold f
+    selecting every folds-th example of each class from its f-th, in order."""
+    by_class = {c: [i for i, y in enumerate(labels) if y == c] for c in sorted(set(labels))}
+    splits = []
+    for f in range(folds):
+        select = {i for rows in by_class.values() for i in rows[f::folds]}
+        splits.append(([i for i in range(len(labels)) if i not in select], sorted(select)))
+    return splits
+
+
+def linear_probe(features, fit, select, dev, classes=len(GROUPS), grid=L2_GRID, folds=1):
+    """Dev accuracy of logistic regression on features(texts) → [N, D]: the L2 of `grid` with the best selection
+    accuracy (folds=1: trained on fit, scored on select; K ≥ 2: the mean over K stratified folds of fit + select),
+    refitted on fit + select. Features are centred and scaled by the training examples' statistics. Returns
+    (accuracy, chosen L2)."""
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     train = fit + select
@@ -392,9 +406,10 @@ def linear_probe(features, fit, select, dev, classes=len(GROUPS), grid=L2_GRID):
     mean, scale = x_train.mean(0), x_train.std(0) + 1e-6
     x_train, x_dev = (x_train - mean) / scale, (x_dev - mean) / scale
     y_train = np.array([y for _, y in train])
-    n_fit = len(fit)
-    scores = [softmax_accuracy(fit_softmax(x_train[:n_fit], y_train[:n_fit], classes, l2), x_train[n_fit:],
-                               y_train[n_fit:]) for l2 in grid]
+    splits = ([(list(range(len(fit))), list(range(len(fit), len(train))))] if folds == 1
+              else selection_folds(list(y_train), folds))
+    scores = [np.mean([softmax_accuracy(fit_softmax(x_train[a], y_train[a], classes, l2), x_train[b], y_train[b])
+                       for a, b in splits]) for l2 in grid]
     best = grid[max(range(len(grid)), key=lambda i: (scores[i], i))]  # ties: the stronger penalty
     return softmax_accuracy(fit_softmax(x_train, y_train, classes, best), x_dev, [y for _, y in dev]), best
 
@@ -681,6 +696,12 @@ def _parse_args(argv=None):
                    help="comma-separated label counts at which the ALBERT arms are also fine-tuned (default 128, "
                         "the last line's; 'all': every --labels; fine-tuning costs about 30 s a run on 2 cores, "
                         "the probes a fraction of a second)")
+    p.add_argument("--probe-folds", type=int, default=1,
+                   help="how the probes choose their L2: 1 (default), trained on three quarters of the training "
+                        "labels of each class and scored on the last quarter; K >= 2, stratified K-fold "
+                        "cross-validation over all of them")
+    p.add_argument("--l2-grid", default=None, help="comma-separated L2 penalties the probes choose among (default "
+                                                   + ",".join(f"{x:g}" for x in L2_GRID) + ")")
     p.add_argument("--corpus-mb", type=float, default=None, help="use only the first N MB of the corpus (--quick 1)")
     p.add_argument("--data-seed", type=int, default=0, help="seeds the dev split, vocabulary, data and pretraining")
     args = p.parse_args(argv)
@@ -700,6 +721,16 @@ def _parse_args(argv=None):
         args.finetune_labels = [int(n) for n in (args.finetune_labels or "128").split(",")]
     args.finetune_lrs = [float(x) for x in (args.finetune_lrs or ("1e-3" if quick else "1e-4,3e-4,1e-3")).split(",")]
     args.corpus_mb = args.corpus_mb or (1.0 if quick else None)
+    try:
+        args.l2_grid = tuple(float(x) for x in args.l2_grid.split(",")) if args.l2_grid else L2_GRID
+    except ValueError:
+        p.error(f"--l2-grid {args.l2_grid}: expected comma-separated numbers, e.g. 1e-3,1e-2")
+    if not all(x >= 0 for x in args.l2_grid):
+        p.error(f"--l2-grid {','.join(f'{x:g}' for x in args.l2_grid)}: expected penalties >= 0")
+    per_class = min(args.labels) // len(GROUPS)
+    if not 1 <= args.probe_folds <= max(1, per_class):
+        p.error(f"--probe-folds {args.probe_folds}: expected 1 to {max(1, per_class)} (the {min(args.labels)} "
+                f"labels' {per_class} per class)")
     return args
 
 
@@ -789,20 +820,19 @@ def evaluate(args, model_dir, corpus_documents, task):
         random_probe, random_blocks, random_words = encoder_features(encoder, random_weights, tokenizer)
         for labels in args.labels:
             fit, select = selection_split(sample_labels(task["pool"], labels, seed))
-            record(("bag_of_words", "probe", None, labels),
-                   linear_probe(bag_of_words_features([t for t, _ in fit + select]), fit, select, task["dev"])[0])
-            record(("distributional", "probe", None, labels), linear_probe(distributional, fit, select, task["dev"])[0])
-            record(("random", "probe", None, labels), linear_probe(random_probe, fit, select, task["dev"])[0])
+
+            def probe(features, fit=fit, select=select):
+                return linear_probe(features, fit, select, task["dev"], grid=args.l2_grid, folds=args.probe_folds)[0]
+
+            record(("bag_of_words", "probe", None, labels), probe(bag_of_words_features([t for t, _ in fit + select])))
+            record(("distributional", "probe", None, labels), probe(distributional))
+            record(("random", "probe", None, labels), probe(random_probe))
             for step, (features, _, _) in probes.items():
-                record(("pretrained", "probe", step, labels), linear_probe(features, fit, select, task["dev"])[0])
-            record(("random", "probe, all blocks", None, labels),
-                   linear_probe(random_blocks, fit, select, task["dev"])[0])
-            record(("pretrained", "probe, all blocks", last, labels),
-                   linear_probe(probes[last][1], fit, select, task["dev"])[0])
-            record(("random", "probe, word embeddings", None, labels),
-                   linear_probe(random_words, fit, select, task["dev"])[0])
-            record(("pretrained", "probe, word embeddings", last, labels),
-                   linear_probe(probes[last][2], fit, select, task["dev"])[0])
+                record(("pretrained", "probe", step, labels), probe(features))
+            record(("random", "probe, all blocks", None, labels), probe(random_blocks))
+            record(("pretrained", "probe, all blocks", last, labels), probe(probes[last][1]))
+            record(("random", "probe, word embeddings", None, labels), probe(random_words))
+            record(("pretrained", "probe, word embeddings", last, labels), probe(probes[last][2]))
             if labels in args.finetune_labels:
                 tuned = finetune_accuracy(config, tokenizer, fit, select, task["dev"],
                                           {"pretrained": step_weights[last], "random": random_weights}, seed,
@@ -827,7 +857,9 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
     config, steps = results.pop("config"), results.pop("checkpoints")
     tokens_per_step = 32 * 64 if args.quick else 128 * 64
     print(f"\n8-way task (chance 0.125); model {config.num_hidden_layers} layers, {config.hidden_size} wide, "
-          f"vocab {config.vocab_size}; {model_dir}; {args.seeds} seeds; dev accuracy mean ± std")
+          f"vocab {config.vocab_size}; {model_dir}; {args.seeds} seeds; dev accuracy mean ± std; the probes' L2 "
+          f"of {','.join(f'{x:g}' for x in args.l2_grid)} chosen "
+          + ("on a quarter of the labels" if args.probe_folds == 1 else f"by {args.probe_folds}-fold cross-validation"))
     print("| arm | how | pretraining tokens | " + " | ".join(f"{n} labels" for n in args.labels) + " |")
     print("|---|---|---|" + "---|" * len(args.labels))
     rows = [("bag_of_words", "probe", None), ("distributional", "probe", None), ("random", "probe", None)]

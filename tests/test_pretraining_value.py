@@ -162,6 +162,63 @@ def test_logistic_regression_reaches_its_optimum():
     assert pv.softmax_accuracy(w, x, y) > 0.7
 
 
+def test_selection_folds_are_stratified_and_cover_every_example_once():
+    labels = [c for c in range(3) for _ in range(8)] + [0, 1]  # 9, 9, 8 of the three classes
+    splits = pv.selection_folds(labels, 4)
+    assert len(splits) == 4
+    for fit, select in splits:
+        assert sorted(fit + select) == list(range(len(labels))) and not set(fit) & set(select)
+        assert [sum(1 for i in select if labels[i] == c) for c in range(3)] in ([3, 3, 2], [2, 2, 2])
+    assert sorted(i for _, select in splits for i in select) == list(range(len(labels)))
+
+
+def test_the_probe_chooses_the_l2_with_the_best_selection_score_and_refits_on_all():
+    """The chosen L2 and the dev accuracy against the same choice made by hand: trained on `fit`, scored on
+    `select` (folds=1), or the mean over 4 folds that each hold out every 4th example of each class; on data where
+    the two ways choose differently."""
+    rng = np.random.default_rng(34)
+    classes, grid = 3, (1e-3, 1e-2, 1e-1, 1.0)
+    train = [(f"t{i}", i % classes) for i in range(24)]
+    dev = [(f"t{100 + i}", i % classes) for i in range(30)]
+    table = {text: rng.standard_normal(12) + np.eye(classes, 12)[c] for text, c in train + dev}
+
+    def features(texts):
+        return np.stack([table[t] for t in texts])
+
+    fit, select = pv.selection_split(train)
+    ordered = fit + select
+    x, y = features([t for t, _ in ordered]), np.array([c for _, c in ordered])
+    mean, scale = x.mean(0), x.std(0) + 1e-6
+    x = (x - mean) / scale
+    x_dev, y_dev = (features([t for t, _ in dev]) - mean) / scale, [c for _, c in dev]
+    held_out = {1: [list(range(len(fit), len(ordered)))],
+                4: [[i for c in range(classes) for i in [j for j in range(len(y)) if y[j] == c][f::4]]
+                    for f in range(4)]}
+    expected = {}
+    for folds, held in held_out.items():
+        scores = [np.mean([pv.softmax_accuracy(pv.fit_softmax(x[[i for i in range(len(y)) if i not in h]],
+                                                              y[[i for i in range(len(y)) if i not in h]], classes,
+                                                              l2), x[h], y[h]) for h in held]) for l2 in grid]
+        expected[folds] = grid[max(i for i in range(len(grid)) if scores[i] == max(scores))]  # ties: stronger
+        accuracy, chosen = pv.linear_probe(features, fit, select, dev, classes=classes, grid=grid, folds=folds)
+        assert chosen == expected[folds]
+        assert accuracy == pv.softmax_accuracy(pv.fit_softmax(x, y, classes, chosen), x_dev, y_dev)
+    assert expected[1] != expected[4]  # the data tells the two ways apart
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--probe-folds", "5"], "--probe-folds 5: expected 1 to 4 (the 32 labels' 4 per class)"),
+    (["--probe-folds", "0"], "--probe-folds 0: expected 1 to 4"),
+    (["--l2-grid", "0.1,x"], "--l2-grid 0.1,x: expected comma-separated numbers"),
+    (["--l2-grid", "-1"], "--l2-grid -1: expected penalties >= 0"),
+])
+def test_bad_probe_selection_flags_are_refused(argv, expected, capsys):
+    with pytest.raises(SystemExit) as stop:
+        pv._parse_args(argv)
+    assert stop.value.code == 2
+    assert expected in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_step_checkpoints_at_eighths_of_the_run(tmp_path):
     steps = tmp_path / "model" / "steps"
     steps.mkdir(parents=True)
@@ -233,7 +290,8 @@ def test_the_corpus_reads_gzipped_files_and_skips_translations(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
-    """`--quick` end to end on the built-in corpus (Python's docstrings) and the library written above."""
+    """`--quick` end to end on the built-in corpus (Python's docstrings) and the library written above (the probes'
+    L2 chosen by cross-validation: the default's quarter split is the unit tests')."""
     from albert_tf.data.builtin_corpus import write_builtin_corpus  # pylint: disable=import-outside-toplevel
 
     corpus = tmp_path / "Documentation"
@@ -243,8 +301,8 @@ def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
                           "pretraining_value.py")
     result = subprocess.run([sys.executable, script, "--quick", "--corpus-dir", str(corpus), "--task-dir", library,
-                             "--work-dir", str(tmp_path / "work")], capture_output=True, text=True, check=False,
-                            timeout=900)
+                             "--work-dir", str(tmp_path / "work"), "--probe-folds", "2"], capture_output=True,
+                            text=True, check=False, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.rstrip().splitlines()
     last = re.fullmatch(r"labels=128 pretrained=(\S+) random=(\S+) bag_of_words=(\S+) distributional=(\S+) "
@@ -252,6 +310,8 @@ def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
     assert last, lines[-1]
     assert all(0 <= float(v) <= 1 for v in last.groups()[:4]) and -1 <= float(last.group(5)) <= 1
     table = [line for line in lines if line.startswith("| ")]
+    assert lines[lines.index(table[0]) - 1].endswith("the probes' L2 of 0.0001,0.001,0.01,0.1 chosen by 2-fold "
+                                                     "cross-validation")
     assert table[0] == "| arm | how | pretraining tokens | 32 labels | 128 labels |"
     arms = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in table[1:]]
     assert arms[:3] == [("bag_of_words", "probe"), ("distributional", "probe"), ("random", "probe")]
