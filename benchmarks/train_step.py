@@ -374,7 +374,8 @@ def _apply_model(args):
             model = load_config(args.config)
         model = model.with_overrides(changes, source="--set")
     except (argparse.ArgumentTypeError, ValueError, OSError) as e:
-        raise SystemExit(f"train_step: error: {e}") from None
+        print(f"train_step: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     handle, args.config = tempfile.mkstemp(prefix=f"train_step_{args.recipe or 'set'}_", suffix=".json")
     os.close(handle)
     atexit.register(os.remove, args.config)
