@@ -682,7 +682,7 @@ def _parse_args(argv=None):
     p.add_argument("--work-dir", default=None, help="where corpus, vocabulary, records and model go (default: a "
                                                     "temp dir)")
     p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: the recipe's 6600, "
-                                                                    "58 min on a quiet 2-core Xeon without AMX; "
+                                                                    "55-58 min on a quiet 2-core Xeon without AMX; "
                                                                     "--quick 80)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="change one key of the recipe's model (repeatable; pretrain's --set), e.g. --set "

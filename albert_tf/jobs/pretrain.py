@@ -160,7 +160,7 @@ RECIPES = {
                  "values": dict(_PAPER)},
     # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 2-layer,
     # 256-wide ALBERT at seq 64, batch 128, 6,600 steps (244 examples/s in `pretrain` on a quiet 2-core Xeon without
-    # AMX: 58 min; with AMX sooner). 2 layers, not 4: per token the two depths learned alike there, and in the same
+    # AMX: 55-58 min; with AMX sooner). 2 layers, not 4: per token the two depths learned alike there, and in the same
     # hour the 2-layer model saw 1.8x the tokens and beat the 4-layer one at every label count. Re-masked every step
     # (a static mask on a laptop-sized corpus is memorised), no dropout (it only slows a model this far from fitting
     # its corpus), LAMB at 5e-3 (between the 1e-2 at batch 32 that trains the 128-wide model of DESIGN.md's measured
