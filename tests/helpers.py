@@ -241,6 +241,15 @@ def wait_until(condition, timeout=300.0, interval=0.05, proc=None):
         time.sleep(interval)
 
 
+def default_signals():
+    """For Popen's preexec_fn: the signals the tests send (SIGINT, SIGHUP, SIGTERM) at their default disposition in
+    the child, whatever the test run inherited. A command started in the background by a shell without job control
+    ignores SIGINT, and under `nohup` SIGHUP; a program started with a signal ignored keeps ignoring it (Python then
+    installs no KeyboardInterrupt handler), so a test that sends one would see it ignored."""
+    for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+
+
 class Spawned:
     """A fresh process started by `spawn`. Its stdout and stderr go to files (nothing blocks on a full pipe); the
     methods read them while it runs and once it has ended."""
@@ -257,7 +266,8 @@ class Spawned:
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self._out,  # pylint: disable=consider-using-with
                                      stderr=subprocess.STDOUT if merge_stderr else self._err,
                                      stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                     text=True, start_new_session=new_session)
+                                     text=True, start_new_session=new_session,
+                                     preexec_fn=default_signals if new_session else None)
         if stdin is not None:
             self.proc.stdin.write(stdin)
             self.proc.stdin.close()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import REPO, wait_until
+from helpers import REPO, default_signals, wait_until
 
 TPU = os.path.join(REPO, "tpu")
 # lib.sh is sourced; on_worker.sh runs on worker 0 (copied there by launch_pretrain.sh) and is tested on its own.
@@ -371,7 +371,8 @@ def test_on_worker_runs_detached_survives_the_session_and_stops_on_sigterm(tmp_p
                'while true; do sleep 0.1; done')
     session = subprocess.Popen(["bash", "-c", f'bash {os.path.join(TPU, "on_worker.sh")} start {run_dir} - A=1 -- '
                                               f'bash -c \'{program}\' && echo session-idle && exec sleep 60'],
-                               start_new_session=True, stdout=subprocess.PIPE, text=True)
+                               start_new_session=True, stdout=subprocess.PIPE, text=True,
+                               preexec_fn=default_signals)  # a dropped ssh session's SIGHUP ends it
     wait_until(lambda: worker("status", run_dir, check=False).returncode == 0, 20, 0.1)
     # the session drops once `start` has returned (under load the run can be up before `start` has exited)
     # (`exec sleep`: a SIGHUP that reached a forked child of bash before its exec could be lost, the session then
