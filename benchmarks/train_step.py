@@ -358,7 +358,7 @@ def _apply_model(args):
     """--recipe and --set: the recipe's model (its config overrides over albert_base) or --config's, with --set's
     keys over it, in a temporary albert_config.json the workers read; --recipe also sets its batch shapes. A bad
     --set: one line, exit 2."""
-    from albert_tf.config import AlbertConfig, load_config  # pylint: disable=import-outside-toplevel
+    from albert_tf.config import resolve  # pylint: disable=import-outside-toplevel
     from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
     from albert_tf.run_config import parse_key_value  # pylint: disable=import-outside-toplevel
 
@@ -366,13 +366,11 @@ def _apply_model(args):
         changes = dict(parse_key_value(text) for text in args.set)
         if args.recipe:
             values = RECIPES[args.recipe]["values"]
-            model = AlbertConfig.from_preset("albert_base").with_overrides(
-                values["config_overrides"], source=f"--recipe {args.recipe}")
+            model = resolve("albert_base", {**values["config_overrides"], **changes})  # as pretrain builds it
             args.seq_length, args.batch_size = values["max_seq_length"], values["batch_size"]
             args.max_predictions = values["max_predictions"]
         else:
-            model = load_config(args.config)
-        model = model.with_overrides(changes, source="--set")
+            model = resolve(args.config, changes)
     except (argparse.ArgumentTypeError, ValueError, OSError) as e:
         print(f"train_step: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
