@@ -68,7 +68,7 @@ def _run_job(job):
     def run(args):
         module = job.load()
         from_args = getattr(module, "config_from_args", None)
-        config = from_args(args) if from_args else run_config.config_from_args(getattr(module, job.config), args)
+        config = from_args(args) if from_args else run_config.config_from_args(job.config_class(), args)
         if hasattr(module, "cli"):
             return module.cli(config)
         return getattr(module, job.function)(config).exit_code
@@ -78,7 +78,7 @@ def _run_job(job):
 def add_job_arguments(parser, job):
     """`job`'s flags: one per field of its config, then its extra arguments (e.g. --recipe)."""
     module = job.load()
-    run_config.add_fields_as_arguments(parser, getattr(module, job.config))
+    run_config.add_fields_as_arguments(parser, job.config_class())
     if hasattr(module, "add_extra_arguments"):
         module.add_extra_arguments(parser)
 

@@ -41,6 +41,19 @@ def option(default=MISSING, help="", *, default_factory=MISSING, flag=None,  # p
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
+def fields_of(cls):
+    """The fields of run config `cls` (a class or an instance) in flag order: its own, in declaration order, then
+    those of the blocks it embeds (base classes marked `block = True`, such as settings.RuntimeOptions), so that
+    `--help`, `to_argv` and the messages list a command's own settings first."""
+    own, embedded = [], []
+    blocks = [base for base in type.mro(cls if isinstance(cls, type) else type(cls))[1:]
+              if dataclasses.is_dataclass(base) and base.__dict__.get("block")]
+    block_fields = {f.name for base in blocks for f in dataclasses.fields(base)}
+    for field in dataclasses.fields(cls):
+        (embedded if field.name in block_fields else own).append(field)
+    return own + embedded
+
+
 def flag_of(field):
     """The field's flag: its own `flag` or --name-with-dashes."""
     return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
@@ -139,7 +152,7 @@ def _argument_kwargs(cls, field):
 
 def add_fields_as_arguments(parser, cls):
     """Adds one flag per field of the dataclass `cls` to `parser`, plus each field's deprecated aliases (hidden)."""
-    for field in dataclasses.fields(cls):
+    for field in fields_of(cls):
         kwargs = _argument_kwargs(cls, field)
         target = parser
         if field.metadata["negative"]:
@@ -181,7 +194,7 @@ def _argv_words(field, value):
 
 def argv_of(cls, values):
     """The command-line words that set {field: value} of run config class `cls` (in the mapping's order)."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in fields_of(cls)}
     return [word for name, value in values.items() for word in _argv_words(fields[name], value)]
 
 
@@ -195,7 +208,7 @@ def to_argv(config, base=None, last=()):
     from `base` ({field: value}; default: the fields' defaults), in field order, the fields named in `last` at the
     end (in that order). A field set back to None where its base is not None cannot be said on the command line:
     ValueError names it."""
-    fields = {f.name: f for f in dataclasses.fields(config)}
+    fields = {f.name: f for f in fields_of(config)}
     words = []
     for field in [f for f in fields.values() if f.name not in last] + [fields[name] for name in last]:
         value = getattr(config, field.name)
@@ -217,7 +230,7 @@ def to_argv(config, base=None, last=()):
 
 def given(cls, args):
     """{field: value} of the fields the user typed (argparse set them: their parser default is SUPPRESS)."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in fields_of(cls)}
     return {k: v for k, v in vars(args).items() if k in names}
 
 
@@ -262,7 +275,7 @@ def check_fields(config):
     """Checks every field of a run config (a dataclass of `option`s) against its type and choices, as the CLI's
     parser would: a notebook's `batch_size="32"` is refused with one line. Paths become strings."""
     cls = type(config)
-    for field in dataclasses.fields(cls):
+    for field in fields_of(cls):
         setattr(config, field.name, _check_value(cls, field, getattr(config, field.name), cls.__name__,
                                                   field.name))
 
@@ -272,7 +285,7 @@ def values_from_mapping(cls, mapping, where):
     deprecated spelling with its notice) → {field: value}, each checked against its field. An unknown name is refused
     with one line naming it and `where` (the file)."""
     by_name = {}
-    for field in dataclasses.fields(cls):
+    for field in fields_of(cls):
         by_name[field.name] = (field, None)
         by_name[flag_of(field).lstrip("-").replace("-", "_")] = (field, None)
         for alias in field.metadata["aliases"]:
@@ -282,7 +295,7 @@ def values_from_mapping(cls, mapping, where):
         field, alias = by_name.get(str(key).lstrip("-").replace("-", "_"), (None, None))
         if field is None:
             raise ValueError(f"{where}: unknown setting {key!r}; expected one of "
-                             f"{', '.join(flag_of(f).lstrip('-') for f in dataclasses.fields(cls))}")
+                             f"{', '.join(flag_of(f).lstrip('-') for f in fields_of(cls))}")
         if alias:
             messages.say("note", f"{where}: {key!r} is deprecated and will be removed in the next release; use "
                                  f"{flag_of(field).lstrip('-')!r}")
@@ -337,9 +350,9 @@ def write_record(path, values):
 
 def same_on_resume(cls):
     """The fields a resumed run must keep (`same_on_resume`)."""
-    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("same_on_resume")]
+    return [f.name for f in fields_of(cls) if f.metadata.get("same_on_resume")]
 
 
 __all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
            "check_fields", "record", "read_record", "write_record", "check_record", "same_on_resume", "flag_of",
-           "default_of", "parse_key_value"]
+           "default_of", "parse_key_value", "fields_of"]

@@ -526,8 +526,8 @@ def _step(argv):
 
 
 def _recipe():
-    """`--recipe cpu_small`'s values (albert_tf.jobs.pretrain.RECIPES)."""
-    from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
+    """`--recipe cpu_small`'s values (albert_tf.settings.pretrain_config.RECIPES)."""
+    from albert_tf.settings.pretrain_config import RECIPES  # pylint: disable=import-outside-toplevel
 
     return RECIPES["cpu_small"]["values"]
 
@@ -739,7 +739,7 @@ def _check_sets(parser, sets, quick):
     KEY=VALUE, a key AlbertConfig does not have, a value it rejects), in one line, exit 2: the model pretrain would
     build (albert_tf.config.resolve of PRESET with the recipe's model, QUICK_MODEL and `sets`), built here."""
     from albert_tf.config import resolve  # pylint: disable=import-outside-toplevel
-    from albert_tf.jobs.pretrain import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.pretrain_config import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
     from albert_tf.run_config import parse_key_value  # pylint: disable=import-outside-toplevel
 
     try:

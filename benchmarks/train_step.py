@@ -359,7 +359,7 @@ def _apply_model(args):
     keys over it, in a temporary albert_config.json the workers read; --recipe also sets its batch shapes. A bad
     --set: one line, exit 2."""
     from albert_tf.config import resolve  # pylint: disable=import-outside-toplevel
-    from albert_tf.jobs.pretrain import RECIPES  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.pretrain_config import RECIPES  # pylint: disable=import-outside-toplevel
     from albert_tf.run_config import parse_key_value  # pylint: disable=import-outside-toplevel
 
     try:

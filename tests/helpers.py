@@ -433,7 +433,7 @@ def pretrain_args(data_dir, model_dir, steps=6, **extra):
 
 def pretrain_config(data_dir, model_dir, steps=6, **changes):
     """The PretrainConfig of pretrain_args(data_dir, model_dir, steps), `changes` (field=value) over it."""
-    from albert_tf.jobs.pretrain import PretrainConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.pretrain_config import PretrainConfig  # pylint: disable=import-outside-toplevel
 
     values = dict(config=os.path.join(data_dir, "albert_config.json"),
                   train_data=os.path.join(data_dir, "train.tfrecord"), model_dir=str(model_dir),

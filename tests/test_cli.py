@@ -87,7 +87,7 @@ def test_quickstart_end_to_end(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ flags == fields
-CONFIGS = {job.name: getattr(job.load(), job.config) for job in jobs.JOBS}
+CONFIGS = {job.name: job.config_class() for job in jobs.JOBS}
 EXTRA_FLAGS = {name: set() for name in CONFIGS}
 EXTRA_FLAGS["pretrain"] = {"--recipe"}  # not a setting: where settings come from
 

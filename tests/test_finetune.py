@@ -20,7 +20,7 @@ from albert_tf.tasks import TASKS
 from albert_tf import layout, run_config
 from albert_tf.tasks import budget as budgets
 from albert_tf.training import collapse, finetuning
-from albert_tf.jobs.finetune import FinetuneConfig
+from albert_tf.settings.finetune_config import FinetuneConfig
 from albert_tf.training.optimizers import WEIGHT_DECAY, AdamWDenseNorm, AdamWeightDecay, OPTIMIZERS
 
 

@@ -473,8 +473,8 @@ def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
     env, command = words[2:words.index("--")], words[words.index("--") + 1:]
     assert run.calls[3] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
     assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
-                       "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR, "--tpu", "local",
-                       "--num-train-steps", "6", "--spm-model", "gs://b/albert/spm.model", "--remat"]
+                       "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR, "--num-train-steps", "6",
+                       "--spm-model", "gs://b/albert/spm.model", "--tpu", "local", "--remat"]
     assert env == ["TPU_NAME=local", "NEXT_PLUGGABLE_DEVICE_USE_C_API=true",
                    "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so", "ALBERT_TF_TPU_IMAGE=tpu-vm-tf-2.18.0-pjrt",
                    f"ALBERT_TF_RUN_ID={read_state(str(tmp_path / 'keeper.state')).run_id}"]

@@ -11,6 +11,7 @@ The layers, top to bottom (a package may import only from layers below its own, 
                                            (an export included), conversion, releases
     serving, data                          SavedModel writing and reading, signatures; records and tf.data
     modeling                               the Keras layers and models
+    settings                               every job's XConfig and XResult, checked when made (read by all above)
     text                                   normalization, SentencePiece, in-graph tokenization, vocabulary files
     runtime, config, run_config            the process around a job; AlbertConfig; option() fields → flags
     files, layout, messages                local / gs:// file access; run-directory names; the message prefix
@@ -40,6 +41,7 @@ LAYERS = (
     ("tasks", "checkpoints"),
     ("serving", "data"),
     ("modeling",),
+    ("settings",),
     ("text",),
     ("runtime", "config", "run_config"),
     ("files", "layout", "messages"),
@@ -162,3 +164,27 @@ def _count_function_level_imports(paths):
         with open(path, encoding="utf-8") as f:
             visit(ast.parse(f.read()), False)
     return count
+
+
+def test_run_configs_and_results_live_in_settings():
+    """Every job's config and result class is defined in albert_tf/settings/ (below training/, data/, tasks/ and
+    cloud/, which take them), never in jobs/: jobs/ holds the calls, the CLI extras and the registry."""
+    from albert_tf import jobs  # pylint: disable=import-outside-toplevel
+
+    names = {name for job in jobs.JOBS for name in (job.config, job.result)}
+    defined = []
+    for module, path in _modules().items():
+        if _unit(module) != "jobs":
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and (node.name in names or node.name.endswith(("Config", "Result"))):
+                defined.append(f"{path}:{node.lineno} class {node.name}")
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.endswith(("Config", "Result"))
+                                                    for t in node.targets):
+                defined.append(f"{path}:{node.lineno} {ast.unparse(node.targets[0])} = ...")
+    assert not defined, "a run config or result defined in jobs/ (move it to albert_tf/settings/): " + "; ".join(defined)
+    for job in jobs.JOBS:
+        assert job.config_class().__module__.startswith("albert_tf.settings."), job.name
+

@@ -1,6 +1,6 @@
-"""One spelling per concept across every job's config (albert_tf/jobs/): a setting that two commands share has one
+"""One spelling per concept across every job's config (albert_tf/settings/): a setting that two commands share has one
 flag, one type and one help text; the old spellings are aliases only; the casing option is the one declared in
-albert_tf.text.vocabulary; every exit code a job returns is in the one table (albert_tf.runtime.exit_codes)."""
+albert_tf.settings.casing; every exit code a job returns is in the one table (albert_tf.runtime.exit_codes)."""
 import dataclasses
 import signal
 
@@ -8,9 +8,9 @@ import pytest
 
 from albert_tf import jobs, run_config
 from albert_tf.runtime import exit_codes
-from albert_tf.text import vocabulary
+from albert_tf.settings import casing
 
-CONFIGS = {job.name: getattr(job.load(), job.config) for job in jobs.JOBS}
+CONFIGS = {job.name: job.config_class() for job in jobs.JOBS}
 # Spellings of a concept that have a canonical flag elsewhere: never a field's own flag.
 OLD_SPELLINGS = {"--train-batch-size": "--batch-size", "--seq-length": "--max-seq-length", "--steps":
                  "--num-train-steps", "--init-checkpoint": "--init", "--model": "--init", "--output-dir": "--output",
@@ -46,9 +46,9 @@ def test_no_field_is_spelled_the_old_way():
 
 @pytest.mark.parametrize("command", sorted(name for name, cls in CONFIGS.items()
                                            if "cased" in {f.name for f in dataclasses.fields(cls)}))
-def test_the_casing_option_is_the_one_declared_in_vocabulary(command):
+def test_the_casing_option_is_the_one_declared_in_settings(command):
     field = next(f for f in dataclasses.fields(CONFIGS[command]) if f.name == "cased")
-    expected = vocabulary.cased_option()
+    expected = casing.cased_option()
     assert dict(field.metadata) == dict(expected.metadata) and field.default is expected.default is None
 
 

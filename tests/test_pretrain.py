@@ -15,7 +15,7 @@ import tensorflow as tf
 import albert_tf
 import helpers as ph
 from albert_tf.config import AlbertConfig
-from albert_tf.jobs.pretrain import PretrainConfig
+from albert_tf.settings.pretrain_config import PretrainConfig
 from albert_tf.runtime import host_xla
 from albert_tf.training import pretraining
 

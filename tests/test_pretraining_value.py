@@ -231,8 +231,8 @@ def test_set_reaches_pretrains_model_over_the_recipe(tmp_path, capsys):
     """--set KEY=VALUE goes to `albert-tf pretrain` after the recipe's model: the CLI's own parser resolves the argv
     to the recipe's config with that key changed (and the rest of the recipe's kept)."""
     from albert_tf.cli import build_parser  # pylint: disable=import-outside-toplevel
-    from albert_tf.jobs.pretrain import (  # pylint: disable=import-outside-toplevel
-        CPU_SMALL_MODEL, PretrainConfig, config_from_args)
+    from albert_tf.jobs.pretrain import config_from_args  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.pretrain_config import CPU_SMALL_MODEL, PretrainConfig  # pylint: disable=import-outside-toplevel
 
     args = pv._parse_args(["--set", "num_hidden_layers=4", "--set", "intermediate_size=512"])
     argv = pv.pretraining_argv(str(tmp_path), 800, False, 0, args.set)

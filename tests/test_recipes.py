@@ -9,7 +9,7 @@ import pytest
 from albert_tf import cli
 from albert_tf.cli import main
 from albert_tf.jobs import pretrain as jobs_pretrain
-from albert_tf.jobs.pretrain import PretrainConfig
+from albert_tf.settings.pretrain_config import CPU_SMALL_MODEL, PretrainConfig, over_recipe, read_recipe
 
 REQUIRED = ["--config", "albert_tiny", "--train-data", "d-*", "--model-dir", "m"]
 PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
@@ -20,7 +20,7 @@ def parse(*argv):
     """(PretrainConfig, what the recipe set) of `albert-tf pretrain REQUIRED ARGV`."""
     args = cli.build_parser(["pretrain"]).parse_args(["pretrain", *REQUIRED, *argv])
     base, typed = jobs_pretrain.recipe_and_typed(args)
-    return PretrainConfig(**jobs_pretrain.over_recipe(base, typed)), {k: v for k, v in base.items() if k not in typed}
+    return PretrainConfig(**over_recipe(base, typed)), {k: v for k, v in base.items() if k not in typed}
 
 
 def test_paper_v2_sets_the_paper_values_and_no_dropout():
@@ -88,9 +88,9 @@ def test_bad_recipes_are_refused_by_pretrain_and_plan_alike(tmp_path, capsys, co
 
 def test_unknown_names():
     with pytest.raises(ValueError, match="--recipe 'paper_v3': unknown; expected one of paper_v2, paper_v1"):
-        jobs_pretrain.read_recipe("paper_v3")
+        read_recipe("paper_v3")
     with pytest.raises(FileNotFoundError, match="no such file"):
-        jobs_pretrain.read_recipe("/nonexistent/recipe.json")
+        read_recipe("/nonexistent/recipe.json")
 
 
 def test_plan_takes_a_recipe(capsys):
@@ -174,4 +174,4 @@ def test_plan_on_cpu_points_to_cpu_small_and_its_command_repeats_it(capsys):
     assert "note: for a pretraining" not in out
     assert command.startswith("albert-tf pretrain --recipe cpu_small --config albert_base")
     config = jobs_pretrain.config_from_args(cli.build_parser(["pretrain"]).parse_args(shlex.split(command)[1:]))
-    assert config.config_overrides == jobs_pretrain.CPU_SMALL_MODEL and config.batch_size == 128
+    assert config.config_overrides == CPU_SMALL_MODEL and config.batch_size == 128

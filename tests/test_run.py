@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from albert_tf import cli, layout
 from albert_tf.config import AlbertConfig
-from albert_tf.jobs.finetune import FinetuneConfig
-from albert_tf.jobs.pretrain import PretrainConfig
+from albert_tf.settings.finetune_config import FinetuneConfig
+from albert_tf.settings.pretrain_config import PretrainConfig
 from albert_tf.runtime.exit_codes import RUNTIME_LOST
 from albert_tf.tasks import budget as budgets
 from albert_tf.training import finetuning, rehearsal, run

@@ -82,7 +82,7 @@ def test_recipe_and_set_make_the_model_the_workers_read(capsys):
     import pytest  # pylint: disable=import-outside-toplevel
 
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-    from albert_tf.jobs.pretrain import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.pretrain_config import CPU_SMALL_MODEL  # pylint: disable=import-outside-toplevel
 
     args = train_step._parse_args(["--recipe", "cpu_small", "--set", "num_hidden_layers=4"])
     train_step._apply_model(args)

@@ -7,7 +7,7 @@ import sys
 import helpers
 from albert_tf.runtime import exit_codes
 from albert_tf.runtime.watchdog import StepWatchdog
-from albert_tf.jobs.pretrain import PretrainConfig
+from albert_tf.settings.pretrain_config import PretrainConfig
 
 
 class Clock:

@@ -52,13 +52,11 @@ import urllib.request
 import zlib
 
 from albert_tf import __version__
+from albert_tf.settings.convert_config import CACHE_ENV, NAMES, SIZES  # noqa: F401  (their one home)
 
 BASE_URL = "https://storage.googleapis.com/albert_models"
 URL_ENV = "ALBERT_TF_RELEASES_URL"
-CACHE_ENV = "ALBERT_TF_CACHE"
-SIZES = ("base", "large", "xlarge", "xxlarge")
 PARAMETERS = {"base": "12M", "large": "18M", "xlarge": "60M", "xxlarge": "235M"}  # the paper, Table 1
-NAMES = tuple(f"albert_{size}_{version}" for version in ("v1", "v2") for size in SIZES)
 HF_PREFIX = "hf:"
 MARKER = "release.json"
 HF_FILES = ["config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]

@@ -2,7 +2,7 @@
 truncated files, shards of one run), their counts, the per-pipeline `dataset_fn` for
 `strategy.distribute_datasets_from_function`, the eval length, and a data error raised mid-run as one line.
 
-`cfg` is the run's PretrainConfig (albert_tf/jobs/pretrain.py): max_seq_length, max_predictions, dynamic_masking,
+`cfg` is the run's PretrainConfig (albert_tf/settings/pretrain_config.py): max_seq_length, max_predictions, dynamic_masking,
 seed, max_eval_steps, model_dir, eval_data.
 """
 import concurrent.futures

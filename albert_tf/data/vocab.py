@@ -22,7 +22,6 @@ tokenizing path reads it (`AlbertTokenizer(path)`, `resolve_lower_case`, `resolv
 `--cased`/`--uncased` flag must agree with it. create-data puts the fingerprint in its record-count index, and
 pretrain refuses records made with another vocabulary.
 """
-import argparse
 import collections
 import contextlib
 import io
@@ -36,13 +35,12 @@ from albert_tf.data import vocab_trainer
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
 from albert_tf.runtime import lock
+from albert_tf.settings.vocab_config import DEFAULT_MAX_SENTENCES, LINE_LIMIT  # noqa: F401  (their one home)
 from albert_tf.text import normalize, vocabulary
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 CHARACTER_COVERAGE = 0.99995
-DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
-LINE_LIMIT = 4192  # bytes: SentencePiece's default max_sentence_length; longer lines are cut (sample_sentences)
 # --vocab-size auto: one piece per this many distinct words seen at least twice, rounded to a thousand, in
 # [AUTO_SMALLEST, AUTO_LARGEST]: 1,000 for the quickstart's corpus (6,200 lines, 4,600 such words), 15,000 for the
 # copyright files Debian packages install (360,000 lines, 17 MB, 60,000 such words), 30,000 (the paper's) for a
@@ -119,16 +117,6 @@ def suggest_vocab_size(sample):
     repeated = sum(1 for count in counts.values() if count >= 2)
     rounded = int(round(repeated / AUTO_WORDS_PER_PIECE, -3))
     return min(AUTO_LARGEST, max(AUTO_SMALLEST, rounded))
-
-
-def vocab_size_argument(text):
-    """--vocab-size: a positive integer or "auto"."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of pieces or auto, got {text!r}") from None
 
 
 def vocab_lines(model_proto):

@@ -1,12 +1,16 @@
 """The jobs: one module per `albert-tf` command, each a typed Python call first and a command line second.
 
-A job module `albert_tf/jobs/NAME.py` holds:
+A job module `albert_tf/jobs/NAME.py` holds
+
+    name(config)         the Python call: `albert_tf.name(NameConfig(...)) -> NameResult`; bad input raises
+                         ValueError / FileNotFoundError with one line, before anything is written
+
+and takes its settings and result from the layer below the work (albert_tf/settings/, which training/, data/, tasks/
+and cloud/ read too):
 
     NameConfig           a dataclass whose fields are made with `albert_tf.run_config.option(...)`: each field is
                          one flag of the command (`--help` is generated from them), checked on construction
     NameResult           a dataclass of what the run gives back; `exit_code` is the CLI's (runtime.exit_codes)
-    name(config)         the Python call: `albert_tf.name(NameConfig(...)) -> NameResult`; bad input raises
-                         ValueError / FileNotFoundError with one line, before anything is written
 
 and, where the command line differs from the Python call, `add_extra_arguments(parser)` (flags that are not
 settings, such as `--recipe`: where settings come from), `config_from_args(args)` and `cli(config) -> int`. A job
@@ -18,6 +22,8 @@ made from it.
 """
 import dataclasses
 import importlib
+
+SETTINGS = "albert_tf.settings"  # where every job's config and result class lives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +46,10 @@ class Job:
     def load(self):
         """The job module (imported now: its top imports no TensorFlow)."""
         return importlib.import_module(self.module)
+
+    def config_class(self):
+        """The job's config class (albert_tf.settings)."""
+        return getattr(importlib.import_module(SETTINGS), self.config)
 
 
 JOBS = (
@@ -65,8 +75,10 @@ BY_NAME = {job.name: job for job in JOBS}
 
 
 def public_names():
-    """{public name: job module} of every job's call, config and result (albert_tf/__init__.py's lazy names)."""
-    return {name: job.module for job in JOBS for name in (job.function, job.config, job.result)}
+    """{public name: module} of every job's call (its job module), config and result (albert_tf.settings):
+    albert_tf/__init__.py's lazy names."""
+    return {**{job.function: job.module for job in JOBS},
+            **{name: SETTINGS for job in JOBS for name in (job.config, job.result)}}
 
 
 __all__ = ["Job", "JOBS", "BY_NAME", "public_names"]

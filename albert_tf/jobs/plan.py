@@ -12,18 +12,14 @@ PretrainConfig (run_config.to_argv). `--topology cpu` plans a run on this machin
 import dataclasses
 import json
 import shlex
-import typing
 
 from albert_tf import config as albert_config
 from albert_tf import run_config
-from albert_tf.jobs.pretrain import PretrainConfig, over_recipe, read_recipe
 from albert_tf.runtime import devices
+from albert_tf.settings.plan_config import PLAN_PRETRAIN_FIELDS, PlanConfig, PlanResult, from_recipe
+from albert_tf.settings.pretrain_config import PretrainConfig, read_recipe
 from albert_tf.training import costs
 
-# The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
-PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_length", "max_predictions",
-                        "num_train_steps", "learning_rate", "dtype", "remat", "gradient_accumulation_steps",
-                        "cpu_replicas")
 # The recommended command's stand-ins for what a plan does not know: the data and the model dir.
 CPU_PLACES = {"train_data": "data/train-*", "model_dir": "model"}
 # What `--topology cpu` without a recipe points to: the recipe sized for one machine.
@@ -31,43 +27,6 @@ CPU_RECIPE_NOTE = ("note: for a pretraining this machine can do in about an hour
                    "(2 layers, 256 wide, seq 64, batch 128, dynamic masking; docs/fine-tuning-quality.md measures "
                    "what it buys)")
 TPU_PLACES = {"tpu": "TPU_NAME", "train_data": "gs://BUCKET/records/train-*", "model_dir": "gs://BUCKET/model"}
-
-
-def _plan_fields():
-    """PlanConfig's fields: pretrain's (the same flag, type, default and help), the plan's own, and --recipe."""
-    hints = typing.get_type_hints(PretrainConfig)
-    old = {"max_seq_length": ("--seq-length",), "num_train_steps": ("--steps",)}  # the plan's earlier spellings
-    borrowed = {f.name: (f.name, hints[f.name], dataclasses.field(
-        default=f.default, default_factory=f.default_factory,
-        metadata={**f.metadata, "aliases": f.metadata["aliases"] + old.get(f.name, ())}))
-        for f in dataclasses.fields(PretrainConfig)}
-    return [
-        borrowed["config"],
-        ("topology", str, run_config.option(help=f"Cloud TPU v3 slice ({', '.join(devices.TOPOLOGIES)}) or "
-                                                 f"{devices.CPU_TOPOLOGY} (this machine: its memory, "
-                                                 "--cpu-replicas replicas)")),
-        *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
-        ("mfu", float, run_config.option(0.5, "fraction of the peak FLOP/s sustained")),
-        ("json", bool, run_config.option(False, "print one JSON object instead of text")),
-        ("recipe", str | None, run_config.option(None, "the pretraining recipe the run starts from, as pretrain's "
-                                                       "--recipe (its values, then the flags)")),
-    ]
-
-
-PlanConfig = dataclasses.make_dataclass("PlanConfig", _plan_fields())
-PlanConfig.__doc__ = ("The settings of `albert-tf plan`: pretrain's that a plan reads (a --recipe's values under the "
-                      "typed ones), the topology and the MFU.")
-PlanConfig.__post_init__ = run_config.check_fields
-
-
-@dataclasses.dataclass
-class PlanResult:
-    """What `albert_tf.plan` returns. plan: the estimate (training.costs.estimate's dict, with `pretrain_command`
-    when an option fits); pretrain_config: the recommended run as a PretrainConfig (None when nothing fits);
-    exit_code: 0."""
-    plan: dict
-    pretrain_config: PretrainConfig | None = None
-    exit_code: int = 0
 
 
 def _planned_dtype(flag, auto):
@@ -84,14 +43,6 @@ def topology_setup(cfg):
                 _planned_dtype(cfg.dtype, "float32"))
     return (devices.topology_cores(cfg.topology), devices.V3_PEAK_FLOPS_PER_CORE, devices.V3_HBM_PER_CORE,
             devices.HBM_USABLE_FRACTION, _planned_dtype(cfg.dtype, "bfloat16"))
-
-
-def from_recipe(recipe, **values):
-    """A PlanConfig of `recipe` (a name or a .json file, as pretrain's --recipe; None: none) with `values` over the
-    recipe's values."""
-    recipe_values = read_recipe(recipe) if recipe else {}
-    return PlanConfig(**over_recipe({k: v for k, v in recipe_values.items() if k in PLAN_PRETRAIN_FIELDS}, values),
-                      recipe=recipe)
 
 
 def recommended_config(cfg, plan, option, recipe_values=None):

@@ -9,7 +9,6 @@ printed.
     result = albert_tf.quickstart(albert_tf.QuickstartConfig(output="/tmp/albert_quickstart"))
     result.dev_accuracy, result.export
 """
-import dataclasses
 import json
 import os
 import shlex
@@ -20,41 +19,17 @@ from albert_tf import config as albert_config
 from albert_tf import layout, run_config
 from albert_tf.data import builtin_corpus
 from albert_tf.data.vocab import AUTO_LARGEST
-from albert_tf.jobs.create_data import CreateDataConfig, create_data
-from albert_tf.jobs.finetune import FinetuneConfig, finetune
-from albert_tf.jobs.pretrain import PretrainConfig, pretrain
-from albert_tf.jobs.vocab import VocabConfig, vocab
-from albert_tf.run_config import option
+from albert_tf.jobs.create_data import create_data
+from albert_tf.jobs.finetune import finetune
+from albert_tf.jobs.pretrain import pretrain
+from albert_tf.jobs.vocab import vocab
+from albert_tf.settings import (CreateDataConfig, FinetuneConfig, PretrainConfig, QuickstartConfig, QuickstartResult,
+                                VocabConfig)
 from albert_tf.training import costs
 
 # The "your own corpus" steps: albert_base at 128 tokens (create-data's and pretrain's 20 predictions), the batch
 # this machine holds (at most NEXT_BATCH), the learning rate square-root scaled to it, NEXT_STEPS steps.
 NEXT_CONFIG, NEXT_SEQ, NEXT_BATCH, NEXT_STEPS = "albert_base", 128, 256, 10000
-
-
-@dataclasses.dataclass
-class QuickstartConfig:
-    """Every setting of `albert-tf quickstart` (see each field's help; `--help` shows the same)."""
-    output: str = option("albert_quickstart", "working directory")
-    num_train_steps: int = option(300, "pretraining steps", aliases=("--steps",))
-    finetune_epochs: int = option(4, "fine-tuning passes over the task (at batch 16: a tiny model sits at chance "
-                                     "for its first 60-100 steps)")
-    seed: int = option(12345, "seeds every step")
-
-    def __post_init__(self):
-        run_config.check_fields(self)
-
-
-@dataclasses.dataclass
-class QuickstartResult:
-    """What `albert_tf.quickstart` returns: the pretrained-model directory, the fine-tuned export (BASE/N), its dev
-    accuracy, the request's label and probabilities, and the CLI's exit code (a failed step's)."""
-    model_dir: str
-    export: str | None = None
-    dev_accuracy: float | None = None
-    label: int | None = None
-    probabilities: list = dataclasses.field(default_factory=list)
-    exit_code: int = 0
 
 
 # The jobs the quickstart runs, by config type: (command, call).

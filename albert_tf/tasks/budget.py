@@ -7,11 +7,7 @@ import math
 
 from albert_tf import messages
 
-#: The fine-tuning optimizers by `finetune --optimizer` name; the first is the default
-#: (albert_tf.training.optimizers.make_optimizer builds them). The bias-corrected one is the default: the original's
-#: first few hundred steps are 3 to 6.5 times its rate, which sent short runs to a constant prediction
-#: (docs/fine-tuning-quality.md, "Collapse").
-OPTIMIZERS = ("adamw-keras", "adamw-original")
+from albert_tf.settings.finetune_config import OPTIMIZERS  # noqa: F401  (its one home)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import json
 import os
 
 from albert_tf import config as albert_config
-from albert_tf import files, run_config
+from albert_tf import files
 from albert_tf.layout import SPM_FILE  # pylint: disable=unused-import  (its one spelling)
 from albert_tf.text import record
 from albert_tf.text.record import (CASING_SUFFIX, TextRecord, casing_path, file_fingerprint,  # noqa: F401
@@ -27,16 +27,6 @@ def spm_model_path(directory):
     """DIR/spm.model if the directory has one, else None."""
     path = os.path.join(os.fspath(directory), SPM_FILE)
     return path if files.exists(path) else None
-
-
-def cased_option():
-    """The one casing setting of every job that reads or writes text: `--cased` / `--uncased` (the field `cased`:
-    True / False / None when neither, which means as recorded beside the vocabulary, else uncased)."""
-    return run_config.option(
-        None, "the vocabulary keeps case (default: as recorded beside the SentencePiece model, else uncased)",
-        negative="--uncased",
-        negative_help="the vocabulary is lowercased (default: as recorded beside the SentencePiece model, else "
-                      "uncased)")
 
 
 def _sha256(path):

@@ -1,5 +1,5 @@
-"""The fine-tuning run behind `albert-tf finetune` and `albert_tf.finetune(config)` (albert_tf/jobs/finetune.py holds
-its settings, FinetuneConfig): fine-tune a pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or RACE with Keras
+"""The fine-tuning run behind `albert-tf finetune` and `albert_tf.finetune(config)` (albert_tf/settings/finetune_config.py
+holds its settings, FinetuneConfig): fine-tune a pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or RACE with Keras
 `model.fit`. The per-task defaults (the paper's table) and the step and epoch budget are albert_tf/tasks/budget.py;
 the collapsed-init check is albert_tf/training/collapse.py; what the run shares with pretraining (the run record,
 the progress line, the TensorBoard layout, the runtime-lost line) is albert_tf/training/run.py.

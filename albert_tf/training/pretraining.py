@@ -1,4 +1,4 @@
-"""The pretraining run behind `albert-tf pretrain` (albert_tf/jobs/pretrain.py holds its settings, PretrainConfig):
+"""The pretraining run behind `albert-tf pretrain` (albert_tf/settings/pretrain_config.py holds its settings, PretrainConfig):
 check every input before anything is written, pick the strategy, build the model, the optimizer and the data,
 restore the latest checkpoint, and run the loop. One step is albert_tf/training/pretrain_step.py; the records'
 checks and the input pipeline are albert_tf/data/pretraining_input.py; what the run shares with fine-tuning (the

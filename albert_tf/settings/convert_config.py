@@ -1,0 +1,60 @@
+"""`albert-tf convert`'s settings and result: `ConvertConfig`, `ConvertResult` (the call: albert_tf/jobs/convert.py;
+the work: albert_tf/checkpoints/). The released models' names live here, so that `--help` lists them without
+importing the downloader (albert_tf/checkpoints/releases.py). No TensorFlow."""
+import dataclasses
+
+from albert_tf import run_config
+from albert_tf.run_config import option
+from albert_tf.settings.casing import cased_option
+
+CACHE_ENV = "ALBERT_TF_CACHE"  # where --release keeps downloads, when set
+SIZES = ("base", "large", "xlarge", "xxlarge")  # Google's released ALBERT sizes
+NAMES = tuple(f"albert_{size}_{version}" for version in ("v1", "v2") for size in SIZES)  # --release's names
+TARGETS = ("hf", "keras-hub")
+
+
+@dataclasses.dataclass
+class ConvertConfig:
+    """Every setting of `albert-tf convert` (see each field's help; `--help` shows the same)."""
+    release: str | None = option(
+        None, "Google's released weights by name, downloaded (resumed, checked) and cached: "
+              f"{', '.join(NAMES)}; or hf:OWNER/NAME, a Hugging Face hub id (needs huggingface_hub). Takes "
+              "the place of --from/--checkpoint/--config/--spm-model", metavar="NAME")
+    cache_dir: str | None = option(None, f"where --release keeps downloads (default: ${CACHE_ENV}, else "
+                                         "~/.cache/albert_tf); a cached release needs no network", metavar="DIR")
+    source: str | None = option(None, "tf1: google-research/albert or TF-Hub checkpoint; hf: Hugging Face directory "
+                                      "(required without --release)", flag="--from", choices=("tf1", "hf"))
+    checkpoint: str | None = option(None, "tf1: the checkpoint prefix (e.g. PATH/model.ckpt-best); hf: the "
+                                          "directory (required without --release)")
+    config: str | None = option(None, "albert_config.json (default: tf1: albert_config.json beside the checkpoint; "
+                                      "hf: the directory's config.json)")
+    spm_model: str | None = option(None, "the SentencePiece model to copy into the output as spm.model (default: "
+                                         "hf: the directory's spiece.model if any; tf1: none)")
+    output: str | None = option(None, "the pretrained-model directory to write (required without --release; with "
+                                      "it the default is CACHE/models/NAME, reused when already converted)")
+    cased: bool | None = cased_option()
+    to: str | None = option(None, "write the other way: the model of --init as a Hugging Face ALBERT directory (hf: "
+                                  "config.json, model.safetensors, spiece.model, tokenizer_config.json) or a "
+                                  "keras-hub preset (keras-hub: AlbertBackbone + AlbertTokenizer; needs keras-hub) "
+                                  "in --output", choices=TARGETS)
+    init: str | None = option(None, "with --to: the model to write, a pretrained-model directory (`pretrain`'s, "
+                                    "`convert`'s: with its MLM and SOP heads), an `albert-tf export` BASE or BASE/N "
+                                    "(the encoder), a released model's name or a Hugging Face ALBERT directory",
+                              metavar="HANDLE")
+
+    def __post_init__(self):
+        run_config.check_fields(self)
+
+
+@dataclasses.dataclass
+class ConvertResult:
+    """What `albert_tf.convert` returns: the pretrained-model directory, its parameters (all, the encoder's; 0 when
+    a cached conversion was reused), whether it was reused, and the CLI's exit code."""
+    output: str
+    parameters: int = 0
+    encoder_parameters: int = 0
+    reused: bool = False
+    exit_code: int = 0
+
+
+__all__ = ["ConvertConfig", "ConvertResult", "TARGETS", "NAMES", "SIZES", "CACHE_ENV"]

@@ -1,0 +1,55 @@
+"""`albert-tf create-data`'s settings and result: `CreateDataConfig`, `CreateDataResult` (the call:
+albert_tf/jobs/create_data.py; the work: albert_tf/data/create_pretraining_data.py). No TensorFlow."""
+import dataclasses
+
+from albert_tf import run_config
+from albert_tf.run_config import option
+from albert_tf.settings.casing import cased_option
+
+
+@dataclasses.dataclass
+class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
+    """Every setting of `albert-tf create-data` (see each field's help; `--help` shows the same)."""
+    input: str = option(help="comma-separated globs of text files (one sentence per line, a blank line between "
+                             "documents)")
+    spm_model: str = option(help="SentencePiece model from `albert-tf vocab`")
+    output: str = option(help="output prefix: PREFIX-00000-of-0000N.tfrecord ... (a file-name prefix such as "
+                              "data/train, not a directory)")
+    overwrite: bool = option(False, "remove the shards an earlier run wrote to this prefix that this run does not "
+                                    "replace (another --num-shards); without it they are refused")
+    num_shards: int = option(1, "output files")
+    max_seq_length: int = option(512, "tokens per sequence")
+    max_predictions: int = option(20, "masked LM predictions per sequence")
+    masked_lm_prob: float = option(0.15, "fraction of the tokens masked")
+    ngram: int = option(3, "longest masked n-gram (in whole words)")
+    dupe_factor: int = option(1, "passes over the corpus, each with new chunking and masks")
+    short_seq_prob: float = option(0.1, "probability of a shorter target length for a sequence")
+    seed: int = option(12345, "seeds chunking, pairing and masking")
+    workers: int = option(1, "processes (the output does not depend on it)")
+    no_mask: bool = option(False, "write unmasked records (for dynamic masking)")
+    cased: bool | None = cased_option()
+    beam: bool = option(False, "run on Apache Beam (pip install albert_tf[beam]); the words after -- are Beam's "
+                               "pipeline options (--runner DataflowRunner --project P --region R --temp_location "
+                               "gs://b/tmp ...; default DirectRunner); --workers is then the runner's")
+    beam_options: list = option(default_factory=list, flag="--beam-option", metavar="OPTION",
+                                help="one Beam pipeline option (repeatable; the words after -- add to them)")
+
+    def __post_init__(self):
+        run_config.check_fields(self)
+
+
+@dataclasses.dataclass
+class CreateDataResult:
+    """What `albert_tf.create_data` returns: the shards written, the instances and tokens in them, the counts
+    (`stats`: documents, skipped_documents, masked, swapped, ...: instances.BlockStats as a dict), the bytes of
+    invalid UTF-8 replaced per file, the wall seconds, and the CLI's exit code."""
+    output_files: list
+    instances: int = 0
+    tokens: int = 0
+    stats: dict = dataclasses.field(default_factory=dict)
+    replaced_bytes: dict = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    exit_code: int = 0
+
+
+__all__ = ["CreateDataConfig", "CreateDataResult"]

@@ -1,0 +1,210 @@
+"""`albert-tf pretrain`'s settings and result: `PretrainConfig`, `PretrainResult`, and the recipes (named presets of
+the settings) with their one reader, `read_recipe`, for `albert-tf pretrain` and `albert-tf plan`. The call is
+albert_tf/jobs/pretrain.py, the run albert_tf/training/pretraining.py. No TensorFlow.
+
+    config = PretrainConfig(config="albert_base", train_data="data/train-*", model_dir="model", batch_size=256,
+                            config_overrides={"vocab_size": 8000})
+    PretrainConfig.from_recipe("paper_v2", config="albert_base", train_data=..., model_dir=...)
+
+On the command line each field is a flag (`batch_size` → `--batch-size`, `config_overrides` → `--set KEY=VALUE`).
+The model dir records the config (layout.PRETRAIN_RECORD_FILE); a resumed run must keep the fields marked
+`same_on_resume`: those the data position depends on (the data order is a function of the seed and the step; a step
+is a global batch). Others may change on a resume: a lower learning rate after a divergence, more steps, dropout
+switched off.
+
+`paper_v2` is the paper's setup (Lan et al., 2020, §4.1, and the v2 release): global batch 4096, LAMB learning rate
+0.00176, 125,000 steps with 3,125 warm-up steps, sequences of 512 tokens with 20 masked positions, and no dropout
+(the v2 models; paper §4.7). `paper_v1` is the same with the config's dropout (the v1 models); it equals the
+defaults. `cpu_small` is a run one machine does in about an hour (a 2-layer, 256-wide model; see its entry).
+`--recipe FILE.json` reads your own:
+
+    {"description": "...", "base": "paper_v2", "flags": {"learning-rate": 0.001, "batch-size": 1024}}
+
+with pretrain's flag names (without the leading dashes; field names such as `learning_rate` work too), over the
+optional `base` preset. The order is: preset, then file, then the flags typed on the command line.
+"""
+import dataclasses
+import json
+import os
+
+from albert_tf import run_config
+from albert_tf.run_config import option
+from albert_tf.runtime.signals import LOOP_SECONDS
+from albert_tf.settings.runtime_options import RuntimeOptions
+
+COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
+
+
+@dataclasses.dataclass
+class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attributes
+    """Every setting of a pretraining run (see each field's help; `albert-tf pretrain --help` shows the same)."""
+    config: str = option(help="albert_config.json, a directory holding one, or a preset name (albert_base, ...)")
+    train_data: str = option(help="glob of pretraining TFRecords (create-data's output)")
+    model_dir: str = option(help="the pretrained-model directory to write (local or gs://)")
+    config_overrides: dict = option(
+        default_factory=dict, flag="--set", metavar="KEY=VALUE",
+        help="change one key of --config (repeatable), e.g. --set vocab_size=8000; vocab_size=auto takes the "
+             "--spm-model's size")
+    eval_data: str | None = option(None, "glob of held-out pretraining TFRecords")
+    max_seq_length: int = option(512, "tokens per sequence (the records' length)", same_on_resume=True)
+    max_predictions: int = option(20, "masked positions per sequence (max_predictions_per_seq)",
+                                  same_on_resume=True)
+    batch_size: int = option(4096, "the global batch, split across replicas", aliases=("--train-batch-size",),
+                             same_on_resume=True)
+    eval_batch_size: int | None = option(None, "global eval batch (default: --batch-size)")
+    max_eval_steps: int = option(100, "batches per evaluation")
+    eval_every_steps: int | None = option(None, "evaluate every N steps (default: at each checkpoint)")
+    learning_rate: float = option(0.00176, "the peak learning rate")
+    num_train_steps: int = option(125000, "training steps in all")
+    num_warmup_steps: int = option(3125, "steps of linear learning-rate warm-up")
+    poly_power: float = option(1.0, "power of the polynomial decay")
+    steps_per_loop: int = option(
+        100, "the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
+             f"also ends after about {LOOP_SECONDS:g} s of wall time, so a stop signal is acted on within seconds")
+    save_checkpoints_steps: int = option(5000, "save a checkpoint every N steps")
+    save_checkpoints_secs: int = option(
+        600, "also save when this many seconds have passed since the last save (0: off); bounds what a failure "
+             "without notice loses")
+    keep_checkpoint_max: int = option(5, "the newest checkpoints kept in the model dir, of any kind (the oldest are "
+                                         "deleted): what a resume needs")
+    keep_step_checkpoints: int | None = option(
+        None, "the checkpoints of every --save-checkpoints-steps step are also kept apart in MODEL_DIR/steps/, out of "
+              "reach of the clock saves' rotation: N keeps the newest N, 0 none (default: all), so a divergence "
+              "noticed hours later can be rolled back")
+    step_timeout: float = option(
+        1800.0, "the command line exits 76 with one line when no training step, save or evaluation completes for this "
+        "many seconds after the first step (a client hung on a lost TPU host; a relaunch resumes); 0: off")
+    first_step_timeout: float = option(
+        3600.0, "the same limit until the first step completes, counted from the start: it covers start-up, restore "
+        "and XLA compile (10+ minutes for a large model on a pod); 0: off")
+    no_dropout: bool = option(False, "train without dropout from the start")
+    no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",)
+    dynamic_masking: bool = option(False, "mask in the input pipeline (records made with --no-mask)",
+                                   same_on_resume=True)
+    masked_lm_prob: float = option(0.15, "with --dynamic-masking: the fraction of each sequence's tokens masked "
+                                         "(capped at --max-predictions); records made with masks keep theirs",
+                                   same_on_resume=True)
+    init: str | None = option(None, "the pretrained model to start from, its encoder and heads (weights only: the "
+                                    "optimizer starts afresh): a pretrained-model directory, a released model's name "
+                                    "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "
+                                    "directory; not an export (it holds no heads)", aliases=("--init-checkpoint",))
+    spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
+    seed: int = option(12345, "seeds the data order and masking (the model init too)", same_on_resume=True)
+    collective_timeout_secs: float = option(
+        COLLECTIVE_TIMEOUT_SECS, "multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer "
+        "worker fails and the run exits 76 to be relaunched (a hung peer; a dead one is noticed within seconds from "
+        "its missing heartbeats); longer than any save or evaluation one worker does alone; 0: no limit")
+    streams: int | None = option(
+        None, "split each replica's batch into N slices that run through the encoder concurrently (on CPU this "
+              "overlaps elementwise kernels with matmuls; default: 2 on CPU without --remat, else 1)")
+    remat: bool = option(False, "rematerialization: keep only each block's input for the backward pass and "
+                                "recompute the block there (one more forward of the blocks per step; a fraction of "
+                                "the activation memory)")
+    gradient_accumulation_steps: int = option(
+        1, "run each replica's batch as N micro-batches whose gradients are summed before one LAMB update "
+           "(activation memory of one micro-batch; the same loss, steps and schedule)")
+
+    def __post_init__(self):
+        run_config.check_fields(self)
+
+    @classmethod
+    def from_recipe(cls, recipe, **values):
+        """A recipe (a name in RECIPES or a .json file) with `values` over it (`config_overrides` key by key)."""
+        return cls(**over_recipe(read_recipe(recipe), values))
+
+
+@dataclasses.dataclass
+class PretrainResult:
+    """What `albert_tf.pretrain` returns.
+
+    status: "done" (trained to num_train_steps), "complete" (the model dir already was), "stopped" (a signal:
+      saved, the same config resumes) or "non-finite" (a loss was NaN/inf: stopped without saving).
+    step: the last trained (or restored) step. checkpoint: the latest checkpoint's path, or None.
+    metrics: the last `train` metrics row (loss, masked_lm_accuracy, ...), eval_metrics: the last `eval` row
+      ({} when none ran in this call). exit_code: the CLI's (albert_tf.runtime.exit_codes: 0 done or complete,
+      75 stopped by SIGTERM, 130 by SIGINT, 3 non-finite).
+    """
+    status: str
+    step: int
+    model_dir: str
+    checkpoint: str | None = None
+    metrics: dict = dataclasses.field(default_factory=dict)
+    eval_metrics: dict = dataclasses.field(default_factory=dict)
+    exit_code: int = 0
+
+
+# ---------------------------------------------------------------------------------------------- recipes
+_PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
+          "max_seq_length": 512, "max_predictions": 20}
+CPU_SMALL_MODEL = {"vocab_size": 8000, "embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 2,
+                   "num_hidden_groups": 1, "inner_group_num": 1, "num_attention_heads": 4, "intermediate_size": 1024,
+                   "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                   "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02}
+RECIPES = {
+    "paper_v2": {"description": "the ALBERT paper's pretraining (v2 models: no dropout)",
+                 "values": {**_PAPER, "no_dropout": True}},
+    "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
+                 "values": dict(_PAPER)},
+    # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 2-layer,
+    # 256-wide ALBERT at seq 64, batch 128, 6,600 steps (244 examples/s in `pretrain` on a quiet 2-core Xeon without
+    # AMX: 55-58 min; with AMX sooner). 2 layers, not 4: per token the two depths learned alike there, and in the same
+    # hour the 2-layer model saw 1.8x the tokens and beat the 4-layer one at every label count. Re-masked every step
+    # (a static mask on a laptop-sized corpus is memorised), no dropout (it only slows a model this far from fitting
+    # its corpus), LAMB at 5e-3 (between the 1e-2 at batch 32 that trains the 128-wide model of DESIGN.md's measured
+    # facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up. Its --set gives every size of the model, so
+    # any --config preset yields the same model.
+    "cpu_small": {"description": "a pretraining a laptop can do in about an hour: 2 layers, 256 wide, E 128, "
+                                 "8000-piece vocabulary, seq 64, batch 128, 6600 steps, dynamic masking (records "
+                                 "made with --no-mask)",
+                  "values": {"config_overrides": CPU_SMALL_MODEL,
+                             "batch_size": 128, "max_seq_length": 64, "max_predictions": 10,
+                             "dynamic_masking": True, "no_dropout": True, "learning_rate": 0.005,
+                             "num_train_steps": 6600, "num_warmup_steps": 412, "save_checkpoints_steps": 600,
+                             "steps_per_loop": 50}},
+}
+_FILE_FIELDS = ("description", "base", "flags")
+
+
+def _read_file(recipe):
+    """The JSON object of a recipe file; one line naming the file when it is missing or malformed."""
+    if not os.path.exists(recipe):
+        raise FileNotFoundError(f"--recipe {recipe}: no such file")
+    with open(recipe, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{recipe}: not valid JSON ({e})") from None
+    if not isinstance(values, dict) or not isinstance(values.get("flags"), dict):
+        raise ValueError(f"{recipe}: field 'flags': expected an object of pretrain flags, e.g. "
+                         '{"flags": {"learning-rate": 0.00176}}')
+    unknown = sorted(set(values) - set(_FILE_FIELDS))
+    if unknown:
+        raise ValueError(f"{recipe}: unknown field(s) {', '.join(unknown)}; expected {', '.join(_FILE_FIELDS)}")
+    if values.get("base") is not None and values["base"] not in RECIPES:
+        raise ValueError(f"{recipe}: field 'base': expected one of {', '.join(RECIPES)}, got {values['base']!r}")
+    return values
+
+
+def over_recipe(recipe_values, values):
+    """`values` ({field: value}: typed flags, keyword arguments) over a recipe's values; `config_overrides` (`--set`)
+    merge key by key, so `--set vocab_size=4000` changes one key of the recipe's model and keeps the others."""
+    merged = {**recipe_values, **values}
+    if "config_overrides" in recipe_values and "config_overrides" in values:
+        merged["config_overrides"] = {**recipe_values["config_overrides"], **values["config_overrides"]}
+    return merged
+
+
+def read_recipe(recipe):
+    """A recipe's PretrainConfig values {field: value}: a name in RECIPES, or a .json file (its `base` preset's
+    values, then its flags). A misspelled flag or a value of the wrong type is refused with one line."""
+    if recipe in RECIPES:
+        return dict(RECIPES[recipe]["values"])
+    if not str(recipe).endswith(".json"):
+        raise ValueError(f"--recipe {recipe!r}: unknown; expected one of {', '.join(RECIPES)} or a .json file")
+    values = _read_file(recipe)
+    base = dict(RECIPES[values["base"]]["values"]) if values.get("base") else {}
+    return {**base, **run_config.values_from_mapping(PretrainConfig, values["flags"], f"--recipe {recipe}")}
+
+
+__all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
+           "COLLECTIVE_TIMEOUT_SECS"]

@@ -1,0 +1,41 @@
+"""The settings both training jobs share (`pretrain`, `finetune`): where the run goes and how it computes. Declared
+once here; `PretrainConfig` and `FinetuneConfig` embed them (their base class), so the flags, their choices and their
+help are the same in both. No TensorFlow.
+
+    RuntimeOptions(tpu=None, cpu_replicas=None, dtype="auto", xla="auto")
+"""
+import dataclasses
+
+from albert_tf.run_config import option
+from albert_tf.runtime import precision
+
+#: `--xla`: jit-compile the training step on GPU/CPU (training.distribute reads it; a TPU always compiles).
+XLA_CHOICES = ("auto", "on", "off")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RuntimeOptions:
+    """The runtime block of a training run: the TPU (or CPU replicas) it runs on, its compute dtype and XLA."""
+    block = True  # an embedded block: its flags come after the command's own (run_config.fields_of)
+    tpu: str | None = option(None, "TPU name or address (`local` on a TPU VM); every path must then be gs://")
+    cpu_replicas: int | None = option(None, "split the CPU into N replicas (tests the distributed path)")
+    dtype: str = option(
+        "auto", "compute dtype of training; variables stay float32 (fine-tuning also keeps its heads' logits, the "
+                "loss, the metrics, the evaluation and the export in float32). auto: bfloat16 on TPU and on GPUs of "
+                "compute capability >= 8.0; on a CPU whichever a short matmul probe finds faster (kept per machine)",
+        choices=precision.CHOICES)
+    xla: str = option("auto", "jit-compile the training step on GPU/CPU (a TPU always compiles); auto: on for GPU, "
+                              "off for CPU", choices=XLA_CHOICES)
+
+    def check_runtime(self):
+        """The block's own ranges (called by the embedding config's check)."""
+        if self.cpu_replicas is not None and self.cpu_replicas < 1:
+            raise ValueError(f"--cpu-replicas must be >= 1, got {self.cpu_replicas}")
+
+    @property
+    def runtime(self):
+        """The block alone, as a RuntimeOptions (what training.distribute needs)."""
+        return RuntimeOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RuntimeOptions)})
+
+
+__all__ = ["RuntimeOptions", "XLA_CHOICES"]
