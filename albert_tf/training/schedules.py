@@ -1,6 +1,21 @@
-"""The pretraining learning-rate schedule of the original optimization.py: linear warm-up, then polynomial decay."""
+"""Learning-rate schedules, each lr(step) a pure function of the step (so a resumed run continues to the bit):
+
+    polynomial   WarmupPolynomialDecay: the original optimization.py's linear warm-up, then polynomial decay (the
+                 paper's; the default)
+    linear       WarmupLinearToZero: linear warm-up to the peak, then a straight line from the peak to 0 at the last
+                 step (Izsak et al. 2021: warm-up over 6 % of the budget, zero exactly at the budget)
+    one-cycle    WarmupCosineToZero: linear warm-up, then a half cosine from the peak to 0 at the last step (the
+                 one-cycle policy's annealing phase)
+    wsd          WarmupStableDecay: linear warm-up, the peak held, then a linear decay to 0 that starts at
+                 `decay_start` of the steps and lasts `decay_length` of them (warmup-stable-decay: a run can be
+                 extended or cut before its decay starts without restarting)
+
+`make_schedule(kind, ...)` builds one by its `pretrain --schedule` name.
+"""
 import keras
 from keras import ops
+
+SCHEDULES = ("polynomial", "linear", "one-cycle", "wsd")  # pretrain --schedule's names; the first is the default
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -41,8 +56,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, step):
         step = ops.cast(step, "float32")
         progress = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
-        decayed = (self.peak_learning_rate - self.end_learning_rate) * ops.power(1.0 - progress, self.power) \
-            + self.end_learning_rate
+        decayed = ((self.peak_learning_rate - self.end_learning_rate) * ops.power(1.0 - progress, self.power)
+                   + self.end_learning_rate)
         if not self.num_warmup_steps:
             return decayed
         warm_step = step - float(self.start_warmup_step)
@@ -58,3 +73,95 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             "end_learning_rate": self.end_learning_rate,
             "start_warmup_step": self.start_warmup_step,
         }
+
+
+class _WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0 to the peak over `num_warmup_steps` (step 0: lr 0), then `decay(step)`, reaching 0 at
+    `num_train_steps` and staying there."""
+
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if not 0 <= num_warmup_steps < num_train_steps:
+            raise ValueError(f"num_warmup_steps must be in [0, num_train_steps), got {num_warmup_steps}")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def decay(self, step):
+        """The learning rate after the warm-up (a float32 tensor of the step)."""
+        raise NotImplementedError
+
+    def __call__(self, step):
+        step = ops.minimum(ops.cast(step, "float32"), float(self.num_train_steps))
+        after = self.decay(step)
+        if not self.num_warmup_steps:
+            return after
+        warmup = self.peak_learning_rate * step / float(self.num_warmup_steps)
+        return ops.where(step < float(self.num_warmup_steps), warmup, after)
+
+    def decay_progress(self, step, start):
+        """0 at step `start`, 1 at num_train_steps (clipped to [0, 1])."""
+        return ops.clip((step - start) / max(float(self.num_train_steps) - start, 1.0), 0.0, 1.0)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class WarmupLinearToZero(_WarmupThenDecay):
+    """lr = peak · step / W during the warm-up (W = num_warmup_steps), then peak · (T − step) / (T − W): a straight
+    line from the peak at W to 0 at T = num_train_steps."""
+
+    def decay(self, step):
+        return self.peak_learning_rate * (1.0 - self.decay_progress(step, float(self.num_warmup_steps)))
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class WarmupCosineToZero(_WarmupThenDecay):
+    """lr = peak · step / W during the warm-up, then peak · (1 + cos(π · (step − W) / (T − W))) / 2: a half cosine
+    from the peak at W to 0 at T."""
+
+    def decay(self, step):
+        progress = self.decay_progress(step, float(self.num_warmup_steps))
+        return self.peak_learning_rate * 0.5 * (1.0 + ops.cos(3.141592653589793 * progress))
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class WarmupStableDecay(_WarmupThenDecay):
+    """lr = peak · step / W during the warm-up, the peak until S = decay_start · T, then
+    peak · (1 − (step − S) / (decay_length · T)) down to 0 at S + decay_length · T, and 0 after. decay_start ≥ W / T
+    and decay_start + decay_length ≤ 1."""
+
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, decay_start=0.9, decay_length=0.1):
+        super().__init__(peak_learning_rate, num_train_steps, num_warmup_steps)
+        if not 0 < decay_length <= 1 or not 0 <= decay_start <= 1 - decay_length + 1e-9:
+            raise ValueError(f"decay_start {decay_start} and decay_length {decay_length}: expected fractions of the "
+                             "steps with 0 < decay_length and decay_start + decay_length <= 1")
+        if decay_start * num_train_steps < num_warmup_steps:
+            raise ValueError(f"decay_start {decay_start} is step {decay_start * num_train_steps:g}, inside the "
+                             f"warm-up of {num_warmup_steps} steps")
+        self.decay_start = float(decay_start)
+        self.decay_length = float(decay_length)
+
+    def decay(self, step):
+        start, length = self.decay_start * self.num_train_steps, self.decay_length * self.num_train_steps
+        return self.peak_learning_rate * (1.0 - ops.clip((step - start) / length, 0.0, 1.0))
+
+    def get_config(self):
+        return {**super().get_config(), "decay_start": self.decay_start, "decay_length": self.decay_length}
+
+
+def make_schedule(kind, peak_learning_rate, num_train_steps, num_warmup_steps=0, poly_power=1.0, decay_start=0.9,
+                  decay_length=0.1):
+    """The schedule named `kind` (one of SCHEDULES); `poly_power` is polynomial's, `decay_start` and
+    `decay_length` (fractions of num_train_steps) wsd's."""
+    if kind == "polynomial":
+        return WarmupPolynomialDecay(peak_learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
+    if kind == "wsd":
+        return WarmupStableDecay(peak_learning_rate, num_train_steps, num_warmup_steps, decay_start, decay_length)
+    classes = {"linear": WarmupLinearToZero, "one-cycle": WarmupCosineToZero}
+    if kind not in classes:
+        raise ValueError(f"schedule {kind!r}: expected one of {', '.join(SCHEDULES)}")
+    return classes[kind](peak_learning_rate, num_train_steps, num_warmup_steps)
