@@ -39,9 +39,11 @@ stratified K-fold cross-validation over all of them instead; `--l2-grid`: other 
 
 Prints the pretraining's wall time (recorded in WORK/pretraining_time.json, so that --init of that run prints it),
 a table (mean ± std over seeds; paired pretrained − random per seed) and, last:
-  labels=128 pretrained=A random=B bag_of_words=C distributional=D min_paired_gain=E
+  labels=128 pretrained=A random=B bag_of_words=C distributional=D min_paired_gain=E probe_min_gain=F probe_128=G
+  bow_128=H probe_512=I bow_512=J
 (fine-tuned means at 128 labels, the linear probes' with --no-finetune; the baselines' are their probes; E the
-smallest per-seed pretrained − random). Deterministic given the seeds on one machine.
+smallest per-seed pretrained − random; F the same of the frozen features' probe; G-J the probe's and the bag of
+words' means at 128 and 512 labels, nan when that count was not run). Deterministic given the seeds on one machine.
 """
 import argparse
 import glob
@@ -884,19 +886,31 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
         f"{pretrain_seconds / 60:.1f} min")
     print(f"pretraining wall time: {wall}; total {total_seconds / 60:.1f} min; load average "
           f"{common.load_average():.2f} at the end")
-    n = 128 if 128 in args.labels else args.labels[0]
-    kind = "fine-tuned" if ("pretrained", "fine-tuned", steps[-1], n) in results else "probe"
+    print(summary_line(results, steps[-1], args.labels), flush=True)
+
+
+def summary_line(results, last, labels):
+    """The last line: at 128 labels (else the first count) the fine-tuned means (the probes' when nothing was
+    fine-tuned), the baselines' probes and the smallest paired gain; then the frozen features' own figures: the
+    probes' smallest paired gain at that count, and the probe and bag-of-words means at 128 and 512 labels (nan when
+    not run)."""
+    n = 128 if 128 in labels else labels[0]
+    kind = "fine-tuned" if ("pretrained", "fine-tuned", last, n) in results else "probe"
 
     def mean(key):
         values = results.get(key)
         return sum(values) / len(values) if values else float("nan")
 
-    pre, rnd = results.get(("pretrained", kind, steps[-1], n), []), results.get(("random", kind, None, n), [])
-    gains = [a - b for a, b in zip(pre, rnd)] or [float("nan")]
-    print(f"labels={n} pretrained={mean(('pretrained', kind, steps[-1], n)):.4f} "
-          f"random={mean(('random', kind, None, n)):.4f} bag_of_words={mean(('bag_of_words', 'probe', None, n)):.4f} "
-          f"distributional={mean(('distributional', 'probe', None, n)):.4f} min_paired_gain={min(gains):.4f}",
-          flush=True)
+    def min_gain(kind):
+        pre, rnd = results.get(("pretrained", kind, last, n), []), results.get(("random", kind, None, n), [])
+        return min([a - b for a, b in zip(pre, rnd)] or [float("nan")])
+
+    return (f"labels={n} pretrained={mean(('pretrained', kind, last, n)):.4f} "
+            f"random={mean(('random', kind, None, n)):.4f} bag_of_words={mean(('bag_of_words', 'probe', None, n)):.4f} "
+            f"distributional={mean(('distributional', 'probe', None, n)):.4f} min_paired_gain={min_gain(kind):.4f} "
+            f"probe_min_gain={min_gain('probe'):.4f} "
+            + " ".join(f"probe_{k}={mean(('pretrained', 'probe', last, k)):.4f} "
+                       f"bow_{k}={mean(('bag_of_words', 'probe', None, k)):.4f}" for k in (128, 512)))
 
 
 if __name__ == "__main__":

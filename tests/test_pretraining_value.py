@@ -306,7 +306,8 @@ def test_quick_run_prints_the_table_and_the_last_line(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.rstrip().splitlines()
     last = re.fullmatch(r"labels=128 pretrained=(\S+) random=(\S+) bag_of_words=(\S+) distributional=(\S+) "
-                        r"min_paired_gain=(\S+)", lines[-1])
+                        r"min_paired_gain=(\S+) probe_min_gain=(\S+) probe_128=(\S+) bow_128=(\S+) "
+                        r"probe_512=nan bow_512=nan", lines[-1])
     assert last, lines[-1]
     assert all(0 <= float(v) <= 1 for v in last.groups()[:4]) and -1 <= float(last.group(5)) <= 1
     table = [line for line in lines if line.startswith("| ")]
@@ -364,3 +365,18 @@ def test_the_pretraining_wall_time_is_read_back_beside_the_model_dir(tmp_path):
     assert pv.recorded_pretraining_seconds(str(tmp_path / "model")) is None
     (tmp_path / pv.TIME_RECORD).write_text('{"seconds": 3723.5, "steps": 3600}')
     assert pv.recorded_pretraining_seconds(str(tmp_path / "model")) == 3723.5
+
+
+def test_the_last_line_from_hand_made_results():
+    """summary_line against results written by hand: means, the smallest paired gains (fine-tuned and probe), and
+    nan for a label count that was not run."""
+    results = {("pretrained", "fine-tuned", 600, 128): [0.30, 0.20], ("random", "fine-tuned", None, 128): [0.25, 0.22],
+               ("pretrained", "probe", 600, 128): [0.40, 0.30], ("random", "probe", None, 128): [0.20, 0.25],
+               ("bag_of_words", "probe", None, 128): [0.10, 0.30], ("distributional", "probe", None, 128): [0.5, 0.5],
+               ("pretrained", "probe", 300, 128): [0.9, 0.9]}
+    assert pv.summary_line(results, 600, [32, 128]) == (
+        "labels=128 pretrained=0.2500 random=0.2350 bag_of_words=0.2000 distributional=0.5000 "
+        "min_paired_gain=-0.0200 probe_min_gain=0.0500 probe_128=0.3500 bow_128=0.2000 probe_512=nan bow_512=nan")
+    del results[("pretrained", "fine-tuned", 600, 128)]
+    assert pv.summary_line(results, 600, [128]).startswith("labels=128 pretrained=0.3500 random=0.2250 ")
+
