@@ -231,7 +231,16 @@ def test_cli_text_says_how_flops_are_counted(cli):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--topology", "v3-4096"], "--topology 'v3-4096': unknown; expected one of v3-8, v3-32"),
+    (["--topology", "v3-4096"], "--topology v3-4096: not a TPU v3 slice: expected one of v3-8, v3-32, v3-64"),
+    (["--topology", "v5litepod-3"], "--topology v5litepod-3: not a TPU v5e slice: expected one of v5litepod-1, "
+                                    "v5litepod-4, v5litepod-8, v5litepod-16, v5litepod-32, v5litepod-64, "
+                                    "v5litepod-128, v5litepod-256 (N counts chips)"),
+    (["--topology", "v4-12"], "--topology v4-12: not a TPU v4 slice: expected one of v4-8, v4-16"),
+    (["--topology", "v6e-64"], "--topology v6e-64: TPU v6e is refused: TensorFlow failed"),
+    (["--topology", "v6e-64"], "`albert-tf convert --to keras-hub` and train it with keras-hub on its JAX"),
+    (["--topology", "tpu7x-64"], "--topology tpu7x-64: TPU7x is refused: Google: \"TensorFlow is not supported\""),
+    (["--topology", "tpu7x-64"], "`albert-tf convert --to keras-hub`"),
+    (["--topology", "h100-8"], "--topology h100-8: not a TPU slice; expected PREFIX-N: v2-N (N cores: 8, 32,"),
     (["--batch-size", "100"], "--batch-size 100 is not divisible by the 32 cores of v3-32"),
     (["--max-seq-length", "1024"], "--max-seq-length 1024 exceeds the config's max_position_embeddings 512"),
     (["--max-predictions", "600"], "--max-predictions 600 exceeds --max-seq-length 512"),
