@@ -69,7 +69,7 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     run: dict | None = None  # the run on worker 0: {"status": ..., "polls": K, "end": ...}
     next_id: int = 100
 
-    def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.17.1-pod-pjrt",
+    def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt",
                   capacity="on-demand"):
         self.next_id += 1
         self.node = {"state": state, "acceleratorType": accelerator_type, "runtimeVersion": version,

@@ -21,7 +21,7 @@ from helpers import REPO
 
 ZONE = "europe-west4-a"
 MODEL_DIR = "gs://b/albert/models/albert_base"
-POD_IMAGE = "tpu-vm-tf-2.17.1-pod-pjrt"
+POD_IMAGE = "tpu-vm-tf-2.18.0-pod-pjrt"
 CREATE = f"create --accelerator-type=v3-32 --version={POD_IMAGE}"
 QUEUE = f"queue --accelerator-type=v3-32 --runtime-version={POD_IMAGE} --spot"
 LAUNCH = ["ssh status", "scp", "ssh start"]  # never started (or ended): the status, then the launch
@@ -358,7 +358,7 @@ def test_a_preempted_spot_slice_is_queued_again_as_it_was(cloud, clock, tmp_path
                          "ls", "queued delete"]
     first, second = cloud.launches
     assert first == second and "--num-train-steps" in first
-    assert "TPU pod is PREEMPTED: recreating it as v3-32, tpu-vm-tf-2.17.1-pod-pjrt, spot" in run.notes
+    assert "TPU pod is PREEMPTED: recreating it as v3-32, tpu-vm-tf-2.18.0-pod-pjrt, spot" in run.notes
 
 
 def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud, clock, tmp_path):
@@ -496,7 +496,7 @@ def test_a_rebuilt_wheel_is_reinstalled_by_its_hash_and_gs_needs_gcloud_there(cl
     start = next(c for c in cloud.calls if "on_worker.sh start" in c[-3])[-3]
     assert "sha256sum albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl" in start
     assert "--force-reinstall --no-deps" in start and "gcloud storage cp" in start and "gsutil cp" in start
-    assert "tensorflow-text==2.17.*" in start
+    assert "tensorflow-text==2.18.*" in start  # the default pod image's release
 
 
 def test_a_worker_without_gcloud_or_gsutil_is_one_line(cloud, clock, tmp_path, monkeypatch):

@@ -49,7 +49,7 @@ class Cloud:
         self.clock = FakeClock()
         self.notes = []
 
-    def slice(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.17.1-pod-pjrt", **capacity):
+    def slice(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt", **capacity):
         (self.dir / "slice.json").write_text(json.dumps({
             "state": state, "acceleratorType": accelerator_type, "runtimeVersion": version, "id": "7",
             "schedulingConfig": {k: capacity.get(k, False) for k in ("spot", "preemptible", "reserved")}}))
@@ -134,7 +134,7 @@ def test_a_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
 def test_a_spot_slice_is_queued_preempted_and_queued_again(cloud):
     cloud.script("runs.json", [{"steps": 3, "end": "preempt"}])
     result = cloud.keep(type="v3-64", spot=True, project="p1")
-    queue = "queue --accelerator-type=v3-64 --runtime-version=tpu-vm-tf-2.17.1-pod-pjrt --spot"
+    queue = "queue --accelerator-type=v3-64 --runtime-version=tpu-vm-tf-2.18.0-pod-pjrt --spot"
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == ["ls eval", "ls", "describe", queue, "ls", "describe", *LAUNCH,
                              "ls", "describe", "queued delete", queue, "ls", "describe", *LAUNCH,
@@ -148,7 +148,7 @@ def test_a_vanished_slice_is_confirmed_then_recreated_and_the_stale_lock_taken_o
     cloud.script("runs.json", [{"steps": 3, "end": "vanish"}])
     cloud.script("create_failures", 1)
     result = cloud.keep(type="v3-64", preemptible=True, project="p1")
-    create = "create --accelerator-type=v3-64 --version=tpu-vm-tf-2.17.1-pod-pjrt --preemptible"
+    create = "create --accelerator-type=v3-64 --version=tpu-vm-tf-2.18.0-pod-pjrt --preemptible"
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == [
         "ls eval", "ls", "describe", create,        # not found at the start: no capacity
@@ -180,7 +180,7 @@ def test_a_quota_error_stops_with_one_line(cloud):
     result = cloud.keep(type="v3-32", project="p1")
     assert result.exit_code == 1
     assert cloud.calls() == ["ls eval", "ls", "describe", "create --accelerator-type=v3-32 "
-                             "--version=tpu-vm-tf-2.17.1-pod-pjrt", "delete"]
+                             "--version=tpu-vm-tf-2.18.0-pod-pjrt", "delete"]
     assert cloud.notes[-2].startswith("could not create TPU pod (permanent: quota, permission, an image or type the "
                                       "zone lacks, the API disabled): ERROR: (gcloud.compute.tpus.tpu-vm.create) "
                                       "RESOURCE_EXHAUSTED: Quota limit")

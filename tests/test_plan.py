@@ -231,7 +231,16 @@ def test_cli_text_says_how_flops_are_counted(cli):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--topology", "v3-4096"], "--topology 'v3-4096': unknown; expected one of v3-8, v3-32"),
+    (["--topology", "v3-4096"], "--topology v3-4096: not a TPU v3 slice: expected one of v3-8, v3-32, v3-64"),
+    (["--topology", "v5litepod-3"], "--topology v5litepod-3: not a TPU v5e slice: expected one of v5litepod-1, "
+                                    "v5litepod-4, v5litepod-8, v5litepod-16, v5litepod-32, v5litepod-64, "
+                                    "v5litepod-128, v5litepod-256 (N counts chips)"),
+    (["--topology", "v4-12"], "--topology v4-12: not a TPU v4 slice: expected one of v4-8, v4-16"),
+    (["--topology", "v6e-64"], "--topology v6e-64: TPU v6e is refused: TensorFlow failed"),
+    (["--topology", "v6e-64"], "`albert-tf convert --to keras-hub` and train it with keras-hub on its JAX"),
+    (["--topology", "tpu7x-64"], "--topology tpu7x-64: TPU7x is refused: Google: \"TensorFlow is not supported\""),
+    (["--topology", "tpu7x-64"], "`albert-tf convert --to keras-hub`"),
+    (["--topology", "h100-8"], "--topology h100-8: not a TPU slice; expected PREFIX-N: v2-N (N cores: 8, 32,"),
     (["--batch-size", "100"], "--batch-size 100 is not divisible by the 32 cores of v3-32"),
     (["--max-seq-length", "1024"], "--max-seq-length 1024 exceeds the config's max_position_embeddings 512"),
     (["--max-predictions", "600"], "--max-predictions 600 exceeds --max-seq-length 512"),
@@ -344,3 +353,37 @@ def test_plan_prints_one_total_the_recommended_plans(cli):
     assert step > plan["step_time_s"] * 1.2  # the recomputed forward: another total than the given plan's
     assert f"125,000 steps: {costs.total_text(step * 125_000)}:" in totals[0]
     assert [costs.total_text(s) for s in (2520, 246_600, 330_000)] == ["42 min", "68.5 h", "3.82 days (91.7 h)"]
+
+
+# The paper's run (paper_v2: batch 4096, seq 512, 125,000 steps) on a slice of each generation, by hand from the
+# generations' facts: devices (v3: one per core, 2 per chip; v4/v5p: one per chip, N counts cores; v5e: one per
+# chip, N counts chips), hosts (4 chips per host; v5e 8), HBM per device and bf16 peak per chip.
+@pytest.mark.parametrize("topology, devices_, hosts, unit, hbm_gib, peak", [
+    ("v5litepod-256", 256, 32, "chip", 16, 256 * 197e12),
+    ("v3-512", 512, 64, "core", 16, 256 * 123e12),
+    ("v4-128", 64, 16, "chip", 32, 64 * 275e12),
+    ("v5p-128", 64, 16, "chip", 95, 64 * 459e12),
+])
+def test_the_paper_run_on_every_generation(cli, topology, devices_, hosts, unit, hbm_gib, peak):
+    args = ("plan", "--config", "albert_xxlarge", "--topology", topology, "--recipe", "paper_v2")
+    code, out, _ = cli(*args, "--json")
+    p = json.loads(out)
+    assert code == 0 and p["cores"] == devices_ and p["hosts"] == hosts and p["device"] == unit
+    assert p["per_core_batch"] == 4096 // devices_ and p["hbm_capacity_bytes"] == hbm_gib * 2 ** 30
+    assert p["peak_flops"] == pytest.approx(peak) and p["mfu"] == 0.5
+    option = p["recommended"]  # what fits: the flags it needs, its memory within the table's HBM, its hours
+    assert option["keeps_global_batch"] and option["hbm_per_core_bytes"] <= 0.9 * hbm_gib * 2 ** 30
+    remat, steps = bool(option["flags"].get("--remat")), option["flags"].get("--gradient-accumulation-steps", 1)
+    again = costs.estimate(AlbertConfig.from_preset("albert_xxlarge"), 4096, 512, 20, cores=devices_, remat=remat,
+                           accumulation_steps=steps, memory_per_core=hbm_gib * 2 ** 30,
+                           peak_flops_per_core=peak / devices_)
+    assert again["fits"] and again["hbm_per_core_bytes"] == option["hbm_per_core_bytes"]
+    seconds = 125_000 * option["executed_flops_per_step"] / (0.5 * peak)
+    code, text, _ = cli(*args)
+    assert f"on {topology} ({devices_} TensorFlow devices, {devices_ // hosts} per host, on {hosts} host(s)) = " \
+           f"{4096 // devices_} per {unit}" in text
+    assert f"MFU 0.5 of {peak / 1e15:.3g} PFLOP/s peak ({topology}: TPU " in text
+    assert f"125,000 steps: {costs.total_text(seconds)}" in text
+    command = text.rstrip().splitlines()[-1]
+    assert command.startswith("  albert-tf pretrain --recipe paper_v2 --config albert_xxlarge")
+    assert ("--remat" in command) == remat and (f"--gradient-accumulation-steps {steps}" in command) == (steps > 1)

@@ -112,11 +112,25 @@ def test_create_single_host_vm():
 def test_create_pod_slice(size):
     create, install = commands("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--spot",
                                "--project", "my-project")
-    assert f"--accelerator-type=v3-{size}" in create and "--version=tpu-vm-tf-2.17.1-pod-pjrt" in create
+    assert f"--accelerator-type=v3-{size}" in create and "--version=tpu-vm-tf-2.18.0-pod-pjrt" in create
     assert "--spot" in create and create[-1] == install[-1] == "--project=my-project"
     assert "--worker=0" in install and not any("--worker=all" in w for w in install)  # Python runs on worker 0 only
     note = run_script("create_tpu.sh", "--name", "pod", "--zone", ZONE, "--type", f"v3-{size}", "--dry-run").stdout
     assert f"{size // 8} host(s)" in note
+
+
+@pytest.mark.parametrize("accelerator, devices, hosts, image", [
+    ("v4-32", 16, 4, "tpu-vm-tf-2.18.0-pod-pjrt"), ("v4-8", 4, 1, "tpu-vm-tf-2.18.0-pjrt"),
+    ("v5litepod-16", 16, 2, "tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6"),
+    ("v5litepod-8", 8, 1, "tpu-vm-tf-2.18.0-pjrt-v5e-and-v6"),
+    ("v5p-128", 64, 16, "tpu-vm-tf-2.18.0-pod-pjrt")])
+def test_create_other_generations(accelerator, devices, hosts, image):
+    """The accelerator type passes through as Google spells it; devices and hosts come from the device table (v4-32:
+    32 cores = 16 chips, one TensorFlow device each, 4 per host; v5litepod-16: 16 chips, 8 per host)."""
+    create, _ = commands("create_tpu.sh", "--name", "s", "--zone", ZONE, "--type", accelerator)
+    assert f"--accelerator-type={accelerator}" in create and f"--version={image}" in create
+    note = run_script("create_tpu.sh", "--name", "s", "--zone", ZONE, "--type", accelerator, "--dry-run").stdout
+    assert f"{accelerator}: {devices} TensorFlow devices on {hosts} host(s)" in note
 
 
 def test_create_image_overrides():
@@ -129,9 +143,10 @@ def test_create_image_overrides():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--type", "v3-4096"], "--type v3-4096: expected one of v3-8 v3-32"),
+    (["--type", "v3-4096"], "--type v3-4096: not a TPU v3 slice: expected one of v3-8, v3-32"),
     (["--spot", "--reserved"], "--spot, --preemptible and --reserved: one at most"),
-    (["--type", "v4-8"], "--type v4-8: expected one of"),
+    (["--type", "v5litepod-3"], "--type v5litepod-3: not a TPU v5e slice: expected one of v5litepod-1, v5litepod-4"),
+    (["--type", "v6e-64"], "--type v6e-64: TPU v6e is refused: TensorFlow failed in every public attempt"),
     (["--zone", "europe"], "--zone europe: expected a zone such as europe-west4-a"),
     (["--name"], "--name needs a value"),
 ])
@@ -290,7 +305,7 @@ def test_launch_on_a_pod_runs_on_worker_0_with_the_slice_name_and_no_local_runti
                               "--num-train-steps", "1000")
     assert "--worker=0" in ssh and "--worker=0" in scp and not any("--worker=all" in c for c in (scp, ssh))
     assert remote["env"] == {"TPU_NAME": "pod", "TPU_LOAD_LIBRARY": "0",
-                             "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.17.1-pod-pjrt"}
+                             "ALBERT_TF_TPU_IMAGE": "tpu-vm-tf-2.18.0-pod-pjrt"}
     pretrain = remote["pretrain"]
     flags = dict(zip(pretrain[4::2], pretrain[5::2]))
     assert flags["--tpu"] == "pod" and flags["--recipe"] == "paper_v1" and "--eval-data" not in flags

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# Creates a Cloud TPU v3 VM (v3-8, one host) or pod slice (v3-32 ... v3-2048, 8 cores per host) with TensorFlow's
-# TPU runtime image, then installs albert_tf on worker 0 (tpu/install.sh).
+# Creates a Cloud TPU VM (one host) or pod slice of a generation of the device table (albert_tf/runtime/devices.py:
+# `python -m albert_tf.runtime.devices TYPE` prints its devices and hosts) with TensorFlow's TPU runtime image, then
+# installs albert_tf on worker 0 (tpu/install.sh).
 #
-# Usage: tpu/create_tpu.sh --name NAME --zone ZONE --type v3-8|v3-32|v3-64|v3-128|v3-256|v3-512|v3-1024|v3-2048
+# Usage: tpu/create_tpu.sh --name NAME --zone ZONE --type TYPE (as Google names the accelerator: v3-8, v4-32, ...)
 #                          [--spot | --preemptible | --reserved] [--image VERSION] [--project P] [--no-install]
 #                          [--dry-run]
-#   --image        the runtime image (default tpu-vm-tf-2.18.0-pjrt for v3-8, tpu-vm-tf-2.17.1-pod-pjrt for slices:
-#                  albert_tf/cloud/images.py, each default with its Google source)
+#   --image        the runtime image (default: albert_tf/cloud/images.py's fixed image for the generation and for
+#                  one host or a pod, each with its public source; `gcloud compute tpus tpu-vm versions list
+#                  --zone=ZONE` lists what the zone offers)
 #   --spot         Spot capacity: cheaper, preemptible at any time; tpu/keep_alive.sh recreates it and resumes
 #   --preemptible  the older preemptible capacity (at most 24 hours)
 #   --reserved     capacity from the project's reservation
@@ -28,7 +30,8 @@ region_of "$ZONE" >/dev/null
 IMAGE=${IMAGE:-$(image_for "$TYPE")}
 [[ $((SPOT + PREEMPTIBLE + RESERVED)) -le 1 ]] || die "--spot, --preemptible and --reserved: one at most"
 
-note "$TYPE: $(( ${TYPE#v3-} )) cores on $(hosts_of "$TYPE") host(s), image $IMAGE"
+read -r devices hosts <<<"$(slice_of "$TYPE")"
+note "$TYPE: $devices TensorFlow devices on $hosts host(s), image $IMAGE"
 args=(compute tpus tpu-vm create "$NAME" "--zone=$ZONE" "--accelerator-type=$TYPE" "--version=$IMAGE")
 if [[ $SPOT == 1 ]]; then args+=(--spot); fi
 if [[ $PREEMPTIBLE == 1 ]]; then args+=(--preemptible); fi

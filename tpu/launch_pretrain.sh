@@ -2,10 +2,11 @@
 # shellcheck source-path=SCRIPTDIR
 # Starts `albert-tf pretrain` DETACHED on worker 0 of the TPU (it survives the ssh session; a second launch while it
 # runs is a no-op), with the TPU runtime's variables as Google's TF-on-TPU tests set them:
-#   v3-8 (one host, PJRT image):  --tpu local, TPU_NAME=local, NEXT_PLUGGABLE_DEVICE_USE_C_API=true,
+#   one host (v3-8, v4-8, v5litepod-8; PJRT image): --tpu local, TPU_NAME=local, NEXT_PLUGGABLE_DEVICE_USE_C_API=true,
 #                                 TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
-#   v3-32 ... v3-2048 (pod slice): --tpu NAME, TPU_NAME=NAME, TPU_LOAD_LIBRARY=0, on worker 0 only (the client
-#                                  loads no TPU runtime: the slice's workers run it; each host feeds its own cores)
+#   a pod slice (more hosts: the device table, albert_tf/runtime/devices.py): --tpu NAME, TPU_NAME=NAME,
+#                                 TPU_LOAD_LIBRARY=0, on worker 0 only (the client loads no TPU runtime: the
+#                                 slice's workers run it; each host feeds its own devices)
 # and ALBERT_TF_TPU_IMAGE=<the image>, which pretrain's runtime check reads. Running it again after the run
 # stopped resumes from the latest checkpoint in the model dir (same learning rate, same data order).
 # When albert_tf does not import on worker 0 (checked with TPU_LOAD_LIBRARY=0), it is installed first (as

@@ -88,31 +88,35 @@ package_python() {
   PYTHONPATH="$LIB_DIR/..${PYTHONPATH:+:$PYTHONPATH}" "${ALBERT_TF_PYTHON_HERE:-python3}" "$@"
 }
 
-# check_type TYPE: a v3 slice shape of the package's device table (albert_tf/runtime/devices.py).
+# check_type TYPE: a slice of the package's device table (albert_tf/runtime/devices.py), or the table's one line
+# (the valid sizes, or why a generation is refused).
 check_type() {
-  package_python -m albert_tf.runtime.devices "$1" >/dev/null 2>&1 ||
-    die "--type $1: expected one of $(package_python -c \
-      'from albert_tf.runtime import devices; print(" ".join(devices.TOPOLOGIES))')"
+  local problem
+  problem=$(package_python -m albert_tf.runtime.devices "$1" 2>&1 >/dev/null) || die "--type ${problem#error: }"
 }
 
-# hosts_of TYPE: the hosts of a v3 slice (8 cores each; one host, v3-8, is a "TPU VM", more is a pod slice), from the
-# device table.
+# slice_of TYPE: "DEVICES HOSTS" of a slice, from the device table (one host is a "TPU VM", more a pod slice).
+slice_of() {
+  package_python -m albert_tf.runtime.devices "$1" || die "--type $1: not a slice of the device table"
+}
+
+# hosts_of TYPE: the hosts of a slice, from the device table.
 hosts_of() {
-  local cores_hosts
-  cores_hosts=$(package_python -m albert_tf.runtime.devices "$1") || die "--type $1: not a v3 slice shape"
-  echo "${cores_hosts#* }"
+  local devices_hosts
+  devices_hosts=$(slice_of "$1") || exit
+  echo "${devices_hosts#* }"
 }
 
-# image_for TYPE: the default runtime image of a v3 TYPE, from albert_tf/cloud/images.py (run from this checkout).
+# image_for TYPE: the default runtime image of TYPE, from albert_tf/cloud/images.py (run from this checkout).
 image_for() {
-  package_python -c 'import sys; from albert_tf.cloud import images; print(images.default_image(int(sys.argv[1])))' \
-    "$(hosts_of "$1")"
+  package_python -c 'import sys; from albert_tf.cloud import images; print(images.default_image_for(sys.argv[1]))' "$1"
 }
 
 # tensorflow_release IMAGE: "2.18" for tpu-vm-tf-2.18.0-pjrt; the single-host default's for another name.
 tensorflow_release() {
   local image=$1
-  [[ $image =~ ^tpu-vm-tf-([0-9]+)\.([0-9]+)\. ]] || image=$(image_for v3-8)
+  [[ $image =~ ^tpu-vm-tf-([0-9]+)\.([0-9]+)\. ]] ||
+    image=$(package_python -c 'from albert_tf.cloud import images; print(images.default_image(1))')
   [[ $image =~ ^tpu-vm-tf-([0-9]+)\.([0-9]+)\. ]]
   echo "${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
 }

@@ -1,4 +1,4 @@
-"""`albert-tf plan`: parameters, per-core memory, FLOPs and time of a pretraining run, before renting a TPU (the
+"""`albert-tf plan`: parameters, per-device memory, FLOPs and time of a pretraining run, before renting a TPU (the
 cost model: albert_tf/training/costs.py; the devices: albert_tf/runtime/devices.py). No TensorFlow.
 
     result = albert_tf.plan(albert_tf.jobs.plan.from_recipe("paper_v2", config="albert_xxlarge", topology="v3-512"))
@@ -35,13 +35,18 @@ def _planned_dtype(flag, auto):
 
 
 def topology_setup(cfg):
-    """(cores, peak FLOP/s per core, memory per core, usable fraction, dtype) of the plan's --topology."""
+    """(devices, peak FLOP/s per device, memory per device, usable fraction, dtype) of the plan's --topology (the
+    device table's row of its generation); one-line ValueError for a slice that does not exist or is refused."""
     if cfg.topology == devices.CPU_TOPOLOGY:
         replicas, total = cfg.cpu_replicas or 1, costs.host_total_bytes()
         # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
         return (replicas, None, total // replicas, costs.host_usable_fraction(total),
                 _planned_dtype(cfg.dtype, "float32"))
-    return (devices.topology_cores(cfg.topology), devices.V3_PEAK_FLOPS_PER_CORE, devices.V3_HBM_PER_CORE,
+    try:
+        found = devices.parse_topology(cfg.topology)
+    except ValueError as e:
+        raise ValueError(f"--topology {e}") from None
+    return (found.devices, found.generation.peak_per_device, found.generation.hbm_per_device,
             devices.HBM_USABLE_FRACTION, _planned_dtype(cfg.dtype, "bfloat16"))
 
 

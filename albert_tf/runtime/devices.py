@@ -1,35 +1,201 @@
-"""The device table: what the plan, pretrain's MFU, the keeper and the docs know of accelerators, in one place.
+"""The device table: every accelerator generation the package knows, in one place. The plan, pretrain's MFU, the
+keeper, tpu/*.sh and docs/tpu.md ask it; nothing else spells a generation. No TensorFlow.
 
-Cloud TPU v3 (Google's v3 documentation: 2 TensorCores per chip, 16 GiB HBM per core, 4 chips = 8 cores per host,
-123 TFLOP/s bf16 per chip): a v3-N slice has N cores on N/8 hosts; one host (v3-8) is a "TPU VM", more is a pod
-slice. Dense bf16 matmul peaks of other devices from their vendors' spec sheets. No TensorFlow here.
+A Cloud TPU slice is named as Google spells its accelerator type, PREFIX-N: `v3-512` and `v4-128` count
+TensorCores, `v5litepod-256` counts chips. TensorFlow sees one device per TensorCore up to v3 and one per chip from
+v4 on (v4's two TensorCores form one "megacore" device). Sources: Google's page of each generation (cloud.google.com/
+tpu/docs/v2 ... /v5p, /tpu7x), "TPU regions and zones" (/tpu/docs/regions-zones) and "TPU software versions"
+(/tpu/docs/runtimes); what others report about TensorFlow on each is in its row's status, with the link.
 
-    python -m albert_tf.runtime.devices TOPOLOGY    prints "CORES HOSTS" (tpu/lib.sh asks this, never re-types it)
+    python -m albert_tf.runtime.devices TOPOLOGY    prints "DEVICES HOSTS" (tpu/lib.sh asks this, never re-types it)
 """
+import dataclasses
+import math
+import re
 import sys
 
-V3_PEAK_FLOPS_PER_CHIP = 123e12
-V3_CORES_PER_CHIP = 2
-V3_CORES_PER_HOST = 8
-V3_PEAK_FLOPS_PER_CORE = V3_PEAK_FLOPS_PER_CHIP / V3_CORES_PER_CHIP
-V3_HBM_PER_CORE = 16 * 2 ** 30
-TOPOLOGIES = {f"v3-{n}": n for n in (8, 32, 64, 128, 256, 512, 1024, 2048)}  # the v3 slice shapes: name → cores
-# The share of a core's memory the plan may take: the rest is left to XLA's temporaries and the runtime.
+GIB = 2 ** 30
+KERAS_HUB_ROUTE = ("export the model with `albert-tf convert --to keras-hub` and train it with keras-hub on its JAX "
+                   "backend")
+TESTED_HERE = "tested here on CPU only (a rehearsal of the slice's shape)"
+EXAMPLES_2025 = "github.com/Prz00124/tpu-vm-examples-2025"  # TensorFlow on v3-8, v5e and v6e VMs, July 2025
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:  # pylint: disable=too-many-instance-attributes
+    """One TPU generation: how its slices are named, what TensorFlow sees of them, and what is known of TensorFlow
+    on it (`status`, with its public sources). `refused` (not empty) says why the package does not run on it."""
+    name: str               # Google's name of the generation: "v5e"
+    prefix: str             # the accelerator type is PREFIX-N: "v5litepod"
+    counts: str             # what N counts: "cores" (TensorCores) or "chips"
+    sizes: tuple            # the N Google lists
+    cores_per_chip: int     # TensorCores per chip
+    devices_per_chip: int   # TensorFlow devices per chip (the replicas of TPUStrategy)
+    chips_per_host: int     # chips per TPU VM host (the smallest slices have fewer)
+    hbm_per_chip: int       # bytes of HBM per chip
+    peak_per_chip: float    # dense bf16 FLOP/s per chip
+    image_suffixes: tuple   # hardware suffixes of its TensorFlow images (unsuffixed images are for any generation)
+    provisioning: str       # how a slice is made
+    zones: tuple            # where Google lists it (not every zone; `accelerator-types list --zone Z` is the truth)
+    status: str
+    refused: str = ""
+    kinds: tuple = ()       # other names a device of it reports (matched by peak_flops_for)
+
+    @property
+    def label(self):
+        """"TPU v5e", "TPU7x"."""
+        return self.name if self.name.startswith("TPU") else f"TPU {self.name}"
+
+    @property
+    def hbm_per_device(self):
+        return self.hbm_per_chip // self.devices_per_chip
+
+    @property
+    def peak_per_device(self):
+        return self.peak_per_chip / self.devices_per_chip
+
+    @property
+    def grammar(self):
+        """"v5litepod-N (N chips: 1, 4, ..., 256)"."""
+        return f"{self.prefix}-N (N {self.counts}: {', '.join(map(str, self.sizes))})"
+
+    def slice_names(self):
+        """The accelerator types of the generation, smallest first: ["v3-8", "v3-32", ...]."""
+        return [f"{self.prefix}-{n}" for n in self.sizes]
+
+
+TPU_VM_CREATE = "gcloud compute tpus tpu-vm create (Spot: queued resources)"
+QUEUED_RESOURCES = "gcloud compute tpus queued-resources create"
+GENERATIONS = {g.name: g for g in (
+    Generation("v2", "v2", "cores", (8, 32, 128, 256, 512), 2, 2, 4, 16 * GIB, 45e12, ("-v5p-and-below",),
+               TPU_VM_CREATE, ("us-central1-b", "us-central1-c", "us-central1-a (pods)"),
+               f"{TESTED_HERE}; no public TensorFlow 2.18+ run found"),
+    Generation("v3", "v3", "cores", (8, 32, 64, 128, 256, 512, 1024, 2048), 2, 2, 4, 32 * GIB, 123e12,
+               ("-v5p-and-below",), TPU_VM_CREATE,
+               ("us-central1-a (v3-8)", "us-central1-b (v3-8)", "europe-west4-a (pods)"),
+               f"{TESTED_HERE}; reported working by others: v3-8 on TensorFlow 2.16.1 and 2.18.0 ({EXAMPLES_2025})"),
+    Generation("v4", "v4", "cores", (8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 4096), 2, 1, 4, 32 * GIB,
+               275e12, ("-v5p-and-below", "-v4"), TPU_VM_CREATE, ("us-central2-b",),
+               f"{TESTED_HERE}; reported broken by others: pods on the tf-2.18 images (a segfault at import, "
+               "github.com/tensorflow/tensorflow/issues/82208) and tf-2.19 (the TPU system does not start, "
+               "github.com/tensorflow/tensorflow/issues/93618)"),
+    Generation("v5e", "v5litepod", "chips", (1, 4, 8, 16, 32, 64, 128, 256), 1, 1, 8, 16 * GIB, 197e12,
+               ("-v5e-and-v6",), QUEUED_RESOURCES, ("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a"),
+               f"{TESTED_HERE}; reported working by others: TensorFlow 2.16.1 and 2.18.0 on v5litepod-4, -8 and -16 "
+               f"({EXAMPLES_2025})", kinds=("tpu v5 lite", "tpu v5litepod")),
+    Generation("v5p", "v5p", "cores", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288), 2, 1, 4,
+               95 * GIB, 459e12, ("-v5p-and-below",), QUEUED_RESOURCES, ("us-central1-a", "us-east5-a"),
+               f"{TESTED_HERE}; no public TensorFlow run found (one TensorFlow device per chip assumed, as on v4)"),
+    Generation("v6e", "v6e", "chips", (1, 4, 8, 16, 32, 64, 128, 256), 1, 1, 4, 32 * GIB, 918e12,
+               ("-v5e-and-v6",), QUEUED_RESOURCES, ("us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b"),
+               "reported broken by others", kinds=("tpu v6 lite",),
+               refused=("TensorFlow failed in every public attempt: no TPU device on 2.16.1, a crash starting "
+                        f"TPUStrategy on 2.18.0, a multi-host failure on 2.19.0 ({EXAMPLES_2025})")),
+    Generation("TPU7x", "tpu7x", "chips", (), 2, 1, 4, 192 * GIB, 2307e12, (), QUEUED_RESOURCES, ("us-central1-c",),
+               "not supported by Google", refused=("Google: \"TensorFlow is not supported\" on TPU7x "
+                                                   "(docs.cloud.google.com/tpu/docs/tpu7x)")),
+)}
+SUPPORTED = tuple(g for g in GENERATIONS.values() if not g.refused)
+# The ALBERT paper trained on Cloud TPU v3: the generation a plan assumes when it is given no topology.
+PAPER_GENERATION = GENERATIONS["v3"]
+TOPOLOGY_GRAMMAR = "; ".join(g.grammar for g in SUPPORTED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+    """A slice of a generation: its name, TensorFlow devices (replicas), hosts and chips."""
+    name: str
+    generation: Generation
+    devices: int
+    hosts: int
+    chips: int
+
+    @property
+    def devices_per_host(self):
+        return self.devices // self.hosts
+
+
+def parse_topology(name):
+    """The Slice of an accelerator type ("v5litepod-256" → 256 devices on 32 hosts); one-line ValueError (naming the
+    valid sizes, or why a generation is refused and the way forward) otherwise."""
+    prefix, _, size = (name or "").rpartition("-")
+    generation = next((g for g in GENERATIONS.values() if g.prefix == prefix.lower()), None)
+    if generation is None:
+        raise ValueError(f"{name}: not a TPU slice; expected PREFIX-N: {TOPOLOGY_GRAMMAR}")
+    if generation.refused:
+        raise ValueError(f"{name}: {generation.label} is refused: {generation.refused}; instead, "
+                         f"{KERAS_HUB_ROUTE}")
+    if not size.isdigit() or int(size) not in generation.sizes:
+        raise ValueError(f"{name}: not a {generation.label} slice: expected one of "
+                         f"{', '.join(generation.slice_names())} (N counts {generation.counts})")
+    n = int(size)
+    chips = n // generation.cores_per_chip if generation.counts == "cores" else n
+    return Slice(name, generation, chips * generation.devices_per_chip,
+                 math.ceil(chips / generation.chips_per_host), chips)
+
+
+# TensorFlow's TPU VM runtime images (Cloud TPU "TPU software versions"): tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se][-HARDWARE]
+# (a nightly has no version); HARDWARE, since 2.18, names the generations an image is for (a table row's
+# image_suffixes); an image without one is for any generation. Older names without a device API are StreamExecutor.
+_TPU_IMAGE = re.compile(r"^tpu-vm-tf-(?:(\d+)\.(\d+)\.(\d+)|nightly)(-pod)?(-pjrt|-se)?(-[a-z0-9-]+)?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuImage:
+    """A TensorFlow TPU VM image name, read: release (2, 18, 0) or None (a nightly), pod (a multi-host slice's), api
+    ("pjrt" or "se"), hardware (its suffix, "" when it has none)."""
+    name: str
+    release: tuple | None
+    pod: bool
+    api: str
+    hardware: str
+
+    def fits(self, generation):
+        """Whether the image is for `generation` (a Generation): no hardware suffix, or one of the row's."""
+        return not self.hardware or self.hardware in generation.image_suffixes
+
+
+def parse_image(name):
+    """The TpuImage of a TensorFlow runtime image name, or None for another name (a base image, None, "")."""
+    match = _TPU_IMAGE.match(name or "")
+    if not match:
+        return None
+    release = tuple(int(match.group(i)) for i in (1, 2, 3)) if match.group(1) else None
+    return TpuImage(name, release, bool(match.group(4)), "pjrt" if match.group(5) == "-pjrt" else "se",
+                    match.group(6) or "")
+
+
+def topology_devices(topology):
+    """TensorFlow devices (replicas) of a slice ("v3-512" → 512, "v4-128" → 64); ValueError as parse_topology."""
+    return parse_topology(topology).devices
+
+
+def topology_hosts(topology):
+    """TPU VM hosts of a slice ("v3-512" → 64); 1 is a single TPU VM, more a pod slice."""
+    return parse_topology(topology).hosts
+
+
+# Earlier names, kept for their callers: the TensorFlow devices of a slice are v3's cores.
+topology_cores = topology_devices
+TOPOLOGIES = {name: topology_devices(name) for g in SUPPORTED for name in g.slice_names()}  # name → devices
+V3_PEAK_FLOPS_PER_CHIP = PAPER_GENERATION.peak_per_chip
+V3_CORES_PER_CHIP = PAPER_GENERATION.cores_per_chip
+V3_CORES_PER_HOST = PAPER_GENERATION.cores_per_chip * PAPER_GENERATION.chips_per_host
+V3_PEAK_FLOPS_PER_CORE = PAPER_GENERATION.peak_per_device
+V3_HBM_PER_CORE = PAPER_GENERATION.hbm_per_device
+# The share of a device's memory the plan may take: the rest is left to XLA's temporaries and the runtime.
 HBM_USABLE_FRACTION = 0.9
 CPU_TOPOLOGY = "cpu"  # `plan --topology cpu`: this machine
 
-# Dense bf16 matmul peaks in FLOP/s per device as TensorFlow sees it (a TPU device is one core up to v3, one chip
-# from v4 on; a GPU device is one GPU). Sources: vendor spec sheets.
+def _kinds(generation):
+    """The lower-case names a device of `generation` may report: "tpu v5e", "tpu v5litepod", "tpu v5 lite"."""
+    return {f"tpu {generation.name.lower()}", f"tpu {generation.prefix}", *generation.kinds}
+
+
+# Dense bf16 matmul peaks in FLOP/s per device as TensorFlow sees it: a TPU's from the table above ("tpu v3": per
+# core; "tpu v4": per chip), a GPU's from its vendor's spec sheet.
 PEAK_BF16_FLOPS = {
-    "tpu v2": 22.5e12,      # per core (45 TFLOP/s per chip, 2 cores)
-    "tpu v3": V3_PEAK_FLOPS_PER_CORE,  # per core (123 TFLOP/s per chip, 2 cores)
-    "tpu v4": 275e12,       # per chip (one TF device)
-    "tpu v5 lite": 197e12,  # v5e
-    "tpu v5litepod": 197e12,
-    "tpu v5e": 197e12,
-    "tpu v5p": 459e12,
-    "tpu v6 lite": 918e12,  # v6e (Trillium)
-    "tpu v6e": 918e12,
+    **{kind: g.peak_per_device for g in GENERATIONS.values() for kind in _kinds(g)},
     "nvidia a100": 312e12,
     "nvidia h100": 989e12,  # SXM, dense
     "nvidia h200": 989e12,
@@ -40,16 +206,11 @@ PEAK_BF16_FLOPS = {
 }
 
 
-def topology_cores(topology):
-    """Cores of a v3 topology name ("v3-512" → 512); ValueError naming the accepted ones otherwise."""
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"--topology {topology!r}: unknown; expected one of {', '.join(TOPOLOGIES)}")
-    return TOPOLOGIES[topology]
-
-
-def topology_hosts(topology):
-    """TPU VM hosts of a v3 topology ("v3-512" → 64); 1 is a single TPU VM, more a pod slice."""
-    return topology_cores(topology) // V3_CORES_PER_HOST
+def generation_for(device_kind):
+    """The Generation of a device description ("TPU v5 lite", "tpu v5litepod", "TPU v3"), or None."""
+    kind = (device_kind or "").lower()
+    names = sorted(((k, g) for g in GENERATIONS.values() for k in _kinds(g)), key=lambda kg: -len(kg[0]))
+    return next((g for k, g in names if k in kind), None)
 
 
 def peak_flops_for(device_kind):
@@ -62,12 +223,13 @@ def peak_flops_for(device_kind):
 
 
 def main(argv=None):
-    """`python -m albert_tf.runtime.devices TOPOLOGY`: prints "CORES HOSTS"; exit 2 with one line if unknown."""
+    """`python -m albert_tf.runtime.devices TOPOLOGY`: prints "DEVICES HOSTS"; exit 2 with one line if refused."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         if len(argv) != 1:
             raise ValueError("usage: python -m albert_tf.runtime.devices TOPOLOGY")
-        print(topology_cores(argv[0]), topology_hosts(argv[0]))
+        found = parse_topology(argv[0])
+        print(found.devices, found.hosts)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -23,9 +23,9 @@ def _plan_fields():
         for f in dataclasses.fields(PretrainConfig)}
     return [
         borrowed["config"],
-        ("topology", str, run_config.option(help=f"Cloud TPU v3 slice ({', '.join(devices.TOPOLOGIES)}) or "
-                                                 f"{devices.CPU_TOPOLOGY} (this machine: its memory, "
-                                                 "--cpu-replicas replicas)")),
+        ("topology", str, run_config.option(help=f"a Cloud TPU slice as Google names it: "
+                                                 f"{devices.TOPOLOGY_GRAMMAR}; or {devices.CPU_TOPOLOGY} (this "
+                                                 "machine: its memory, --cpu-replicas replicas)")),
         *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
         ("mfu", float, run_config.option(0.5, "fraction of the peak FLOP/s sustained")),
         ("json", bool, run_config.option(False, "print one JSON object instead of text")),

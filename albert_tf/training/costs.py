@@ -1,8 +1,10 @@
-"""The cost model of a pretraining run: parameters, per-core memory, FLOPs and time (what `albert-tf plan` prints,
+"""The cost model of a pretraining run: parameters, per-device memory, FLOPs and time (what `albert-tf plan` prints,
 albert_tf/jobs/plan.py, and what `pretrain` checks a CPU run's memory and measures MFU with).
 
 No TensorFlow is imported (the config is read with the standard library), so a plan runs anywhere in a second.
-The devices' figures (TPU v3 cores, HBM, peaks, topologies) are albert_tf/runtime/devices.py's.
+The devices' figures (TensorFlow devices per slice, hosts, HBM, peaks) are the device table's,
+albert_tf/runtime/devices.py. A device is what TensorFlow replicates over: a TensorCore up to v3, a chip from v4
+on; the plan's "per_core" keys are per device.
 
     albert-tf plan --config albert_xxlarge --topology v3-512 --batch-size 4096 --max-seq-length 512
     albert-tf plan --config albert_base --set vocab_size=8000 --topology cpu --batch-size 64 --max-seq-length 128
@@ -47,12 +49,13 @@ optimizer update are not counted (they are not matmuls). This is the count pretr
     one more forward of the blocks per step.
 The activation model is measured against real steps on CPU (benchmarks/plan_memory.py, docs/benchmarks.md). XLA's
 own temporaries, the program and the infeed buffers are not modelled: the plan calls a run
-"fits" when the estimate is at most 90% of the core's HBM (v3: 16 GiB per core), and names what to change when it
+"fits" when the estimate is at most 90% of the device's HBM (the table's: 16 GiB per v3 core, 32 GiB per v4
+chip, ...), and names what to change when it
 is not: first what keeps the run's recipe (`--gradient-accumulation-steps`, `--remat`), then what changes it (a
 smaller global batch, a shorter sequence), and ends with the `albert-tf pretrain` flags of a configuration that fits.
 
-**Time**: step time = executed FLOPs / (MFU × peak), with the peak of the topology (v3: 123 TFLOP/s bf16 per chip,
-2 cores per chip; v3-N has N cores); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
+**Time**: step time = executed FLOPs / (MFU × peak), with the peak of the topology (the table's bf16 peak per chip
+times its chips); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
 forward of the blocks. `--mfu` is thus the fraction of the peak that the matrix units sustain.
 
 **Learning rate for other batch sizes**: the plan keeps the run's learning rate (the recipe's, the one given, or
@@ -65,9 +68,8 @@ where LAMB's authors needed far less. It is a starting point, not a tuned value.
 import math
 import os
 
-from albert_tf.runtime.devices import (CPU_TOPOLOGY, HBM_USABLE_FRACTION, TOPOLOGIES, V3_CORES_PER_CHIP,
-                                       V3_CORES_PER_HOST, V3_HBM_PER_CORE, V3_PEAK_FLOPS_PER_CHIP,
-                                       V3_PEAK_FLOPS_PER_CORE, topology_cores)
+from albert_tf.runtime.devices import (CPU_TOPOLOGY, GENERATIONS, HBM_USABLE_FRACTION, PAPER_GENERATION,
+                                       parse_topology)
 
 # What a CPU run needs besides the host estimate (which matches TensorFlow's allocator statistics:
 # benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
@@ -273,23 +275,27 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
 
 
 def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
-             steps=None, mfu=0.5, peak_flops_per_core=V3_PEAK_FLOPS_PER_CORE, memory_per_core=V3_HBM_PER_CORE,
+             steps=None, mfu=0.5, peak_flops_per_core=PAPER_GENERATION.peak_per_device,
+             memory_per_core=PAPER_GENERATION.hbm_per_device,
              topology=None, accumulation_steps=1, usable_fraction=HBM_USABLE_FRACTION,
              learning_rate=PAPER_LEARNING_RATE):
     """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
 
     Args:
       config: AlbertConfig. global_batch: examples per step. seq_length, max_predictions: the records' lengths.
-      cores: replicas (TPU cores); the global batch must divide evenly. dtype: compute dtype.
+      cores: replicas (TensorFlow devices: a v3 core, a v4 chip); the global batch must divide evenly. dtype:
+        compute dtype.
       remat: rematerialize the blocks' activations in the backward pass. steps: training steps (None: no total).
-      mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one core (None: no times).
-      memory_per_core: bytes of one core's memory (None: no fit check); usable_fraction: the share of it the
-        estimate may take. topology: a name, for the output only.
+      mfu: the fraction of the peak sustained. peak_flops_per_core: bf16 FLOP/s of one device (None: no times;
+        default: the paper's Cloud TPU v3 core). memory_per_core: bytes of one device's memory (None: no fit
+        check); usable_fraction: the share of it the estimate may take. topology: a slice name (its hosts and
+        device are reported from the device table) or another name, for the output only.
       accumulation_steps: `--gradient-accumulation-steps`: each core's batch runs as this many micro-batches
         (activations of one micro-batch; the same FLOPs per optimizer step).
       learning_rate: the run's (kept; `scaled_learning_rate` is the square-root rule's value for the batch).
     Returns:
-      a dict (JSON-ready): parameters, parameter_counts, per_core_batch, micro_batch, flops_per_example,
+      a dict (JSON-ready): parameters, parameter_counts, per_core_batch (per device), hosts, device ("core" or
+      "chip": what one device of the topology is), micro_batch, flops_per_example,
       flops_per_step, forward_macs_per_example, hbm_per_core_bytes and its parts, hbm_capacity_bytes, fits, advice,
       recommended (the flags of a configuration that fits), step_time_s, total_time_s, learning_rate,
       scaled_learning_rate, ...
@@ -311,6 +317,7 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         "config": config.to_dict(),
         "topology": topology,
         "cores": cores,
+        **_slice_facts(topology),
         "dtype": dtype,
         "remat": bool(remat),
         "accumulation_steps": accumulation_steps,
@@ -353,6 +360,19 @@ def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtyp
         "learning_rate_rule": LEARNING_RATE_RULE,
     }
     return _times_and_advice(config, plan)
+
+
+def _slice_facts(topology):
+    """What the device table says of `topology` for the output: hosts, what a device is, the chip's peak and its
+    devices; empty-handed (None, "core") for the CPU, no topology or another name."""
+    try:
+        found = parse_topology(topology) if topology and topology != CPU_TOPOLOGY else None
+    except ValueError:
+        found = None
+    if found is None:
+        return {"hosts": None, "device": "core", "generation": None}
+    g = found.generation
+    return {"hosts": found.hosts, "device": "core" if g.devices_per_chip > 1 else "chip", "generation": g.name}
 
 
 def _times_and_advice(config, plan):
@@ -398,7 +418,7 @@ def _advice(config, plan):
     length) first: --remat, --gradient-accumulation-steps, both; then a smaller per-core batch (a different global
     batch and learning rate) or a shorter sequence. Returns (advice lines, the recommended option or None)."""
     budget = plan["hbm_usable_fraction"] * plan["hbm_capacity_bytes"]
-    dtype, L, P = plan["dtype"], plan["seq_length"], plan["max_predictions"]
+    dtype, L, P, unit = plan["dtype"], plan["seq_length"], plan["max_predictions"], plan["device"]
     parameters, per_core, batch = plan["parameters"], plan["per_core_batch"], plan["global_batch"]
     recompute = 2 * plan["forward_macs_per_example"]["blocks"] * batch
 
@@ -409,7 +429,7 @@ def _advice(config, plan):
     if need(1, True, 1, min(L, 64)) > budget:
         state = state_bytes(parameters, dtype)
         return [f"the weights, gradients and LAMB slots alone take {state / GIB:.1f} GiB of the "
-                f"{budget / GIB:.1f} GiB usable per core: this model does not fit a core whatever the batch "
+                f"{budget / GIB:.1f} GiB usable per {unit}: this model does not fit a {unit} whatever the batch "
                 "(the plan knows data parallelism only)"], None
     advice, options = [], []
     divisors = [n for n in range(1, per_core + 1) if per_core % n == 0]
@@ -424,21 +444,21 @@ def _advice(config, plan):
         cost = (f"one more forward of the blocks: {option['executed_flops_per_step'] / plan['flops_per_step']:.2f}x "
                 "the FLOPs" if remat else "the same FLOPs")
         if steps > 1:
-            cost += f", micro-batches of {per_core // steps} per core"
+            cost += f", micro-batches of {per_core // steps} per {unit}"
         change = " ".join(filter(None, ("--remat" if remat else "",
                                         f"--gradient-accumulation-steps {steps}" if steps > 1 else "")))
-        advice.append(f"{change} fits ({option['hbm_per_core_bytes'] / GIB:.1f} GiB per core; {cost}; keeps the "
+        advice.append(f"{change} fits ({option['hbm_per_core_bytes'] / GIB:.1f} GiB per {unit}; {cost}; keeps the "
                       f"global batch {batch})")
     remat = plan["remat"]
     best = max((b for b in range(1, per_core) if need(b, remat, 1) <= budget), default=0)
     if best > 8:
         best -= best % 8  # a multiple of 8 (TPU-friendly shapes)
     if best:
-        text = (f"per-core batch {best} fits: global batch {best * plan['cores']} on {plan['cores']} cores "
+        text = (f"per-{unit} batch {best} fits: global batch {best * plan['cores']} on {plan['cores']} {unit}s "
                 f"(square-root scaling suggests learning rate {learning_rate_for(best * plan['cores']):.6g}; "
                 "changes the recipe)")
-        bigger = next((name for name, n in TOPOLOGIES.items() if batch % n == 0 and batch // n <= best
-                       and plan["topology"] != CPU_TOPOLOGY), None)
+        bigger = next((name for name in _same_generation(plan["topology"]) if batch % (n := parse_topology(
+            name).devices) == 0 and batch // n <= best), None)
         if bigger:
             text += f", or the same global batch on {bigger}"
         advice.append(text)
@@ -448,11 +468,19 @@ def _advice(config, plan):
     if shorter:
         advice.append(f"--max-seq-length {shorter} fits at this batch (changes the recipe)")
     if not advice:
-        advice.append("no single change fits: combine a smaller per-core batch with --remat")
+        advice.append(f"no single change fits: combine a smaller per-{unit} batch with --remat")
     # keep the recipe first, then the fewest FLOPs, then the fewest accumulation steps
     options.sort(key=lambda o: (not o["keeps_global_batch"], o["executed_flops_per_step"],
                                 o["flags"].get("--gradient-accumulation-steps", 1)))
     return advice, (options[0] if options else None)
+
+
+def _same_generation(topology):
+    """The slice names of `topology`'s generation, smallest first (none for the CPU or another name)."""
+    try:
+        return parse_topology(topology).generation.slice_names() if topology and topology != CPU_TOPOLOGY else []
+    except ValueError:
+        return []
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -500,26 +528,42 @@ def summary_line(plan):
     return ", ".join(parts)
 
 
+def _where(plan):
+    """"v5litepod-256 (256 TensorFlow devices, 8 per host, on 32 hosts)", "this machine's CPU (2 replica(s))"."""
+    if plan["topology"] == CPU_TOPOLOGY:
+        return f"this machine's CPU ({plan['cores']} replica(s))"
+    if plan["hosts"]:
+        return (f"{plan['topology']} ({plan['cores']} TensorFlow devices, {plan['cores'] // plan['hosts']} per "
+                f"host, on {plan['hosts']} host(s))")
+    return plan["topology"] or f"{plan['cores']} {plan['device']}s"
+
+
+def _peak_note(plan):
+    """Where the peak comes from: "v5litepod-256: TPU v5e, 197 TFLOP/s bf16 per chip, 1 TensorFlow device per
+    chip" (the device table's row), or the devices alone."""
+    if plan["generation"] is None:
+        return f"{plan['cores']} {plan['device']}s"
+    g = GENERATIONS[plan["generation"]]
+    return (f"{plan['topology']}: {g.label}, {g.peak_per_chip / 1e12:g} TFLOP/s bf16 per chip, "
+            f"{g.devices_per_chip} TensorFlow device(s) per chip")
+
+
 def report(plan):
     """The plan as readable text (several lines)."""
     counts, macs = plan["parameter_counts"], plan["forward_macs_per_example"]
-    where = plan["topology"] or f"{plan['cores']} cores"
-    if plan["topology"] == CPU_TOPOLOGY:
-        where = f"this machine's CPU ({plan['cores']} replica(s))"
-    elif plan["topology"]:
-        where += f" ({max(1, plan['cores'] // V3_CORES_PER_HOST)} host(s))"
+    unit, where = plan["device"], _where(plan)
     memory = "RAM" if plan["topology"] == CPU_TOPOLOGY else "HBM"
     lines = [
         f"parameters: {plan['parameters']:,} (encoder {counts['encoder']:,}: embeddings {counts['embeddings']:,}, "
         f"attention {counts['attention']:,}, FFN {counts['ffn']:,}, pooler {counts['pooler']:,}; MLM head "
         f"{counts['mlm_head']:,}, SOP head {counts['sop_head']:,})",
-        f"batch: {plan['global_batch']} global on {where} = {plan['per_core_batch']} per core; "
+        f"batch: {plan['global_batch']} global on {where} = {plan['per_core_batch']} per {unit}; "
         f"seq {plan['seq_length']}, {plan['max_predictions']} predictions; dtype {plan['dtype']}"
         f"{', remat' if plan['remat'] else ''}"
-        + (f", {plan['accumulation_steps']} accumulated micro-batches of {plan['micro_batch']} per core"
+        + (f", {plan['accumulation_steps']} accumulated micro-batches of {plan['micro_batch']} per {unit}"
            if plan["accumulation_steps"] > 1 else ""),
         "",
-        "memory per core:",
+        f"memory per {unit}:",
         f"  weights (float32)           {plan['weights_bytes'] / GIB:8.2f} GiB",
         f"  LAMB slots m, v (float32)   {plan['optimizer_slots_bytes'] / GIB:8.2f} GiB",
         f"  gradients (float32)         {plan['gradients_bytes'] / GIB:8.2f} GiB",
@@ -556,8 +600,7 @@ def report(plan):
         lines.append(f"    {name:22s}{_flops_text(2 * macs[name]):>14s}  {share:6.1%}")
     if plan["step_time_s"] is not None:
         lines += ["", f"time: {_duration_text(plan['step_time_s'])} per step at MFU {plan['mfu']:g} of "
-                      f"{_flops_text(plan['peak_flops'])}/s peak ({plan['topology'] or str(plan['cores']) + ' cores'}: "
-                      f"{V3_PEAK_FLOPS_PER_CHIP / 1e12:g} TFLOP/s bf16 per chip, {V3_CORES_PER_CHIP} cores per chip)"
+                      f"{_flops_text(plan['peak_flops'])}/s peak ({_peak_note(plan)})"
                   + (" including the recomputed forward" if plan["remat"] else "")]
         if plan["total_time_s"] is not None and plan["recommended"] is None:  # else: the recommended plan's total
             lines.append(f"      {plan['steps']:,} steps: {total_text(plan['total_time_s'])}")
@@ -570,7 +613,7 @@ def report(plan):
             time = f", {_duration_text(step)} per step" + (
                 f", {plan['steps']:,} steps: {total_text(step * plan['steps'])}" if plan["steps"] else "")
         lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
-                      f"per core{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
+                      f"per {unit}{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
                   "  " + (plan.get("pretrain_command") or pretrain_flags(option))]
     return "\n".join(lines)
 

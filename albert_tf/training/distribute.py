@@ -19,7 +19,7 @@ import re
 
 import tensorflow as tf
 
-from albert_tf.runtime import cluster, host_xla, requirements
+from albert_tf.runtime import cluster, devices, host_xla, requirements
 from albert_tf.runtime.exit_codes import RuntimeLost
 
 # Where a TPU VM image or the `libtpu` package puts the TPU runtime, besides $TPU_LIBRARY_PATH.
@@ -204,7 +204,6 @@ def libtpu_path(environ=None):
 # with TPU_NAME=<slice> and TPU_LOAD_LIBRARY=0 (the slice's workers run the TPU runtime; the client connects to them).
 IMAGE_ENV = "ALBERT_TF_TPU_IMAGE"  # the slice's runtime version, as tpu/launch_pretrain.sh exports it
 PJRT_VARIABLES = ("NEXT_PLUGGABLE_DEVICE_USE_C_API", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
-_IMAGE_NAME = re.compile(r"^tpu-vm-tf-(?:[0-9]+\.[0-9]+\.[0-9]+|nightly)(-pod)?(-pjrt|-se)?(-[a-z0-9-]+)?$")
 
 
 def image_kind(image):
@@ -212,10 +211,8 @@ def image_kind(image):
     slice), from `tpu-vm-tf-X.Y.Z[-pod][-pjrt|-se][-...]` (e.g. -v4, -pjrt-v5p-and-below); older names without a
     device API are StreamExecutor ('se'). None for None, '' or another image (e.g. a base image with a
     pip-installed TensorFlow): the kind then follows from --tpu."""
-    match = _IMAGE_NAME.match(image or "")
-    if not match:
-        return None
-    return ("pod-" if match.group(1) else "") + ("pjrt" if match.group(2) == "-pjrt" else "se")
+    found = devices.parse_image(image)  # the image-name grammar's one home
+    return None if found is None else ("pod-" if found.pod else "") + found.api
 
 
 def _truthy(value):
