@@ -94,8 +94,8 @@ class AlbertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 fail(name, f"expected a probability in [0, 1), got {value!r}")
-        if isinstance(self.initializer_range, bool) or not isinstance(self.initializer_range, (int, float)) \
-                or self.initializer_range <= 0:
+        if (isinstance(self.initializer_range, bool) or not isinstance(self.initializer_range, (int, float))
+                or self.initializer_range <= 0):
             fail("initializer_range", f"expected a positive number, got {self.initializer_range!r}")
         if self.hidden_size % self.num_attention_heads:
             fail("hidden_size", f"{self.hidden_size} is not divisible by num_attention_heads="

@@ -137,7 +137,7 @@ def resolve_keep_accents(recorded, flag, source, flags=("--keep-accents", "keep_
     `source` (where the record was read)."""
     if flag is None or bool(flag) == bool(recorded):
         return bool(recorded)
-    said, was = (flags[0], "stripping accents (NFKD, combining marks dropped)") if flag else \
-        (flags[1], "keeping accents (NFKC)")
+    said, was = ((flags[0], "stripping accents (NFKD, combining marks dropped)") if flag
+                 else (flags[1], "keeping accents (NFKC)"))
     raise ValueError(f"{said} contradicts {source}: its vocabulary is recorded as {was}; drop the flag or use the "
                      "vocabulary the model was trained with (the setting is chosen when `albert-tf vocab` trains it)")

@@ -41,8 +41,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, step):
         step = ops.cast(step, "float32")
         progress = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
-        decayed = (self.peak_learning_rate - self.end_learning_rate) * ops.power(1.0 - progress, self.power) \
-            + self.end_learning_rate
+        decayed = ((self.peak_learning_rate - self.end_learning_rate) * ops.power(1.0 - progress, self.power)
+                   + self.end_learning_rate)
         if not self.num_warmup_steps:
             return decayed
         warm_step = step - float(self.start_warmup_step)
