@@ -232,8 +232,8 @@ def read_config(directory):
     return AlbertConfig.from_json_file(path)
 
 
-def resolve(config, overrides=None, vocab_size_of=None):
-    """The AlbertConfig of a run: `config` (a preset name, a file or a directory: load_config) with `overrides`
+def resolve(name_or_path, overrides=None, vocab_size_of=None):
+    """The AlbertConfig of a run: `name_or_path` (a preset name, a file or a directory: load_config) with `overrides`
     ({key: value}, `--set`) applied and validated. vocab_size "auto" is `vocab_size_of()` (the size of the run's
     --spm-model: albert_tf.text.vocabulary.model_config passes it)."""
     overrides = dict(overrides or {})
@@ -242,4 +242,4 @@ def resolve(config, overrides=None, vocab_size_of=None):
             raise ValueError("--set vocab_size=auto takes the vocabulary's size from --spm-model; give --spm-model "
                              "or a number")
         overrides["vocab_size"] = vocab_size_of()
-    return load_config(config).with_overrides(overrides)
+    return load_config(name_or_path).with_overrides(overrides)

@@ -21,7 +21,7 @@ IMAGES = (
           "Cloud TPU docs, \"Manage TPU Spot VMs\" (cloud.google.com/tpu/docs/spot): the queued-resources example"),
     Image("tpu-vm-tf-2.17.0-pod-pjrt", True, "Google's Cloud TPU v2/v3 pod-slice TensorFlow sample"),
 )
-BY_NAME = {image.name: image for image in IMAGES}
+IMAGE_BY_NAME = {image.name: image for image in IMAGES}
 # The defaults: the first image of each kind above. No Google source found names a TensorFlow 2.18 pod image
 # (tpu-vm-tf-2.18.0-pod-pjrt is unconfirmed), so a slice gets 2.17.1: older than the oldest TensorFlow this package
 # is tested with (2.18); give --image for another.
@@ -36,7 +36,7 @@ def default_image(hosts):
 
 def is_pod_image(name):
     """Whether `name` is a pod-slice image (named "-pod" by Google: tpu-vm-tf-X.Y.Z-pod[-pjrt])."""
-    return name in BY_NAME and BY_NAME[name].pod or "-pod" in name
+    return name in IMAGE_BY_NAME and IMAGE_BY_NAME[name].pod or "-pod" in name
 
 
 def tensorflow_release(name):
@@ -54,5 +54,5 @@ def check_image(name, hosts):
         raise ValueError(f"--image {name} is a pod image; a single host needs e.g. {DEFAULT_SINGLE_HOST}")
 
 
-__all__ = ["Image", "IMAGES", "BY_NAME", "DEFAULT_SINGLE_HOST", "DEFAULT_POD", "default_image", "is_pod_image",
+__all__ = ["Image", "IMAGES", "IMAGE_BY_NAME", "DEFAULT_SINGLE_HOST", "DEFAULT_POD", "default_image", "is_pod_image",
            "tensorflow_release", "check_image"]
