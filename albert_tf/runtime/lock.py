@@ -12,7 +12,8 @@ Staleness: a killed run cannot remove its lock, so a lock is taken over (with a 
   - its heartbeat is older than STALE_AFTER_S (a holder refreshes it every HEARTBEAT_S from a daemon thread), which
     covers a holder on another host (a preempted TPU VM, a killed container), or
   - it records the same run id as this process (ALBERT_TF_RUN_ID): a previous attempt of the same run, which
-    whatever relaunches it (the keeper, albert_tf/cloud/) knows to be gone, e.g. on a recreated TPU worker with a new host name.
+    whatever relaunches it (the keeper, albert_tf/cloud/) knows to be gone, e.g. on a recreated TPU worker with a
+    new host name.
 
 Creation is atomic on a local filesystem (O_CREAT | O_EXCL). On gs:// (tf.io.gfile has no exclusive create) the
 lock is written to a temp object, renamed onto the lock name with overwrite=False, then read back: the run holds
