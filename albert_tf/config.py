@@ -94,8 +94,8 @@ class AlbertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 fail(name, f"expected a probability in [0, 1), got {value!r}")
-        if isinstance(self.initializer_range, bool) or not isinstance(self.initializer_range, (int, float)) \
-                or self.initializer_range <= 0:
+        if (isinstance(self.initializer_range, bool) or not isinstance(self.initializer_range, (int, float))
+                or self.initializer_range <= 0):
             fail("initializer_range", f"expected a positive number, got {self.initializer_range!r}")
         if self.hidden_size % self.num_attention_heads:
             fail("hidden_size", f"{self.hidden_size} is not divisible by num_attention_heads="
@@ -232,8 +232,8 @@ def read_config(directory):
     return AlbertConfig.from_json_file(path)
 
 
-def resolve(config, overrides=None, vocab_size_of=None):
-    """The AlbertConfig of a run: `config` (a preset name, a file or a directory: load_config) with `overrides`
+def resolve(name_or_path, overrides=None, vocab_size_of=None):
+    """The AlbertConfig of a run: `name_or_path` (a preset name, a file or a directory: load_config) with `overrides`
     ({key: value}, `--set`) applied and validated. vocab_size "auto" is `vocab_size_of()` (the size of the run's
     --spm-model: albert_tf.text.vocabulary.model_config passes it)."""
     overrides = dict(overrides or {})
@@ -242,4 +242,4 @@ def resolve(config, overrides=None, vocab_size_of=None):
             raise ValueError("--set vocab_size=auto takes the vocabulary's size from --spm-model; give --spm-model "
                              "or a number")
         overrides["vocab_size"] = vocab_size_of()
-    return load_config(config).with_overrides(overrides)
+    return load_config(name_or_path).with_overrides(overrides)

@@ -66,6 +66,11 @@ def default_of(field):
     return field.default
 
 
+def default(cls, name):
+    """The default of run config `cls`'s field `name`: for a library's own default that is the flag's."""
+    return default_of(next(f for f in dataclasses.fields(cls) if f.name == name))
+
+
 def base_type(cls, field):
     """(type, optional): the field's annotation without `| None` (a dict stays dict)."""
     annotation = typing.get_type_hints(cls)[field.name]

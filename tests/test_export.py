@@ -297,7 +297,7 @@ def test_the_export_carries_the_vocabularys_record(model_dirs, exported):
 
     for name, version in exported.items():
         spm = os.path.join(version, "assets.extra", "spm.model")
-        record = vocabulary.read_record(spm)
+        record = vocabulary.read_text_record(spm)
         tokenizer = AlbertTokenizer(spm)
         assert (record.sha256, record.lower_case, record.keep_accents) == (tokenizer.fingerprint,
                                                                            name == "uncased", False)

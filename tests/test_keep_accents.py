@@ -33,7 +33,7 @@ def tokenizer(request, tmp_path_factory):
 
 def test_the_record_decides_the_normalization(tokenizer):
     """Before: `AlbertTokenizer(path)` ignored the record (lowercased a cased vocabulary)."""
-    recorded = vocabulary.read_record(tokenizer.model_name)
+    recorded = vocabulary.read_text_record(tokenizer.model_name)
     assert tokenizer.lower_case is False and recorded.lower_case is False
     assert tokenizer.keep_accents is recorded.keep_accents
     with pytest.raises(ValueError, match="contradicts .*spm.casing.json"):

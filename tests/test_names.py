@@ -1,7 +1,12 @@
-"""One spelling per concept across every job's config (albert_tf/settings/): a setting that two commands share has one
-flag, one type and one help text; the old spellings are aliases only; the casing option is the one declared in
-albert_tf.settings.casing; every exit code a job returns is in the one table (albert_tf.runtime.exit_codes)."""
+"""One meaning per name. Every job's config (albert_tf/settings/): a setting that two commands share has one flag,
+one type and one help text; the old spellings are aliases only; the casing option is the one declared in
+albert_tf.settings.casing. Every exit code a job returns is in the one table (albert_tf.runtime.exit_codes). A
+function name that stands for one thing (the run record's `read_record` / `write_record`) has one signature in
+albert_tf/: two modules defining it differently are two things under one name. (A setting's default written twice:
+tests/test_defaults.py; backslash continuations: tests/test_source_style.py.)"""
+import ast
 import dataclasses
+import os
 import signal
 
 import pytest
@@ -9,6 +14,7 @@ import pytest
 from albert_tf import jobs, run_config
 from albert_tf.runtime import exit_codes
 from albert_tf.settings import casing
+from tests import helpers
 
 CONFIGS = {job.name: job.config_class() for job in jobs.JOBS}
 # Spellings of a concept that have a canonical flag elsewhere: never a field's own flag.
@@ -64,3 +70,40 @@ def test_exit_codes_are_the_tables():
     documented = exit_codes.__doc__
     for code in table:
         assert f"\n    {code} " in documented, f"exit {code} is not in the table of runtime/exit_codes.py"
+
+
+# Function names that stand for one thing each, wherever they are defined.
+ONE_MEANING = ("read_record", "write_record")
+
+
+def top_level_signatures(names, package=os.path.join(helpers.REPO, "albert_tf")):
+    """{name: {signature: [modules]}} of the module-level functions called `names` in `package` (read with ast)."""
+    found = {}
+    for root, _, files in os.walk(package):
+        for file_name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(root, file_name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            module = os.path.relpath(path, os.path.dirname(package)).replace(os.sep, "/")
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+                    found.setdefault(node.name, {}).setdefault(ast.unparse(node.args), []).append(module)
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="issue 44, What to build 4: one home for the run record with one signature "
+                                       "(run_config.py and training/run.py both define write_record)")
+def test_a_function_name_has_one_signature():
+    for name, signatures in top_level_signatures(ONE_MEANING).items():
+        assert len(signatures) == 1, f"{name} is defined with {len(signatures)} signatures: {signatures}"
+
+
+def test_two_signatures_under_one_name_are_found(tmp_path):
+    """The check itself, on a package of two modules: the same name with two signatures (a nested function is not
+    a module's)."""
+    (tmp_path / "albert_tf").mkdir()
+    (tmp_path / "albert_tf" / "a.py").write_text("def write_record(path, values):\n    pass\n")
+    (tmp_path / "albert_tf" / "b.py").write_text("def write_record(path, current, extra=None):\n    pass\n"
+                                                 "def helper():\n    def write_record(x):\n        pass\n")
+    assert top_level_signatures(ONE_MEANING, str(tmp_path / "albert_tf")) == {"write_record": {"path, values": ["albert_tf/a.py"],
+                                                                  "path, current, extra=None": ["albert_tf/b.py"]}}

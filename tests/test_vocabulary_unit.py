@@ -53,7 +53,7 @@ def test_vocab_over_an_existing_prefix_needs_overwrite(cli, corpus, tmp_path):
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
     code, out, _ = cli(*_vocab_args(corpus, prefix, "--seed", "7", "--max-sentences", "50", "--overwrite"))
     assert code == 0 and (tmp_path / "spm.model").read_bytes() != before["spm.model"]
-    assert vocabulary.read_record(prefix + ".model").sha256 == _sha256(prefix + ".model")
+    assert vocabulary.read_text_record(prefix + ".model").sha256 == _sha256(prefix + ".model")
 
 
 def test_a_vocab_that_fails_half_way_leaves_the_old_set(corpus, tmp_path):
@@ -103,7 +103,7 @@ def test_records_and_model_dirs_carry_the_fingerprint(corpus, tmp_path, capsys):
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
 
     pretrained.write_files(str(tmp_path / "model"), AlbertConfig.from_preset("albert_tiny"), spm)
-    copied = vocabulary.read_record(str(tmp_path / "model" / "spm.model"))
+    copied = vocabulary.read_text_record(str(tmp_path / "model" / "spm.model"))
     assert (copied.sha256, copied.lower_case, copied.keep_accents) == (_sha256(spm), False, False)
     assert capsys.readouterr().err == ""
 

@@ -34,8 +34,8 @@ def export(init, target, output, spm_model=None, cased=None):
     spm_model = spm_model or source.spm_model
     if spm_model:
         vocabulary.check_vocabulary(source.config, spm_model)
-    recorded = vocabulary.read_casing(spm_model) if spm_model and spm_model != source.spm_model else \
-        source.lower_case
+    recorded = (vocabulary.read_casing(spm_model) if spm_model and spm_model != source.spm_model
+                else source.lower_case)
     lower_case = vocabulary.resolve_lower_case(recorded, cased, spm_model or init)
     if target == "hf":
         written = to_hf.write_hf(model, output, spm_model, lower_case=lower_case,

@@ -163,12 +163,12 @@ def write_files(directory, config, spm_model=None, lower_case=None, keep_accents
     if spm_model:
         target = os.path.join(directory, vocabulary.SPM_FILE)
         data = vocabulary.record.read_model_bytes(spm_model)
-        source = vocabulary.read_record(spm_model, data)  # a record of another model is refused
+        source = vocabulary.read_text_record(spm_model, data)  # a record of another model is refused
         recorded = source.lower_case
         if lower_case is not None:  # a contradiction with the source's record is refused
             recorded = vocabulary.resolve_lower_case(recorded, not lower_case, source.path)
         keep = vocabulary.resolve_keep_accents(source.keep_accents, keep_accents, source.path)
-        vocabulary.write_record(target, recorded, keep, model_bytes=data)
+        vocabulary.write_text_record(target, recorded, keep, model_bytes=data)
         with atomic_output(target, "wb") as f:  # the model after its record (vocab's order)
             f.write(data)
 

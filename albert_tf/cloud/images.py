@@ -42,7 +42,7 @@ IMAGES = (
           "the image of a v4 pod in github.com/tensorflow/tensorflow/issues/82208 (where import tensorflow "
           "segfaulted, as on tpu-vm-tf-2.17.1); no Google page names a TensorFlow 2.18 pod image"),
 )
-BY_NAME = {image.name: image for image in IMAGES}
+IMAGE_BY_NAME = {image.name: image for image in IMAGES}
 
 
 def _kind(pod):
@@ -134,5 +134,5 @@ def tensorflow_release(name):
     return _release_text(image.release[:2]) if image and image.release else None
 
 
-__all__ = ["Image", "IMAGES", "BY_NAME", "TPU_TENSORFLOW", "default_image", "default_image_for", "offered_versions",
+__all__ = ["Image", "IMAGES", "IMAGE_BY_NAME", "TPU_TENSORFLOW", "default_image", "default_image_for", "offered_versions",
            "choose_image", "check_image", "in_range", "is_pod_image", "tensorflow_release"]

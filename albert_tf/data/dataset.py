@@ -40,6 +40,7 @@ import tensorflow as tf
 from albert_tf.files import match_files
 from albert_tf.data import features, record_index
 from albert_tf.data.dynamic_masking import mask_records
+from albert_tf.settings.defaults import MASKED_LM_PROB, NGRAM
 
 _RECORD_SHUFFLE_WINDOW = 10_000  # records shuffled together; ~50 MB at seq 512
 _CYCLE_LENGTH = 8  # files read at once when training (a group)
@@ -424,7 +425,7 @@ def _eval_batches(files, sizes, counts, *, seq_length, max_predictions, batch_si
 
 
 def pretraining_dataset(file_pattern, *, seq_length, max_predictions, batch_size, is_training, input_context=None,
-                        dynamic_masking=False, seed=None, masked_lm_prob=0.15, ngram=3, vocab_size=None,
+                        dynamic_masking=False, seed=None, masked_lm_prob=MASKED_LM_PROB, ngram=NGRAM, vocab_size=None,
                         start_batch=0, max_batches=None, record_counts=None):
     """A tf.data.Dataset of pretraining batches from TFRecords in the original create_pretraining_data.py format.
 

@@ -26,6 +26,7 @@ r-th unit of every row), so its cost is per batch, not per example.
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.settings.defaults import MASKED_LM_PROB, NGRAM
 from albert_tf.text import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 # Random replacements are drawn from ids [RANDOM_ID_START, vocab_size): the whole vocabulary, like the original.
@@ -86,8 +87,8 @@ def _word_units(input_ids, input_mask, token_boundary):
     return candidate, units_so_far - 1, num_units, cum_len, min_unit_len
 
 
-def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predictions, masked_lm_prob=0.15,
-                       ngram=3):
+def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predictions,
+                       masked_lm_prob=MASKED_LM_PROB, ngram=NGRAM):
     """Chooses the whole-word n-grams to mask (no 80/10/10 yet).
 
     Args:
@@ -163,8 +164,8 @@ def select_ngram_spans(input_ids, input_mask, token_boundary, *, seed, max_predi
     return {"selected": selected, "span_units": span_units, "budget": budget}
 
 
-def mask_records(input_ids, input_mask, token_boundary, *, seed, max_predictions, vocab_size, masked_lm_prob=0.15,
-               ngram=3):
+def mask_records(input_ids, input_mask, token_boundary, *, seed, max_predictions, vocab_size,
+                 masked_lm_prob=MASKED_LM_PROB, ngram=NGRAM):
     """Dynamic n-gram whole-word masking of a batch of unmasked records.
 
     Args:

@@ -33,8 +33,10 @@ import random
 
 import numpy as np
 
+from albert_tf import run_config
 from albert_tf.data import masking
 from albert_tf.data.corpus import decode_utf8
+from albert_tf.settings.create_data_config import CreateDataConfig
 from albert_tf.text import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
@@ -91,15 +93,15 @@ def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=
 # ------------------------------------------------------------------------------------------------ instances
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
-    """The generation settings (the create-data flags)."""
-    max_seq_length: int = 512
-    max_predictions: int = 20
-    masked_lm_prob: float = 0.15
-    ngram: int = 3
-    dupe_factor: int = 1
-    short_seq_prob: float = 0.1
-    seed: int = 12345
-    mask: bool = True
+    """The generation settings (the create-data flags, with their defaults)."""
+    max_seq_length: int = run_config.default(CreateDataConfig, "max_seq_length")
+    max_predictions: int = run_config.default(CreateDataConfig, "max_predictions")
+    masked_lm_prob: float = run_config.default(CreateDataConfig, "masked_lm_prob")
+    ngram: int = run_config.default(CreateDataConfig, "ngram")
+    dupe_factor: int = run_config.default(CreateDataConfig, "dupe_factor")
+    short_seq_prob: float = run_config.default(CreateDataConfig, "short_seq_prob")
+    seed: int = run_config.default(CreateDataConfig, "seed")
+    mask: bool = not run_config.default(CreateDataConfig, "no_mask")
 
     def validate(self):
         checks = [

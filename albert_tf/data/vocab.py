@@ -35,7 +35,9 @@ from albert_tf.data import vocab_trainer
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
 from albert_tf.runtime import lock
-from albert_tf.settings.vocab_config import DEFAULT_MAX_SENTENCES, LINE_LIMIT  # noqa: F401  (their one home)
+from albert_tf.settings.defaults import SEED
+from albert_tf.settings.vocab_config import (  # noqa: F401  (their one home)
+    DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT)
 from albert_tf.text import normalize, vocabulary
 
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
@@ -56,7 +58,7 @@ def _csv(symbols):
     return ",".join('"' + s.replace('"', '""') + '"' if ('"' in s or "," in s) else s for s in symbols)
 
 
-def sample_sentences(files, max_sentences, lower_case=True, seed=12345, line_limit=LINE_LIMIT, keep_accents=False,
+def sample_sentences(files, max_sentences, lower_case=True, seed=SEED, line_limit=LINE_LIMIT, keep_accents=False,
                      progress=None):
     """Streams `files`, normalizes each non-blank line, keeps a uniform sample of at most max_sentences.
 
@@ -125,8 +127,8 @@ def vocab_lines(model_proto):
     return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
 
 
-def train_vocab(input_pattern, output_prefix, vocab_size=30000, lower_case=True,
-                max_sentences=DEFAULT_MAX_SENTENCES, seed=12345, line_limit=LINE_LIMIT, keep_accents=False,
+def train_vocab(input_pattern, output_prefix, vocab_size=DEFAULT_VOCAB_SIZE, lower_case=True,
+                max_sentences=DEFAULT_MAX_SENTENCES, seed=SEED, line_limit=LINE_LIMIT, keep_accents=False,
                 overwrite=False, progress=None):
     """Trains ALBERT's SentencePiece unigram vocabulary; writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json
     as one unit (`write_vocabulary`), holding the prefix's lock (DIR/.NAME.albert_tf.lock) while it runs.

@@ -37,18 +37,18 @@ _STEPS = {VocabConfig: ("vocab", vocab), CreateDataConfig: ("create-data", creat
           PretrainConfig: ("pretrain", pretrain), FinetuneConfig: ("finetune", finetune)}
 
 
-def command_line(config):
-    """The `albert-tf ...` line that runs what `config` (a job's config) describes."""
-    name, _ = _STEPS[type(config)]
-    return shlex.join(["albert-tf", name, *run_config.to_argv(config)])
+def command_line(job_config):
+    """The `albert-tf ...` line that runs what `job_config` (a VocabConfig, ..., FinetuneConfig) describes."""
+    name, _ = _STEPS[type(job_config)]
+    return shlex.join(["albert-tf", name, *run_config.to_argv(job_config)])
 
 
-def _step(config):
+def _step(job_config):
     """Runs one job in this process, printed first as its command line; returns its result."""
-    name, call = _STEPS[type(config)]
-    print(f"[quickstart] $ {command_line(config)}", flush=True)
+    name, call = _STEPS[type(job_config)]
+    print(f"[quickstart] $ {command_line(job_config)}", flush=True)
     start = time.time()
-    result = call(config)
+    result = call(job_config)
     if result.exit_code:
         print(f"[quickstart] step 'albert-tf {name}' failed with exit code {result.exit_code}", file=sys.stderr)
     else:
@@ -56,30 +56,31 @@ def _step(config):
     return result
 
 
-def pretraining_steps(out, config):
-    """The configs of vocab, create-data and pretrain on the built-in corpus in `out` (`config`: the quickstart's
+def pretraining_steps(out, quickstart_config):
+    """The configs of vocab, create-data and pretrain on the built-in corpus in `out` (`quickstart_config`: a
     QuickstartConfig)."""
     seq, preds = 128, 20
     corpus, spm_file = os.path.join(out, "corpus.txt"), os.path.join(out, layout.SPM_FILE)
     return [
         VocabConfig(input=corpus, output_prefix=os.path.join(out, "spm"), vocab_size=2000, overwrite=True),
         CreateDataConfig(input=corpus, spm_model=spm_file, output=os.path.join(out, "data", "train"), num_shards=2,
-                         max_seq_length=seq, max_predictions=preds, dupe_factor=4, seed=config.seed),
+                         max_seq_length=seq, max_predictions=preds, dupe_factor=4, seed=quickstart_config.seed),
         PretrainConfig(config=os.path.join(out, layout.CONFIG_FILE), train_data=os.path.join(out, "data", "train-*"),
                        model_dir=os.path.join(out, "model"), spm_model=spm_file, max_seq_length=seq,
                        max_predictions=preds, batch_size=32, learning_rate=0.002,
-                       num_train_steps=config.num_train_steps,
-                       num_warmup_steps=max(1, config.num_train_steps // 10), steps_per_loop=25,
-                       save_checkpoints_steps=100, seed=config.seed),
+                       num_train_steps=quickstart_config.num_train_steps,
+                       num_warmup_steps=max(1, quickstart_config.num_train_steps // 10), steps_per_loop=25,
+                       save_checkpoints_steps=100, seed=quickstart_config.seed),
     ]
 
 
-def finetune_step(out, config):
-    """The finetune config of the document task in OUT/task."""
+def finetune_step(out, quickstart_config):
+    """The finetune config of the document task in OUT/task (`quickstart_config`: a QuickstartConfig)."""
     return FinetuneConfig(
         task="sst2", data_dir=os.path.join(out, "task"), init=os.path.join(out, "model"),
-        output=os.path.join(out, "finetune"), epochs=config.finetune_epochs, batch_size=16, max_seq_length=64,
-        learning_rate=0.001, warmup_proportion=0.1, classifier_dropout=0.0, seed=config.seed,
+        output=os.path.join(out, "finetune"), epochs=quickstart_config.finetune_epochs, batch_size=16,
+        max_seq_length=64,
+        learning_rate=0.001, warmup_proportion=0.1, classifier_dropout=0.0, seed=quickstart_config.seed,
         collapsed_init="reset-biases",
         # lr 1e-3 was tuned with Keras AdamW (README's figures); the original's optimizer takes 3-6x larger early
         # steps and at 1e-3 leaves some seeds at chance (docs/fine-tuning-quality.md)

@@ -7,4 +7,9 @@
     xla_flags     the XLA flags `import albert_tf` sets before anything compiles
     host_xla      whether XLA runs on this host (the TPU wheel has no XLA:CPU), and the override
     requirements  which TensorFlow is installed and what to install when it is missing
+    faults        a full disk, an unanswering or refusing bucket: one line and its exit code
+    watchdog      ends a run whose training makes no progress (--step-timeout)
+    precision     the compute dtype (--dtype auto | float32 | bfloat16) and why it was chosen
+    random_state  the global random generators, given back as a library call found them
+    devices       the device table: accelerators' cores, memory and peak FLOP/s (plan, MFU, the keeper)
 """

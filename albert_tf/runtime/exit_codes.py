@@ -53,7 +53,7 @@ class ExitError(Exception):
 
 
 class LockHeld(ExitError):
-    """The output directory is in use by another live run (albert_tf.lock)."""
+    """The output directory is in use by another live run (albert_tf.runtime.lock)."""
 
     exit_code = LOCK_HELD
 

@@ -1,16 +1,19 @@
 """One run per output directory: a lock file, `.albert_tf.lock`, in the directory a run writes.
 
-`pretrain --model-dir` and `finetune --output` hold it for the whole run (taken by `albert_tf.cli` before the
-command starts, released when it ends, errors included). A second run on the same directory is refused with one
-line naming the holder (exit 77, albert_tf.runtime.exit_codes). The file is JSON: {"host", "pid", "started",
-"heartbeat", "token"} (times in Unix seconds), plus "run_id" when the environment has ALBERT_TF_RUN_ID.
+`pretrain --model-dir` and `finetune --output` hold it for the whole run (`output_lock`, taken by the run in
+albert_tf/training/ once its settings are checked, released when it ends, errors included); vocab's, create-data's
+and Beam's output prefixes (`prefix_lock`) and an export's BASE hold one while they are written. A second run on
+the same output is refused with one line naming the holder (exit 77, albert_tf.runtime.exit_codes). The file is
+JSON: {"host", "pid", "started", "heartbeat", "token"} (times in Unix seconds), plus "run_id" when the environment
+has ALBERT_TF_RUN_ID.
 
 Staleness: a killed run cannot remove its lock, so a lock is taken over (with a line saying so) when
   - its holder ran on this host and its pid is no longer alive, or
   - its heartbeat is older than STALE_AFTER_S (a holder refreshes it every HEARTBEAT_S from a daemon thread), which
     covers a holder on another host (a preempted TPU VM, a killed container), or
   - it records the same run id as this process (ALBERT_TF_RUN_ID): a previous attempt of the same run, which
-    whatever relaunches it (tpu/'s keeper) knows to be gone, e.g. on a recreated TPU worker with a new host name.
+    whatever relaunches it (the keeper, albert_tf/cloud/) knows to be gone, e.g. on a recreated TPU worker with a
+    new host name.
 
 Creation is atomic on a local filesystem (O_CREAT | O_EXCL). On gs:// (tf.io.gfile has no exclusive create) the
 lock is written to a temp object, renamed onto the lock name with overwrite=False, then read back: the run holds

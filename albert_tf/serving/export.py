@@ -103,7 +103,7 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
 
 
 def check_model_dir(model_dir):
-    """--model must be a pretrained-model directory: a missing path, a file (such as a config .json) and an export
+    """--init must be a pretrained-model directory: a missing path, a file (such as a config .json) and an export
     (BASE/N or BASE, which has no checkpoint to export from) are each refused with what was expected."""
     expected = "a pretrained-model directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s " \
                "--model-dir or `convert`'s --output)"
@@ -116,4 +116,4 @@ def check_model_dir(model_dir):
     if found:
         kind = "an export (BASE/N)" if found == model_dir.rstrip("/") else f"an export base (newest: {found})"
         raise ValueError(f"--init {model_dir}: this is {kind}, not a model dir; it is ready to serve as it is. "
-                         f"To export again, give --model the pretrained-model directory it was made from")
+                         f"To export again, give --init the pretrained-model directory it was made from")

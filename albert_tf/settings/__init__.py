@@ -13,6 +13,8 @@ calls, the command-line extras and the registry. No TensorFlow.
     plan_config          PlanConfig, PlanResult
     keeper_config        KeepAliveConfig, KeepAliveResult
     quickstart_config    QuickstartConfig, QuickstartResult
+    defaults             the defaults several commands share (the paper's pretraining, the masking, the seed)
+    casing               cased_option, the one --cased / --uncased
 """
 from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
 from albert_tf.settings.create_data_config import CreateDataConfig, CreateDataResult

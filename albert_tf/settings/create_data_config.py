@@ -5,6 +5,7 @@ import dataclasses
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
+from albert_tf.settings.defaults import MASKED_LM_PROB, NGRAM, PAPER, SEED
 
 
 @dataclasses.dataclass
@@ -18,13 +19,13 @@ class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
     overwrite: bool = option(False, "remove the shards an earlier run wrote to this prefix that this run does not "
                                     "replace (another --num-shards); without it they are refused")
     num_shards: int = option(1, "output files")
-    max_seq_length: int = option(512, "tokens per sequence")
-    max_predictions: int = option(20, "masked LM predictions per sequence")
-    masked_lm_prob: float = option(0.15, "fraction of the tokens masked")
-    ngram: int = option(3, "longest masked n-gram (in whole words)")
+    max_seq_length: int = option(PAPER["max_seq_length"], "tokens per sequence")
+    max_predictions: int = option(PAPER["max_predictions"], "masked LM predictions per sequence")
+    masked_lm_prob: float = option(MASKED_LM_PROB, "fraction of the tokens masked")
+    ngram: int = option(NGRAM, "longest masked n-gram (in whole words)")
     dupe_factor: int = option(1, "passes over the corpus, each with new chunking and masks")
     short_seq_prob: float = option(0.1, "probability of a shorter target length for a sequence")
-    seed: int = option(12345, "seeds chunking, pairing and masking")
+    seed: int = option(SEED, "seeds chunking, pairing and masking")
     workers: int = option(1, "processes (the output does not depend on it)")
     no_mask: bool = option(False, "write unmasked records (for dynamic masking)")
     cased: bool | None = cased_option()

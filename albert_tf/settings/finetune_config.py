@@ -10,8 +10,9 @@ import dataclasses
 
 from albert_tf import run_config
 from albert_tf.run_config import option
-from albert_tf.settings.runtime_options import RuntimeOptions
 from albert_tf.settings.casing import cased_option
+from albert_tf.settings.defaults import SEED
+from albert_tf.settings.runtime_options import RuntimeOptions
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
 TASKS = GLUE_TASKS + ("squad1", "squad2", "race")
@@ -44,7 +45,7 @@ class FinetuneConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
                                                    "warm-up/steps ratio for the task)")
     albert_dropout: float | None = option(None, "dropout inside the encoder (default: the paper's)")
     classifier_dropout: float | None = option(None, "dropout before the head (default: the paper's)")
-    seed: int = option(12345, "seeds the head's init, the data order and dropout", same_on_resume=True)
+    seed: int = option(SEED, "seeds the head's init, the data order and dropout", same_on_resume=True)
     optimizer: str = option(
         OPTIMIZERS[0], "adamw-keras (default): Keras AdamW, bias-corrected, whose step is the learning rate from "
                        "the first step on; adamw-original: the original's AdamWeightDecay (no bias correction: its "

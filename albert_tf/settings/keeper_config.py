@@ -5,6 +5,7 @@ import dataclasses
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime.devices import TOPOLOGIES
+from albert_tf.settings.defaults import PAPER
 
 
 @dataclasses.dataclass
@@ -28,8 +29,8 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
                                      "delete it)")
     recipe: str = option("paper_v2", "pretrain's recipe (flags after -- win over it)")
     model_dir: str | None = option(None, "the run's gs:// model dir (default ROOT/models/CONFIG)")
-    num_train_steps: int = option(125000, "the run's last step: done when MODEL_DIR/ckpt-STEPS.index exists "
-                                          "(passed to pretrain)", aliases=("--steps",))
+    num_train_steps: int = option(PAPER["num_train_steps"], "the run's last step: done when MODEL_DIR/ckpt-STEPS.index "
+                                                             "exists (passed to pretrain)", aliases=("--steps",))
     no_eval: bool = option(False, "no --eval-data (by default passed when ROOT/records/eval-* exist)")
     poll: float = option(300.0, "seconds between checks")
     retries: int = option(3, "describe calls per check before the state counts as unknown (--retry-wait s apart)")

@@ -30,6 +30,7 @@ import os
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime.signals import LOOP_SECONDS
+from albert_tf.settings.defaults import MASKED_LM_PROB, PAPER, SEED
 from albert_tf.settings.runtime_options import RuntimeOptions
 
 COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
@@ -46,17 +47,18 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
         help="change one key of --config (repeatable), e.g. --set vocab_size=8000; vocab_size=auto takes the "
              "--spm-model's size")
     eval_data: str | None = option(None, "glob of held-out pretraining TFRecords")
-    max_seq_length: int = option(512, "tokens per sequence (the records' length)", same_on_resume=True)
-    max_predictions: int = option(20, "masked positions per sequence (max_predictions_per_seq)",
+    max_seq_length: int = option(PAPER["max_seq_length"], "tokens per sequence (the records' length)",
+                                 same_on_resume=True)
+    max_predictions: int = option(PAPER["max_predictions"], "masked positions per sequence (max_predictions_per_seq)",
                                   same_on_resume=True)
-    batch_size: int = option(4096, "the global batch, split across replicas", aliases=("--train-batch-size",),
-                             same_on_resume=True)
+    batch_size: int = option(PAPER["batch_size"], "the global batch, split across replicas",
+                             aliases=("--train-batch-size",), same_on_resume=True)
     eval_batch_size: int | None = option(None, "global eval batch (default: --batch-size)")
     max_eval_steps: int = option(100, "batches per evaluation")
     eval_every_steps: int | None = option(None, "evaluate every N steps (default: at each checkpoint)")
-    learning_rate: float = option(0.00176, "the peak learning rate")
-    num_train_steps: int = option(125000, "training steps in all")
-    num_warmup_steps: int = option(3125, "steps of linear learning-rate warm-up")
+    learning_rate: float = option(PAPER["learning_rate"], "the peak learning rate")
+    num_train_steps: int = option(PAPER["num_train_steps"], "training steps in all")
+    num_warmup_steps: int = option(PAPER["num_warmup_steps"], "steps of linear learning-rate warm-up")
     poly_power: float = option(1.0, "power of the polynomial decay")
     steps_per_loop: int = option(
         100, "the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
@@ -81,15 +83,15 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
     no_dropout_after_step: int | None = option(None, "remove dropout from this step on (paper §4.7)",)
     dynamic_masking: bool = option(False, "mask in the input pipeline (records made with --no-mask)",
                                    same_on_resume=True)
-    masked_lm_prob: float = option(0.15, "with --dynamic-masking: the fraction of each sequence's tokens masked "
-                                         "(capped at --max-predictions); records made with masks keep theirs",
-                                   same_on_resume=True)
+    masked_lm_prob: float = option(MASKED_LM_PROB, "with --dynamic-masking: the fraction of each sequence's tokens "
+                                                   "masked (capped at --max-predictions); records made with masks "
+                                                   "keep theirs", same_on_resume=True)
     init: str | None = option(None, "the pretrained model to start from, its encoder and heads (weights only: the "
                                     "optimizer starts afresh): a pretrained-model directory, a released model's name "
                                     "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "
                                     "directory; not an export (it holds no heads)", aliases=("--init-checkpoint",))
     spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
-    seed: int = option(12345, "seeds the data order and masking (the model init too)", same_on_resume=True)
+    seed: int = option(SEED, "seeds the data order and masking (the model init too)", same_on_resume=True)
     collective_timeout_secs: float = option(
         COLLECTIVE_TIMEOUT_SECS, "multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer "
         "worker fails and the run exits 76 to be relaunched (a hung peer; a dead one is noticed within seconds from "
@@ -134,17 +136,15 @@ class PretrainResult:
 
 
 # ---------------------------------------------------------------------------------------------- recipes
-_PAPER = {"batch_size": 4096, "learning_rate": 0.00176, "num_train_steps": 125000, "num_warmup_steps": 3125,
-          "max_seq_length": 512, "max_predictions": 20}
 CPU_SMALL_MODEL = {"vocab_size": 8000, "embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 2,
                    "num_hidden_groups": 1, "inner_group_num": 1, "num_attention_heads": 4, "intermediate_size": 1024,
                    "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                    "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02}
 RECIPES = {
     "paper_v2": {"description": "the ALBERT paper's pretraining (v2 models: no dropout)",
-                 "values": {**_PAPER, "no_dropout": True}},
+                 "values": {**PAPER, "no_dropout": True}},
     "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
-                 "values": dict(_PAPER)},
+                 "values": dict(PAPER)},
     # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 2-layer,
     # 256-wide ALBERT at seq 64, batch 128, 6,600 steps (244 examples/s in `pretrain` on a quiet 2-core Xeon without
     # AMX: 55-58 min; with AMX sooner). 2 layers, not 4: per token the two depths learned alike there, and in the same

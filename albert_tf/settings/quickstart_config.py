@@ -4,6 +4,7 @@ import dataclasses
 
 from albert_tf import run_config
 from albert_tf.run_config import option
+from albert_tf.settings.defaults import SEED
 
 
 @dataclasses.dataclass
@@ -13,7 +14,7 @@ class QuickstartConfig:
     num_train_steps: int = option(300, "pretraining steps", aliases=("--steps",))
     finetune_epochs: int = option(4, "fine-tuning passes over the task (at batch 16: a tiny model sits at chance "
                                      "for its first 60-100 steps)")
-    seed: int = option(12345, "seeds every step")
+    seed: int = option(SEED, "seeds every step")
 
     def __post_init__(self):
         run_config.check_fields(self)

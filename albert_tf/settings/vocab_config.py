@@ -6,7 +6,9 @@ import dataclasses
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
+from albert_tf.settings.defaults import SEED
 
+DEFAULT_VOCAB_SIZE = 30000  # the released models' vocabulary
 DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
 LINE_LIMIT = 4192  # bytes: SentencePiece's default max_sentence_length; longer lines are cut (sample_sentences)
 
@@ -29,8 +31,8 @@ class VocabConfig:
                              "sentences", metavar="GLOBS")
     output_prefix: str = option(help="writes PREFIX.model, PREFIX.vocab and PREFIX.casing.json (a file-name prefix, "
                                      "e.g. work/spm, not a directory)", metavar="PREFIX")
-    vocab_size: int | str = option(30000, "pieces, special ones included; auto: sized from the corpus (at most what "
-                                          "it holds)", parse=vocab_size_argument)
+    vocab_size: int | str = option(DEFAULT_VOCAB_SIZE, "pieces, special ones included; auto: sized from the corpus "
+                                                       "(at most what it holds)", parse=vocab_size_argument)
     cased: bool | None = cased_option()  # a new vocabulary: uncased unless --cased
     keep_accents: bool = option(False, "keep accents and voicing marks (NFKC: が stays が, é stays é) instead of the "
                                        "original's NFKD with combining marks dropped (right for English); recorded "
@@ -39,7 +41,7 @@ class VocabConfig:
                                     "longer match it)")
     max_sentences: int = option(DEFAULT_MAX_SENTENCES,
                                 "train on a seeded uniform sample of at most this many sentences (bounds memory)")
-    seed: int = option(12345, "sampling seed")
+    seed: int = option(SEED, "sampling seed")
 
     def __post_init__(self):
         run_config.check_fields(self)

@@ -2,7 +2,8 @@
 
     normalize, normalize_with_offsets      albert_tf.text.normalize (Python; the vocabulary is trained on it)
     AlbertTokenizer                        albert_tf.text.sentencepiece (Python, plus `.in_graph` / `tf_*`)
-    read_record, write_record              albert_tf.text.record: the vocabulary's record (casing, accents, fingerprint)
+    read_text_record, write_text_record    albert_tf.text.record: the vocabulary's record (casing, accents,
+                                           fingerprint)
     segment_lengths, truncated_lengths     albert_tf.text.segments: [CLS] a [SEP] (b [SEP]), the one rule for a
                                            row without a second segment
     InGraphTokenizer, OffsetEncoder        albert_tf.text.in_graph (TensorFlow + tensorflow-text; imported on use)

@@ -70,7 +70,7 @@ def record_text(lower_case, keep_accents, model_bytes):
                        "keep_accents": bool(keep_accents), "sha256": fingerprint(model_bytes)}) + "\n"
 
 
-def write_record(spm_model, lower_case, keep_accents=False, model_bytes=None):
+def write_text_record(spm_model, lower_case, keep_accents=False, model_bytes=None):
     """Records beside `spm_model` its normalization and fingerprint (atomically); returns the record's path.
     model_bytes: the model's bytes (default: read from `spm_model`)."""
     path = casing_path(spm_model)
@@ -79,7 +79,7 @@ def write_record(spm_model, lower_case, keep_accents=False, model_bytes=None):
     return path
 
 
-def read_record(spm_model, model_bytes=None):
+def read_text_record(spm_model, model_bytes=None):
     """The TextRecord of the SentencePiece model `spm_model` (all None / False when it has no record). With
     `model_bytes` (the model's bytes, as a tokenizer read them) a recorded fingerprint is checked against them: a
     record of another model is a ValueError naming both files."""
@@ -108,12 +108,12 @@ def read_record(spm_model, model_bytes=None):
 
 def read_casing(spm_model):
     """True (uncased: lowercase), False (cased) or None (no record) for the SentencePiece model `spm_model`."""
-    return read_record(spm_model).lower_case
+    return read_text_record(spm_model).lower_case
 
 
 def write_casing(spm_model, lower_case):
-    """`write_record` without keeping accents (the original's normalization); returns the record's path."""
-    return write_record(spm_model, lower_case)
+    """`write_text_record` without keeping accents (the original's normalization); returns the record's path."""
+    return write_text_record(spm_model, lower_case)
 
 
 def resolve_lower_case(recorded, cased_flag, source, flags=("--cased", "--uncased")):
@@ -137,7 +137,7 @@ def resolve_keep_accents(recorded, flag, source, flags=("--keep-accents", "keep_
     `source` (where the record was read)."""
     if flag is None or bool(flag) == bool(recorded):
         return bool(recorded)
-    said, was = (flags[0], "stripping accents (NFKD, combining marks dropped)") if flag else \
-        (flags[1], "keeping accents (NFKC)")
+    said, was = ((flags[0], "stripping accents (NFKD, combining marks dropped)") if flag
+                 else (flags[1], "keeping accents (NFKC)"))
     raise ValueError(f"{said} contradicts {source}: its vocabulary is recorded as {was}; drop the flag or use the "
                      "vocabulary the model was trained with (the setting is chosen when `albert-tf vocab` trains it)")

@@ -256,7 +256,7 @@ class AlbertTokenizer:
         self.fingerprint = record.fingerprint(self.model_proto)
         recorded = record.TextRecord()
         if not isinstance(spm_model, (bytes, bytearray)):
-            recorded = record.read_record(spm_model, self.model_proto)
+            recorded = record.read_text_record(spm_model, self.model_proto)
         self.lower_case = record.resolve_lower_case(
             recorded.lower_case, None if lower_case is None else not lower_case, recorded.path,
             flags=("lower_case=False", "lower_case=True"))

@@ -2,7 +2,7 @@
 
     spm.model           SPM_FILE: the SentencePiece model as a pretrained-model directory and an export hold it
     X.casing.json       beside X.model: its text-normalization record {"lower_case", "keep_accents", "sha256"}
-                        (albert_tf.text.record, re-exported here: `write_record` / `read_record`;
+                        (albert_tf.text.record, re-exported here: `write_text_record` / `read_text_record`;
                         `resolve_lower_case` / `resolve_keep_accents` weigh it against the flags)
     check_vocabulary, check_same_vocabulary   a vocabulary against a config's vocab_size / a directory's own
 
@@ -18,8 +18,8 @@ from albert_tf import files
 from albert_tf.layout import SPM_FILE  # pylint: disable=unused-import  (its one spelling)
 from albert_tf.text import record
 from albert_tf.text.record import (CASING_SUFFIX, TextRecord, casing_path, file_fingerprint,  # noqa: F401
-                                   read_casing, read_record, record_text, resolve_keep_accents,
-                                   resolve_lower_case, write_casing, write_record)
+                                   read_casing, read_text_record, record_text, resolve_keep_accents,
+                                   resolve_lower_case, write_casing, write_text_record)
 from albert_tf.text.sentencepiece import AlbertTokenizer
 
 
@@ -49,8 +49,8 @@ def check_same_vocabulary(directory, spm_model, what="--spm-model"):
 
 
 def check_vocabulary(config, spm_model, what="--spm-model"):
-    """Refuses a SentencePiece model whose size differs from the config's vocab_size (token ids would run past the
-    embedding table, or leave rows no token reaches)."""
+    """Refuses a SentencePiece model whose size differs from `config`'s (an AlbertConfig) vocab_size (token ids would
+    run past the embedding table, or leave rows no token reaches)."""
     size = AlbertTokenizer(spm_model).vocab_size  # also checks the special pieces' ids
     if size != config.vocab_size:
         raise ValueError(f"{what} {spm_model}: the SentencePiece model has {size:,} pieces but the config's "
@@ -58,8 +58,8 @@ def check_vocabulary(config, spm_model, what="--spm-model"):
                          "use the vocabulary the model was built for)")
 
 
-def model_config(config, overrides=None, spm_model=None):
-    """The AlbertConfig of a run (albert_tf.config.resolve): `config` with `overrides` (`--set`); vocab_size "auto"
-    is the size of `spm_model`."""
+def model_config(name_or_path, overrides=None, spm_model=None):
+    """The AlbertConfig of a run (albert_tf.config.resolve): `name_or_path` (`--config`: a preset name, a file or a
+    directory) with `overrides` (`--set`); vocab_size "auto" is the size of `spm_model`."""
     size = (lambda: AlbertTokenizer(spm_model).vocab_size) if spm_model else None
-    return albert_config.resolve(config, overrides, size)
+    return albert_config.resolve(name_or_path, overrides, size)

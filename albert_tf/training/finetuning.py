@@ -130,7 +130,7 @@ def stopped_line(stop, epoch_end, state, managers):
 
 # ---------------------------------------------------------------------------------------------- run
 @dataclasses.dataclass
-class Setup:
+class FinetuneSetup:
     """What `prepare` read and decided before any output is written."""
     source: object      # what --init is: albert_tf.checkpoints.handles.InitSource
     config: object      # the encoder's AlbertConfig
@@ -162,7 +162,7 @@ def read_inputs(cfg):
 
 def prepare(cfg, inputs):
     """Everything decided before any output is written, after check_settings, read_inputs (`inputs`) and the output
-    lock: the strategy (on a TPU, its connection), the budget, XLA and the compute dtype. Returns a Setup."""
+    lock: the strategy (on a TPU, its connection), the budget, XLA and the compute dtype. Returns a FinetuneSetup."""
     source, tokenizer, task = inputs
     config = source.config
     # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
@@ -186,7 +186,7 @@ def prepare(cfg, inputs):
         budget.batch_size // replicas, budget.max_seq_length, config.hidden_size, config.intermediate_size)),
         cfg.dtype, budget.optimizer)
     print(choice.describe(), flush=True)
-    return Setup(source, config, task, tokenizer, strategy, budget, jit, choice)
+    return FinetuneSetup(source, config, task, tokenizer, strategy, budget, jit, choice)
 
 
 def dtype_for_quality(choice, flag, optimizer):

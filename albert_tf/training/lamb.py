@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.runtime import host_xla
+from albert_tf.settings.defaults import PAPER
 
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
@@ -72,9 +73,9 @@ class LAMB(keras.optimizers.Optimizer):
 
     SLOT_PREFIX = "lamb"
 
-    def __init__(self, learning_rate=0.00176, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                 exclude_from_weight_decay=DEFAULT_EXCLUDE, exclude_from_layer_adaptation=None, name="lamb",
-                 **kwargs):
+    def __init__(self, learning_rate=PAPER["learning_rate"], weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, exclude_from_weight_decay=DEFAULT_EXCLUDE, exclude_from_layer_adaptation=None,
+                 name="lamb", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.weight_decay_rate = float(weight_decay_rate)
         self.beta_1 = float(beta_1)
