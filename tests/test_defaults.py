@@ -55,10 +55,6 @@ KNOWN = {
        for name in ("batch_size", "num_train_steps")},
     ("albert_tf/serving/export.py", "dtype"):
         "issue 44, What to build 4: export_encoder's dtype=\"float32\" re-types ExportConfig's --dtype",
-    **{("albert_tf/training/costs.py", name): "issue 44, What to build 4: costs re-types pretrain's and plan's "
-                                              "defaults (max_predictions=20, mfu=0.5, PAPER_BATCH_SIZE, "
-                                              "PAPER_LEARNING_RATE: settings.defaults.PAPER has them)"
-       for name in ("max_predictions", "mfu", "batch_size", "learning_rate")},
 }
 
 

@@ -5,6 +5,7 @@ import typing
 
 from albert_tf import run_config
 from albert_tf.runtime import devices
+from albert_tf.settings import defaults
 from albert_tf.settings.pretrain_config import PretrainConfig, over_recipe, read_recipe
 
 # The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
@@ -27,7 +28,7 @@ def _plan_fields():
                                                  f"{devices.TOPOLOGY_GRAMMAR}; or {devices.CPU_TOPOLOGY} (this "
                                                  "machine: its memory, --cpu-replicas replicas)")),
         *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
-        ("mfu", float, run_config.option(0.5, "fraction of the peak FLOP/s sustained")),
+        ("mfu", float, run_config.option(defaults.MFU, "fraction of the peak FLOP/s sustained")),
         ("json", bool, run_config.option(False, "print one JSON object instead of text")),
         ("recipe", str | None, run_config.option(None, "the pretraining recipe the run starts from, as pretrain's "
                                                        "--recipe (its values, then the flags)")),

@@ -70,6 +70,7 @@ import os
 
 from albert_tf.runtime.devices import (CPU_TOPOLOGY, GENERATIONS, HBM_USABLE_FRACTION, PAPER_GENERATION,
                                        parse_topology)
+from albert_tf.settings.defaults import MFU, PAPER
 
 # What a CPU run needs besides the host estimate (which matches TensorFlow's allocator statistics:
 # benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
@@ -78,8 +79,6 @@ from albert_tf.runtime.devices import (CPU_TOPOLOGY, GENERATIONS, HBM_USABLE_FRA
 HOST_OVERHEAD_BYTES = 2**30
 HOST_SLACK = 1.25
 
-PAPER_BATCH_SIZE = 4096
-PAPER_LEARNING_RATE = 0.00176
 LEARNING_RATE_RULE = "square-root scaling: lr(B) = 0.00176 * sqrt(B / 4096) (paper: 0.00176 at batch 4096)"
 FLOPS_RULE = ("FLOPs per step = 3 x forward (backward = 2 x forward); forward = 2 x the multiply-accumulates of "
               "every matmul: embedding projection E->H, per applied block Q/K/V/output, attention scores and context, "
@@ -187,7 +186,7 @@ def activation_bytes(config, batch, seq_length, max_predictions, dtype, remat=Fa
             "total": kept + embeddings + heads}
 
 
-def host_memory_bytes(config, global_batch, seq_length, max_predictions=20, replicas=1, dtype="float32",
+def host_memory_bytes(config, global_batch, seq_length, max_predictions=PAPER["max_predictions"], replicas=1, dtype="float32",
                       remat=False, accumulation_steps=1):
     """The memory a CPU run of `albert-tf pretrain` needs for the model (the same model as the TPU plan, every
     replica on this host): per replica the training state and the activations of its share of the batch.
@@ -213,7 +212,7 @@ def host_total_bytes():
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def host_need_bytes(config, global_batch, seq_length, max_predictions=20, replicas=1, dtype="float32",
+def host_need_bytes(config, global_batch, seq_length, max_predictions=PAPER["max_predictions"], replicas=1, dtype="float32",
                     remat=False, accumulation_steps=1):
     """What a CPU run of `albert-tf pretrain` needs of the machine's memory: `host_memory_bytes` with HOST_SLACK
     and HOST_OVERHEAD_BYTES (the rule pretrain refuses a run by and `plan --topology cpu` plans with)."""
@@ -228,7 +227,7 @@ def host_usable_fraction(total):
     return max(0.0, (total - HOST_OVERHEAD_BYTES) / (HOST_SLACK * total))
 
 
-def host_batch_that_fits(config, seq_length, max_predictions=20, total=None, dtype="float32", largest=256):
+def host_batch_that_fits(config, seq_length, max_predictions=PAPER["max_predictions"], total=None, dtype="float32", largest=256):
     """The largest power-of-two global batch, at most `largest`, whose CPU run on one replica fits a machine of
     `total` bytes (default: this one's), or 0 when not even one example fits."""
     total = host_total_bytes() if total is None else total
@@ -241,7 +240,7 @@ def host_batch_that_fits(config, seq_length, max_predictions=20, total=None, dty
 # ---------------------------------------------------------------------------------------------- the plan
 def learning_rate_for(batch_size):
     """The paper's 0.00176 at batch 4096, square-root scaled to `batch_size`."""
-    return PAPER_LEARNING_RATE * math.sqrt(batch_size / PAPER_BATCH_SIZE)
+    return PAPER["learning_rate"] * math.sqrt(batch_size / PAPER["batch_size"])
 
 
 def _check_positive(**values):
@@ -274,11 +273,11 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
         _check_positive(num_train_steps=steps)
 
 
-def estimate(config, global_batch, seq_length, max_predictions=20, cores=8, dtype="bfloat16", remat=False,
-             steps=None, mfu=0.5, peak_flops_per_core=PAPER_GENERATION.peak_per_device,
+def estimate(config, global_batch, seq_length, max_predictions=PAPER["max_predictions"], cores=8, dtype="bfloat16", remat=False,
+             steps=None, mfu=MFU, peak_flops_per_core=PAPER_GENERATION.peak_per_device,
              memory_per_core=PAPER_GENERATION.hbm_per_device,
              topology=None, accumulation_steps=1, usable_fraction=HBM_USABLE_FRACTION,
-             learning_rate=PAPER_LEARNING_RATE):
+             learning_rate=PAPER["learning_rate"]):
     """The plan of a pretraining run of `config`, data parallel over `cores` replicas.
 
     Args:
