@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from albert_tf.cloud import decisions, gcloud, tpu_node
-from albert_tf.cloud.keeper import Keeper, read_state
+from albert_tf.cloud.keeper import Keeper, Settings, read_state
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
 from fake_gcloud import FakeClock, FakeGcloud, short
@@ -78,8 +78,8 @@ def owned_state(tmp_path, capacity="on-demand", node_id="101"):
 # ---------------------------------------------------------------------------------------------- the table, row by row
 def one_check(fake, clock, tmp_path, **values):
     """The keeper started on an owned slice, then one check: (seconds to the next, notes, calls of the check)."""
-    settings = job.settings_of(config(tmp_path, **values), "p1")
-    launch = job.make_launch(config(tmp_path, **values), MODEL_DIR, True)
+    settings = Settings.of(config(tmp_path, **values), "p1")
+    launch = job.make_launch(settings, True)
     notes = []
     keeper = Keeper(settings, tpu_node.Cloud(fake, "p1", ZONE, "pod"), launch, clock=clock, say=notes.append)
     keeper.start()
@@ -91,10 +91,10 @@ WAITED = [s for s, (action, _) in decisions.NODE.items() if action == decisions.
 
 
 def test_every_node_state_of_the_api_has_a_row():
-    assert set(decisions.NODE) == set(tpu_node.NODE_STATES) | {decisions.NOT_FOUND}
-    assert set(decisions.QUEUED) == set(tpu_node.QUEUED_STATES) | {decisions.NOT_FOUND}
+    assert set(decisions.NODE) == set(tpu_node.NODE_STATES) | {gcloud.NOT_FOUND}
+    assert set(decisions.QUEUED) == set(tpu_node.QUEUED_STATES) | {gcloud.NOT_FOUND}
     codes = {v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
-    assert codes <= set(decisions.RUN)
+    assert codes - {exit_codes.GAVE_UP} <= set(decisions.RUN)  # every code of pretrain's (4 is keep-alive's own)
     lost = [s for s, (action, _) in decisions.NODE.items() if action == decisions.REPLACE]
     assert lost == ["PREEMPTED", "TERMINATED"]  # TensorFlow's Client.recoverable(): only these are lost
 
@@ -134,9 +134,8 @@ def test_ready_asks_worker_0(cloud, clock, tmp_path):
 
 def test_not_found_is_believed_the_second_time(cloud, clock, tmp_path):
     owned_state(tmp_path)
-    settings = job.settings_of(config(tmp_path), "p1")
-    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(config(tmp_path), MODEL_DIR,
-                    True), clock=clock)
+    settings = Settings.of(config(tmp_path), "p1")
+    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(settings, True), clock=clock)
     keeper.start()
     assert keeper.check() == 300 and [short(c) for c in cloud.calls] == ["ls", "describe"]
     assert keeper.check() == 0 and [short(c) for c in cloud.calls][2:] == ["ls", "describe", CREATE]
@@ -164,14 +163,13 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
     cloud.creates = [failure]
     run = keep(cloud, clock, tmp_path, type="v3-32", max_restarts=0, settle_timeout=0.0) if stops else None
     if stops:
-        assert run.result.exit_code == 1
+        assert run.result.exit_code == exit_codes.GAVE_UP
         assert run.calls == ["ls eval", "ls", "describe", CREATE, "delete"]
         assert run.notes[-2].startswith(f"could not create TPU pod (permanent: ")
         assert run.last == "nothing is left billing (TPU pod does not exist)"
     else:
-        settings = job.settings_of(config(tmp_path, type="v3-32"), "p1")
-        keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"),
-                        job.make_launch(config(tmp_path), MODEL_DIR, True), clock=clock)
+        settings = Settings.of(config(tmp_path, type="v3-32"), "p1")
+        keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(settings, True), clock=clock)
         keeper.start()
         assert keeper.check() == 60 and keeper.check() == 0  # tried again after --wait
         assert [short(c) for c in cloud.calls] == ["ls", "describe", CREATE, "ls", "describe", CREATE]
@@ -180,11 +178,10 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
 @pytest.mark.parametrize("state", list(decisions.QUEUED))
 def test_a_queued_resource_of_a_slice_not_found(cloud, clock, tmp_path, state):
     owned_state(tmp_path, capacity="spot")
-    cloud.queued = None if state == decisions.NOT_FOUND else state
+    cloud.queued = None if state == gcloud.NOT_FOUND else state
     action, _ = decisions.QUEUED[state]
-    settings = job.settings_of(config(tmp_path), "p1")
-    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(config(tmp_path), MODEL_DIR,
-                    True), clock=clock)
+    settings = Settings.of(config(tmp_path), "p1")
+    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(settings, True), clock=clock)
     keeper.start()
     pause = keeper.check()
     calls = [short(c) for c in cloud.calls]
@@ -213,10 +210,10 @@ def test_the_run_on_worker_0(cloud, clock, tmp_path, status, action):
         cloud.run = None
     else:
         cloud.run = {"end": 1 if status == decisions.OTHER_CODE else status}
-    if action in (decisions.STOP, decisions.DONE):
+    if action in (decisions.STOP, decisions.FINISHED):
         with pytest.raises(Exception) as stopped:
             one_check(cloud, clock, tmp_path)
-        assert stopped.value.exit_code == (0 if action == decisions.DONE else 1)
+        assert stopped.value.exit_code == (exit_codes.DONE if action == decisions.FINISHED else exit_codes.GAVE_UP)
         return
     pause, _, calls = one_check(cloud, clock, tmp_path)
     expected = {decisions.NOTHING: ["ssh status"], decisions.WAIT: ["ssh status"],
@@ -323,7 +320,7 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
     cloud.make_node("PREEMPTED")
     cloud.creates = ["quota"]
     run = keep(cloud, clock, tmp_path)
-    assert run.result.exit_code == 1
+    assert run.result.exit_code == exit_codes.GAVE_UP
     assert run.calls == ["ls eval", "ls", "describe", "delete", CREATE, "delete"]
     line = run.notes[-2]
     assert line.startswith("could not create TPU pod (permanent: quota") and "Quota limit" in line
@@ -365,7 +362,7 @@ def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud
     cloud.make_node("READY", capacity="spot")
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path)
-    assert run.result.exit_code == 1
+    assert run.result.exit_code == exit_codes.GAVE_UP
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
     assert "TPU pod was not created by this keeper: it will not be deleted or recreated (--allow-replace)" \
         in run.notes
@@ -411,7 +408,7 @@ def test_a_state_that_does_not_settle_stops_the_keeper(cloud, clock, tmp_path):
     owned_state(tmp_path)
     cloud.make_node("RESTARTING")
     run = keep(cloud, clock, tmp_path, settle_timeout=600.0)
-    assert run.result.exit_code == 1
+    assert run.result.exit_code == exit_codes.GAVE_UP
     assert run.calls == ["ls eval"] + ["ls", "describe"] * 4 + ["delete"]
     assert run.notes[-2] == "TPU pod has been RESTARTING for 900s (more than --settle-timeout 600s)"
     assert run.last == "TPU pod deleted: nothing is left billing"
@@ -423,7 +420,7 @@ def test_bad_data_stops_the_keeper_with_one_line(cloud, clock, tmp_path):
     message = "albert-tf pretrain: error: gs://b/albert/records/train-00000: feature input_ids has 128 values"
     cloud.runs = [{"steps": 0, "end": 2, "message": message}]
     run = keep(cloud, clock, tmp_path)
-    assert run.result.exit_code == 1
+    assert run.result.exit_code == exit_codes.GAVE_UP
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", "delete"]
     assert run.notes[-2] == (f"pretrain on pod exited 2 (bad flags or data), not relaunched: {message} "
                              "(log: albert_tf_run/pretrain.log on worker 0, gs://b/albert/logs/albert_base/)")
@@ -434,7 +431,7 @@ def test_a_lock_held_by_another_live_run_is_retried_then_given_up(cloud, clock, 
     cloud.make_node("READY")
     cloud.runs = [{"steps": 0, "end": 77}] * 3
     run = keep(cloud, clock, tmp_path, max_restarts=1)
-    assert run.result.exit_code == 1 and len(cloud.launches) == 2
+    assert run.result.exit_code == exit_codes.GAVE_UP and len(cloud.launches) == 2
     assert run.notes[-2] == f"gave up: 1 relaunches in a row made no progress in {MODEL_DIR}"
 
 
@@ -506,7 +503,7 @@ def test_a_worker_without_gcloud_or_gsutil_is_one_line(cloud, clock, tmp_path, m
     cloud.ssh = lambda args, timeout: (FakeGcloud.ok(args, "") if any("command -v" in a for a in args)
                                        else original(args, timeout))
     run = keep(cloud, clock, tmp_path, type="v3-32")
-    assert run.result.exit_code == 1 and "scp" not in run.calls
+    assert run.result.exit_code == exit_codes.GAVE_UP and "scp" not in run.calls
     assert run.notes[-2].startswith("worker 0 has neither gcloud nor gsutil")
     assert run.last == "TPU pod deleted: nothing is left billing"
 

@@ -16,6 +16,7 @@ import pytest
 
 from albert_tf.cloud import gcloud
 from albert_tf.jobs import keep_alive as job
+from albert_tf.runtime import exit_codes
 import fake_gcloud
 from fake_gcloud import FakeClock
 from helpers import REPO
@@ -178,7 +179,7 @@ def test_a_wedged_ssh_is_killed_and_the_next_poll_goes_on(cloud):
 def test_a_quota_error_stops_with_one_line(cloud):
     cloud.script("create_errors.json", ["quota"])
     result = cloud.keep(type="v3-32", project="p1")
-    assert result.exit_code == 1
+    assert result.exit_code == exit_codes.GAVE_UP
     assert cloud.calls() == ["ls eval", "ls", "describe", "create --accelerator-type=v3-32 "
                              "--version=tpu-vm-tf-2.17.1-pod-pjrt", "delete"]
     assert cloud.notes[-2].startswith("could not create TPU pod (permanent: quota, permission, an image or type the "

@@ -3,8 +3,10 @@ machine, with short gcloud calls (no ssh held open). Every `poll` seconds it lis
 (done?), describes the slice and, on a READY slice, asks worker 0 about the run; what it does for each answer is
 albert_tf/cloud/decisions.py's table. No TensorFlow here.
 
+    settings = Settings.of(config, project)    # a KeepAliveConfig and the pinned project
     outcome = Keeper(settings, cloud, launch, clock=Clock(), say=print_to_stderr).run()
-    outcome.exit_code (0 done, 1 stopped for a reason, 130 Ctrl-C), outcome.line (the last line)
+    outcome.exit_code (albert_tf.runtime.exit_codes: 0 done, 4 stopped for a reason it names, 130 Ctrl-C),
+    outcome.line (the last line)
 
 It never leaves a slice billing by mistake: whenever it ends (done, gave up, a permanent error, Ctrl-C, a state
 that did not settle) it deletes the slice (and queued resource) it created, unless `keep_slice`, and its last line
@@ -15,15 +17,18 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import time
 
 from albert_tf import layout
-from albert_tf.cloud import decisions, gcloud, worker
-from albert_tf.cloud.decisions import NOT_FOUND
+from albert_tf.cloud import decisions, gcloud, images, worker
+from albert_tf.cloud.gcloud import NOT_FOUND
 from albert_tf.cloud.tpu_node import Spec
 from albert_tf.runtime import exit_codes
+from albert_tf.runtime.devices import topology_hosts
+from albert_tf.settings.keeper_config import KeepAliveConfig, flag
 
-STOPPED = 1  # the keeper's exit code when it stopped for a reason it names in one line
+LAUNCH_NOTE = "starting on worker 0"  # the note before each start: the command, in the words pretrain parses
 
 
 class Clock:
@@ -36,25 +41,32 @@ class Clock:
         time.sleep(seconds)
 
 
-@dataclasses.dataclass
-class Settings:  # pylint: disable=too-many-instance-attributes
-    """What the keeper keeps, and how (albert_tf.jobs.keep_alive makes it from the command line)."""
-    name: str
-    zone: str
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the keeper keeps, and how: its `config` (every setting is read from there) and what is derived from it
+    once, at start: the pinned `project`, the run's model dir, the state file, and the `spec` of a slice to create
+    (None without --type)."""
+    config: KeepAliveConfig
     project: str
-    model_dir: str
-    steps: int
-    state_file: str
-    spec: Spec | None = None  # for a slice that does not exist yet
-    allow_replace: bool = False
-    keep_slice: bool = False
-    poll: float = 300.0
-    wait: float = 60.0
-    retries: int = 3
-    retry_wait: float = 10.0
-    settle_timeout: float = 3600.0
-    max_restarts: int = 10
-    checkpoint_prefix: str = layout.CHECKPOINT_PREFIX  # MODEL_DIR/ckpt-N.index (albert_tf/layout.py)
+    spec: Spec | None
+
+    @classmethod
+    def of(cls, config, project):
+        spec = None
+        if config.type:
+            spec = Spec(config.type, config.image or images.default_image(topology_hosts(config.type)),
+                        config.capacity)
+        return cls(config, project, spec)
+
+    @property
+    def model_dir(self):
+        return self.config.run_model_dir
+
+    @property
+    def state_file(self):
+        c = self.config
+        return c.state_file or os.path.join(os.path.expanduser("~"), ".albert_tf", "keeper",
+                                            f"{self.project}.{c.zone}.{c.name}")
 
 
 @dataclasses.dataclass
@@ -74,7 +86,7 @@ class Outcome:
 class Stop(Exception):
     """Ends the keeper: one line, and its exit code."""
 
-    def __init__(self, line, exit_code=STOPPED):
+    def __init__(self, line, exit_code=exit_codes.GAVE_UP):
         super().__init__(line)
         self.exit_code = exit_code
 
@@ -82,14 +94,12 @@ class Stop(Exception):
 # ---------------------------------------------------------------------------------------------- the state file
 @dataclasses.dataclass
 class State:  # pylint: disable=too-many-instance-attributes
-    """What the keeper records (the state file, JSON): where, what the slice is made of, whether it is the keeper's
-    own (asked for by it: `requested_at`, then the node's id), the run's id and model dir."""
+    """What the keeper records (the state file, JSON): where, what the slice is made of (`spec`), whether it is the
+    keeper's own (asked for by it: `requested_at`, then the node's id), the run's id and model dir."""
     project: str = ""
     zone: str = ""
     name: str = ""
-    accelerator_type: str = ""
-    runtime_version: str = ""
-    capacity: str = ""
+    spec: Spec | None = None
     owned: bool = False
     requested_at: float | None = None
     node_id: str = ""
@@ -97,21 +107,23 @@ class State:  # pylint: disable=too-many-instance-attributes
     run_id: str = ""
     model_dir: str = ""
 
-    @property
-    def spec(self):
-        return Spec(self.accelerator_type, self.runtime_version, self.capacity) if self.accelerator_type else None
+
+SPEC_KEYS = tuple(f.name for f in dataclasses.fields(Spec))
 
 
 def read_state(path):
+    """The State a state file records (an empty one when there is none). A file of an earlier version, with the
+    spec's keys at its top level, reads the same."""
     if not os.path.exists(path):
         return State()
     try:
         with open(path, encoding="utf-8") as f:
             values = json.load(f)
-        known = {f.name for f in dataclasses.fields(State)}
-        return State(**{k: v for k, v in values.items() if k in known})
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"--state-file {path}: not a keeper's state file ({e}); delete it to start over") from None
+        spec = values.get("spec") or ({k: values[k] for k in SPEC_KEYS} if values.get(SPEC_KEYS[0]) else None)
+        known = {f.name for f in dataclasses.fields(State)} - {"spec"}
+        return State(**{k: v for k, v in values.items() if k in known}, spec=Spec(**spec) if spec else None)
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{flag('state_file')} {path}: not a keeper's state file ({e}); delete it to start over") from None
 
 
 def write_state(path, state):
@@ -127,7 +139,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     """One keeper run (see the module's docstring). `say(line)` prints a note."""
 
     def __init__(self, settings, cloud, launch, clock=None, say=None):
-        self.s, self.cloud, self.launch = settings, cloud, launch
+        self.s, self.c, self.cloud, self.launch = settings, settings.config, cloud, launch
         self.clock = clock or Clock()
         self.say = say or (lambda line: None)
         self.state = State()
@@ -155,30 +167,31 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
 
     def start(self):
         """Reads the state file; pins project, zone and name there; a new run id when the model dir is new."""
-        s = self.s
+        s, c = self.s, self.c
         self.state = read_state(s.state_file)
         recorded = (self.state.project, self.state.zone, self.state.name)
-        if self.state.name and recorded != (s.project, s.zone, s.name):
-            raise Stop(f"--state-file {s.state_file} records {'/'.join(recorded)}, not "
-                       f"{s.project}/{s.zone}/{s.name}: use another state file", exit_codes.BAD_INPUT)
-        if s.spec and self.state.spec and s.spec.accelerator_type != self.state.accelerator_type:
-            raise Stop(f"--type {s.spec.accelerator_type}: {s.state_file} records {s.name} as "
-                       f"{self.state.accelerator_type} (delete that file to start over)", exit_codes.BAD_INPUT)
-        self.state.project, self.state.zone, self.state.name = s.project, s.zone, s.name
+        if self.state.name and recorded != (s.project, c.zone, c.name):
+            raise Stop(f"{flag('state_file')} {s.state_file} records {'/'.join(recorded)}, not "
+                       f"{s.project}/{c.zone}/{c.name}: use another state file", exit_codes.BAD_INPUT)
+        if s.spec and self.state.spec and s.spec.accelerator_type != self.state.spec.accelerator_type:
+            raise Stop(f"{flag('type')} {s.spec.accelerator_type}: {s.state_file} records {c.name} as "
+                       f"{self.state.spec.accelerator_type} (delete that file to start over)", exit_codes.BAD_INPUT)
+        self.state.project, self.state.zone, self.state.name = s.project, c.zone, c.name
         if self.state.model_dir != s.model_dir or not self.state.run_id:
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.time()))
-            self.state.run_id = f"{s.name}.{os.path.basename(s.model_dir.rstrip('/'))}.{stamp}"
+            self.state.run_id = f"{c.name}.{os.path.basename(s.model_dir.rstrip('/'))}.{stamp}"
             self.state.model_dir = s.model_dir
         self.save()
         owner = "this keeper's" if self.state.owned else "not this keeper's"
-        self.say(f"keeping {s.name} in {s.project}/{s.zone} ({owner}); run id {self.state.run_id}; state in "
+        self.say(f"keeping {c.name} in {s.project}/{c.zone} ({owner}); run id {self.state.run_id}; state in "
                  f"{s.state_file}")
 
     def check(self):
         """One poll: returns the seconds until the next."""
         latest = self.latest_step()
-        if latest is not None and latest >= self.s.steps:
-            raise Stop(f"done: {self.s.model_dir} has its checkpoint of step {self.s.steps}", exit_codes.DONE)
+        if latest is not None and latest >= self.c.num_train_steps:
+            raise Stop(f"done: {self.s.model_dir} has its checkpoint of step {self.c.num_train_steps}",
+                       exit_codes.DONE)
         node, failed = self.describe()
         if node is not None:
             self.not_found, self.create_pending = 0, False
@@ -187,16 +200,16 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             return self.on_not_found()
         action, why = decisions.FAILED_DESCRIBE.get(failed.failure, decisions.FAILED_DESCRIBE[gcloud.TRANSIENT])
         if action == decisions.STOP:
-            raise Stop(f"describe {self.s.name} failed ({failed.failure}: {why}): {failed.line}")
+            raise Stop(f"describe {self.c.name} failed ({failed.failure}: {why}): {failed.line}")
         return self.wait_on(f"UNKNOWN ({failed.line})")
 
     def describe(self):
         """The node, asking up to `retries` times while the answer is a transient failure."""
-        for attempt in range(self.s.retries):
+        for attempt in range(self.c.retries):
             node, failed = self.cloud.describe()
-            if node is not None or failed.failure != gcloud.TRANSIENT or attempt == self.s.retries - 1:
+            if node is not None or failed.failure != gcloud.TRANSIENT or attempt == self.c.retries - 1:
                 return node, failed
-            self.clock.sleep(self.s.retry_wait)
+            self.clock.sleep(self.c.retry_wait)
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------------------------------ the slice
@@ -208,7 +221,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         if action == decisions.REPLACE:
             return self.replace(node.state)
         if action == decisions.STOP:
-            raise Stop(f"TPU {self.s.name} is {node.state} ({why})")
+            raise Stop(f"TPU {self.c.name} is {node.state} ({why})")
         return self.wait_on(node.state)
 
     def claim(self, node):
@@ -216,16 +229,15 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         with another id than the keeper's recorded one is not (someone replaced it)."""
         st = self.state
         if st.owned and st.node_id and node.node_id and node.node_id != st.node_id:
-            self.say(f"TPU {self.s.name} is another node (id {node.node_id}, not {st.node_id}): not this keeper's")
+            self.say(f"TPU {self.c.name} is another node (id {node.node_id}, not {st.node_id}): not this keeper's")
             st.owned = False
         if st.owned and not st.node_id and node.node_id:
             st.node_id, st.create_time = node.node_id, node.create_time
-        if not st.accelerator_type:
-            st.accelerator_type, st.runtime_version, st.capacity = (
-                node.spec.accelerator_type, node.spec.runtime_version, node.spec.capacity)
-            if not st.owned and not self.s.allow_replace:
-                self.say(f"TPU {self.s.name} was not created by this keeper: it will not be deleted or recreated "
-                         "(--allow-replace)")
+        if st.spec is None:
+            st.spec = node.spec
+            if not st.owned and not self.c.allow_replace:
+                self.say(f"TPU {self.c.name} was not created by this keeper: it will not be deleted or recreated "
+                         f"({flag('allow_replace')})")
         self.save()
 
     def wait_on(self, what):
@@ -234,24 +246,24 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         if self.unsettled_since is None:
             self.unsettled_since = now
         age = now - self.unsettled_since
-        if age > self.s.settle_timeout:
-            raise Stop(f"TPU {self.s.name} has been {what} for {age:.0f}s (more than --settle-timeout "
-                       f"{self.s.settle_timeout:g}s)")
-        self.say(f"TPU {self.s.name} is {what}: waiting ({age:.0f}s so far)")
-        return self.s.poll
+        if age > self.c.settle_timeout:
+            raise Stop(f"TPU {self.c.name} has been {what} for {age:.0f}s (more than {flag('settle_timeout')} "
+                       f"{self.c.settle_timeout:g}s)")
+        self.say(f"TPU {self.c.name} is {what}: waiting ({age:.0f}s so far)")
+        return self.c.poll
 
     def on_not_found(self):
         self.unsettled_since = None
-        if self.state.capacity and Spec(*self.recorded()).queued and self.state.owned:
+        if self.state.spec and self.state.spec.queued and self.state.owned:
             queued = self.on_queued()
             if queued is not None:
                 return queued
         self.not_found += 1
-        if self.create_pending or not self.state.accelerator_type:
+        if self.create_pending or self.state.spec is None:
             return self.create("does not exist")
         if self.not_found < 2:
-            self.say(f"TPU {self.s.name} was not found: checking again before recreating it")
-            return self.s.poll
+            self.say(f"TPU {self.c.name} was not found: checking again before recreating it")
+            return self.c.poll
         self.not_found = 0
         return self.replace(NOT_FOUND)
 
@@ -264,37 +276,33 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             return self.wait_on(f"NOT_FOUND, its queued resource unknown ({failed.line})")
         action, why = decisions.queued_decision(state)
         if action == decisions.REQUEUE:
-            self.say(f"the queued resource of {self.s.name} is {state} ({why}): deleting it and queueing it again")
+            self.say(f"the queued resource of {self.c.name} is {state} ({why}): deleting it and queueing it again")
             return self.delete_and_create()
         self.unsettled_since = None  # waiting for capacity is not bounded
-        self.say(f"TPU {self.s.name} is queued: {state} ({why})")
-        return self.s.poll
-
-    def recorded(self):
-        st = self.state
-        return st.accelerator_type, st.runtime_version, st.capacity
+        self.say(f"TPU {self.c.name} is queued: {state} ({why})")
+        return self.c.poll
 
     def replace(self, state):
         """A lost slice: deleted (unless gone) and created again as recorded, if it is the keeper's to replace."""
-        if not self.state.owned and not self.s.allow_replace:
-            raise Stop(f"TPU {self.s.name} is {state}; it was not created by this keeper, so it is neither deleted "
-                       "nor recreated (delete it yourself, or run the keeper with --allow-replace)")
-        self.say(f"TPU {self.s.name} is {state}: recreating it as {', '.join(self.recorded())}")
-        if state == NOT_FOUND and not Spec(*self.recorded()).queued:
+        if not self.state.owned and not self.c.allow_replace:
+            raise Stop(f"TPU {self.c.name} is {state}; it was not created by this keeper, so it is neither deleted "
+                       f"nor recreated (delete it yourself, or run the keeper with {flag('allow_replace')})")
+        self.say(f"TPU {self.c.name} is {state}: recreating it as {self.state.spec.text}")
+        if state == NOT_FOUND and not self.state.spec.queued:
             return self.create(state)
         return self.delete_and_create()
 
     def delete_and_create(self):
         result = self.delete_slice()
         if not result.ok and result.failure != gcloud.NOT_FOUND:
-            self.say(f"the delete failed ({result.failure}: {result.line}): trying again in {self.s.wait:g}s")
-            return self.s.wait
+            self.say(f"the delete failed ({result.failure}: {result.line}): trying again in {self.c.wait:g}s")
+            return self.c.wait
         return self.create("deleted")
 
     def delete_slice(self):
         """Deletes the slice: a Spot one's queued resource with it (--force); a node made without one (another's
         Spot slice) by itself."""
-        if Spec(*self.recorded()).queued:
+        if self.state.spec.queued:
             result = self.cloud.delete_queued()
             if result.failure != gcloud.NOT_FOUND:
                 return result
@@ -303,17 +311,16 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def create(self, why):
         """Asks for the slice as recorded (or as the flags say, the first time). Ownership is recorded first."""
         st = self.state
-        if not st.accelerator_type:
+        if st.spec is None:
             if self.s.spec is None:
-                raise Stop(f"TPU {self.s.name} does not exist and no --type was given to create it",
+                raise Stop(f"TPU {self.c.name} does not exist and no {flag('type')} was given to create it",
                            exit_codes.BAD_INPUT)
-            st.accelerator_type, st.runtime_version, st.capacity = (
-                self.s.spec.accelerator_type, self.s.spec.runtime_version, self.s.spec.capacity)
+            st.spec = self.s.spec
         st.owned, st.requested_at, st.node_id, st.create_time = True, self.clock.time(), "", ""
         self.save()
-        spec = Spec(*self.recorded())
-        self.say(f"TPU {self.s.name} {why}: {'queueing' if spec.queued else 'creating'} it "
-                 f"({', '.join(self.recorded())})")
+        spec = self.state.spec
+        self.say(f"TPU {self.c.name} {why}: {'queueing' if spec.queued else 'creating'} it "
+                 f"({self.state.spec.text})")
         self.tools_checked = False
         result = self.cloud.create(spec)
         self.create_pending = not result.ok
@@ -322,10 +329,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             return 0
         action, why = decisions.FAILED_CREATE.get(result.failure, decisions.FAILED_CREATE[gcloud.TRANSIENT])
         if action == decisions.STOP:
-            raise Stop(f"could not create TPU {self.s.name} ({result.failure}: {why}): {result.line}")
-        self.say(f"could not create TPU {self.s.name} ({result.failure}: {result.line}): trying again in "
-                 f"{self.s.wait:g}s")
-        return self.s.wait
+            raise Stop(f"could not create TPU {self.c.name} ({result.failure}: {why}): {result.line}")
+        self.say(f"could not create TPU {self.c.name} ({result.failure}: {result.line}): trying again in "
+                 f"{self.c.wait:g}s")
+        return self.c.wait
 
     # ------------------------------------------------------------------------------------------ the run
     def on_ready(self, latest):
@@ -336,39 +343,40 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.unsettled_since = None
         action, why = decisions.run_decision(status)
         if action == decisions.NOTHING:
-            return self.s.poll
-        if action == decisions.DONE:
-            raise Stop(f"done: pretrain on {self.s.name} finished (exit 0)", exit_codes.DONE)
+            return self.c.poll
+        if action == decisions.FINISHED:
+            raise Stop(f"done: pretrain on {self.c.name} finished (exit 0)", exit_codes.DONE)
         if action == decisions.STOP:
-            raise Stop(f"pretrain on {self.s.name} exited {status} ({why}), not relaunched: {last or 'no log line'} "
+            raise Stop(f"pretrain on {self.c.name} exited {status} ({why}), not relaunched: {last or 'no log line'} "
                        f"(log: {worker.RUN_DIR}/pretrain.log on worker 0, {self.launch.log_url}/)")
         if action == decisions.RECHECK:
-            self.say(f"pretrain on {self.s.name} exited {status} ({why}): checking the slice again")
-            self.clock.sleep(self.s.retry_wait)
+            self.say(f"pretrain on {self.c.name} exited {status} ({why}): checking the slice again")
+            self.clock.sleep(self.c.retry_wait)
             node, _ = self.cloud.describe()
             if node is None or node.state != "READY":
                 return 0
         elif action == decisions.LAUNCH:
-            self.say(f"no run on {self.s.name} yet: launching")
+            self.say(f"no run on {self.c.name} yet: launching")
         else:
-            self.say(f"pretrain on {self.s.name} ended ({status}: {why}): relaunching")
+            self.say(f"pretrain on {self.c.name} ended ({status}: {why}): relaunching")
         return self.relaunch(latest)
 
     def relaunch(self, latest):
         if latest is not None and self.step_at_launch is not None and latest > self.step_at_launch:
             self.relaunches = 0
-        if self.relaunches >= self.s.max_restarts + 1:
-            raise Stop(f"gave up: {self.s.max_restarts} relaunches in a row made no progress in {self.s.model_dir}")
+        if self.relaunches >= self.c.max_restarts + 1:
+            raise Stop(f"gave up: {self.c.max_restarts} relaunches in a row made no progress in {self.s.model_dir}")
         self.relaunches += 1
         self.step_at_launch = latest if latest is not None else self.step_at_launch
         self.check_tools()
-        words, env = self.launch.words(Spec(*self.recorded()), self.state.run_id)
+        words, env = self.launch.words(self.state.spec, self.state.run_id)
+        self.say(f"{LAUNCH_NOTE}: {shlex.join(words)}")
         copied = self.cloud.scp(worker.ON_WORKER, worker.WORKER_SCRIPT_COPY)
         started = copied if not copied.ok else self.cloud.ssh(worker.start_command(
             self.launch.install, self.launch.log_url, env, words))
         if not started.ok:
             self.say(f"the launch failed ({started.line}): trying again at the next check")
-        return self.s.poll
+        return self.c.poll
 
     def check_tools(self):
         """Before the first launch on a worker 0: can it fetch what it must install?"""
@@ -382,7 +390,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
 
     def latest_step(self):
         """The newest checkpoint's step in the model dir (0: none yet), or None when the listing failed."""
-        names, _ = self.cloud.list_objects(f"{self.s.model_dir.rstrip('/')}/{self.s.checkpoint_prefix}-*.index")
+        names, _ = self.cloud.list_objects(f"{self.s.model_dir.rstrip('/')}/{layout.CHECKPOINT_PREFIX}-*.index")
         if names is None:
             return None
         steps = [int(m.group(1)) for n in names for m in [re.search(r"-(\d+)\.index$", n)] if m]
@@ -391,7 +399,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     # ------------------------------------------------------------------------------------------ the end
     def clean_up(self, done):
         """Deletes what the keeper created (unless keep_slice); the last line says what is left billing."""
-        name, spec = self.s.name, self.state.spec
+        name, spec = self.c.name, self.state.spec
         queued = bool(spec and spec.queued and self.state.owned)  # another's slice may have no queued resource
         command = self.cloud.delete_commands(queued)
         what = f"TPU {name}" + (" and its queued resource" if queued else "")
@@ -401,8 +409,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
                 return f"{'done: ' if done else ''}nothing is left billing (TPU {name} does not exist)"
             return (f"TPU {name} was not created by this keeper and is left as it is: it bills while it exists; "
                     f"delete it with: {command}")
-        if self.s.keep_slice:
-            return f"--keep-slice: {what} left up and billing; delete it with: {command}"
+        if self.c.keep_slice:
+            return f"{flag('keep_slice')}: {what} left up and billing; delete it with: {command}"
         result = self.delete_slice()
         if result.failure == gcloud.NOT_FOUND:
             return f"{'done: ' if done else ''}nothing is left billing ({what} does not exist)"

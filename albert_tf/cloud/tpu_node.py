@@ -41,6 +41,11 @@ class Spec:
     def queued(self):
         return self.capacity in QUEUED_CAPACITIES
 
+    @property
+    def text(self):
+        """"v3-32, tpu-vm-tf-2.17.1-pod-pjrt, spot": what a note says it is made of."""
+        return ", ".join(dataclasses.astuple(self))
+
 
 @dataclasses.dataclass(frozen=True)
 class Node:
