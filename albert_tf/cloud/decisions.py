@@ -1,7 +1,7 @@
 """The keeper's decision table, as data: what it does for each state of the slice (every Node.State of the Cloud
-TPU v2 API, not found (gcloud.NOT_FOUND), a failed `describe` of each class), of its queued resource, and, on a READY slice, for each
-answer worker 0 gives about the run (each exit code of `albert-tf pretrain`, and no answer). docs/tpu.md holds the
-same table (tests/test_keeper.py checks that it does). No TensorFlow here.
+TPU v2 API, not found (gcloud.NOT_FOUND), a failed `describe` of each class), of its queued resource, and, on a
+READY slice, for each answer worker 0 gives about the run (each exit code of `albert-tf pretrain`, and no answer).
+docs/tpu.md holds the same table (tests/test_keeper.py checks that it does). No TensorFlow here.
 
 As TensorFlow's own Cloud TPU client decides (`Client.recoverable()`), only PREEMPTED and TERMINATED are lost: only
 those (and NOT_FOUND twice in a row) are replaced. Every transitional, unknown or transient state is waited on.
@@ -68,9 +68,17 @@ QUEUED = {
     "SUSPENDING": (WAIT, "being suspended"),
     "DELETING": (WAIT, "being deleted"),
     "SUSPENDED": (REQUEUE, "its node was preempted"),
-    "FAILED": (REQUEUE, "it could not be provisioned"),
+    "FAILED": (REQUEUE, "it could not be provisioned: its error read; a permanent one stops, else requeued after a "
+                        "backoff (--wait, doubling to an hour)"),
     gcloud.NOT_FOUND: (CREATE, "queued again"),
 }
+
+# Bounds (seconds, counts) of what the keeper retries.
+REQUEUE_BACKOFF_CAP = 3600.0  # a FAILED queued resource is requeued after --wait, doubling each time up to this
+LOST_RUNS_BEFORE_RECREATE = 3  # runs in a row that lose their TPU (76, or the host) with no new checkpoint: the
+#                                slice cannot make progress (a wedged host); an owned one is recreated
+FINAL_DELETE_SECONDS = 900.0  # the final delete is tried again, with backoff, until describe says not found
+FINAL_DELETE_BACKOFF = (10.0, 120.0)  # first and longest pause between those tries
 
 NO_ANSWER = "no answer"
 NEVER_STARTED = "never started"
