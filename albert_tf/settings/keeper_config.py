@@ -116,8 +116,7 @@ def check_pretrain_flags(words):
 class KeepAliveResult:
     """exit_code (albert_tf.runtime.exit_codes): 0 done, 4 stopped on purpose for the reason its notes give (gave
     up, a permanent error, a state that did not settle), 2 bad flags, 77 another keeper holds the state file,
-    130 Ctrl-C, 143 SIGTERM or SIGHUP. line: the
-    last line (what is left billing, and how to delete it)."""
+    130 Ctrl-C, 143 SIGTERM or SIGHUP. line: the last line (what is left billing, and how to delete it)."""
     exit_code: int
     line: str
     state_file: str | None = None
