@@ -8,6 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # --dtype auto means float32 in tests (albert_tf.runtime.precision): the same numbers whatever the machine measures
 os.environ.setdefault("ALBERT_TF_AUTO_DTYPE", "float32")
 
+import fake_gcloud  # noqa: E402  pylint: disable=wrong-import-position
 import helpers  # noqa: E402  pylint: disable=wrong-import-position
 
 # The longest slow tests (node ids under tests/, by prefix) and their minutes on a loaded 2-core machine (CONTRIBUTING.md,
@@ -98,3 +99,25 @@ def cli(capsys):
         captured = capsys.readouterr()
         return code, captured.out, captured.err
     return run
+
+
+@pytest.fixture
+def keeper_worker_env(monkeypatch):
+    """What the keeper's worker 0 install reads from the environment, set as its tests expect: INSTALL_CMD (a fake
+    install command), and none of ALBERT_TF_SOURCE, ALBERT_TF, ALBERT_TF_PYTHON, TPU_PJRT_LIBRARY."""
+    monkeypatch.setenv("INSTALL_CMD", "fake-install")
+    for name in ("ALBERT_TF_SOURCE", "ALBERT_TF", "ALBERT_TF_PYTHON", "TPU_PJRT_LIBRARY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def clock():
+    """The keeper's tests' fake clock (tests/fake_gcloud.py): sleep only moves the time on."""
+    return fake_gcloud.FakeClock()
+
+
+@pytest.fixture
+def cloud(clock):  # pylint: disable=redefined-outer-name
+    """The in-process fake gcloud (tests/fake_gcloud.py) on the fake clock; tests/test_keeper_cloud.py has its own
+    `cloud`: the subprocess fake Google Cloud."""
+    return fake_gcloud.FakeGcloud(clock)

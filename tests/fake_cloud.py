@@ -175,9 +175,10 @@ def create(name, args, queued=False):
     capacity = {k: f"--{k}" in args for k in ("spot", "preemptible", "reserved")}
     made = read_json("made", 0) + 1
     write_json("made", made)
+    labels = dict(pair.split("=", 1) for pair in flag(args, "--labels").split(",")) if flag(args, "--labels") else {}
     write_json("slice.json", {"state": "READY", "acceleratorType": flag(args, "--accelerator-type"),
                               "runtimeVersion": flag(args, "--version") or flag(args, "--runtime-version"),
-                              "schedulingConfig": capacity, "id": str(1000 + made)})
+                              "schedulingConfig": capacity, "id": str(1000 + made), "labels": labels})
     if queued:
         write_json("queued.json", {"state": "ACTIVE"})
     os.makedirs(WORKER)

@@ -5,12 +5,19 @@ It plays one project's TPU node, its queued resource, the run on worker 0 and th
 every call, and answers as scripted:
 
   describes   per `tpu-vm describe`: a Node.State (the node takes it), "not_found", or a failure class
-              ("transient", "capacity", "permanent") ; when none is left, the node's own state
+              ("transient", "5xx", "rate" (an API rate limit), "capacity", "permanent", "timeout"); when none is
+              left, the node's own state
   creates     per create (tpu-vm or queued): None (made), "capacity", "quota", "permission", "bad_image",
               "transient" (fails, not made), "timeout_made" (times out, but the node is made)
-  statuses    per status ssh: "timeout" (a wedged ssh) or "refused"; when none is left, the run's own status
+  statuses    per status ssh: "timeout" (a wedged ssh), "refused" (port 22 blocked) or "banner" (the status after
+              a login banner); when none is left, the run's own status
+  deletes     per delete (tpu-vm or queued): a failure class ("5xx") or None (deleted)
+  queued_failures  how many queue requests end FAILED (with `queued_error`, its failedData message) before one
+              is provisioned
+  hook        called with each call's words before it is answered (a test's events: a signal, a stranger's node)
   runs        per launch: {"steps": N, "end": CODE | "preempt" | "vanish", "polls": K (running for K statuses)};
-              none: trains to the last step and exits 0
+              none: trains to the last step and exits 0; on a node made with "wedged": True every run exits 76 at
+              once
   queued_states  per queued-resources describe: a state
 """
 import dataclasses
@@ -31,7 +38,12 @@ ERRORS = {
     "bad_image": "ERROR: (gcloud.compute.tpus.tpu-vm.create) INVALID_ARGUMENT: Invalid runtime version",
     "not_found": "ERROR: (gcloud.compute.tpus) NOT_FOUND: Resource 'projects/p1/locations/europe-west4-a/nodes/pod' "
                  "was not found",
+    "rate": "ERROR: (gcloud.compute.tpus.tpu-vm.describe) RESOURCE_EXHAUSTED: Quota exceeded for quota metric 'Read "
+            "requests' and limit 'Read requests per minute' of service 'tpu.googleapis.com' for consumer "
+            "'project_number:1'.",
+    "already_exists": "ERROR: (gcloud.compute.tpus.tpu-vm.create) ALREADY_EXISTS: Resource 'pod' already exists",
 }
+BANNER = "Welcome to Ubuntu 22.04.4 LTS\n * Documentation:  https://help.ubuntu.com\nLast login: Mon Jan 15 08:00:00\n"
 
 
 class FakeClock:
@@ -68,19 +80,25 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     launches: list = dataclasses.field(default_factory=list)
     run: dict | None = None  # the run on worker 0: {"status": ..., "polls": K, "end": ...}
     next_id: int = 100
+    deletes: list = dataclasses.field(default_factory=list)
+    queued_failures: int = 0
+    queued_error: str = ""
+    hook: object = None
 
     def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt",
-                  capacity="on-demand"):
+                  capacity="on-demand", labels=None):
         self.next_id += 1
         self.node = {"state": state, "acceleratorType": accelerator_type, "runtimeVersion": version,
                      "schedulingConfig": {capacity: True} if capacity != "on-demand" else {},
-                     "id": str(self.next_id), "createTime": "2027-01-15T08:00:00Z"}
+                     "id": str(self.next_id), "createTime": "2027-01-15T08:00:00Z", "labels": dict(labels or {})}
         self.run = None
 
     # ------------------------------------------------------------------------------------------ the runner
     def __call__(self, args, timeout):
         args = list(args)
         self.calls.append(args)
+        if self.hook is not None:
+            self.hook(args)
         if args[:2] == ["config", "get-value"]:
             return self.ok(args, self.configured.pop(0) if len(self.configured) > 1 else self.configured[0])
         assert f"--project={self.project}" in args, f"a call without --project={self.project}: {args}"
@@ -115,7 +133,7 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
 
     def describe(self, args, timeout):
         answer = self.describes.pop(0) if self.describes else None
-        if answer in ("transient", "5xx", "permanent", "capacity"):
+        if answer in ("transient", "5xx", "permanent", "capacity", "rate"):
             return self.error(args, answer)
         if answer == "timeout":
             self.clock.now += timeout
@@ -127,6 +145,8 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
         return self.ok(args, json.dumps(self.node))
 
     def create(self, args, timeout, queued=False):
+        if self.node is not None:
+            return self.error(args, "already_exists")
         answer = self.creates.pop(0) if self.creates else None
         if answer == "timeout_made":
             self.clock.now += timeout
@@ -134,15 +154,23 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             return self.error(args, answer)
         value = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
         capacity = next((c for c in ("spot", "preemptible", "reserved") if f"--{c}" in args), "on-demand")
+        if queued and self.queued_failures:
+            self.queued_failures -= 1
+            self.queued = "FAILED"
+            return self.ok(args)
         if queued:
             self.queued = "ACTIVE"
+        labels = dict(pair.split("=", 1) for pair in value["--labels"].split(",")) if "--labels" in value else {}
         self.make_node("READY", value["--accelerator-type"],
-                       value.get("--version") or value["--runtime-version"], capacity)
+                       value.get("--version") or value["--runtime-version"], capacity, labels)
         return gcloud.timed_out(args, timeout) if answer == "timeout_made" else self.ok(args)
 
     def delete(self, args, timeout):
         if self.node is None:
             return self.error(args, "not_found")
+        answer = self.deletes.pop(0) if self.deletes else None
+        if answer:
+            return self.error(args, answer)
         self.node = None
         return self.ok(args)
 
@@ -157,11 +185,15 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             return self.error(args, "not_found")
         if verb == "delete":
             assert "--force" in args
+            answer = self.deletes.pop(0) if self.deletes else None
+            if answer:
+                return self.error(args, answer)
             self.queued, self.node = None, None
             return self.ok(args)
         state = self.queued_states.pop(0) if self.queued_states else self.queued
         self.queued = state
-        return self.ok(args, '{"state": {"state": "%s"}}' % state)
+        failed = {"failedData": {"error": {"message": self.queued_error}}} if state == "FAILED" else {}
+        return self.ok(args, json.dumps({"state": {"state": state, **failed}}))
 
     # ------------------------------------------------------------------------------------------ worker 0
     def ssh(self, args, timeout):
@@ -174,7 +206,10 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             if answer == "timeout":
                 self.clock.now += timeout
                 return gcloud.timed_out(args, timeout)
-            return self.ok(args, self.status())
+            if answer == "refused":
+                return gcloud.Result(tuple(args), stderr="ssh: connect to host worker 0 port 22: Connection timed out",
+                                     returncode=255, failure=gcloud.TRANSIENT)
+            return self.ok(args, (BANNER if answer == "banner" else "") + self.status())
         if "on_worker.sh start" in command:
             return self.start(args, command)
         if command.startswith("command -v"):
@@ -193,6 +228,8 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
         words = shlex.split(command.split("on_worker.sh start", 1)[1])
         self.launches.append(words)
         run = dict(self.runs.pop(0)) if self.runs else {"steps": self.steps, "end": 0}
+        if self.node.get("wedged"):
+            run = {"steps": 0, "end": 76}
         last = max(self.checkpoints, default=0)
         self.checkpoints += [s for s in range(last + 2, min(run.get("steps", self.steps), self.steps) + 1, 2)]
         if run["end"] == "preempt":
@@ -220,5 +257,5 @@ def short(words):
         command = next(w for w in words if w.startswith("--command="))
         return next((f"ssh {a}" for a in ("status", "start", "stop") if f"on_worker.sh {a}" in command), "ssh tools")
     if verb == "create":
-        return "create " + " ".join(w for w in words[5:] if not w.startswith(("--zone", "--project")))
+        return "create " + " ".join(w for w in words[5:] if not w.startswith(("--zone", "--project", "--labels")))
     return verb

@@ -47,10 +47,7 @@ ALLOWED = {
 }
 
 # (path, field): the issue item under which the re-typed default is being removed (expected failures).
-KEEPER = "issue 44, What to build 4: the keeper's settings derived from its config, no default re-typed"
 KNOWN = {
-    **{("albert_tf/cloud/keeper.py", name): KEEPER
-       for name in ("poll", "wait", "retries", "retry_wait", "settle_timeout", "max_restarts")},
     **{("albert_tf/training/pretraining.py", name): "issue 44, Why: POD_DEFAULTS re-types the config's defaults"
        for name in ("batch_size", "num_train_steps")},
     ("albert_tf/serving/export.py", "dtype"):

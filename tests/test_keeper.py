@@ -13,35 +13,22 @@ import sys
 import pytest
 
 from albert_tf.cloud import decisions, gcloud, tpu_node
-from albert_tf.cloud.keeper import Keeper, read_state
+from albert_tf.cloud.keeper import Keeper, Settings, read_state
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
 from fake_gcloud import FakeClock, FakeGcloud, short
 from helpers import REPO
 
+pytestmark = pytest.mark.usefixtures("keeper_worker_env")
 ZONE = "europe-west4-a"
 MODEL_DIR = "gs://b/albert/models/albert_base"
 POD_IMAGE = "tpu-vm-tf-2.18.0-pod-pjrt"
 CREATE = f"create --accelerator-type=v3-32 --version={POD_IMAGE}"
 QUEUE = f"queue --accelerator-type=v3-32 --runtime-version={POD_IMAGE} --spot"
 LAUNCH = ["ssh status", "scp", "ssh start"]  # never started (or ended): the status, then the launch
-
-
-@pytest.fixture(autouse=True)
-def worker_env(monkeypatch):
-    monkeypatch.setenv("INSTALL_CMD", "fake-install")
-    for name in ("ALBERT_TF_SOURCE", "ALBERT_TF", "ALBERT_TF_PYTHON", "TPU_PJRT_LIBRARY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def cloud(clock):
-    return FakeGcloud(clock)
+FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0
+END = ["delete", "describe"]  # the final delete, confirmed by describe (not found)
+END_QUEUED = ["queued delete", "describe", "queued describe"]
 
 
 class Run:
@@ -78,8 +65,8 @@ def owned_state(tmp_path, capacity="on-demand", node_id="101"):
 # ---------------------------------------------------------------------------------------------- the table, row by row
 def one_check(fake, clock, tmp_path, **values):
     """The keeper started on an owned slice, then one check: (seconds to the next, notes, calls of the check)."""
-    settings = job.settings_of(config(tmp_path, **values), "p1")
-    launch = job.make_launch(config(tmp_path, **values), MODEL_DIR, True)
+    settings = Settings.of(config(tmp_path, **values), "p1")
+    launch = job.make_launch(settings, True)
     notes = []
     keeper = Keeper(settings, tpu_node.Cloud(fake, "p1", ZONE, "pod"), launch, clock=clock, say=notes.append)
     keeper.start()
@@ -91,10 +78,10 @@ WAITED = [s for s, (action, _) in decisions.NODE.items() if action == decisions.
 
 
 def test_every_node_state_of_the_api_has_a_row():
-    assert set(decisions.NODE) == set(tpu_node.NODE_STATES) | {decisions.NOT_FOUND}
-    assert set(decisions.QUEUED) == set(tpu_node.QUEUED_STATES) | {decisions.NOT_FOUND}
+    assert set(decisions.NODE) == set(tpu_node.NODE_STATES) | {gcloud.NOT_FOUND}
+    assert set(decisions.QUEUED) == set(tpu_node.QUEUED_STATES) | {gcloud.NOT_FOUND}
     codes = {v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
-    assert codes <= set(decisions.RUN)
+    assert codes - {exit_codes.GAVE_UP} <= set(decisions.RUN)  # every code of pretrain's (4 is keep-alive's own)
     lost = [s for s, (action, _) in decisions.NODE.items() if action == decisions.REPLACE]
     assert lost == ["PREEMPTED", "TERMINATED"]  # TensorFlow's Client.recoverable(): only these are lost
 
@@ -134,9 +121,8 @@ def test_ready_asks_worker_0(cloud, clock, tmp_path):
 
 def test_not_found_is_believed_the_second_time(cloud, clock, tmp_path):
     owned_state(tmp_path)
-    settings = job.settings_of(config(tmp_path), "p1")
-    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(config(tmp_path), MODEL_DIR,
-                    True), clock=clock)
+    settings = Settings.of(config(tmp_path), "p1")
+    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(settings, True), clock=clock)
     keeper.start()
     assert keeper.check() == 300 and [short(c) for c in cloud.calls] == ["ls", "describe"]
     assert keeper.check() == 0 and [short(c) for c in cloud.calls][2:] == ["ls", "describe", CREATE]
@@ -164,14 +150,14 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
     cloud.creates = [failure]
     run = keep(cloud, clock, tmp_path, type="v3-32", max_restarts=0, settle_timeout=0.0) if stops else None
     if stops:
-        assert run.result.exit_code == 1
-        assert run.calls == ["ls eval", "ls", "describe", CREATE, "delete"]
-        assert run.notes[-2].startswith(f"could not create TPU pod (permanent: ")
+        assert run.result.exit_code == exit_codes.GAVE_UP
+        assert run.calls == ["ls eval", "ls", "describe", CREATE, *END]
+        assert run.notes[-2].startswith("could not create TPU pod (permanent: ")
         assert run.last == "nothing is left billing (TPU pod does not exist)"
     else:
-        settings = job.settings_of(config(tmp_path, type="v3-32"), "p1")
-        keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"),
-                        job.make_launch(config(tmp_path), MODEL_DIR, True), clock=clock)
+        settings = Settings.of(config(tmp_path, type="v3-32"), "p1")
+        keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(settings, True),
+                        clock=clock)
         keeper.start()
         assert keeper.check() == 60 and keeper.check() == 0  # tried again after --wait
         assert [short(c) for c in cloud.calls] == ["ls", "describe", CREATE, "ls", "describe", CREATE]
@@ -180,16 +166,17 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
 @pytest.mark.parametrize("state", list(decisions.QUEUED))
 def test_a_queued_resource_of_a_slice_not_found(cloud, clock, tmp_path, state):
     owned_state(tmp_path, capacity="spot")
-    cloud.queued = None if state == decisions.NOT_FOUND else state
+    cloud.queued = None if state == gcloud.NOT_FOUND else state
     action, _ = decisions.QUEUED[state]
-    settings = job.settings_of(config(tmp_path), "p1")
-    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(config(tmp_path), MODEL_DIR,
-                    True), clock=clock)
+    settings = Settings.of(config(tmp_path), "p1")
+    keeper = Keeper(settings, tpu_node.Cloud(cloud, "p1", ZONE, "pod"), job.make_launch(settings, True), clock=clock)
     keeper.start()
     pause = keeper.check()
     calls = [short(c) for c in cloud.calls]
     if action == decisions.WAIT:
         assert calls == ["ls", "describe", "queued describe"] and pause == 300
+    elif state == "FAILED":  # its error read (none here: not permanent): requeued after --wait
+        assert calls == ["ls", "describe", "queued describe"] and pause == 60
     elif action == decisions.REQUEUE:
         assert calls == ["ls", "describe", "queued describe", "queued delete", QUEUE] and pause == 0
     else:  # no queued resource either: believed the second time, then queued again
@@ -213,10 +200,10 @@ def test_the_run_on_worker_0(cloud, clock, tmp_path, status, action):
         cloud.run = None
     else:
         cloud.run = {"end": 1 if status == decisions.OTHER_CODE else status}
-    if action in (decisions.STOP, decisions.DONE):
+    if action in (decisions.STOP, decisions.FINISHED):
         with pytest.raises(Exception) as stopped:
             one_check(cloud, clock, tmp_path)
-        assert stopped.value.exit_code == (0 if action == decisions.DONE else 1)
+        assert stopped.value.exit_code == (exit_codes.DONE if action == decisions.FINISHED else exit_codes.GAVE_UP)
         return
     pause, _, calls = one_check(cloud, clock, tmp_path)
     expected = {decisions.NOTHING: ["ssh status"], decisions.WAIT: ["ssh status"],
@@ -245,10 +232,10 @@ def test_first_create_without_capacity_is_retried_every_wait(cloud, clock, tmp_p
                          "ls", "describe", CREATE,           # no capacity
                          "ls", "describe", CREATE,           # made
                          "ls", "describe", *LAUNCH,
-                         "ls", "delete"]                     # done: its checkpoint is there; the slice deleted
+                         *FINISHED, *END]                     # done: its checkpoint is there; the slice deleted
     assert clock.sleeps == [60, 60, 0, 300]
     assert sum("no more capacity" in n and "trying again in 60s" in n for n in run.notes) == 2
-    assert run.last == "done: TPU pod deleted: nothing is left billing"
+    assert run.last == "done: TPU pod deleted (describe: not found): nothing is left billing"
 
 
 def test_a_create_reported_failed_whose_node_exists_is_the_keepers(cloud, clock, tmp_path):
@@ -261,7 +248,7 @@ def test_a_create_reported_failed_whose_node_exists_is_the_keepers(cloud, clock,
     assert run.calls == ["ls eval", "ls", "describe", CREATE,
                          "ls", "describe", *LAUNCH,           # the node is there: the keeper's
                          "ls", "describe", "delete", CREATE,  # preempted: recreated
-                         "ls", "describe", *LAUNCH, "ls", "delete"]
+                         "ls", "describe", *LAUNCH, *FINISHED, *END]
     state = read_state(str(tmp_path / "keeper.state"))
     assert state.owned and state.node_id == "102"
 
@@ -272,7 +259,7 @@ def test_the_api_state_unknown_is_waited_on(cloud, clock, tmp_path):
     cloud.describes = ["UNKNOWN", "UNKNOWN", "READY"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, "ls", "delete"]
+    assert run.calls == ["ls eval", "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, *FINISHED, *END]
     assert "TPU pod is UNKNOWN: waiting (300s so far)" in run.notes
 
 
@@ -286,7 +273,7 @@ def test_a_wedged_ssh_times_out_and_the_next_poll_goes_on(cloud, clock, tmp_path
     assert run.calls == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
                          "ls", "describe", "ssh status",                # running
                          "ls", "describe", *LAUNCH,                     # stopped 75: relaunched
-                         "ls", "delete"]
+                         *FINISHED, *END]
     assert any("worker 0 not answering (gcloud compute tpus tpu-vm ssh ... timed out after 300 s)" in n
                for n in run.notes)
 
@@ -300,9 +287,9 @@ def test_a_run_compiling_for_20_minutes_is_not_stopped(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, num_train_steps=8)
     assert run.result.exit_code == 0, run.notes
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH] + ["ls", "describe", "ssh status"] * 5 + \
-        ["ls", "describe", "ssh status", "delete"]
+        ["ls", "describe", "ssh status", *END]
     assert "ssh stop" not in run.calls and clock.sleeps == [300] * 6
-    assert run.last == "done: TPU pod deleted: nothing is left billing"
+    assert run.last == "done: TPU pod deleted (describe: not found): nothing is left billing"
 
 
 def test_a_project_switch_mid_run_makes_no_second_slice(cloud, clock, tmp_path):
@@ -323,8 +310,8 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
     cloud.make_node("PREEMPTED")
     cloud.creates = ["quota"]
     run = keep(cloud, clock, tmp_path)
-    assert run.result.exit_code == 1
-    assert run.calls == ["ls eval", "ls", "describe", "delete", CREATE, "delete"]
+    assert run.result.exit_code == exit_codes.GAVE_UP
+    assert run.calls == ["ls eval", "ls", "describe", "delete", CREATE, *END]
     line = run.notes[-2]
     assert line.startswith("could not create TPU pod (permanent: quota") and "Quota limit" in line
     assert run.last == "nothing is left billing (TPU pod does not exist)"
@@ -333,9 +320,9 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
 def test_done_deletes_the_slice_and_its_queued_resource(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, "ls", "queued delete"]
+    assert run.calls == ["ls eval", "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
     assert cloud.node is None and cloud.queued is None
-    assert run.last == "done: TPU pod and its queued resource deleted: nothing is left billing"
+    assert run.last == "done: TPU pod and its queued resource deleted (describe: not found): nothing is left billing"
 
 
 def test_keep_slice_leaves_it_billing_and_says_how_to_delete_it(cloud, clock, tmp_path):
@@ -355,7 +342,7 @@ def test_a_preempted_spot_slice_is_queued_again_as_it_was(cloud, clock, tmp_path
                          "ls", "describe", *LAUNCH,                        # preempted after step 3
                          "ls", "describe", "queued delete", QUEUE,          # requeued as it was
                          "ls", "describe", *LAUNCH,                        # resumes from step 2
-                         "ls", "queued delete"]
+                         *FINISHED, *END_QUEUED]
     first, second = cloud.launches
     assert first == second and "--num-train-steps" in first
     assert "TPU pod is PREEMPTED: recreating it as v3-32, tpu-vm-tf-2.18.0-pod-pjrt, spot" in run.notes
@@ -365,7 +352,7 @@ def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud
     cloud.make_node("READY", capacity="spot")
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path)
-    assert run.result.exit_code == 1
+    assert run.result.exit_code == exit_codes.GAVE_UP
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
     assert "TPU pod was not created by this keeper: it will not be deleted or recreated (--allow-replace)" \
         in run.notes
@@ -383,7 +370,7 @@ def test_allow_replace_recreates_a_found_slice_as_it_was(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
     recreate = "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.0-pod-pjrt --reserved"
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "delete", recreate,
-                         "ls", "describe", *LAUNCH, "ls", "delete"]
+                         "ls", "describe", *LAUNCH, *FINISHED, *END]
 
 
 def test_another_spot_slice_without_a_queued_resource_is_replaced_with_allow_replace(cloud, clock, tmp_path):
@@ -392,7 +379,7 @@ def test_another_spot_slice_without_a_queued_resource_is_replaced_with_allow_rep
     run = keep(cloud, clock, tmp_path, allow_replace=True)
     assert run.result.exit_code == 0, run.notes
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "queued delete", "delete", QUEUE,
-                         "ls", "describe", *LAUNCH, "ls", "queued delete"]
+                         "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
 
 
 def test_a_vanished_slice_is_confirmed_then_recreated(cloud, clock, tmp_path):
@@ -403,7 +390,7 @@ def test_a_vanished_slice_is_confirmed_then_recreated(cloud, clock, tmp_path):
     assert run.calls == ["ls eval", "ls", "describe", create, "ls", "describe", *LAUNCH,
                          "ls", "describe",                 # NOT_FOUND once: checked again
                          "ls", "describe", create,         # twice: created (nothing to delete)
-                         "ls", "describe", *LAUNCH, "ls", "delete"]
+                         "ls", "describe", *LAUNCH, *FINISHED, *END]
     assert "TPU pod was not found: checking again before recreating it" in run.notes
 
 
@@ -411,10 +398,10 @@ def test_a_state_that_does_not_settle_stops_the_keeper(cloud, clock, tmp_path):
     owned_state(tmp_path)
     cloud.make_node("RESTARTING")
     run = keep(cloud, clock, tmp_path, settle_timeout=600.0)
-    assert run.result.exit_code == 1
-    assert run.calls == ["ls eval"] + ["ls", "describe"] * 4 + ["delete"]
+    assert run.result.exit_code == exit_codes.GAVE_UP
+    assert run.calls == ["ls eval"] + ["ls", "describe"] * 4 + [*END]
     assert run.notes[-2] == "TPU pod has been RESTARTING for 900s (more than --settle-timeout 600s)"
-    assert run.last == "TPU pod deleted: nothing is left billing"
+    assert run.last == "TPU pod deleted (describe: not found): nothing is left billing"
 
 
 def test_bad_data_stops_the_keeper_with_one_line(cloud, clock, tmp_path):
@@ -423,8 +410,8 @@ def test_bad_data_stops_the_keeper_with_one_line(cloud, clock, tmp_path):
     message = "albert-tf pretrain: error: gs://b/albert/records/train-00000: feature input_ids has 128 values"
     cloud.runs = [{"steps": 0, "end": 2, "message": message}]
     run = keep(cloud, clock, tmp_path)
-    assert run.result.exit_code == 1
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", "delete"]
+    assert run.result.exit_code == exit_codes.GAVE_UP
+    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", *END]
     assert run.notes[-2] == (f"pretrain on pod exited 2 (bad flags or data), not relaunched: {message} "
                              "(log: albert_tf_run/pretrain.log on worker 0, gs://b/albert/logs/albert_base/)")
 
@@ -434,7 +421,7 @@ def test_a_lock_held_by_another_live_run_is_retried_then_given_up(cloud, clock, 
     cloud.make_node("READY")
     cloud.runs = [{"steps": 0, "end": 77}] * 3
     run = keep(cloud, clock, tmp_path, max_restarts=1)
-    assert run.result.exit_code == 1 and len(cloud.launches) == 2
+    assert run.result.exit_code == exit_codes.GAVE_UP and len(cloud.launches) == 2
     assert run.notes[-2] == f"gave up: 1 relaunches in a row made no progress in {MODEL_DIR}"
 
 
@@ -447,7 +434,7 @@ def test_runtime_lost_and_resume_codes_relaunch_with_the_same_run_id(cloud, cloc
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
     assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
-                         "ls", "describe", "ssh status", "describe", "scp", "ssh start", "ls", "delete"]
+                         "ls", "describe", "ssh status", "describe", "scp", "ssh start", *FINISHED, *END]
     ids = {w for words in cloud.launches for w in words if w.startswith("ALBERT_TF_RUN_ID=")}
     assert ids == {"ALBERT_TF_RUN_ID=pod.run"}
 
@@ -461,8 +448,8 @@ def test_ctrl_c_deletes_the_slice_it_created(cloud, clock, tmp_path):
     cloud.clock = clock
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.result.exit_code == 130
-    assert run.calls == ["ls eval", "ls", "describe", CREATE, "delete"]
-    assert run.notes[-2:] == ["interrupted (Ctrl-C)", "TPU pod deleted: nothing is left billing"]
+    assert run.calls == ["ls eval", "ls", "describe", CREATE, *END]
+    assert run.notes[-2:] == ["interrupted (Ctrl-C)", "TPU pod deleted (describe: not found): nothing is left billing"]
 
 
 # ---------------------------------------------------------------------------------------------- the launch line
@@ -473,8 +460,8 @@ def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
     env, command = words[2:words.index("--")], words[words.index("--") + 1:]
     assert run.calls[3] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
     assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
-                       "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR, "--num-train-steps", "6",
-                       "--spm-model", "gs://b/albert/spm.model", "--tpu", "local", "--remat"]
+                       "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR,
+                       "--num-train-steps", "6", "--spm-model", "gs://b/albert/spm.model", "--tpu", "local", "--remat"]
     assert env == ["TPU_NAME=local", "NEXT_PLUGGABLE_DEVICE_USE_C_API=true",
                    "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so", "ALBERT_TF_TPU_IMAGE=tpu-vm-tf-2.18.0-pjrt",
                    f"ALBERT_TF_RUN_ID={read_state(str(tmp_path / 'keeper.state')).run_id}"]
@@ -492,7 +479,7 @@ def test_a_rebuilt_wheel_is_reinstalled_by_its_hash_and_gs_needs_gcloud_there(cl
     monkeypatch.setenv("ALBERT_TF_SOURCE", "gs://b/dist/albert_tf-0.1.0-py3-none-any.whl")
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.calls == ["ls eval", "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
-                         "ssh start", "ls", "delete"]
+                         "ssh start", *FINISHED, *END]
     start = next(c for c in cloud.calls if "on_worker.sh start" in c[-3])[-3]
     assert "sha256sum albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl" in start
     assert "--force-reinstall --no-deps" in start and "gcloud storage cp" in start and "gsutil cp" in start
@@ -506,9 +493,9 @@ def test_a_worker_without_gcloud_or_gsutil_is_one_line(cloud, clock, tmp_path, m
     cloud.ssh = lambda args, timeout: (FakeGcloud.ok(args, "") if any("command -v" in a for a in args)
                                        else original(args, timeout))
     run = keep(cloud, clock, tmp_path, type="v3-32")
-    assert run.result.exit_code == 1 and "scp" not in run.calls
+    assert run.result.exit_code == exit_codes.GAVE_UP and "scp" not in run.calls
     assert run.notes[-2].startswith("worker 0 has neither gcloud nor gsutil")
-    assert run.last == "TPU pod deleted: nothing is left billing"
+    assert run.last == "TPU pod deleted (describe: not found): nothing is left billing"
 
 
 def test_failures_are_classified():

@@ -16,6 +16,7 @@ import pytest
 
 from albert_tf.cloud import gcloud
 from albert_tf.jobs import keep_alive as job
+from albert_tf.runtime import exit_codes
 import fake_gcloud
 from fake_gcloud import FakeClock
 from helpers import REPO
@@ -104,6 +105,9 @@ def cloud(tmp_path, monkeypatch):
 
 
 LAUNCH = ["ssh status", "scp", "ssh start"]
+FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0
+END = ["delete", "describe"]  # the final delete, confirmed by describe (not found)
+END_QUEUED = ["queued delete", "describe", "queued describe"]
 
 
 def test_a_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
@@ -120,7 +124,7 @@ def test_a_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
         "ls", "describe",                           # PREEMPTED
         "delete", "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.0-pod-pjrt --reserved",
         "ls", "describe", *LAUNCH,                  # launch 2 on the new slice: resumes, finishes
-        "ls", "delete",                             # done: the slice (now the keeper's) deleted
+        *FINISHED, *END,                            # done: the slice (now the keeper's) deleted
     ], cloud.notes
     first, second = cloud.launches()
     assert first["resumed_from"] == 0 and first["lock"] == "free"
@@ -128,7 +132,8 @@ def test_a_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
     assert first["run_id"] == second["run_id"] and first["run_id"].startswith("pod.albert_base.")
     assert first["tpu_name"] == "pod" and first["tpu_load_library"] == "0"
     assert cloud.read("installs.log") == "installed\ninstalled\n"  # each new worker 0 installs once
-    assert result.line == "done: TPU pod deleted: nothing is left billing" and not cloud.read("slice.json")
+    assert result.line == "done: TPU pod deleted (describe: not found): nothing is left billing"
+    assert not cloud.read("slice.json")
 
 
 def test_a_spot_slice_is_queued_preempted_and_queued_again(cloud):
@@ -138,9 +143,9 @@ def test_a_spot_slice_is_queued_preempted_and_queued_again(cloud):
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == ["ls eval", "ls", "describe", queue, "ls", "describe", *LAUNCH,
                              "ls", "describe", "queued delete", queue, "ls", "describe", *LAUNCH,
-                             "ls", "queued delete"], cloud.notes
+                             *FINISHED, *END_QUEUED], cloud.notes
     assert [(r["resumed_from"], r["lock"]) for r in cloud.launches()] == [(0, "free"), (2, "taken over")]
-    assert result.line == "done: TPU pod and its queued resource deleted: nothing is left billing"
+    assert result.line == "done: TPU pod and its queued resource deleted (describe: not found): nothing is left billing"
     assert not cloud.read("queued.json") and not cloud.read("slice.json")
 
 
@@ -157,7 +162,7 @@ def test_a_vanished_slice_is_confirmed_then_recreated_and_the_stale_lock_taken_o
         "ls", "describe",                           # NOT_FOUND once: checked again
         "ls", "describe", create,                   # NOT_FOUND twice: created (nothing to delete), relaunched
         "ls", "describe", *LAUNCH,
-        "ls", "delete",
+        *FINISHED, *END,
     ], cloud.notes
     assert [(r["resumed_from"], r["lock"]) for r in cloud.launches()] == [(0, "free"), (2, "taken over")]
     assert cloud.clock.sleeps[0] == 60.0
@@ -169,7 +174,7 @@ def test_a_wedged_ssh_is_killed_and_the_next_poll_goes_on(cloud):
     result = cloud.keep(project="p1", runner=lambda args, timeout: gcloud.run(args, min(timeout, 3.0)))
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
-                             "ls", "describe", *LAUNCH, "ls", "describe"]  # the slice was not the keeper's
+                             "ls", "describe", *LAUNCH, *FINISHED, "describe"]  # the slice was not the keeper's
     assert any("worker 0 not answering (gcloud compute tpus tpu-vm ssh ... timed out after 3 s)" in n
                for n in cloud.notes)
     assert result.line.startswith("TPU pod was not created by this keeper and is left as it is")
@@ -178,9 +183,9 @@ def test_a_wedged_ssh_is_killed_and_the_next_poll_goes_on(cloud):
 def test_a_quota_error_stops_with_one_line(cloud):
     cloud.script("create_errors.json", ["quota"])
     result = cloud.keep(type="v3-32", project="p1")
-    assert result.exit_code == 1
+    assert result.exit_code == exit_codes.GAVE_UP
     assert cloud.calls() == ["ls eval", "ls", "describe", "create --accelerator-type=v3-32 "
-                             "--version=tpu-vm-tf-2.18.0-pod-pjrt", "delete"]
+                             "--version=tpu-vm-tf-2.18.0-pod-pjrt", *END]
     assert cloud.notes[-2].startswith("could not create TPU pod (permanent: quota, permission, an image or type the "
                                       "zone lacks, the API disabled): ERROR: (gcloud.compute.tpus.tpu-vm.create) "
                                       "RESOURCE_EXHAUSTED: Quota limit")
@@ -193,7 +198,7 @@ def test_a_failed_install_is_retried_by_the_next_launch(cloud):
     result = cloud.keep(project="p1", keep_slice=True)
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == ["ls eval", "ls", "describe", *LAUNCH,           # the install fails
-                             "ls", "describe", *LAUNCH, "ls", "describe"]
+                             "ls", "describe", *LAUNCH, *FINISHED, "describe"]
     assert cloud.read("installs.log") == "failed\ninstalled\n" and len(cloud.launches()) == 1
     assert result.line.startswith("TPU pod was not created by this keeper and is left as it is: it bills")
 
@@ -206,7 +211,7 @@ def test_resume_codes_relaunch_and_the_run_id_is_kept_across_keepers(cloud):
     result = cloud.keep(type="v3-32", project="p1", keep_slice=True)
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls()[4:] == ["ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
-                                 "ls", "describe", "ssh status", "describe", "scp", "ssh start", "ls"]
+                                 "ls", "describe", "ssh status", "describe", "scp", "ssh start", *FINISHED]
     assert result.line == ("--keep-slice: TPU pod left up and billing; delete it with: gcloud compute tpus tpu-vm "
                            f"delete pod --zone={ZONE} --project=p1 --quiet")
     assert [r["resumed_from"] for r in cloud.launches()] == [0, 2, 2]
@@ -214,4 +219,4 @@ def test_resume_codes_relaunch_and_the_run_id_is_kept_across_keepers(cloud):
     again = cloud.keep(project="p1", num_train_steps=STEPS + 2)
     assert again.exit_code == 0, cloud.notes
     assert {r["run_id"] for r in cloud.launches()} == {run_id}
-    assert again.line == "done: TPU pod deleted: nothing is left billing"
+    assert again.line == "done: TPU pod deleted (describe: not found): nothing is left billing"

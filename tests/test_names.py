@@ -3,10 +3,11 @@ one type and one help text; the old spellings are aliases only; the casing optio
 albert_tf.settings.casing. Every exit code a job returns is in the one table (albert_tf.runtime.exit_codes). A
 function name that stands for one thing (the run record's `read_record` / `write_record`) has one signature in
 albert_tf/: two modules defining it differently are two things under one name. (A setting's default written twice:
-tests/test_defaults.py; backslash continuations: tests/test_source_style.py.)"""
+tests/test_defaults.py; backslash continuations: tests/test_source_style.py.) Exit codes are defined in that table only."""
 import ast
 import dataclasses
 import os
+import re
 import signal
 
 import pytest
@@ -65,7 +66,7 @@ def test_every_command_reading_text_takes_the_casing_option():
 
 def test_exit_codes_are_the_tables():
     table = {v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
-    assert table == {0, 1, 2, 3, 69, 74, 75, 76, 77, 78, 130, 143}
+    assert table == {0, 1, 2, 3, 4, 69, 74, 75, 76, 77, 78, 130, 143}
     assert exit_codes.TERMINATED == 128 + signal.SIGTERM  # the shell's code for a process SIGTERM ended
     documented = exit_codes.__doc__
     for code in table:
@@ -107,3 +108,37 @@ def test_two_signatures_under_one_name_are_found(tmp_path):
                                                  "def helper():\n    def write_record(x):\n        pass\n")
     assert top_level_signatures(ONE_MEANING, str(tmp_path / "albert_tf")) == {"write_record": {"path, values": ["albert_tf/a.py"],
                                                                   "path, current, extra=None": ["albert_tf/b.py"]}}
+
+
+def _module_constants():
+    """(path, line, name, value node) of every assignment to an UPPER_CASE name at a module's or a class's top level
+    in albert_tf/."""
+    found = []
+    for directory, _, names in os.walk(os.path.join(helpers.REPO, "albert_tf")):
+        for file_name in (n for n in names if n.endswith(".py")):
+            path = os.path.join(directory, file_name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            bodies = [tree.body] + [node.body for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+            for statement in (s for body in bodies for s in body):
+                targets = statement.targets if isinstance(statement, ast.Assign) else (
+                    [statement.target] if isinstance(statement, ast.AnnAssign) and statement.value else [])
+                for target in (t for t in targets if isinstance(t, ast.Name) and t.id.isupper()):
+                    found.append((os.path.relpath(path, helpers.REPO), statement.lineno, target.id, statement.value))
+    return found
+
+
+def test_exit_codes_are_defined_once():
+    """An exit code has one home, albert_tf/runtime/exit_codes.py: no other module gives one of its names a value
+    (a second meaning, as the keeper's STOPPED = 1 was, or a copy), and no module defines an int constant named as an
+    exit code is (..._CODE, EXIT_...)."""
+    table = {k for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int)}
+    home = os.path.join("albert_tf", "runtime", "exit_codes.py")
+    wrong = []
+    for path, line, name, value in _module_constants():
+        if path == home:
+            continue
+        is_int = isinstance(value, ast.Constant) and type(value.value) is int  # pylint: disable=unidiomatic-typecheck
+        if name in table or (is_int and re.search(r"(^|_)(EXIT|CODE|CODES)(_|$)", name)):
+            wrong.append(f"{path}:{line} {name} = {ast.unparse(value)}")
+    assert not wrong, "exit codes defined outside albert_tf/runtime/exit_codes.py: " + "; ".join(wrong)

@@ -1,7 +1,7 @@
 """The keeper's decision table, as data: what it does for each state of the slice (every Node.State of the Cloud
-TPU v2 API, NOT_FOUND, a failed `describe` of each class), of its queued resource, and, on a READY slice, for each
-answer worker 0 gives about the run (each exit code of `albert-tf pretrain`, and no answer). docs/tpu.md holds the
-same table (tests/test_keeper.py checks that it does). No TensorFlow here.
+TPU v2 API, not found (gcloud.NOT_FOUND), a failed `describe` of each class), of its queued resource, and, on a
+READY slice, for each answer worker 0 gives about the run (each exit code of `albert-tf pretrain`, and no answer).
+docs/tpu.md holds the same table (tests/test_keeper.py checks that it does). No TensorFlow here.
 
 As TensorFlow's own Cloud TPU client decides (`Client.recoverable()`), only PREEMPTED and TERMINATED are lost: only
 those (and NOT_FOUND twice in a row) are replaced. Every transitional, unknown or transient state is waited on.
@@ -19,12 +19,11 @@ REQUEUE = "requeue"  # a queued resource SUSPENDED or FAILED: delete it and queu
 STOP = "stop"  # one line; the keeper ends (and deletes what it created, unless --keep-slice)
 # ... and for the run on a READY slice:
 NOTHING = "nothing"
-DONE = "done"
+FINISHED = "done"
 LAUNCH = "launch"
 RELAUNCH = "relaunch"
 RECHECK = "look at the slice again, then relaunch"
 
-NOT_FOUND = "NOT_FOUND"
 # The slice, as `describe` answers: (action, why).
 NODE = {
     "READY": (CHECK_RUN, "the slice is up"),
@@ -42,7 +41,7 @@ NODE = {
     "STOPPED": (STOP, "someone stopped it: the keeper neither starts nor deletes another's decision"),
     "PREEMPTED": (REPLACE, "lost"),
     "TERMINATED": (REPLACE, "lost"),
-    NOT_FOUND: (CONFIRM, "believed at the second poll in a row, then created as recorded"),
+    gcloud.NOT_FOUND: (CONFIRM, "believed at the second poll in a row, then created as recorded"),
 }
 # A state the API adds later: waited on.
 OTHER_STATE = (WAIT, "a state this table does not know: not lost")
@@ -69,9 +68,17 @@ QUEUED = {
     "SUSPENDING": (WAIT, "being suspended"),
     "DELETING": (WAIT, "being deleted"),
     "SUSPENDED": (REQUEUE, "its node was preempted"),
-    "FAILED": (REQUEUE, "it could not be provisioned"),
-    NOT_FOUND: (CREATE, "queued again"),
+    "FAILED": (REQUEUE, "it could not be provisioned: its error read; a permanent one stops, else requeued after a "
+                        "backoff (--wait, doubling to an hour)"),
+    gcloud.NOT_FOUND: (CREATE, "queued again"),
 }
+
+# Bounds (seconds, counts) of what the keeper retries.
+REQUEUE_BACKOFF_CAP = 3600.0  # a FAILED queued resource is requeued after --wait, doubling each time up to this
+LOST_RUNS_BEFORE_RECREATE = 3  # runs in a row that lose their TPU (76, or the host) with no new checkpoint: the
+#                                slice cannot make progress (a wedged host); an owned one is recreated
+FINAL_DELETE_SECONDS = 900.0  # the final delete is tried again, with backoff, until describe says not found
+FINAL_DELETE_BACKOFF = (10.0, 120.0)  # first and longest pause between those tries
 
 NO_ANSWER = "no answer"
 NEVER_STARTED = "never started"
@@ -84,7 +91,7 @@ RUN = {
     NEVER_STARTED: (LAUNCH, "no run yet"),
     NO_ANSWER: (WAIT, "ssh failed or timed out: asked again at the next poll (bounded by --settle-timeout)"),
     HOST_LOST: (RELAUNCH, "the host went down under the run (no exit code)"),
-    exit_codes.DONE: (DONE, "the schedule finished"),
+    exit_codes.DONE: (FINISHED, "the schedule finished"),
     exit_codes.STOPPED: (RELAUNCH, "stopped after a save: it resumes"),
     exit_codes.RUNTIME_LOST: (RECHECK, "the TPU went away or a step hung: READY again, relaunched"),
     exit_codes.LOCK_HELD: (RELAUNCH, "another live run holds the lock: tried at every poll"),
@@ -101,7 +108,7 @@ RUN = {
 
 
 def node_decision(state):
-    """(action, why) for a slice in `state` (a Node.State, or NOT_FOUND)."""
+    """(action, why) for a slice in `state` (a Node.State, or gcloud.NOT_FOUND)."""
     return NODE.get(state, OTHER_STATE)
 
 
@@ -125,5 +132,5 @@ def table_rows():
 
 
 __all__ = ["NODE", "FAILED_DESCRIBE", "FAILED_CREATE", "QUEUED", "RUN", "node_decision", "run_decision",
-           "queued_decision", "table_rows", "NOT_FOUND", "NO_ANSWER", "NEVER_STARTED", "RUNNING", "HOST_LOST",
+           "queued_decision", "table_rows", "NO_ANSWER", "NEVER_STARTED", "RUNNING", "HOST_LOST",
            "OTHER_CODE"]

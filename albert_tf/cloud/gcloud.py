@@ -6,8 +6,8 @@ what kind of failure it was, not on its wording. No TensorFlow here.
     result.line (the error's last line, for a message)
 
 The classes (what the keeper does with each: albert_tf/cloud/decisions.py):
-    TRANSIENT       a timeout, a 5xx, 429 (rate limit), a dropped connection, an expired token, anything not
-                    recognised: the same call may work later
+    TRANSIENT       a timeout, a 5xx, 429 or an API rate limit ("Quota exceeded for quota metric ... per minute"),
+                    a dropped connection, an expired token, anything not recognised: the same call may work later
     CAPACITY        no capacity in the zone (RESOURCE_EXHAUSTED, a stockout): try again later
     PERMANENT       quota exceeded, permission denied, a bad argument (image or accelerator type unknown in the
                     zone), the API disabled, a gcloud usage error, gcloud missing: no retry will change it
@@ -28,8 +28,11 @@ NOT_FOUND = "not found"
 ALREADY_EXISTS = "already exists"
 FAILURES = (TRANSIENT, CAPACITY, PERMANENT, NOT_FOUND)
 
-# Checked in this order on gcloud's stderr (a quota error is a RESOURCE_EXHAUSTED too: it is checked first).
+# Checked in this order on gcloud's stderr: a rate limit (a RESOURCE_EXHAUSTED "quota" of requests per minute) first,
+# then a quota error (a RESOURCE_EXHAUSTED too) before capacity.
 _PATTERNS = (
+    (TRANSIENT, r"Quota exceeded for quota metric .*per (minute|second)|RATE_LIMIT_EXCEEDED|rateLimitExceeded|"
+                r"Too Many Requests|\b429\b"),
     (PERMANENT, r"quota|PERMISSION_DENIED|\b403\b|Permission denied on resource|SERVICE_DISABLED|"
                 r"has not been used in project|API .*is disabled|INVALID_ARGUMENT|\b400\b|FAILED_PRECONDITION|"
                 r"unrecognized arguments|argument .*: (invalid|expected)|Invalid (value|choice)"),

@@ -41,6 +41,11 @@ class Spec:
     def queued(self):
         return self.capacity in QUEUED_CAPACITIES
 
+    @property
+    def text(self):
+        """"v3-32, tpu-vm-tf-2.18.0-pod-pjrt, spot": what a note says it is made of."""
+        return ", ".join(dataclasses.astuple(self))
+
 
 @dataclasses.dataclass(frozen=True)
 class Node:
@@ -49,6 +54,15 @@ class Node:
     spec: Spec
     node_id: str = ""
     create_time: str = ""
+    labels: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Queued:
+    """A queued resource as `describe` gives it: its state and, when FAILED, the error it gives
+    (state.failedData.error.message; "" when none)."""
+    state: str
+    error: str = ""
 
 
 def node_from_json(text):
@@ -57,7 +71,8 @@ def node_from_json(text):
     scheduling = values.get("schedulingConfig") or {}
     capacity = next((c for c in ("spot", "preemptible", "reserved") if scheduling.get(c)), "on-demand")
     spec = Spec(values.get("acceleratorType", ""), values.get("runtimeVersion", ""), capacity)
-    return Node(values.get("state") or "UNKNOWN", spec, str(values.get("id", "")), values.get("createTime", ""))
+    return Node(values.get("state") or "UNKNOWN", spec, str(values.get("id", "")), values.get("createTime", ""),
+                dict(values.get("labels") or {}))
 
 
 class Cloud:
@@ -85,29 +100,33 @@ class Cloud:
                                       failure=gcloud.TRANSIENT)
             return None, bad
 
-    def create(self, spec):
-        """Asks for the node: a queued resource for Spot, `tpu-vm create` otherwise. The Result of the call."""
+    def create(self, spec, labels=None):
+        """Asks for the node: a queued resource for Spot, `tpu-vm create` otherwise, with `labels` ({KEY: VALUE}) on
+        what it makes. The Result of the call."""
+        tagged = [f"--labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
         if spec.queued:
             return self.call("queue", "compute", "tpus", "queued-resources", "create", self.queued_name,
                              f"--node-id={self.name}", f"--accelerator-type={spec.accelerator_type}",
-                             f"--runtime-version={spec.runtime_version}", f"--{spec.capacity}")
+                             f"--runtime-version={spec.runtime_version}", f"--{spec.capacity}", *tagged)
         capacity = [] if spec.capacity == "on-demand" else [f"--{spec.capacity}"]
         return self.call("create", "compute", "tpus", "tpu-vm", "create", self.name,
                          f"--accelerator-type={spec.accelerator_type}", f"--version={spec.runtime_version}",
-                         *capacity)
+                         *capacity, *tagged)
 
     def delete(self):
         return self.call("delete", "compute", "tpus", "tpu-vm", "delete", self.name, "--quiet")
 
     # ------------------------------------------------------------------------------------------ its queued resource
     def describe_queued(self):
-        """(state, None) or (None, the failed Result)."""
+        """(Queued, None) or (None, the failed Result)."""
         result = self.call("describe", "compute", "tpus", "queued-resources", "describe", self.queued_name,
                            "--format=json")
         if not result.ok:
             return None, result
         try:
-            return (json.loads(result.stdout).get("state") or {}).get("state") or "CREATING", None
+            state = json.loads(result.stdout).get("state") or {}
+            error = ((state.get("failedData") or {}).get("error") or {}).get("message") or ""
+            return Queued(state.get("state") or "CREATING", error), None
         except (ValueError, AttributeError):
             return None, dataclasses.replace(result, failure=gcloud.TRANSIENT,
                                              stderr=f"describe gave no state: {result.stdout[:200]!r}")
@@ -151,5 +170,6 @@ def configured_project(runner):
     return project
 
 
-__all__ = ["NODE_STATES", "QUEUED_STATES", "CAPACITIES", "QUEUED_CAPACITIES", "TIMEOUTS", "Spec", "Node", "Cloud",
+__all__ = ["NODE_STATES", "QUEUED_STATES", "CAPACITIES", "QUEUED_CAPACITIES", "TIMEOUTS", "Spec", "Node", "Queued",
+           "Cloud",
            "node_from_json", "configured_project"]

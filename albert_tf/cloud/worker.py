@@ -6,6 +6,7 @@ Only worker 0 runs Python of ours: on a pod slice the other hosts run the TPU ru
 """
 import dataclasses
 import os
+import re
 import shlex
 
 ON_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "on_worker.sh")
@@ -113,20 +114,23 @@ def runtime_env(name, hosts, image, run_id, pjrt_library="/lib/libtpu.so"):
     return tpu, env
 
 
+STATUS_LINE = re.compile(r"^(running(?: \d+)?|never started|stopped (\d+|unknown))$")
+
+
 def parse_status(stdout):
     """(status, last log line) from the status command's output: status is "running", "never started", an exit code
-    (int), "unknown" (the host went down under the run), or None when the output is none of these (no answer)."""
-    lines = stdout.splitlines()
-    first = lines[0].strip() if lines else ""
-    last = lines[1].strip() if len(lines) > 1 else ""
-    if first.startswith("running"):
-        return "running", last
-    if first == "never started":
-        return "never started", last
-    if first.startswith("stopped "):
-        code = first.split(" ", 1)[1].strip()
-        return (int(code) if code.isdigit() else "unknown"), last
-    return None, last
+    (int), "unknown" (the host went down under the run), or None when no line is one of these (no answer). The
+    whole output is read: the first status line counts, and the line after it is the log's last; lines before it
+    (a login banner, a message of the day) are not the status."""
+    lines = [line.strip() for line in stdout.splitlines()]
+    for i, line in enumerate(lines):
+        match = STATUS_LINE.match(line)
+        if match:
+            last = lines[i + 1] if i + 1 < len(lines) else ""
+            if match.group(2):
+                return (int(match.group(2)) if match.group(2).isdigit() else "unknown"), last
+            return ("never started" if line == "never started" else "running"), last
+    return None, ""
 
 
 __all__ = ["ON_WORKER", "PLACEHOLDER_SOURCE", "RUN_DIR", "WORKER_SCRIPT", "WORKER_SCRIPT_COPY", "Install", "status_command",

@@ -7,6 +7,11 @@ job scheduler, a shell loop) knows what to do next without reading the log. No T
           its traceback)
     2     bad flags or data (one line names the flag or file)              stop: fix the command or the data
     3     non-finite loss (nothing saved after it)                         stop: lower the learning rate, check data
+    4     a supervisor (keep-alive) stopped on purpose, for the reason     read those lines, fix what they name,
+          its last lines name: it gave up after --max-restarts, a          run the same command again (it resumes)
+          permanent cloud error, a slice that did not settle, a run
+          that exited with a code that is not retried; what it made is
+          deleted (or its last line names what still bills)
     69    a storage service (a gs:// bucket) did not answer: no network,   run again once it answers (pretrain
           DNS, an outage (after TensorFlow's own retries)                  resumes from its last checkpoint)
     74    an output could not be written: the disk or quota is full, the   stop: free space or choose another
@@ -22,7 +27,8 @@ job scheduler, a shell loop) knows what to do next without reading the log. No T
                                                                            bucket's IAM; a retry will not help
     130   interrupted (Ctrl-C, SIGINT)                                     a person asked to stop: nothing
     143   ended by SIGTERM with nothing to keep (create-data: no shard     run the same command again: it starts
-          written; 128 + 15, the shell's code for it)                      over
+          written; 128 + 15, the shell's code for it); keep-alive: ended   over (keep-alive: it resumes)
+          by SIGTERM or SIGHUP after deleting what it made
 
 A command that ends with one of the exceptions below prints its one line (`albert-tf CMD: error: ...`) and exits
 with its code (albert_tf.cli); albert_tf.runtime.faults turns the operating system's and TensorFlow's errors of a
@@ -36,6 +42,7 @@ DONE = 0
 UNEXPECTED = 1
 BAD_INPUT = 2
 NON_FINITE = 3
+GAVE_UP = 4
 UNAVAILABLE = 69
 OUTPUT_FAILED = 74
 STOPPED = 75

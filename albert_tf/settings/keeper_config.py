@@ -1,11 +1,25 @@
 """`albert-tf keep-alive`'s settings and result: `KeepAliveConfig`, `KeepAliveResult` (the call:
-albert_tf/jobs/keep_alive.py; the keeper: albert_tf/cloud/). No TensorFlow."""
+albert_tf/jobs/keep_alive.py; the keeper: albert_tf/cloud/). No TensorFlow.
+
+A KeepAliveConfig is checked when it is made: a bad value raises ValueError with the one line the command line
+prints (exit 2), each flag named as the command line spells it (`flag`).
+"""
 import dataclasses
 
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime.devices import TOPOLOGIES
 from albert_tf.settings.defaults import PAPER
+from albert_tf.settings.pretrain_config import PretrainConfig
+
+CAPACITY_KINDS = ("spot", "preemptible", "reserved")  # the fields that choose one; none: on-demand
+ON_DEMAND = "on-demand"
+# pretrain's settings that the keeper sets itself (given after `--` they would make it watch another run): pretrain's
+# field -> the keeper's fields to use instead.
+OWNED_BY_KEEPER = {"model_dir": ("model_dir",), "num_train_steps": ("num_train_steps",), "train_data": ("root",),
+                   "eval_data": ("root", "no_eval"), "tpu": ("name",)}
+POSITIVE = ("num_train_steps", "retries")
+NON_NEGATIVE = ("poll", "retry_wait", "settle_timeout", "wait", "max_restarts")
 
 
 @dataclasses.dataclass
@@ -49,15 +63,66 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
 
     def __post_init__(self):
         run_config.check_fields(self)
+        for name in ("root", "model_dir"):
+            value = getattr(self, name)
+            if value and not value.startswith("gs://"):
+                raise ValueError(f"{flag(name)} {value}: expected a gs:// path (TPU hosts read and write Cloud "
+                                 "Storage only)")
+        if "/" in self.config and not self.config.startswith("gs://"):
+            raise ValueError(f"{flag('config')} {self.config}: expected a preset name (albert_base, ...) or a gs:// "
+                             "path")
+        if sum(getattr(self, kind) for kind in CAPACITY_KINDS) > 1:
+            raise ValueError(f"{', '.join(flag(k) for k in CAPACITY_KINDS[:-1])} and {flag(CAPACITY_KINDS[-1])}: "
+                             "one at most")
+        for name in POSITIVE:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{flag(name)} {getattr(self, name)}: expected a positive integer")
+        for name in NON_NEGATIVE:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{flag(name)} {getattr(self, name)}: expected a non-negative number")
+        check_pretrain_flags(self.pretrain_flags)
+
+    @property
+    def capacity(self):
+        """"spot", "preemptible", "reserved" or "on-demand"."""
+        return next((kind for kind in CAPACITY_KINDS if getattr(self, kind)), ON_DEMAND)
+
+    @property
+    def run_model_dir(self):
+        """The run's model dir: --model-dir, or ROOT/models/CONFIG (the preset's or the JSON file's name)."""
+        name = self.config.rstrip("/").rsplit("/", 1)[-1].removesuffix(".json")
+        return (self.model_dir or f"{self.root.rstrip('/')}/models/{name}").rstrip("/")
+
+
+def flag(name):
+    """The command line's spelling of KeepAliveConfig's field `name` (its messages name flags so)."""
+    return run_config.flag_of(_FIELDS[name])
+
+
+def check_pretrain_flags(words):
+    """Refuses pretrain's flags that the keeper sets itself, by any spelling pretrain accepts (it would watch a
+    directory the run never writes)."""
+    owned = {}
+    for field in dataclasses.fields(PretrainConfig):
+        if field.name in OWNED_BY_KEEPER:
+            owned.update(dict.fromkeys((run_config.flag_of(field), *field.metadata["aliases"]), field.name))
+    for word in words:
+        spelled = word.split("=", 1)[0]
+        if spelled in owned:
+            instead = " or ".join(flag(name) for name in OWNED_BY_KEEPER[owned[spelled]])
+            raise ValueError(f"{spelled} after --: the keeper sets it itself (use keep-alive's {instead} instead)")
 
 
 @dataclasses.dataclass
 class KeepAliveResult:
-    """exit_code: 0 done, 1 stopped for the reason in `line`'s note, 2 bad flags, 130 Ctrl-C. line: the last line
-    (what is left billing, and how to delete it)."""
+    """exit_code (albert_tf.runtime.exit_codes): 0 done, 4 stopped on purpose for the reason its notes give (gave
+    up, a permanent error, a state that did not settle), 2 bad flags, 77 another keeper holds the state file,
+    130 Ctrl-C, 143 SIGTERM or SIGHUP. line: the last line (what is left billing, and how to delete it)."""
     exit_code: int
     line: str
     state_file: str | None = None
 
 
-__all__ = ["KeepAliveConfig", "KeepAliveResult"]
+_FIELDS = {field.name: field for field in dataclasses.fields(KeepAliveConfig)}
+
+__all__ = ["KeepAliveConfig", "KeepAliveResult", "flag", "check_pretrain_flags", "OWNED_BY_KEEPER"]
