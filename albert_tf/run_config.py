@@ -89,6 +89,11 @@ def field_named(cls, name):
     return next(f for f in fields_of(cls) if f.name == name)
 
 
+def default_for(cls, name):
+    """The default of the field `name` of run config `cls` (a class or an instance)."""
+    return default_of(field_named(cls, name))
+
+
 def flag_for(cls, name):
     """The flag of the field `name` of run config `cls` (a class or an instance): `batch_size` → --batch-size."""
     return flag_of(field_named(cls, name))
@@ -435,5 +440,5 @@ def same_on_resume(cls):
 
 __all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
            "check_fields", "run_record", "resume_names", "read_record", "write_record", "check_record",
-           "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of", "check_minimum",
-           "parse_key_value", "fields_of"]
+           "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of", "default_for",
+           "check_minimum", "parse_key_value", "fields_of", "REQUIRED"]

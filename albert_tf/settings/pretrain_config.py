@@ -116,30 +116,40 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
         run_config.check_minimum(self, POSITIVE_FIELDS, 1, "positive")
         run_config.check_minimum(self, NON_NEGATIVE_FIELDS, 0, ">= 0")
         self.check_masking()
+        check_predictions(self)
         if self.num_warmup_steps >= self.num_train_steps:
             raise ValueError(f"--num-warmup-steps {self.num_warmup_steps:,} is not less than --num-train-steps "
                              f"{self.num_train_steps:,}: the learning rate would still be warming up when the run "
                              "ends; give fewer warm-up steps (the paper's share, 2.5%, is "
-                             f"{self.num_train_steps * 25 // 1000:,})")
+                             f"{paper_warmup(self.num_train_steps):,})")
         self.check_runtime({run_config.flag_for(self, name): getattr(self, name) for name in PATH_FIELDS})
 
     def check_masking(self):
         """--masked-lm-prob's range, and that it changes only what --dynamic-masking masks (records made with masks
-        carry their own); --max-predictions within --max-seq-length."""
+        carry their own)."""
         if not 0 < self.masked_lm_prob <= 1:
             raise ValueError(f"--masked-lm-prob must be in (0, 1], got {self.masked_lm_prob}")
-        default = run_config.default_of(run_config.field_named(self, "masked_lm_prob"))
+        default = run_config.default_for(self, "masked_lm_prob")
         if self.masked_lm_prob != default and not self.dynamic_masking:
             raise ValueError(f"--masked-lm-prob {self.masked_lm_prob} needs --dynamic-masking: records made with "
                              "masks carry their own (create-data --masked-lm-prob)")
-        if self.max_predictions > self.max_seq_length:
-            raise ValueError(f"--max-predictions {self.max_predictions} exceeds --max-seq-length "
-                             f"{self.max_seq_length}")
 
     @classmethod
     def from_recipe(cls, recipe, **values):
         """A recipe (a name in RECIPES or a .json file) with `values` over it (`config_overrides` key by key)."""
         return cls(**over_recipe(read_recipe(recipe), values))
+
+
+def check_predictions(config):
+    """Refuses a --max-predictions over --max-seq-length (`config`: a PretrainConfig or a PlanConfig)."""
+    if config.max_predictions > config.max_seq_length:
+        raise ValueError(f"--max-predictions {config.max_predictions} exceeds --max-seq-length "
+                         f"{config.max_seq_length}")
+
+
+def paper_warmup(num_train_steps):
+    """The paper's share of warm-up steps, 2.5 % (3,125 of 125,000), for a run of `num_train_steps`."""
+    return num_train_steps * 25 // 1000
 
 
 # The fields checked when a PretrainConfig is made (None, an unset optional field, passes).
@@ -245,4 +255,5 @@ def read_recipe(recipe):
 
 
 __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
-           "COLLECTIVE_TIMEOUT_SECS"]
+           "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
+           "paper_warmup"]

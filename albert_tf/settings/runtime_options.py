@@ -6,6 +6,7 @@ help are the same in both. No TensorFlow.
 """
 import dataclasses
 
+from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime import precision
 
@@ -31,8 +32,7 @@ class RuntimeOptions:
         """The block's own checks (called by the embedding config's `__post_init__`): --cpu-replicas' range, --tpu
         without --cpu-replicas, and with --tpu every one of `paths` ({flag: path or glob or None}, the embedding
         config's) on Cloud Storage (check_cloud_paths)."""
-        if self.cpu_replicas is not None and self.cpu_replicas < 1:
-            raise ValueError(f"--cpu-replicas must be >= 1, got {self.cpu_replicas}")
+        run_config.check_minimum(self, ("cpu_replicas",), 1, ">= 1")
         if self.tpu and self.cpu_replicas:
             raise ValueError("--tpu and --cpu-replicas are exclusive")
         if self.tpu:

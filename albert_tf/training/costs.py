@@ -65,6 +65,7 @@ where LAMB's authors needed far less. It is a starting point, not a tuned value.
 import math
 import os
 
+from albert_tf.settings.plan_config import check_fraction, check_split
 from albert_tf.runtime.devices import (CPU_TOPOLOGY, HBM_USABLE_FRACTION, TOPOLOGIES, V3_CORES_PER_CHIP,
                                        V3_CORES_PER_HOST, V3_HBM_PER_CORE, V3_PEAK_FLOPS_PER_CHIP,
                                        V3_PEAK_FLOPS_PER_CORE, topology_cores)
@@ -253,12 +254,7 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
     """`estimate`'s arguments, each refused with one line naming the flag."""
     _check_positive(batch_size=global_batch, max_seq_length=seq_length, max_predictions=max_predictions, cores=cores,
                     gradient_accumulation_steps=accumulation_steps)
-    if global_batch % cores:
-        raise ValueError(f"--batch-size {global_batch} is not divisible by the {cores} cores "
-                         f"{'of ' + topology + ' ' if topology else ''}(every core takes an equal share)")
-    if (global_batch // cores) % accumulation_steps:
-        raise ValueError(f"--gradient-accumulation-steps {accumulation_steps} does not divide the per-core batch "
-                         f"{global_batch // cores}")
+    check_split(global_batch, cores, accumulation_steps, topology)
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
@@ -266,8 +262,7 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
         raise ValueError(f"--max-predictions {max_predictions} exceeds --max-seq-length {seq_length}")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
-    if not 0 < mfu <= 1:
-        raise ValueError(f"--mfu {mfu}: expected a fraction in (0, 1]")
+    check_fraction("--mfu", mfu)
     if steps is not None:
         _check_positive(num_train_steps=steps)
 

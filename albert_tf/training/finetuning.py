@@ -210,8 +210,8 @@ def dtype_for_quality(choice, flag, optimizer):
 
 def record_run(cfg, budget, dtype_choice=None):
     """Writes OUTPUT/finetune_config.json (the config and its resolved budget), or refuses an output directory that
-    holds a run with other settings (run_config.check_record): the budget is part of the output (a restart with different
-    settings would not resume the same run)."""
+    holds a run with other settings (run_config.check_record): the budget is part of the output (a restart with
+    different settings would not resume the same run)."""
     path = FinetuneDir(cfg.output).run_record
     recorded = run_config.read_record(path)
     if recorded is not None:  # recorded before --optimizer existed: the run trained with Keras AdamW

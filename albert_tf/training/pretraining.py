@@ -8,8 +8,9 @@ layout, the runtime-lost line) is albert_tf/training/run.py, the run record albe
 
 Read it top to bottom: the checks (`check_before_lock`, `check_inputs`), `prepare`, `build`, then `train`. Up to
 `--steps-per-loop` steps run inside one compiled tf.function (`loop.make_train_loop`), the original's
-iterations_per_loop, and a call lasts about LOOP_SECONDS of wall time once the step time is known (`loop.LoopLength`): between calls the host acts on signals,
-prints progress (`loop.Progress`, a line at least every PROGRESS_SECONDS) and checks the save clock. Every
+iterations_per_loop, and a call lasts about LOOP_SECONDS of wall time once the step time is known
+(`loop.LoopLength`): between calls the host acts on signals, prints progress (`loop.Progress`, a line at least
+every PROGRESS_SECONDS) and checks the save clock. Every
 --steps-per-loop span ends with a metrics row (log line, TensorBoard summaries, metrics.jsonl: `loop.MetricsLog`), a
 checkpoint when due (every --save-checkpoints-steps steps or --save-checkpoints-secs seconds), eval when due. The
 model dir (its names: albert_tf/layout.py) gets its first file only after the first step has run.
@@ -175,8 +176,7 @@ def restore(manager, model, config: PretrainConfig, source):
 
 
 # PretrainConfig's defaults of these fields are the paper's pod run (read from the fields, not written again here)
-POD_DEFAULTS = {name: run_config.default_of(run_config.field_named(PretrainConfig, name))
-                for name in ("batch_size", "num_train_steps")}
+POD_DEFAULTS = {name: run_config.default_for(PretrainConfig, name) for name in ("batch_size", "num_train_steps")}
 
 
 def check_cpu_run(config: PretrainConfig):
