@@ -8,7 +8,8 @@ notice on stderr), choices and whether a resumed run must keep it (`same_on_resu
     add_fields_as_arguments(parser, cls)   one flag per field: --field-name (or the field's own `flag`)
     config_from_args(cls, args, base)      the fields the user typed (argparse saw them) over `base` or defaults
     values_from_mapping(cls, mapping, where)   a JSON object of flag or field names → checked field values
-    record / write_record / check_record   a config as a run record's JSON; a resumed run checked against it
+    run_record / check_record / write_record   a config as a run record's JSON; a resumed run checked against it
+    check_minimum(config, names, minimum, said)  a range check of a config's constructor, one line naming the flag
 
 A flag is "given" exactly when argparse saw it: every generated flag's parser default is argparse.SUPPRESS, so an
 unset flag leaves no attribute, and a typed value equal to the default still wins over a recipe.
@@ -26,6 +27,21 @@ from albert_tf import files, messages
 MISSING = dataclasses.MISSING
 
 
+class _Required:
+    """The placeholder default of a required field, so that a config made without it reaches its own checks (a
+    notebook's `PretrainConfig(batch_size=0)` is told about the batch size) before check_fields refuses it, one line
+    naming the missing flags. False as a truth value; `default_of` gives MISSING for it."""
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return "<required>"
+
+
+REQUIRED = _Required()
+
+
 def option(default=MISSING, help="", *, default_factory=MISSING, flag=None,  # pylint: disable=redefined-builtin
            aliases=(), choices=None, metavar=None, negative=None, negative_help="", same_on_resume=False,
            hidden=False, parse=None):
@@ -35,6 +51,8 @@ def option(default=MISSING, help="", *, default_factory=MISSING, flag=None,  # p
     recorded value; `hidden`: a flag left out of --help; `parse`: for a field of two kinds (`int | str`, such as
     vocab --vocab-size 8000 | auto), the function that reads the flag's text (argparse.ArgumentTypeError on bad
     text) and checks a Python value given as text."""
+    if default is MISSING and default_factory is MISSING:
+        default = REQUIRED
     metadata = {"help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices, "metavar": metavar,
                 "negative": negative, "negative_help": negative_help, "same_on_resume": same_on_resume,
                 "hidden": hidden, "parse": parse}
@@ -63,7 +81,32 @@ def default_of(field):
     """The field's default value (MISSING for a required field)."""
     if field.default_factory is not MISSING:
         return field.default_factory()
-    return field.default
+    return MISSING if field.default is REQUIRED else field.default
+
+
+def field_named(cls, name):
+    """The field `name` of run config `cls` (a class or an instance)."""
+    return next(f for f in fields_of(cls) if f.name == name)
+
+
+def default_for(cls, name):
+    """The default of the field `name` of run config `cls` (a class or an instance)."""
+    return default_of(field_named(cls, name))
+
+
+def flag_for(cls, name):
+    """The flag of the field `name` of run config `cls` (a class or an instance): `batch_size` → --batch-size."""
+    return flag_of(field_named(cls, name))
+
+
+def check_minimum(config, names, minimum, said):
+    """Refuses the first of the fields `names` of run config `config` whose value is below `minimum` (None, an
+    unset optional field, passes) with one line naming its flag: "--batch-size must be positive, got 0" (`said`:
+    how the line puts the bound: "positive", ">= 0", "at least 1")."""
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and value < minimum:
+            raise ValueError(f"{flag_for(config, name)} must be {said}, got {value}")
 
 
 def default(cls, name):
@@ -155,10 +198,13 @@ def _argument_kwargs(cls, field):
     return kwargs
 
 
-def add_fields_as_arguments(parser, cls):
-    """Adds one flag per field of the dataclass `cls` to `parser`, plus each field's deprecated aliases (hidden)."""
+def add_fields_as_arguments(parser, cls, required=True):
+    """Adds one flag per field of the dataclass `cls` to `parser`, plus each field's deprecated aliases (hidden).
+    `required` False: no flag is required (a parser of some of the flags, whose config is completed elsewhere)."""
     for field in fields_of(cls):
         kwargs = _argument_kwargs(cls, field)
+        if not required:
+            kwargs.pop("required", None)
         target = parser
         if field.metadata["negative"]:
             target = parser.add_mutually_exclusive_group()
@@ -276,13 +322,22 @@ def _check_value(cls, field, value, where, name):
     return float(value) if kind is float else value
 
 
-def check_fields(config):
+def check_fields(config, check=None):
     """Checks every field of a run config (a dataclass of `option`s) against its type and choices, as the CLI's
-    parser would: a notebook's `batch_size="32"` is refused with one line. Paths become strings."""
+    parser would: a notebook's `batch_size="32"` is refused with one line. Paths become strings. Then `check`, the
+    config's own ranges and combinations (called with the config; each refusal one line naming the flag), then that
+    every required field was given. A config's `__post_init__` calls it."""
     cls = type(config)
     for field in fields_of(cls):
-        setattr(config, field.name, _check_value(cls, field, getattr(config, field.name), cls.__name__,
-                                                  field.name))
+        value = getattr(config, field.name)
+        if value is not REQUIRED:
+            setattr(config, field.name, _check_value(cls, field, value, cls.__name__, field.name))
+    if check is not None:
+        check(config)
+    missing = [f for f in fields_of(cls) if getattr(config, f.name) is REQUIRED]
+    if missing:
+        raise ValueError(f"{cls.__name__}: {', '.join(f.name for f in missing)} required (the command line's "
+                         f"{', '.join(flag_of(f) for f in missing)})")
 
 
 def values_from_mapping(cls, mapping, where):
@@ -308,9 +363,23 @@ def values_from_mapping(cls, mapping, where):
     return values
 
 
-def record(config):
-    """The run record of `config`: its fields as a JSON-ready dict."""
-    return dataclasses.asdict(config)
+# ---------------------------------------------------------------------------------------------- the run record
+# A training run's output directory holds its run record (layout: ModelDir.run_record, FinetuneDir.run_record): the
+# config's fields, the sections decided from them (fine-tuning's budget) and the compute dtype chosen. Pretraining and
+# fine-tuning both read, check and write it here, with these signatures.
+_UNREAD = object()
+
+
+def run_record(config, **sections):
+    """The run record of `config` (a run config: PretrainConfig, FinetuneConfig): its fields as a JSON-ready dict,
+    and `sections`, each a dict of values decided from them (the fine-tuning budget: `budget=...`)."""
+    return {**dataclasses.asdict(config), **sections}
+
+
+def resume_names(config, **sections):
+    """The fields of a run record that a resumed run must keep: the config's `same_on_resume` fields and every key
+    of each section ("budget.epochs": check_record compares those of "budget" key by key)."""
+    return same_on_resume(type(config)) + [f"{name}.{key}" for name, values in sections.items() for key in values]
 
 
 def _flat(values, prefix=""):
@@ -334,23 +403,42 @@ def read_record(path):
         raise ValueError(f"{path}: not valid JSON ({e}); delete it or use a new output directory") from None
 
 
-def check_record(path, recorded, current, names, advice):
-    """Refuses a run whose values differ from its run record `recorded` (read from `path`; None: no record yet,
-    nothing to check). `names`: what a resumed run must keep, as field names ("budget.x": the key x of the
-    record's "budget" object). The line names each differing field with both values, then `advice`."""
+def check_record(path, current, names, flag, recorded=_UNREAD):
+    """Refuses a run whose values `current` (run_record) differ from the run record at `path` (read here unless
+    given as `recorded`; None: no record yet, a new run). `names`: what must agree (resume_names; "budget.x": the key
+    x of the record's "budget" object). One line for both jobs, each differing field with both values:
+
+        PATH: the output directory holds a run with other settings: batch_size 8 (recorded 16); use a new FLAG or
+        the same settings
+
+    Returns the record (None for a new run)."""
+    if recorded is _UNREAD:
+        recorded = read_record(path)
     if recorded is None:
-        return
-    recorded, current = _flat(recorded), _flat(json.loads(json.dumps(current)))  # as it would read back
-    diff = [n for n in names if n in recorded and n in current and recorded[n] != current[n]]
+        return None
+    flat, now = _flat(recorded), _flat(json.loads(json.dumps(current)))  # as it would read back
+    diff = [n for n in names if n in flat and n in now and flat[n] != now[n]]
     if diff:
-        said = ", ".join(f"{n} {current[n]!r} (recorded {recorded[n]!r})" for n in diff)
-        raise ValueError(f"{path}: the output directory holds a run with other settings: {said}; {advice}")
+        said = ", ".join(f"{n} {now[n]!r} (recorded {flat[n]!r})" for n in diff)
+        raise ValueError(f"{path}: the output directory holds a run with other settings: {said}; use a new {flag} "
+                         "or the same settings")
+    return recorded
 
 
-def write_record(path, values):
-    """Writes the run record `values` (JSON) to `path` atomically, unless one is there already."""
+def write_record(path, current, dtype_choice=None):
+    """Writes the run record `current` (run_record) to `path` atomically, with `dtype_choice`
+    (albert_tf.runtime.precision.DtypeChoice: the compute dtype and why), unless a record is there already."""
     if not files.exists(path):
+        values = {**current, "dtype_choice": dtype_choice and dtype_choice.to_record()}
         files.atomic_write_text(path, json.dumps(values, indent=2, sort_keys=True) + "\n")
+
+
+def add_to_record(path, **values):
+    """Sets `values` (keys of the run record at `path`, e.g. fine-tuning's collapse finding) in place, atomically;
+    nothing without a record or when they are there already."""
+    recorded = read_record(path)
+    if recorded is not None and any(recorded.get(k) != v for k, v in values.items()):
+        files.atomic_write_text(path, json.dumps({**recorded, **values}, indent=2, sort_keys=True) + "\n")
 
 
 def same_on_resume(cls):
@@ -359,5 +447,6 @@ def same_on_resume(cls):
 
 
 __all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
-           "check_fields", "record", "read_record", "write_record", "check_record", "same_on_resume", "flag_of",
-           "default_of", "parse_key_value", "fields_of"]
+           "check_fields", "run_record", "resume_names", "read_record", "write_record", "check_record",
+           "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of", "default_for",
+           "check_minimum", "parse_key_value", "fields_of", "REQUIRED"]

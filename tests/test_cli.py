@@ -103,11 +103,20 @@ def _parser(command):
     return parser
 
 
+# Values the generic rule below would make out of range (configs check their ranges when made): plan's topology
+# must be a slice whose 8 cores, times the 4 accumulation steps, divide the batch.
+OTHER_VALUES = {("PlanConfig", "topology"): "v3-8", ("PlanConfig", "batch_size"): 4096 + 32}
+
+
 def _other_value(cls, field):
-    """A value of the field's type that is not its default (what a test types for it), or None: left out."""
+    """A value of the field's type that is not its default and in its range (what a test types for it): a path on
+    Cloud Storage (valid with --tpu), a fraction halved, a number raised by 3; a command's VALID_VALUES first; None:
+    left out."""
     command = next(name for name, config in CONFIGS.items() if config is cls)
     if field.name in VALID_VALUES.get(command, {}):
         return VALID_VALUES[command][field.name]
+    if (cls.__name__, field.name) in OTHER_VALUES:
+        return OTHER_VALUES[cls.__name__, field.name]
     kind, _ = run_config.base_type(cls, field)
     default, choices = run_config.default_of(field), field.metadata["choices"]
     if choices:
@@ -115,15 +124,21 @@ def _other_value(cls, field):
     if field.metadata["parse"]:  # a field of two kinds (vocab --vocab-size N | auto)
         return "auto"
     if kind in (str, dict, bool, list):
-        return {str: f"/x/{field.name}", dict: {"vocab_size": 8000}, bool: default is None or not default,
+        return {str: f"gs://x/{field.name}", dict: {"vocab_size": 8000}, bool: default is None or not default,
                 list: ["--a", "--b"]}[kind]
+    if kind is float and default is not None and 0 < default < 1:
+        return default / 2
     return (0 if default in (None, dataclasses.MISSING) else default) + kind(3)
 
 
 def _other_values(cls):
-    """{field: _other_value} of every field the test types (those left out are not there)."""
+    """Every field the test types at another value (_other_value; those left out are not there), as one or more
+    configs' values: --tpu and --cpu-replicas exclude each other, so a config with both gets one set with each."""
     values = {f.name: _other_value(cls, f) for f in dataclasses.fields(cls)}
-    return {name: value for name, value in values.items() if value is not None}
+    values = {name: value for name, value in values.items() if value is not None}
+    if "tpu" in values and "cpu_replicas" in values:
+        return [{**values, "tpu": None}, {**values, "cpu_replicas": None}]
+    return [values]
 
 
 def _words(cls, field, value):
@@ -167,9 +182,9 @@ def test_the_cli_and_the_python_api_give_the_same_config(command):
     for f in fields:
         if f.name not in required:
             assert getattr(cls(**required), f.name) == run_config.default_of(f), f.name
-    values = _other_values(cls)
-    argv = [w for f in fields if f.name in values for w in _words(cls, f, values[f.name])]
-    assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**values)
+    for values in _other_values(cls):
+        argv = [w for f in fields if values.get(f.name) is not None for w in _words(cls, f, values[f.name])]
+        assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**values)
 
 
 @pytest.mark.slow  # albert_base: a pretraining step, an export and a fine-tuning epoch on CPU (a few minutes)
@@ -220,7 +235,7 @@ def test_to_argv_is_the_inverse_of_parsing(command):
     cls, parser = CONFIGS[command], _parser(command)
     fields = dataclasses.fields(cls)
     required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
-    for values in (_other_values(cls), required):
+    for values in (*_other_values(cls), required):
         config = cls(**values)
         argv = run_config.to_argv(config)
         assert run_config.config_from_args(cls, parser.parse_args(argv)) == config, argv

@@ -300,7 +300,7 @@ def test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model,
 
 
 def test_bad_options(tmp_path, tiny_spm_model, corpus_file):
-    assert "max_seq_length must be at least 5" in _refusal(tmp_path, tiny_spm_model, corpus_file, max_seq_length=4)
+    assert "--max-seq-length must be at least 5" in _refusal(tmp_path, tiny_spm_model, corpus_file, max_seq_length=4)
     assert ".missing" in _refusal(tmp_path, tiny_spm_model + ".missing", corpus_file)
 
 

@@ -48,8 +48,6 @@ ALLOWED = {
 
 # (path, field): the issue item under which the re-typed default is being removed (expected failures).
 KNOWN = {
-    **{("albert_tf/training/pretraining.py", name): "issue 44, Why: POD_DEFAULTS re-types the config's defaults"
-       for name in ("batch_size", "num_train_steps")},
     ("albert_tf/serving/export.py", "dtype"):
         "issue 44, What to build 4: export_encoder's dtype=\"float32\" re-types ExportConfig's --dtype",
 }

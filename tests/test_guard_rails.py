@@ -44,11 +44,11 @@ def test_text_in_another_encoding_is_refused_naming_it(tmp_path, tiny_spm_model,
 
 
 def test_a_warm_up_as_long_as_the_run_is_refused(pretrain_data, tmp_path):
-    """Before: accepted; the learning rate was still rising when the run ended."""
-    config = helpers.pretrain_config(pretrain_data, tmp_path / "m", steps=10, num_warmup_steps=10)
+    """Before: accepted; the learning rate was still rising when the run ended. Now refused when the config is
+    made (before any run)."""
     with pytest.raises(ValueError, match=r"^--num-warmup-steps 10 is not less than --num-train-steps 10: the learning "
                                          r"rate would still be warming up when the run ends"):
-        albert_tf.pretrain(config)
+        helpers.pretrain_config(pretrain_data, tmp_path / "m", steps=10, num_warmup_steps=10)
     assert not (tmp_path / "m").exists()
 
 

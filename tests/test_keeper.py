@@ -42,7 +42,7 @@ class Run:
 
 def config(tmp_path, **values):
     values = {"name": "pod", "zone": ZONE, "root": "gs://b/albert", "config": "albert_base", "num_train_steps": 6,
-              "project": "p1", "state_file": str(tmp_path / "keeper.state"), "poll": 300.0, "wait": 60.0,
+              "pretrain_flags": ["--num-warmup-steps", "1"], "project": "p1", "state_file": str(tmp_path / "keeper.state"), "poll": 300.0, "wait": 60.0,
               "retry_wait": 10.0, **values}
     return job.KeepAliveConfig(**values)
 
@@ -455,13 +455,14 @@ def test_ctrl_c_deletes_the_slice_it_created(cloud, clock, tmp_path):
 # ---------------------------------------------------------------------------------------------- the launch line
 def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
     cloud.eval_records = False
-    run = keep(cloud, clock, tmp_path, type="v3-8", pretrain_flags=["--remat"])
+    run = keep(cloud, clock, tmp_path, type="v3-8", pretrain_flags=["--remat", "--num-warmup-steps", "1"])
     words = cloud.launches[0]
     env, command = words[2:words.index("--")], words[words.index("--") + 1:]
     assert run.calls[3] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
     assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
                        "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR,
-                       "--num-train-steps", "6", "--spm-model", "gs://b/albert/spm.model", "--tpu", "local", "--remat"]
+                       "--num-train-steps", "6", "--num-warmup-steps", "1", "--spm-model", "gs://b/albert/spm.model",
+                       "--remat", "--tpu", "local"]
     assert env == ["TPU_NAME=local", "NEXT_PLUGGABLE_DEVICE_USE_C_API=true",
                    "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so", "ALBERT_TF_TPU_IMAGE=tpu-vm-tf-2.18.0-pjrt",
                    f"ALBERT_TF_RUN_ID={read_state(str(tmp_path / 'keeper.state')).run_id}"]
@@ -542,7 +543,8 @@ from fake_gcloud import FakeClock, FakeGcloud
 from albert_tf.jobs import keep_alive as job
 clock = FakeClock()
 config = job.KeepAliveConfig(name="pod", zone="{ZONE}", root="gs://b/albert", config="albert_base", num_train_steps=6,
-                             project="p1", type="v3-32", state_file={str(tmp_path / 'state')!r})
+                             pretrain_flags=["--num-warmup-steps", "1"], project="p1", type="v3-32",
+                             state_file={str(tmp_path / 'state')!r})
 result = job.keep_alive(config, runner=FakeGcloud(clock), clock=clock, say=lambda line: None)
 print(result.exit_code, "tensorflow" in sys.modules)
 """

@@ -65,7 +65,7 @@ class Cloud:
     def keep(self, runner=gcloud.run, **values):
         values = {"name": "pod", "zone": ZONE, "root": "gs://b/albert", "config": "albert_base", "num_train_steps": STEPS,
                   "state_file": str(self.dir / "keeper.state"), "retry_wait": 0.0,
-                  "pretrain_flags": ["--save-checkpoints-secs", "1"], **values}
+                  "pretrain_flags": ["--save-checkpoints-secs", "1", "--num-warmup-steps", "1"], **values}
         self.notes = []
         return job.keep_alive(job.KeepAliveConfig(**values), runner=runner, clock=self.clock,
                               say=self.notes.append)

@@ -23,7 +23,7 @@ POD_IMAGE = "tpu-vm-tf-2.18.0-pod-pjrt"
 
 def config(tmp_path, **values):
     values = {"name": "pod", "zone": ZONE, "root": "gs://b/albert", "config": "albert_base", "num_train_steps": 6,
-              "project": "p1", "state_file": str(tmp_path / "keeper.state"), **values}
+              "pretrain_flags": ["--num-warmup-steps", "1"], "project": "p1", "state_file": str(tmp_path / "keeper.state"), **values}
     return job.KeepAliveConfig(**values)
 
 
@@ -91,7 +91,8 @@ def hook(args):
         os.kill(os.getpid(), signal.{signal})
 cloud.hook = hook
 config = job.KeepAliveConfig(name="pod", zone="europe-west4-a", root="gs://b/albert", config="albert_base",
-                             num_train_steps=6, project="p1", type="v3-32", state_file={state!r})
+                             num_train_steps=6, project="p1", type="v3-32", state_file={state!r},
+                             pretrain_flags=["--num-warmup-steps", "1"])
 result = job.keep_alive(config, runner=cloud, clock=clock, say=lambda line: None)
 print(json.dumps({{"code": result.exit_code, "line": result.line, "node": cloud.node}}))
 """

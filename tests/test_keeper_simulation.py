@@ -150,7 +150,7 @@ class World:
 def start(world, tmp_path):
     seq = world.seq
     values = {"name": "pod", "zone": ZONE, "root": "gs://b/albert", "config": "albert_base", "num_train_steps": STEPS,
-              "project": "p1", "state_file": world.state_file, "settle_timeout": SETTLE, "max_restarts": 3,
+              "pretrain_flags": ["--num-warmup-steps", "1"], "project": "p1", "state_file": world.state_file, "settle_timeout": SETTLE, "max_restarts": 3,
               "allow_replace": seq.allow_replace, "spot": seq.capacity == "spot",
               "preemptible": seq.capacity == "preemptible"}
     if seq.start == "new":

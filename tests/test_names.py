@@ -92,8 +92,6 @@ def top_level_signatures(names, package=os.path.join(helpers.REPO, "albert_tf"))
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 44, What to build 4: one home for the run record with one signature "
-                                       "(run_config.py and training/run.py both define write_record)")
 def test_a_function_name_has_one_signature():
     for name, signatures in top_level_signatures(ONE_MEANING).items():
         assert len(signatures) == 1, f"{name} is defined with {len(signatures)} signatures: {signatures}"

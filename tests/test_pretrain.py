@@ -1,6 +1,7 @@
 """The pretraining loop: 1 vs 4 replicas, SIGKILL / SIGTERM / SIGINT from outside and the resume (bit-exact),
 progress lines, non-finite loss, refusals, --init, the XLA-compiled step on CPU, and `albert_tf.pretrain` from
 Python (a result, the run record, no signal handlers off the main thread)."""
+import dataclasses
 import json
 import glob
 import os
@@ -18,6 +19,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.settings.pretrain_config import PretrainConfig
 from albert_tf.runtime import host_xla
 from albert_tf.training import pretraining
+from albert_tf.training.batch_plan import BatchPlan
 
 pytestmark = pytest.mark.tpu_stack  # also run on the TPU wheel and the oldest TensorFlow (.ci/run)
 
@@ -515,7 +517,12 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(pretrain_dat
     args = PretrainConfig(config="albert_base", train_data="d", model_dir=str(tmp_path / "m"), batch_size=4096,
                           max_seq_length=512, max_predictions=20)
     base = AlbertConfig.from_preset("albert_base")
-    check = lambda: pretraining.check_host_memory(args, base, replicas=1, dtype="float32", total=16 * 2**30)  # noqa
+    one_replica = BatchPlan(global_batch=4096, replicas=1, accumulation_steps=1, streams=2, eval_global_batch=4096)
+
+    def check(steps=1, total=16 * 2**30):
+        batch = dataclasses.replace(one_replica, accumulation_steps=steps)
+        pretraining.check_host_memory(args, base, batch, dtype="float32", total=total)
+
     with pytest.raises(ValueError) as info:
         check()
     message = str(info.value)
@@ -523,15 +530,12 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(pretrain_dat
     # what keeps the global batch comes first: the fewest accumulation steps that fit
     steps = int(message.split("(--gradient-accumulation-steps ")[1].split()[0])
     assert "same global batch" in message
-    args.gradient_accumulation_steps = steps
-    check()  # the hint is true
-    args.gradient_accumulation_steps = steps // 2
+    check(steps)  # the hint is true
     with pytest.raises(ValueError):
-        check()  # and the least
+        check(steps // 2)  # and the least
     # a model too big for any batch: the smaller-batch advice
-    args.gradient_accumulation_steps = 1
     with pytest.raises(ValueError, match="no batch fits"):
-        pretraining.check_host_memory(args, base, replicas=1, dtype="float32", total=2**30)
+        check(total=2**30)
 
 
 # ------------------------------------------------------------------------------------------ from Python

@@ -11,7 +11,7 @@ import helpers
 import pytest
 import tensorflow as tf
 
-from albert_tf import cli, layout
+from albert_tf import cli, layout, run_config
 from albert_tf.config import AlbertConfig
 from albert_tf.settings.finetune_config import FinetuneConfig
 from albert_tf.settings.pretrain_config import PretrainConfig
@@ -40,7 +40,7 @@ def test_the_run_record_refusal_is_the_same_line_for_both_jobs(tmp_path):
                               num_train_steps=2, num_warmup_steps=1)
     recorded = dataclasses.replace(pretrain, batch_size=16)
     (tmp_path / "model").mkdir()
-    run.write_record(layout.ModelDir(str(tmp_path / "model")).run_record, run.run_record(recorded))
+    run_config.write_record(layout.ModelDir(str(tmp_path / "model")).run_record, run_config.run_record(recorded))
     with pytest.raises(ValueError) as pretrain_refusal:
         albert_tf.pretrain(pretrain)
 

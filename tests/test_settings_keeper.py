@@ -107,7 +107,7 @@ def test_the_launch_note_of_a_run_parses_back_into_the_run(tmp_path, monkeypatch
     monkeypatch.delenv("ALBERT_TF", raising=False)
     clock, notes = FakeClock(), []
     config = KeepAliveConfig(**REQUIRED, type="v3-8", num_train_steps=6, project="p1",
-                             state_file=str(tmp_path / "state"), pretrain_flags=["--batch-size", "64"])
+                             state_file=str(tmp_path / "state"), pretrain_flags=["--batch-size", "64", "--num-warmup-steps", "1"])
     fake = FakeGcloud(clock)
     assert job.keep_alive(config, runner=fake, clock=clock, say=notes.append).exit_code == exit_codes.DONE
     started = [n for n in notes if n.startswith(f"{job.LAUNCH_NOTE}: ")]
@@ -117,5 +117,5 @@ def test_the_launch_note_of_a_run_parses_back_into_the_run(tmp_path, monkeypatch
     expected = PretrainConfig.from_recipe(
         "paper_v2", config="albert_base", train_data="gs://b/albert/records/train-*",
         model_dir="gs://b/albert/models/albert_base", eval_data="gs://b/albert/records/eval-*",
-        spm_model="gs://b/albert/spm.model", tpu="local", num_train_steps=6, batch_size=64)
+        spm_model="gs://b/albert/spm.model", tpu="local", num_train_steps=6, batch_size=64, num_warmup_steps=1)
     assert parsed_back(words) == expected

@@ -37,6 +37,7 @@ from albert_tf import run_config
 from albert_tf.data import masking
 from albert_tf.data.corpus import decode_utf8
 from albert_tf.settings.create_data_config import CreateDataConfig
+from albert_tf.settings.create_data_config import instance_range_problem
 from albert_tf.text import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
@@ -104,18 +105,10 @@ class InstanceOptions:
     mask: bool = not run_config.default(CreateDataConfig, "no_mask")
 
     def validate(self):
-        checks = [
-            (self.max_seq_length >= 5, "max_seq_length must be at least 5 ([CLS] a [SEP] b [SEP])"),
-            (self.max_predictions >= 1, "max_predictions must be at least 1"),
-            (0.0 <= self.masked_lm_prob <= 1.0, "masked_lm_prob must be in [0, 1]"),
-            (self.ngram >= 1, "ngram must be at least 1"),
-            (self.dupe_factor >= 1, "dupe_factor must be at least 1"),
-            (0.0 <= self.short_seq_prob <= 1.0, "short_seq_prob must be in [0, 1]"),
-            (self.seed >= 0, "seed must be non-negative"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"{message}, got {self}")
+        """Returns self, or refuses a value out of its range (settings.create_data_config.INSTANCE_RANGES)."""
+        problem = instance_range_problem(self)
+        if problem:
+            raise ValueError(f"{problem[1]}, got {self}")
         return self
 
 

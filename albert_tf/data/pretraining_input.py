@@ -2,8 +2,8 @@
 truncated files, shards of one run), their counts, the per-pipeline `dataset_fn` for
 `strategy.distribute_datasets_from_function`, the eval length, and a data error raised mid-run as one line.
 
-`cfg` is the run's PretrainConfig (albert_tf/settings/pretrain_config.py): max_seq_length, max_predictions, dynamic_masking,
-seed, max_eval_steps, model_dir, eval_data.
+`config` is the run's PretrainConfig (albert_tf/settings/pretrain_config.py): max_seq_length, max_predictions,
+dynamic_masking, masked_lm_prob, seed, max_eval_steps, model_dir, eval_data.
 """
 import concurrent.futures
 import os
@@ -13,17 +13,17 @@ import tensorflow as tf
 
 from albert_tf.data import dataset, record_index
 from albert_tf.files import is_url
+from albert_tf.settings.pretrain_config import PretrainConfig
 from albert_tf.text import record
 
 
-def record_counts(cfg, file_pattern, write_cache):
+def record_counts(config: PretrainConfig, file_pattern, write_cache):
     """{path: records} of the files `file_pattern` matches: from create-data's index, else from the count cache in
     the model dir (written back when `write_cache`: the chief of a resumed run), else counted."""
     files = dataset.data_files(file_pattern)
     return record_index.record_counts(files, dataset.file_sizes(files),
-                                      cache=os.path.join(cfg.model_dir, record_index.CACHE_NAME),
+                                      cache=os.path.join(config.model_dir, record_index.CACHE_NAME),
                                       write_cache=write_cache)
-
 
 
 def pipeline_line(files, counts, pipeline_id, num_pipelines):
@@ -36,10 +36,10 @@ def pipeline_line(files, counts, pipeline_id, num_pipelines):
             f"{pipeline_id}::{num_pipelines} of the {len(files)} sorted), {records}")
 
 
-
-def make_dataset_fn(cfg, config, file_pattern, global_batch_size, is_training, skip_global_batches=0,
-                    counts=None, known_counts=None):
-    """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes.
+def make_dataset_fn(config: PretrainConfig, model_config, file_pattern, global_batch_size, is_training,
+                    skip_global_batches=0, counts=None, known_counts=None):
+    """A dataset_fn for strategy.distribute_datasets_from_function: per-replica batches, static shapes
+    (`model_config`: the AlbertConfig, whose vocabulary dynamic masking draws from).
 
     Replicas of one input pipeline take consecutive per-replica batches, so a global batch is the same examples
     whatever the number of replicas. Resuming positions each pipeline at the global batch `skip_global_batches`
@@ -55,27 +55,25 @@ def make_dataset_fn(cfg, config, file_pattern, global_batch_size, is_training, s
             print(pipeline_line(*known_counts, input_context.input_pipeline_id, input_context.num_input_pipelines),
                   flush=True)
         return dataset.pretraining_dataset(
-            file_pattern, seq_length=cfg.max_seq_length, max_predictions=cfg.max_predictions,
+            file_pattern, seq_length=config.max_seq_length, max_predictions=config.max_predictions,
             batch_size=global_batch_size, is_training=is_training, input_context=input_context,
-            dynamic_masking=cfg.dynamic_masking, seed=cfg.seed, masked_lm_prob=cfg.masked_lm_prob,
-            vocab_size=config.vocab_size if cfg.dynamic_masking else None,
+            dynamic_masking=config.dynamic_masking, seed=config.seed, masked_lm_prob=config.masked_lm_prob,
+            vocab_size=model_config.vocab_size if config.dynamic_masking else None,
             start_batch=skip_global_batches * replicas_per_pipeline, record_counts=counts,
-            max_batches=None if is_training else cfg.max_eval_steps)
+            max_batches=None if is_training else config.max_eval_steps)
 
     return dataset_fn
 
 
-
-def eval_steps(cfg, counts, global_batch_size):
+def eval_steps(config: PretrainConfig, counts, global_batch_size):
     """Global eval batches per evaluation: every eval record once, at most --max-eval-steps batches."""
     try:
-        return dataset.eval_steps(sum(counts.values()), global_batch_size, cfg.max_eval_steps)
+        return dataset.eval_steps(sum(counts.values()), global_batch_size, config.max_eval_steps)
     except ValueError as e:
-        raise ValueError(f"--eval-data {cfg.eval_data}: {e}") from None
+        raise ValueError(f"--eval-data {config.eval_data}: {e}") from None
 
 
-
-def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
+def check_records(file_pattern, flag, config: PretrainConfig, vocab_size, walk=8):
     """Refuses, before anything is built: a pattern matching nothing; records whose lengths disagree with the flags
     or whose token ids run past the vocabulary (each file's first record); files cut short: a file that create-data's
     record-count index lists must have the size it records, and the record headers of up to `walk` other local
@@ -92,8 +90,8 @@ def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
                  [unlisted[i * (len(unlisted) - 1) // (walk - 1)] for i in range(walk)])
 
     def check(path, size):
-        dataset.check_first_record(path, seq_length=cfg.max_seq_length, max_predictions=cfg.max_predictions,
-                                   dynamic_masking=cfg.dynamic_masking, size=size)
+        dataset.check_first_record(path, seq_length=config.max_seq_length, max_predictions=config.max_predictions,
+                                   dynamic_masking=config.dynamic_masking, size=size)
         dataset.check_token_ids(path, vocab_size)
         if path in entries and entries[path][1] != size:
             raise ValueError(f"{path}: truncated or corrupt TFRecord file, or replaced: {size} bytes, but "
@@ -109,7 +107,6 @@ def check_records(file_pattern, flag, cfg, vocab_size, walk=8):
             except ValueError as e:
                 raise ValueError(f"{flag}: {e}") from None
     return dict(zip(files, sizes))
-
 
 
 def check_record_vocabulary(files, flag, spm_model):
@@ -143,7 +140,6 @@ def check_record_vocabulary(files, flag, spm_model):
 _ASSERTION = re.compile(r"assertion failed: \[(.*)\]")
 
 
-
 def data_error(e):
     """A data error raised inside the compiled loop (the input pipeline's check of a truncated, corrupt or changed
     file, TensorFlow's own record check, a file gone) as one line naming the file, or None if `e` is something
@@ -155,7 +151,6 @@ def data_error(e):
             match = _ASSERTION.search(line)
             return (match.group(1) if match else line).strip()
     return None
-
 
 
 def changed_files(sizes):

@@ -37,11 +37,9 @@ from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, 
 from albert_tf.runtime import lock
 from albert_tf.settings.defaults import SEED
 from albert_tf.settings.vocab_config import (  # noqa: F401  (their one home)
-    DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT)
+    CONTROL_SYMBOLS, DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT, USER_DEFINED_SYMBOLS, check_vocab_size)
 from albert_tf.text import normalize, vocabulary
 
-USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
-CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 CHARACTER_COVERAGE = 0.99995
 # --vocab-size auto: one piece per this many distinct words seen at least twice, rounded to a thousand, in
 # [AUTO_SMALLEST, AUTO_LARGEST]: 1,000 for the quickstart's corpus (6,200 lines, 4,600 such words), 15,000 for the
@@ -215,12 +213,9 @@ def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_acc
     if not sample:
         raise ValueError(f"--input {input_pattern!r}: {len(files)} file(s), {stats['lines']} line(s), "
                          "but no text to train on (empty corpus)")
-    minimum = len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS) + 3
     auto = suggest_vocab_size(sample) if vocab_size == "auto" else None
     vocab_size = auto or vocab_size
-    if vocab_size < minimum:
-        raise ValueError(f"--vocab-size {vocab_size} is too small: the special and user-defined symbols alone "
-                         f"take {minimum - 1} ids")
+    check_vocab_size(vocab_size)  # VocabConfig checked a number; here also train_vocab's own callers' and auto's
     stats["sampled"] = len(sample)
     model = io.BytesIO()
     try:  # in a child process: Ctrl-C stops it at once (vocab_trainer)

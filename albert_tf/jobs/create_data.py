@@ -32,8 +32,6 @@ def create_data(config):
     # the vocabulary's record decides casing and accents; a flag that contradicts it is refused (text.record)
     lower_case = vocabulary.resolve_lower_case(vocabulary.read_casing(config.spm_model), config.cased,
                                                vocabulary.casing_path(config.spm_model))
-    if config.beam_options and not config.beam:
-        raise ValueError(f"Beam pipeline options ({' '.join(config.beam_options)}) go with --beam")
     if config.beam:
         summary = _run_on_beam(config, lower_case)
     else:

@@ -23,22 +23,40 @@ from albert_tf.cloud.keeper import LAUNCH_NOTE, Clock, Keeper, Launch, Settings
 from albert_tf.runtime import exit_codes
 from albert_tf.runtime.devices import topology_hosts
 from albert_tf.settings.keeper_config import KeepAliveConfig, KeepAliveResult
-from albert_tf.settings.pretrain_config import PretrainConfig, read_recipe
+from albert_tf.settings.pretrain_config import PretrainConfig, over_recipe, read_recipe
 
 PROG = "albert-tf keep-alive"
 TRAIN_RECORDS, EVAL_RECORDS, SPM = "records/train-*", "records/eval-*", "spm.model"  # under ROOT (prepare_data.sh)
 
 
-def pretrain_words(config, model_dir, tpu, eval_data):
-    """The `albert-tf pretrain` command worker 0 runs, made from a PretrainConfig (its flags' own spellings)."""
+class _PretrainFlags(argparse.ArgumentParser):
+    """pretrain's flags, read as pretrain's own parser reads them; a bad word is a ValueError, not an exit."""
+
+    def error(self, message):
+        raise ValueError(f"the flags for pretrain after --: {message}")
+
+
+def launched_config(config, model_dir, tpu, eval_data):
+    """The PretrainConfig worker 0 runs: the recipe's values, the keeper's own (config, data, model dir, steps, TPU),
+    then the flags after `--` (config.pretrain_flags, read with pretrain's flags). A misspelled flag or a run pretrain
+    would refuse (its checks are the config's own) is one-line ValueError, here, before anything is created."""
     root, recipe = config.root.rstrip("/"), read_recipe(config.recipe)
-    run = PretrainConfig(**{**recipe, "config": config.config, "train_data": f"{root}/{TRAIN_RECORDS}",
-                            "model_dir": model_dir, "tpu": tpu, "spm_model": f"{root}/{SPM}",
-                            "num_train_steps": config.num_train_steps,
-                            "eval_data": f"{root}/{EVAL_RECORDS}" if eval_data else None})
-    words = run_config.to_argv(run, base=recipe)  # what differs from the recipe: the keeper's own settings
+    parser = _PretrainFlags(prog="albert-tf pretrain", add_help=False, allow_abbrev=False)
+    run_config.add_fields_as_arguments(parser, PretrainConfig, required=False)
+    typed = run_config.given(PretrainConfig, parser.parse_args(config.pretrain_flags))
+    keeper = {"config": config.config, "train_data": f"{root}/{TRAIN_RECORDS}", "model_dir": model_dir, "tpu": tpu,
+              "spm_model": f"{root}/{SPM}", "num_train_steps": config.num_train_steps,
+              "eval_data": f"{root}/{EVAL_RECORDS}" if eval_data else None}
+    return PretrainConfig(**over_recipe(recipe, {**keeper, **typed}))
+
+
+def pretrain_words(config, model_dir, tpu, eval_data):
+    """The `albert-tf pretrain` command worker 0 runs, printed from its PretrainConfig (launched_config) in the
+    flags' own spellings: --recipe, then what differs from the recipe."""
+    run = launched_config(config, model_dir, tpu, eval_data)
+    words = run_config.to_argv(run, base=read_recipe(config.recipe))
     cli = shlex.split(os.environ.get("ALBERT_TF") or f"{shlex.quote(install_of(None).python)} -m albert_tf")
-    return [*cli, "pretrain", "--recipe", config.recipe, *words, *config.pretrain_flags]
+    return [*cli, "pretrain", "--recipe", config.recipe, *words]
 
 
 def install_of(spec):
@@ -71,6 +89,7 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
         images.check_image(config.image, topology_hosts(config.type))
     if config.hang_factor is not None or config.kill_after is not None:
         say("--hang-factor and --kill-after are no longer used: pretrain's own --step-timeout ends a hung run")
+    launched_config(config, "gs://MODEL_DIR", "TPU", eval_data=True)  # pretrain's checks, before any call
     if config.dry_run:
         settings = Settings.of(config, config.project or "PROJECT")
         return dry_run(settings, make_launch(settings, not config.no_eval))

@@ -16,8 +16,8 @@ import shlex
 from albert_tf import config as albert_config
 from albert_tf import run_config
 from albert_tf.runtime import devices
-from albert_tf.settings.plan_config import PLAN_PRETRAIN_FIELDS, PlanConfig, PlanResult, from_recipe
-from albert_tf.settings.pretrain_config import PretrainConfig, read_recipe
+from albert_tf.settings.plan_config import PLAN_PRETRAIN_FIELDS, PlanConfig, PlanResult, from_recipe, plan_cores
+from albert_tf.settings.pretrain_config import PretrainConfig, paper_warmup, read_recipe
 from albert_tf.training import costs
 
 # The recommended command's stand-ins for what a plan does not know: the data and the model dir.
@@ -36,27 +36,27 @@ def _planned_dtype(flag, auto):
 
 def topology_setup(cfg):
     """(devices, peak FLOP/s per device, memory per device, usable fraction, dtype) of the plan's --topology (the
-    device table's row of its generation); one-line ValueError for a slice that does not exist or is refused."""
+    device table's row of its generation, or --cpu-replicas on this machine's CPU)."""
+    cores = plan_cores(cfg)
     if cfg.topology == devices.CPU_TOPOLOGY:
-        replicas, total = cfg.cpu_replicas or 1, costs.host_total_bytes()
+        total = costs.host_total_bytes()
         # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
-        return (replicas, None, total // replicas, costs.host_usable_fraction(total),
-                _planned_dtype(cfg.dtype, "float32"))
-    try:
-        found = devices.parse_topology(cfg.topology)
-    except ValueError as e:
-        raise ValueError(f"--topology {e}") from None
-    return (found.devices, found.generation.peak_per_device, found.generation.hbm_per_device,
-            devices.HBM_USABLE_FRACTION, _planned_dtype(cfg.dtype, "bfloat16"))
+        return (cores, None, total // cores, costs.host_usable_fraction(total), _planned_dtype(cfg.dtype, "float32"))
+    generation = devices.parse_topology(cfg.topology).generation
+    return (cores, generation.peak_per_device, generation.hbm_per_device, devices.HBM_USABLE_FRACTION,
+            _planned_dtype(cfg.dtype, "bfloat16"))
 
 
 def recommended_config(cfg, plan, option, recipe_values=None):
     """The recommended run as a PretrainConfig: the recipe's values (`recipe_values`, read_recipe's), the plan's
     pretrain settings, the option's flags, and stand-ins for the data and the model dir (gs:// and --tpu on a TPU
-    topology)."""
+    topology); a warm-up (the recipe's or the default) as long as the run becomes the paper's share of it."""
     values = {**(recipe_values or {}), **{name: getattr(cfg, name) for name in PLAN_PRETRAIN_FIELDS}}
     fields = {run_config.flag_of(f): f.name for f in dataclasses.fields(PretrainConfig)}
     values.update({fields[flag]: value for flag, value in option["flags"].items()})
+    warmup = values.get("num_warmup_steps", run_config.default_for(PretrainConfig, "num_warmup_steps"))
+    if warmup >= cfg.num_train_steps:  # pretrain would refuse it: the paper's share of this run instead
+        values["num_warmup_steps"] = paper_warmup(cfg.num_train_steps)
     places = CPU_PLACES if plan["topology"] == devices.CPU_TOPOLOGY else TPU_PLACES
     return PretrainConfig(**values, **places)
 

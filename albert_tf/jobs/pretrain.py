@@ -17,14 +17,15 @@ from albert_tf.settings.pretrain_config import RECIPES, PretrainConfig, Pretrain
 
 # ---------------------------------------------------------------------------------------------- the call
 def pretrain(config):
-    """Pretrains as `config` (a PretrainConfig) says: the flags' checks, the output lock, prepare (strategy, checks,
-    plan), build and restore, train. Returns a PretrainResult. Usable from a notebook or a script: progress lines as
-    the CLI prints them, errors as ValueError / FileNotFoundError (nothing written before the checks pass), the
+    """Pretrains as `config` (a PretrainConfig, whose ranges were checked when it was made) says: the TPU and the
+    output dir checked, the output lock, prepare (strategy, the inputs' checks, batch plan), build and restore,
+    train. Returns a PretrainResult. Usable from a notebook or a script: progress lines as the CLI prints them,
+    errors as ValueError / FileNotFoundError (nothing written before the checks pass), the
     model dir held by another run as LockHeld, the TPU / runtime or a peer worker gone as RuntimeLost (both in
     albert_tf.runtime.exit_codes: the same config resumes), and on the main thread SIGINT / SIGTERM (a notebook's
     interrupt) stop at the end of the compiled call in flight with a checkpoint (status "stopped"; the same config
     resumes)."""
-    return PretrainResult(**_pretraining().run(config, exits=False))
+    return _pretraining().run(config, exits=False)
 
 
 def _pretraining():
@@ -66,7 +67,7 @@ def cli(config):
     """`albert-tf pretrain`: the run, with the CLI's signal handling (SIGTERM and SIGINT stop it cleanly: before
     the first step has finished at once, nothing to save; afterwards at the end of the compiled call in flight, with
     a checkpoint; exit 75 after SIGTERM, 130 after SIGINT; a second SIGINT aborts). Returns the exit code."""
-    return _pretraining().run(config, exits=True)["exit_code"]
+    return _pretraining().run(config, exits=True).exit_code
 
 
 __all__ = ["PretrainConfig", "PretrainResult", "pretrain", "RECIPES", "read_recipe", "over_recipe"]

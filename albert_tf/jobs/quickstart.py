@@ -69,7 +69,8 @@ def pretraining_steps(out, quickstart_config):
                        model_dir=os.path.join(out, "model"), spm_model=spm_file, max_seq_length=seq,
                        max_predictions=preds, batch_size=32, learning_rate=0.002,
                        num_train_steps=quickstart_config.num_train_steps,
-                       num_warmup_steps=max(1, quickstart_config.num_train_steps // 10), steps_per_loop=25,
+                       num_warmup_steps=min(max(1, quickstart_config.num_train_steps // 10), quickstart_config.num_train_steps - 1),
+                       steps_per_loop=25,
                        save_checkpoints_steps=100, seed=quickstart_config.seed),
     ]
 

@@ -7,6 +7,27 @@ from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
 from albert_tf.settings.defaults import MASKED_LM_PROB, NGRAM, PAPER, SEED
 
+# The instance settings' ranges, by field: (within the range, what it must be). create-data's config checks them
+# when it is made, naming the flag; the library's InstanceOptions.validate names the field.
+INSTANCE_RANGES = {
+    "max_seq_length": (lambda v: v >= 5, "must be at least 5 ([CLS] a [SEP] b [SEP])"),
+    "max_predictions": (lambda v: v >= 1, "must be at least 1"),
+    "masked_lm_prob": (lambda v: 0.0 <= v <= 1.0, "must be in [0, 1]"),
+    "ngram": (lambda v: v >= 1, "must be at least 1"),
+    "dupe_factor": (lambda v: v >= 1, "must be at least 1"),
+    "short_seq_prob": (lambda v: 0.0 <= v <= 1.0, "must be in [0, 1]"),
+    "seed": (lambda v: v >= 0, "must be non-negative"),
+}
+
+
+def instance_range_problem(values, name=lambda field: field):
+    """(field, "NAME must be ...") of the first of INSTANCE_RANGES that `values` (an object with those attributes)
+    breaks, NAME being `name(field)`; None when all hold."""
+    for field, (ok, must) in INSTANCE_RANGES.items():
+        if not ok(getattr(values, field)):
+            return field, f"{name(field)} {must}"
+    return None
+
 
 @dataclasses.dataclass
 class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
@@ -36,7 +57,17 @@ class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
                                 help="one Beam pipeline option (repeatable; the words after -- add to them)")
 
     def __post_init__(self):
-        run_config.check_fields(self)
+        run_config.check_fields(self, CreateDataConfig.check)
+
+    def check(self):
+        """The ranges and combinations that need no file: the instance settings (INSTANCE_RANGES), --num-shards
+        and --workers at least 1, Beam options only with --beam."""
+        problem = instance_range_problem(self, lambda field: run_config.flag_for(self, field))
+        if problem:
+            raise ValueError(f"{problem[1]}, got {getattr(self, problem[0])}")
+        run_config.check_minimum(self, ("num_shards", "workers"), 1, "at least 1")
+        if self.beam_options and not self.beam:
+            raise ValueError(f"Beam pipeline options ({' '.join(self.beam_options)}) go with --beam")
 
 
 @dataclasses.dataclass
@@ -53,4 +84,4 @@ class CreateDataResult:
     exit_code: int = 0
 
 
-__all__ = ["CreateDataConfig", "CreateDataResult"]
+__all__ = ["CreateDataConfig", "CreateDataResult", "INSTANCE_RANGES", "instance_range_problem"]

@@ -6,7 +6,7 @@ import typing
 from albert_tf import run_config
 from albert_tf.runtime import devices
 from albert_tf.settings import defaults
-from albert_tf.settings.pretrain_config import PretrainConfig, over_recipe, read_recipe
+from albert_tf.settings.pretrain_config import PretrainConfig, check_predictions, over_recipe, read_recipe
 
 # The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
 PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_length", "max_predictions",
@@ -35,11 +35,61 @@ def _plan_fields():
     ]
 
 
-PlanConfig = dataclasses.make_dataclass("PlanConfig", _plan_fields())
+# The plan's fields checked when a PlanConfig is made (pretrain's messages: the flags are pretrain's).
+PLAN_POSITIVE_FIELDS = ("batch_size", "max_seq_length", "max_predictions", "num_train_steps",
+                        "gradient_accumulation_steps")
+
+
+def check_split(global_batch, cores, accumulation_steps, topology=None):
+    """Refuses a global batch that `cores` replicas (of `topology`, a name for the line) do not divide evenly, and
+    accumulation steps that do not divide the per-core batch: one line naming the flag."""
+    if global_batch % cores:
+        raise ValueError(f"--batch-size {global_batch} is not divisible by the {cores} cores "
+                         f"{'of ' + topology + ' ' if topology else ''}(every core takes an equal share)")
+    if (global_batch // cores) % accumulation_steps:
+        raise ValueError(f"--gradient-accumulation-steps {accumulation_steps} does not divide the per-core batch "
+                         f"{global_batch // cores}")
+
+
+def check_fraction(flag, value):
+    """Refuses a fraction (--mfu) outside (0, 1]."""
+    if not 0 < value <= 1:
+        raise ValueError(f"{flag} {value}: expected a fraction in (0, 1]")
+
+
+def plan_cores(config):
+    """The replicas a PlanConfig's --topology has: a slice's TensorFlow devices (the device table's), or
+    --cpu-replicas (default 1) on this machine's CPU. One-line ValueError for a slice that does not exist or is
+    refused."""
+    if config.topology == devices.CPU_TOPOLOGY:
+        return config.cpu_replicas or 1
+    try:
+        return devices.parse_topology(config.topology).devices
+    except ValueError as e:
+        raise ValueError(f"--topology {e}") from None
+
+
+def _check(config):
+    """PlanConfig's ranges and combinations (none reads a file): pretrain's positive sizes, --max-predictions within
+    --max-seq-length, --cpu-replicas >= 1, --mfu a fraction, a known --topology whose cores split the batch."""
+    run_config.check_minimum(config, PLAN_POSITIVE_FIELDS, 1, "positive")
+    run_config.check_minimum(config, ("cpu_replicas",), 1, ">= 1")
+    check_predictions(config)
+    check_fraction("--mfu", config.mfu)
+    if config.topology:  # (a missing --topology is refused after the ranges)
+        check_split(config.batch_size, plan_cores(config), config.gradient_accumulation_steps, config.topology)
+
+
+def _post_init(config):
+    """Checks a PlanConfig when it is made (its fields' types and choices, then _check)."""
+    run_config.check_fields(config, _check)
+
+
+# __post_init__ given to make_dataclass: the generated __init__ calls it only if the class has it when made
+PlanConfig = dataclasses.make_dataclass("PlanConfig", _plan_fields(), namespace={"__post_init__": _post_init})
 PlanConfig.__module__ = __name__  # Python 3.10 has no make_dataclass(module=)
 PlanConfig.__doc__ = ("The settings of `albert-tf plan`: pretrain's that a plan reads (a --recipe's values under the "
-                      "typed ones), the topology and the MFU.")
-PlanConfig.__post_init__ = run_config.check_fields
+                      "typed ones), the topology and the MFU; checked when made.")
 
 
 @dataclasses.dataclass
@@ -60,4 +110,5 @@ def from_recipe(recipe, **values):
                       recipe=recipe)
 
 
-__all__ = ["PlanConfig", "PlanResult", "from_recipe", "PLAN_PRETRAIN_FIELDS"]
+__all__ = ["PlanConfig", "PlanResult", "from_recipe", "PLAN_PRETRAIN_FIELDS", "check_split", "check_fraction",
+           "plan_cores"]

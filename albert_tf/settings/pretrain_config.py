@@ -38,7 +38,9 @@ COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for 
 
 @dataclasses.dataclass
 class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attributes
-    """Every setting of a pretraining run (see each field's help; `albert-tf pretrain --help` shows the same)."""
+    """Every setting of a pretraining run (see each field's help; `albert-tf pretrain --help` shows the same). Made,
+    it is checked: every range and combination that needs no file (ValueError, one line naming the flag, as the
+    CLI prints it); the files are checked when the run starts."""
     config: str = option(help="albert_config.json, a directory holding one, or a preset name (albert_base, ...)")
     train_data: str = option(help="glob of pretraining TFRecords (create-data's output)")
     model_dir: str = option(help="the pretrained-model directory to write (local or gs://)")
@@ -107,12 +109,58 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
            "(activation memory of one micro-batch; the same loss, steps and schedule)")
 
     def __post_init__(self):
-        run_config.check_fields(self)
+        run_config.check_fields(self, PretrainConfig.check)
+
+    def check(self):
+        """The ranges and combinations that need no file: positive sizes and counts, the time limits and warm-up
+        >= 0, the masking settings (check_masking), a warm-up shorter than the run, the runtime block's checks (with
+        --tpu the paths on Cloud Storage). The files are checked when the run starts."""
+        run_config.check_minimum(self, POSITIVE_FIELDS, 1, "positive")
+        run_config.check_minimum(self, NON_NEGATIVE_FIELDS, 0, ">= 0")
+        self.check_masking()
+        check_predictions(self)
+        if self.num_warmup_steps >= self.num_train_steps:
+            raise ValueError(f"--num-warmup-steps {self.num_warmup_steps:,} is not less than --num-train-steps "
+                             f"{self.num_train_steps:,}: the learning rate would still be warming up when the run "
+                             "ends; give fewer warm-up steps (the paper's share, 2.5%, is "
+                             f"{paper_warmup(self.num_train_steps):,})")
+        self.check_runtime({run_config.flag_for(self, name): getattr(self, name) for name in PATH_FIELDS})
+
+    def check_masking(self):
+        """--masked-lm-prob's range, and that it changes only what --dynamic-masking masks (records made with masks
+        carry their own)."""
+        if not 0 < self.masked_lm_prob <= 1:
+            raise ValueError(f"--masked-lm-prob must be in (0, 1], got {self.masked_lm_prob}")
+        default = run_config.default_for(self, "masked_lm_prob")
+        if self.masked_lm_prob != default and not self.dynamic_masking:
+            raise ValueError(f"--masked-lm-prob {self.masked_lm_prob} needs --dynamic-masking: records made with "
+                             "masks carry their own (create-data --masked-lm-prob)")
 
     @classmethod
     def from_recipe(cls, recipe, **values):
         """A recipe (a name in RECIPES or a .json file) with `values` over it (`config_overrides` key by key)."""
         return cls(**over_recipe(read_recipe(recipe), values))
+
+
+def check_predictions(config):
+    """Refuses a --max-predictions over --max-seq-length (`config`: a PretrainConfig or a PlanConfig)."""
+    if config.max_predictions > config.max_seq_length:
+        raise ValueError(f"--max-predictions {config.max_predictions} exceeds --max-seq-length "
+                         f"{config.max_seq_length}")
+
+
+def paper_warmup(num_train_steps):
+    """The paper's share of warm-up steps, 2.5 % (3,125 of 125,000), for a run of `num_train_steps`."""
+    return num_train_steps * 25 // 1000
+
+
+# The fields checked when a PretrainConfig is made (None, an unset optional field, passes).
+POSITIVE_FIELDS = ("max_seq_length", "max_predictions", "batch_size", "num_train_steps", "steps_per_loop",
+                   "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps", "gradient_accumulation_steps",
+                   "streams")
+NON_NEGATIVE_FIELDS = ("num_warmup_steps", "save_checkpoints_secs", "collective_timeout_secs", "step_timeout",
+                       "first_step_timeout", "keep_step_checkpoints")
+PATH_FIELDS = ("train_data", "eval_data", "model_dir", "init")  # with --tpu: on Cloud Storage
 
 
 @dataclasses.dataclass
@@ -207,4 +255,5 @@ def read_recipe(recipe):
 
 
 __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
-           "COLLECTIVE_TIMEOUT_SECS"]
+           "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
+           "paper_warmup"]

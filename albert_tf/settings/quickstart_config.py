@@ -17,7 +17,13 @@ class QuickstartConfig:
     seed: int = option(SEED, "seeds every step")
 
     def __post_init__(self):
-        run_config.check_fields(self)
+        run_config.check_fields(self, QuickstartConfig.check)
+
+    def check(self):
+        """The ranges the steps' own configs would refuse later: positive steps and epochs, a seed >= 0
+        (create-data's)."""
+        run_config.check_minimum(self, ("num_train_steps", "finetune_epochs"), 1, "positive")
+        run_config.check_minimum(self, ("seed",), 0, ">= 0")
 
 
 @dataclasses.dataclass

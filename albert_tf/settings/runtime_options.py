@@ -6,6 +6,7 @@ help are the same in both. No TensorFlow.
 """
 import dataclasses
 
+from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime import precision
 
@@ -27,10 +28,15 @@ class RuntimeOptions:
     xla: str = option("auto", "jit-compile the training step on GPU/CPU (a TPU always compiles); auto: on for GPU, "
                               "off for CPU", choices=XLA_CHOICES)
 
-    def check_runtime(self):
-        """The block's own ranges (called by the embedding config's check)."""
-        if self.cpu_replicas is not None and self.cpu_replicas < 1:
-            raise ValueError(f"--cpu-replicas must be >= 1, got {self.cpu_replicas}")
+    def check_runtime(self, paths=None):
+        """The block's own checks (called by the embedding config's `__post_init__`): --cpu-replicas' range, --tpu
+        without --cpu-replicas, and with --tpu every one of `paths` ({flag: path or glob or None}, the embedding
+        config's) on Cloud Storage (check_cloud_paths)."""
+        run_config.check_minimum(self, ("cpu_replicas",), 1, ">= 1")
+        if self.tpu and self.cpu_replicas:
+            raise ValueError("--tpu and --cpu-replicas are exclusive")
+        if self.tpu:
+            check_cloud_paths(paths or {})
 
     @property
     def runtime(self):
@@ -38,4 +44,17 @@ class RuntimeOptions:
         return RuntimeOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RuntimeOptions)})
 
 
-__all__ = ["RuntimeOptions", "XLA_CHOICES"]
+def check_cloud_paths(paths):
+    """With --tpu the TPU workers read and write Cloud Storage only; refuses anything else.
+
+    Args:
+      paths: {flag name: path or glob or None}.
+    """
+    for flag, path in paths.items():
+        if path and not str(path).startswith("gs://"):
+            raise ValueError(
+                f"{flag} {path}: with --tpu, data and the model dir must be on Cloud Storage (gs://...), "
+                f"because the TPU hosts cannot read this machine's local files")
+
+
+__all__ = ["RuntimeOptions", "XLA_CHOICES", "check_cloud_paths"]

@@ -11,10 +11,21 @@ from albert_tf.settings.defaults import SEED
 DEFAULT_VOCAB_SIZE = 30000  # the released models' vocabulary
 DEFAULT_MAX_SENTENCES = 10_000_000  # the original's --input_sentence_size
 LINE_LIMIT = 4192  # bytes: SentencePiece's default max_sentence_length; longer lines are cut (sample_sentences)
+# The pieces every vocabulary holds besides <pad> and <unk> (SentencePiece's control and user-defined symbols)
+USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "–", "£", "€")
+CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+RESERVED_IDS = 2 + len(CONTROL_SYMBOLS) + len(USER_DEFINED_SYMBOLS)  # <pad>, <unk>, the symbols
+
+
+def check_vocab_size(vocab_size):
+    """Refuses a --vocab-size that leaves no room for learned pieces beside the reserved ids (one line)."""
+    if vocab_size <= RESERVED_IDS:
+        raise ValueError(f"--vocab-size {vocab_size} is too small: the special and user-defined symbols alone take "
+                         f"{RESERVED_IDS} ids")
 
 
 def vocab_size_argument(text):
-    """--vocab-size: a positive integer or "auto"."""
+    """--vocab-size: a number of pieces or "auto" (a number too small is refused by check_vocab_size)."""
     if text == "auto":
         return text
     try:
@@ -44,7 +55,14 @@ class VocabConfig:
     seed: int = option(SEED, "sampling seed")
 
     def __post_init__(self):
-        run_config.check_fields(self)
+        run_config.check_fields(self, VocabConfig.check)
+
+    def check(self):
+        """The ranges that need no file: --vocab-size above the reserved ids (auto: sized from the corpus),
+        --max-sentences at least 1."""
+        if self.vocab_size != "auto":
+            check_vocab_size(self.vocab_size)
+        run_config.check_minimum(self, ("max_sentences",), 1, "at least 1")
 
 
 @dataclasses.dataclass
@@ -60,4 +78,5 @@ class VocabResult:
     exit_code: int = 0
 
 
-__all__ = ["VocabConfig", "VocabResult", "vocab_size_argument", "LINE_LIMIT", "DEFAULT_MAX_SENTENCES"]
+__all__ = ["VocabConfig", "VocabResult", "vocab_size_argument", "check_vocab_size", "LINE_LIMIT",
+           "DEFAULT_MAX_SENTENCES", "USER_DEFINED_SYMBOLS", "CONTROL_SYMBOLS", "RESERVED_IDS"]

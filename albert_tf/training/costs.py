@@ -71,6 +71,7 @@ import os
 from albert_tf.runtime.devices import (CPU_TOPOLOGY, GENERATIONS, HBM_USABLE_FRACTION, PAPER_GENERATION,
                                        parse_topology)
 from albert_tf.settings.defaults import MFU, PAPER
+from albert_tf.settings.plan_config import check_fraction, check_split
 
 # What a CPU run needs besides the host estimate (which matches TensorFlow's allocator statistics:
 # benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
@@ -254,12 +255,7 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
     """`estimate`'s arguments, each refused with one line naming the flag."""
     _check_positive(batch_size=global_batch, max_seq_length=seq_length, max_predictions=max_predictions, cores=cores,
                     gradient_accumulation_steps=accumulation_steps)
-    if global_batch % cores:
-        raise ValueError(f"--batch-size {global_batch} is not divisible by the {cores} cores "
-                         f"{'of ' + topology + ' ' if topology else ''}(every core takes an equal share)")
-    if (global_batch // cores) % accumulation_steps:
-        raise ValueError(f"--gradient-accumulation-steps {accumulation_steps} does not divide the per-core batch "
-                         f"{global_batch // cores}")
+    check_split(global_batch, cores, accumulation_steps, topology)
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
@@ -267,8 +263,7 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
         raise ValueError(f"--max-predictions {max_predictions} exceeds --max-seq-length {seq_length}")
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
-    if not 0 < mfu <= 1:
-        raise ValueError(f"--mfu {mfu}: expected a fraction in (0, 1]")
+    check_fraction("--mfu", mfu)
     if steps is not None:
         _check_positive(num_train_steps=steps)
 

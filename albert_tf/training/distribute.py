@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from albert_tf.runtime import cluster, devices, host_xla, requirements
 from albert_tf.runtime.exit_codes import RuntimeLost
+from albert_tf.settings.runtime_options import check_cloud_paths  # noqa: F401  (finetuning's call)
 
 # Where a TPU VM image or the `libtpu` package puts the TPU runtime, besides $TPU_LIBRARY_PATH.
 LIBTPU_PATHS = ("/lib/libtpu.so", "/usr/lib/libtpu.so", "/usr/local/lib/libtpu.so")
@@ -30,17 +31,19 @@ INSTALL_FOR_TPU = (
     "older than 0.0.32)")
 
 
-def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeout_secs=None):
+def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeout_secs=None, check_support=True):
     """Returns the tf.distribute.Strategy the flags ask for (see the module docstring for the order).
     `collective_timeout_secs` (multi-worker only; None or 0: no limit): a collective waiting longer than this for
     a peer fails with DeadlineExceededError (one of RUNTIME_ERRORS), where a hung peer would hold it forever.
+    `check_support` False: the caller ran check_tpu_support already (pretraining does, before its output lock).
     Raises albert_tf.runtime.exit_codes.RuntimeLost when the TPU cannot be reached for a reason that may pass
     (connect_tpu)."""
     environ = os.environ if environ is None else environ
     if tpu and cpu_replicas:
         raise ValueError("--tpu and --cpu-replicas are exclusive")
     if tpu:
-        check_tpu_support(environ, tpu)
+        if check_support:
+            check_tpu_support(environ, tpu)
         return connect_tpu(tpu)
     if environ.get("TF_CONFIG"):
         try:
@@ -163,19 +166,6 @@ def is_chief(strategy):
     if is_tpu_strategy(strategy):
         return True
     return cluster.is_chief_of_resolver(getattr(strategy, "cluster_resolver", None))
-
-
-def check_cloud_paths(paths):
-    """With --tpu the TPU workers read and write Cloud Storage only; refuses anything else.
-
-    Args:
-      paths: {flag name: path or glob or None}.
-    """
-    for flag, path in paths.items():
-        if path and not str(path).startswith("gs://"):
-            raise ValueError(
-                f"{flag} {path}: with --tpu, data and the model dir must be on Cloud Storage (gs://...), "
-                f"because the TPU hosts cannot read this machine's local files")
 
 
 # ---------------------------------------------------------------------------------------------- can this TF drive a TPU

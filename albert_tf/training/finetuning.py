@@ -51,7 +51,7 @@ from albert_tf.training import distribute
 from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal
 from albert_tf.training.collapse import CollapseWatch, handle_collapse
 from albert_tf.training.optimizers import make_optimizer
-from albert_tf.training.run import check_record, resume_names, run_record, runtime_lost, write_record
+from albert_tf.training.run import runtime_lost
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
 
@@ -210,22 +210,23 @@ def dtype_for_quality(choice, flag, optimizer):
 
 def record_run(cfg, budget, dtype_choice=None):
     """Writes OUTPUT/finetune_config.json (the config and its resolved budget), or refuses an output directory that
-    holds a run with other settings (run.check_record): the budget is part of the output (a restart with different
-    settings would not resume the same run)."""
+    holds a run with other settings (run_config.check_record): the budget is part of the output (a restart with
+    different settings would not resume the same run)."""
     path = FinetuneDir(cfg.output).run_record
     recorded = run_config.read_record(path)
     if recorded is not None:  # recorded before --optimizer existed: the run trained with Keras AdamW
         recorded.get("budget", recorded).setdefault("optimizer", "adamw-keras")
     budget_values = dataclasses.asdict(budget)
-    current, names = run_record(cfg, budget=budget_values), resume_names(cfg, budget=budget_values)
+    current = run_config.run_record(cfg, budget=budget_values)
+    names = run_config.resume_names(cfg, budget=budget_values)
     if recorded is not None and "budget" not in recorded:  # an older release's: the budget beside task, init, seed
         legacy = {"task": cfg.task, "init": cfg.init, "seed": cfg.seed, **budget_values}
-        check_record(path, legacy, list(legacy), "--output", recorded)
+        run_config.check_record(path, legacy, list(legacy), "--output", recorded)
     else:
-        check_record(path, current, names, "--output", recorded)
+        run_config.check_record(path, current, names, "--output", recorded)
     if recorded is None:
         tf.io.gfile.makedirs(cfg.output)
-        write_record(path, current, dtype_choice)
+        run_config.write_record(path, current, dtype_choice)
 
 
 def completed_run(output, budget):
@@ -292,10 +293,7 @@ def collapse_watch(cfg, setup, initial_epoch):
 
 def record_collapse(cfg, collapse):
     """Adds the collapse finding (None: none) to the run record, OUTPUT/finetune_config.json."""
-    path = FinetuneDir(cfg.output).run_record
-    record = run_config.read_record(path)
-    if record is not None and record.get("collapse") != collapse:
-        atomic_write_text(path, json.dumps({**record, "collapse": collapse}, indent=2, sort_keys=True) + "\n")
+    run_config.add_to_record(FinetuneDir(cfg.output).run_record, collapse=collapse)
 
 
 def finish(cfg, setup, model, state, managers, started, watch=None):

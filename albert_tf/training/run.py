@@ -2,17 +2,14 @@
 drivers read top to bottom in the same order:
 
     check the settings → lock the run directory (runtime.lock) → prepare: read and check every input, the run
-    record among them (check_record) → build the model, restore the latest checkpoint → the loop → a result dict
+    record among them → build the model, restore the latest checkpoint → the loop → the job's result
 
-and both write the run record once (write_record), print progress in one format (progress_line), write
+and both read, check and write the run record through albert_tf/run_config.py (run_record, resume_names,
+check_record, write_record: one home, one signature), print progress in one format (progress_line), write
 TensorBoard events in one layout (Events: RUN_DIR/train, RUN_DIR/eval) and end with one line, exit 76, when the
 TPU / runtime or a peer worker goes away (runtime_lost). The loops stay each job's own: pretraining's hand-written
 multi-step loop (TPU iterations per loop, exact resume), fine-tuning's Keras `model.fit` and its callbacks.
 
-    run_record(cfg, **sections)                 a run record: the config's fields (+ e.g. the fine-tuning budget)
-    resume_names(cfg, **sections)               the fields of a record a resumed run must keep
-    check_record(path, current, names, flag)    refuses a run directory that holds a run with other settings
-    write_record(path, current, dtype_choice)   writes the run record, once
     runtime_lost(job, error, position, latest)  the RuntimeLost (exit 76) of a run whose runtime went away
     progress_line(step, total_steps, ...)       the progress line (stderr) of both jobs; PROGRESS_LINE parses it
     Events(run_dir, chief)                      TensorBoard scalars, one folder per split (layout.SPLITS)
@@ -22,47 +19,10 @@ import re
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from albert_tf import layout, run_config
+from albert_tf import layout
 from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.runtime.signals import duration_text
 from albert_tf.training import distribute
-
-
-# ---------------------------------------------------------------------------------------------- the run record
-def run_record(cfg, **sections):
-    """The run record of `cfg` (a PretrainConfig / FinetuneConfig): its fields (run_config.record) and `sections`,
-    each a dict of values decided from them (the fine-tuning budget: `budget=...`)."""
-    return {**run_config.record(cfg), **sections}
-
-
-def resume_names(cfg, **sections):
-    """The fields of a run record that a resumed run must keep: the config's `same_on_resume` fields and every key
-    of each section ("budget.epochs"; run_config.check_record compares those of "budget" key by key)."""
-    return run_config.same_on_resume(type(cfg)) + [f"{name}.{key}" for name, values in sections.items()
-                                                    for key in values]
-
-
-_UNREAD = object()
-
-
-def check_record(path, current, names, flag, recorded=_UNREAD):
-    """Refuses a run whose values differ from the run record at `path` (read here unless given as `recorded`;
-    None: no record yet, a new run). `names`: what must agree (resume_names). One line for both jobs:
-
-        PATH: the output directory holds a run with other settings: batch_size 8 (recorded 16); use a new FLAG or
-        the same settings
-
-    Returns the record (None for a new run)."""
-    if recorded is _UNREAD:
-        recorded = run_config.read_record(path)
-    run_config.check_record(path, recorded, current, names, f"use a new {flag} or the same settings")
-    return recorded
-
-
-def write_record(path, current, dtype_choice=None):
-    """Writes the run record `current` to `path`, with `dtype_choice` (albert_tf.runtime.precision.DtypeChoice:
-    the compute dtype and why), unless a record is there already (run_config.write_record)."""
-    run_config.write_record(path, {**current, "dtype_choice": dtype_choice and dtype_choice.to_record()})
 
 
 # ---------------------------------------------------------------------------------------------- runtime lost
