@@ -100,6 +100,37 @@ def _parser(command):
     return parser
 
 
+# Values in range where the default + 3 is not (a config checks its ranges when it is made).
+IN_RANGE = {("finetune", "warmup_proportion"): 0.5, ("finetune", "albert_dropout"): 0.5,
+            ("finetune", "classifier_dropout"): 0.5, ("convert", "release"): "albert_base_v2"}
+# Settings that exclude each other: "every field at another value" is one config per group (each with every field
+# of no group), which together set every field.
+EXCLUSIVE = {"finetune": [("tpu",), ("length_bucket", "cpu_replicas")],
+             "convert": [("release", "cache_dir"), ("source", "checkpoint", "config", "spm_model"),
+                         ("to", "init", "spm_model")]}
+
+
+# A command none of whose flags is required, yet which needs some: the least a valid config sets.
+LEAST = {"convert": {"release": "albert_base_v2"}}
+
+
+def _required(command):
+    """{field: value} of the fields a config cannot go without: the required ones (another value than nothing) and
+    LEAST's."""
+    cls = CONFIGS[command]
+    return {**{f.name: _other_value(cls, f) for f in dataclasses.fields(cls)
+               if run_config.default_of(f) is dataclasses.MISSING}, **LEAST.get(command, {})}
+
+
+def _other_values(command):
+    """[{field: another value than its default}]: one mapping of every field, or one per group of EXCLUSIVE."""
+    cls = CONFIGS[command]
+    values = {f.name: IN_RANGE.get((command, f.name), _other_value(cls, f)) for f in dataclasses.fields(cls)}
+    groups = EXCLUSIVE.get(command, [()])
+    grouped = {name for group in groups for name in group}
+    return [{k: v for k, v in values.items() if k not in grouped or k in group} for group in groups]
+
+
 def _other_value(cls, field):
     """A value of the field's type that is not its default (what a test types for it)."""
     kind, _ = run_config.base_type(cls, field)
@@ -146,18 +177,19 @@ def test_every_field_has_exactly_one_flag_and_every_flag_is_a_field(command):
 @pytest.mark.parametrize("command", sorted(CONFIGS))
 def test_the_cli_and_the_python_api_give_the_same_config(command):
     """Defaults: the flags left out give the dataclass's defaults. Values: every field typed on the command line
-    (a value other than its default) gives the config built in Python from the same values."""
+    (a value other than its default; the flags that exclude each other in turns) gives the config built in Python
+    from the same values."""
     cls, parser = CONFIGS[command], _parser(command)
     fields = dataclasses.fields(cls)
-    required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
+    required = _required(command)
     argv = [w for f in fields if f.name in required for w in _words(cls, f, required[f.name])]
     assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**required)
     for f in fields:
         if f.name not in required:
             assert getattr(cls(**required), f.name) == run_config.default_of(f), f.name
-    values = {f.name: _other_value(cls, f) for f in fields}
-    argv = [w for f in fields for w in _words(cls, f, values[f.name])]
-    assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**values)
+    for values in _other_values(command):
+        argv = [w for f in fields if f.name in values for w in _words(cls, f, values[f.name])]
+        assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**values)
 
 
 @pytest.mark.slow  # albert_base: a pretraining step, an export and a fine-tuning epoch on CPU (a few minutes)
@@ -207,8 +239,8 @@ def test_to_argv_is_the_inverse_of_parsing(command):
     another value than its default, and with only the required ones (then only those are written)."""
     cls, parser = CONFIGS[command], _parser(command)
     fields = dataclasses.fields(cls)
-    required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
-    for values in ({f.name: _other_value(cls, f) for f in fields}, required):
+    required = _required(command)
+    for values in _other_values(command) + [required]:
         config = cls(**values)
         argv = run_config.to_argv(config)
         assert run_config.config_from_args(cls, parser.parse_args(argv)) == config, argv

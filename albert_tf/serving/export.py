@@ -6,8 +6,8 @@
 
 Writes BASE/N/ atomically, under BASE's lock (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps
 albert_config.json (the config plus lower_case, keep_accents, spm_sha256 (the vocabulary's fingerprint),
-max_seq_length and the compute dtype), spm.model and its record spm.casing.json, so an export is self-contained: `load_encoder` rebuilds a
-trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
+max_seq_length and the compute dtype), spm.model and its record spm.casing.json, so an export is self-contained:
+`load_encoder` rebuilds a trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
 (albert_tf.checkpoints.load, the reading side).
 
 --dtype is the encoder's compute dtype in the graph (`export_dtype`); the variables and the signatures' outputs are

@@ -57,8 +57,8 @@ class FinetuneConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
         choices=OPTIMIZERS)
     collapsed_init: str = option(
         "keep", "when the --init encoder maps every input to nearly the same output (a too briefly pretrained "
-                "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and "
-                "LayerNorm betas before fine-tuning (reset-biases). Weights change only when asked",
+                "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its "
+                "biases and LayerNorm betas before fine-tuning (reset-biases). Weights change only when asked",
         choices=("keep", "reset-biases"))
     steps_per_execution: int = option(1, "training steps per compiled call (Keras)")
     length_bucket: int | None = option(
