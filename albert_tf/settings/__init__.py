@@ -8,11 +8,13 @@ calls, the command-line extras and the registry. No TensorFlow.
     create_data_config   CreateDataConfig, CreateDataResult
     pretrain_config      PretrainConfig, PretrainResult, the recipes (RECIPES, read_recipe)
     finetune_config      FinetuneConfig, FinetuneResult, the task and optimizer names
+    task_registry        the fine-tuning tasks, one row each (family, adapter, paper's hyperparameters, GLUE layout)
     convert_config       ConvertConfig, ConvertResult, the released models' names
     export_config        ExportConfig, ExportResult
     plan_config          PlanConfig, PlanResult
     keeper_config        KeepAliveConfig, KeepAliveResult
     quickstart_config    QuickstartConfig, QuickstartResult
+    ranges               the constructors' range checks (one line naming the flag)
 """
 from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
 from albert_tf.settings.create_data_config import CreateDataConfig, CreateDataResult
