@@ -103,9 +103,40 @@ def _parser(command):
     return parser
 
 
-# Values the generic rule below would make out of range (configs check their ranges when made): plan's topology
-# must be a slice whose 8 cores, times the 4 accumulation steps, divide the batch.
-OTHER_VALUES = {("PlanConfig", "topology"): "v3-8", ("PlanConfig", "batch_size"): 4096 + 32}
+# Values in range where the generic rule below would not be (a config checks its ranges when it is made): plan's
+# topology must be a slice whose 8 cores, times the 4 accumulation steps, divide the batch; fractions kept below 1.
+IN_RANGE = {("plan", "topology"): "v3-8", ("plan", "batch_size"): 4096 + 32,
+            ("finetune", "warmup_proportion"): 0.5, ("finetune", "albert_dropout"): 0.5,
+            ("finetune", "classifier_dropout"): 0.5, ("convert", "release"): "albert_base_v2"}
+# Settings that exclude each other: "every field at another value" is one config per group (each with every field
+# of no group), which together set every field.
+EXCLUSIVE = {"pretrain": [("tpu",), ("cpu_replicas",)],
+             "finetune": [("tpu",), ("length_bucket", "cpu_replicas")],
+             "convert": [("release", "cache_dir"), ("source", "checkpoint", "config", "spm_model"),
+                         ("to", "init", "spm_model")]}
+
+
+# A command none of whose flags is required, yet which needs some: the least a valid config sets.
+LEAST = {"convert": {"release": "albert_base_v2"}}
+
+
+def _required(command):
+    """{field: value} of the fields a config cannot go without: the required ones (another value than nothing) and
+    LEAST's."""
+    cls = CONFIGS[command]
+    return {**{f.name: IN_RANGE.get((command, f.name), _other_value(cls, f)) for f in dataclasses.fields(cls)
+               if run_config.default_of(f) is dataclasses.MISSING}, **LEAST.get(command, {})}
+
+
+def _other_values(command):
+    """[{field: another value than its default}] (a field whose value is None is left out): one mapping of every
+    field, or one per group of EXCLUSIVE."""
+    cls = CONFIGS[command]
+    values = {f.name: IN_RANGE.get((command, f.name), _other_value(cls, f)) for f in dataclasses.fields(cls)}
+    values = {name: value for name, value in values.items() if value is not None}
+    groups = EXCLUSIVE.get(command, [()])
+    grouped = {name for group in groups for name in group}
+    return [{k: v for k, v in values.items() if k not in grouped or k in group} for group in groups]
 
 
 def _other_value(cls, field):
@@ -115,8 +146,6 @@ def _other_value(cls, field):
     command = next(name for name, config in CONFIGS.items() if config is cls)
     if field.name in VALID_VALUES.get(command, {}):
         return VALID_VALUES[command][field.name]
-    if (cls.__name__, field.name) in OTHER_VALUES:
-        return OTHER_VALUES[cls.__name__, field.name]
     kind, _ = run_config.base_type(cls, field)
     default, choices = run_config.default_of(field), field.metadata["choices"]
     if choices:
@@ -130,15 +159,6 @@ def _other_value(cls, field):
         return default / 2
     return (0 if default in (None, dataclasses.MISSING) else default) + kind(3)
 
-
-def _other_values(cls):
-    """Every field the test types at another value (_other_value; those left out are not there), as one or more
-    configs' values: --tpu and --cpu-replicas exclude each other, so a config with both gets one set with each."""
-    values = {f.name: _other_value(cls, f) for f in dataclasses.fields(cls)}
-    values = {name: value for name, value in values.items() if value is not None}
-    if "tpu" in values and "cpu_replicas" in values:
-        return [{**values, "tpu": None}, {**values, "cpu_replicas": None}]
-    return [values]
 
 
 def _words(cls, field, value):
@@ -173,17 +193,18 @@ def test_every_field_has_exactly_one_flag_and_every_flag_is_a_field(command):
 @pytest.mark.parametrize("command", sorted(CONFIGS))
 def test_the_cli_and_the_python_api_give_the_same_config(command):
     """Defaults: the flags left out give the dataclass's defaults. Values: every field typed on the command line
-    (a value other than its default) gives the config built in Python from the same values."""
+    (a value other than its default; the flags that exclude each other in turns) gives the config built in Python
+    from the same values."""
     cls, parser = CONFIGS[command], _parser(command)
     fields = dataclasses.fields(cls)
-    required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
+    required = _required(command)
     argv = [w for f in fields if f.name in required for w in _words(cls, f, required[f.name])]
     assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**required)
     for f in fields:
         if f.name not in required:
             assert getattr(cls(**required), f.name) == run_config.default_of(f), f.name
-    for values in _other_values(cls):
-        argv = [w for f in fields if values.get(f.name) is not None for w in _words(cls, f, values[f.name])]
+    for values in _other_values(command):
+        argv = [w for f in fields if f.name in values for w in _words(cls, f, values[f.name])]
         assert run_config.config_from_args(cls, parser.parse_args(argv)) == cls(**values)
 
 
@@ -234,8 +255,8 @@ def test_to_argv_is_the_inverse_of_parsing(command):
     another value than its default, and with only the required ones (then only those are written)."""
     cls, parser = CONFIGS[command], _parser(command)
     fields = dataclasses.fields(cls)
-    required = {f.name: _other_value(cls, f) for f in fields if run_config.default_of(f) is dataclasses.MISSING}
-    for values in (*_other_values(cls), required):
+    required = _required(command)
+    for values in _other_values(command) + [required]:
         config = cls(**values)
         argv = run_config.to_argv(config)
         assert run_config.config_from_args(cls, parser.parse_args(argv)) == config, argv

@@ -37,8 +37,8 @@ def model_dirs(tmp_path_factory, tiny_spm_model):
 @pytest.fixture(scope="module")
 def exported(model_dirs, tmp_path_factory):
     base = tmp_path_factory.mktemp("export") / "base"
-    paths = {name: export_encoder(d, str(base / name), seq_length=32, warmup=False,
-                                         lower_case=name == "uncased") for name, d in model_dirs.items()}
+    paths = {name: export_encoder(d, str(base / name), seq_length=32, warmup=False, cased=name != "uncased")
+             for name, d in model_dirs.items()}
     return paths
 
 
@@ -107,7 +107,7 @@ def test_bfloat16_export_is_near_the_float32_export(model_dirs, exported, tmp_pa
     import albert_tf  # pylint: disable=import-outside-toplevel
 
     path = export_encoder(model_dirs["uncased"], str(tmp_path / "bf16"), seq_length=32, warmup=False,
-                          lower_case=True, dtype="bfloat16")
+                          cased=False, dtype="bfloat16")
     with open(os.path.join(path, "assets.extra", "albert_config.json"), encoding="utf-8") as f:
         assert json.load(f)["dtype"] == "bfloat16"
     requests = {"tf2": ("tf2", TEXTS, None), "tf1_pair": ("tf1", TEXTS, list(reversed(TEXTS)))}

@@ -32,16 +32,19 @@ def test_paper_defaults_and_budget():
     cola = budgets.PAPER_DEFAULTS["cola"]  # Table 16 / run_glue.sh: CoLA 320 warm-up, 1e-5, 5336 steps, batch 16
     assert (cola.learning_rate, cola.batch_size, cola.train_steps, cola.warmup_steps) == (1e-5, 16, 5336, 320)
     assert set(budgets.PAPER_DEFAULTS) == set(TASKS)
-    budget = budgets.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)
+    budget = budgets.make_budget(_args(), num_train_examples=8551, seq_length=512)
     assert budget.steps_per_epoch == 8551 // 16 == 534
     assert budget.epochs == 10                                      # ceil(5336 / 534)
     assert budget.warmup_steps == round(320 / 5336 * 10 * 534)
-    budget = budgets.make_budget(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 128)
+    budget = budgets.make_budget(_args(epochs=2, batch_size=10, warmup_proportion=0.1, max_seq_length=64), 105, 64)
     assert (budget.epochs, budget.steps_per_epoch, budget.warmup_steps, budget.max_seq_length) == (2, 10, 2, 64)
     with pytest.raises(ValueError, match="fewer than one batch"):
         budgets.make_budget(_args(), 3, 512)
-    with pytest.raises(ValueError, match="max_position_embeddings"):
-        budgets.make_budget(_args(max_seq_length=256), 100, 128)
+    # the sequence length: the flag, else the paper's (CoLA 512, SQuAD v1.1 384) capped by the encoder's positions
+    assert budgets.max_seq_length(_args(max_seq_length=64), 128) == 64
+    assert (budgets.max_seq_length(_args(), 128), budgets.max_seq_length(_args(task="squad1"), 512)) == (128, 384)
+    with pytest.raises(ValueError, match="--max-seq-length 256 exceeds the config's max_position_embeddings 128"):
+        budgets.max_seq_length(_args(max_seq_length=256), 128)
 
 
 def test_optimizer_flag_defaults_to_the_bias_corrected_one_and_is_part_of_the_run(tmp_path):
@@ -122,11 +125,11 @@ def _collapsed_tiny_encoder(rng):
     return encoder
 
 
-class _SampleTask:  # the one method handle_collapse asks of a task
-    def __init__(self, inputs):
-        self.inputs = inputs
+class _SampleTask:  # what handle_collapse asks of a task: its budget and sample_inputs
+    def __init__(self, inputs, budget):
+        self.inputs, self.budget = inputs, budget
 
-    def sample_inputs(self, tokenizer, budget, count):  # pylint: disable=unused-argument
+    def sample_inputs(self, tokenizer, count):  # pylint: disable=unused-argument
         return self.inputs
 
 
@@ -134,12 +137,12 @@ def test_collapsed_init_is_only_measured_by_default_and_reset_only_when_asked(ca
     """Issue 19 item 7: the default measures and warns; weights change only with --collapsed-init reset-biases."""
     rng = np.random.default_rng(1)
     ids = rng.integers(5, 1000, (8, 12)).astype("int32")
-    task = _SampleTask({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)})
-    budget = budgets.Budget(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0)
+    task = _SampleTask({"input_word_ids": ids, "input_mask": np.ones_like(ids), "input_type_ids": np.zeros_like(ids)},
+                       budgets.Budget(1e-3, 8, 12, 1, 1, 0, 0.0, 0.0))
     for config, changed in ((_args(task="sst2"), False), (_args(task="sst2", collapsed_init="reset-biases"), True)):
         encoder = _collapsed_tiny_encoder(np.random.default_rng(2))
         before = {v.path: np.array(v) for v in encoder.weights}
-        assert collapse.handle_collapse(encoder, task, None, budget, config) is True
+        assert collapse.handle_collapse(encoder, task, None, config) is True
         out = capsys.readouterr()
         assert "input spread" in out.out and len(out.err.strip().splitlines()) == 1, out
         biases = [p for p in before if p.endswith(("bias", "beta"))]
@@ -409,18 +412,18 @@ def test_race_through_the_cli_reports_accuracy_per_level(tmp_path, random_init):
 def test_a_small_task_gets_a_warning_naming_epochs(tmp_path, tiny_spm_model, capsys):
     """SST-2's 20935 steps at batch 32 over 960 examples (30 steps a pass): ceil(20935 / 30) = 698 passes, a
     warm-up of round(1256 / 20935 * 698 * 30) = 1256 steps, and one line naming --epochs."""
-    plan = budgets.make_budget(_args(task="sst2"), num_train_examples=960, max_position_embeddings=512)
+    plan = budgets.make_budget(_args(task="sst2"), num_train_examples=960, seq_length=512)
     assert (plan.epochs, plan.warmup_steps) == (698, 1256)
     warning = budgets.many_epochs_warning(_args(task="sst2"), plan, 960)
     assert warning.startswith("albert-tf finetune: warning: the paper's 20935 steps for sst2 at batch 32 make 698 "
                               "passes over these 960 training examples") and "--epochs N" in warning and "\n" not in warning
     assert budgets.many_epochs_warning(_args(task="sst2", epochs=698), plan, 960) is None  # asked for
-    cola = budgets.make_budget(_args(), num_train_examples=8551, max_position_embeddings=512)  # 10 passes
+    cola = budgets.make_budget(_args(), num_train_examples=8551, seq_length=512)  # 10 passes
     assert budgets.many_epochs_warning(_args(), cola, 8551) is None
     assert budgets.MANY_EPOCHS == 20
-    edge = budgets.make_budget(_args(), num_train_examples=16 * 267, max_position_embeddings=512)  # 5336/267: 20
+    edge = budgets.make_budget(_args(), num_train_examples=16 * 267, seq_length=512)  # 5336/267: 20
     assert edge.epochs == 20 and budgets.many_epochs_warning(_args(), edge, 16 * 267) is None
-    over = budgets.make_budget(_args(), num_train_examples=16 * 266, max_position_embeddings=512)  # 21 passes
+    over = budgets.make_budget(_args(), num_train_examples=16 * 266, seq_length=512)  # 21 passes
     assert over.epochs == 21 and budgets.many_epochs_warning(_args(), over, 16 * 266) is not None
     # the run's own check, on a generated SST-2 of 960 examples: the one line on stderr, before anything is written
     config = _args(task="sst2", data_dir=fh.write_sst2(str(tmp_path / "sst2"), num_train=960),

@@ -96,14 +96,14 @@ def _triples(examples):
 
 
 def test_every_task_has_its_official_definition():
-    assert set(glue.TASKS) == {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"}
-    assert glue.TASKS["mnli"].dev_splits == ("dev_matched", "dev_mismatched")
-    assert glue.TASKS["mnli"].labels == ("contradiction", "entailment", "neutral")
-    assert glue.TASKS["stsb"].num_labels == 1 and glue.TASKS["stsb"].labels == ()
-    assert glue.TASKS["cola"].metrics == ("mcc",)
-    assert glue.TASKS["mrpc"].metrics == glue.TASKS["qqp"].metrics == ("accuracy", "f1")
-    assert glue.TASKS["stsb"].metrics == ("pearson", "spearman")
-    for task in glue.TASKS.values():
+    assert set(glue.SPECS) == {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"}
+    assert glue.SPECS["mnli"].dev_splits == ("dev_matched", "dev_mismatched")
+    assert glue.SPECS["mnli"].labels == ("contradiction", "entailment", "neutral")
+    assert glue.SPECS["stsb"].num_labels == 1 and glue.SPECS["stsb"].labels == ()
+    assert glue.SPECS["cola"].metrics == ("mcc",)
+    assert glue.SPECS["mrpc"].metrics == glue.SPECS["qqp"].metrics == ("accuracy", "f1")
+    assert glue.SPECS["stsb"].metrics == ("pearson", "spearman")
+    for task in glue.SPECS.values():
         assert task.num_labels == (len(task.labels) or 1)
 
 
@@ -320,18 +320,18 @@ def test_finetune_packs_an_empty_text_b_as_a_single_sentence(tmp_path, tiny_spm_
         expected[row, 2, len(a):len(a) + len(b)] = 1
     assert expected[0, 1].sum() == len(tokenizer.encode("How do I learn?")) + 2  # no second [SEP]
     assert expected[2, 1].sum() == len(tokenizer.encode("Is it?")) + 2  # " ": no second [SEP] either
-    budget = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
-    features, labels = next(iter(task.train_dataset(tokenizer, budget, np.arange(3, dtype=np.int64))))
+    task.budget = types.SimpleNamespace(max_seq_length=seq, batch_size=3, length_bucket=0)
+    features, labels = next(iter(task.train_dataset(tokenizer, np.arange(3, dtype=np.int64))))
     names = ("input_word_ids", "input_mask", "input_type_ids")
     got = np.stack([features[k].numpy() for k in names], axis=1)
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(labels.numpy(), [0, 1, 0])
-    sample = task.sample_inputs(tokenizer, budget, 3)
+    sample = task.sample_inputs(tokenizer, 3)
     np.testing.assert_array_equal(np.stack([sample[k] for k in names], axis=1), expected)
 
 
 # ----------------------------------------------- trained ids == served ids for a row without a second sentence
-PAIR_TASKS = [name for name, spec in glue.TASKS.items() if spec.text_b]
+PAIR_TASKS = [name for name, spec in glue.SPECS.items() if spec.text_b]
 LONG_A = " ".join(["the river runs past the old city"] * 4)  # longer than L: a keeps L - 2 ids, not L - 3
 
 
@@ -363,16 +363,16 @@ def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_mode
     from albert_tf.tasks.glue.finetune import GlueFinetune  # pylint: disable=import-outside-toplevel
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
-    spec = glue.TASKS[task]
+    spec = glue.SPECS[task]
     for name, rows in FILES.items():
         if name.startswith(spec.folder + "/"):
             _write(str(tmp_path / name), _rows_without_text_b(spec, rows) if name.endswith("train.tsv") else rows)
     finetune = GlueFinetune(str(tmp_path / spec.folder), task)
     assert [e.text_b for e in finetune.train[-2:]] == [None, " "]
     tokenizer = AlbertTokenizer(tiny_spm_model)
-    plan = types.SimpleNamespace(max_seq_length=16, batch_size=2, length_bucket=0)
+    finetune.budget = types.SimpleNamespace(max_seq_length=16, batch_size=2, length_bucket=0)
     order = np.arange(len(finetune.train) - 2, len(finetune.train), dtype=np.int64)
-    trained, _ = next(iter(finetune.train_dataset(tokenizer, plan, order)))
+    trained, _ = next(iter(finetune.train_dataset(tokenizer, order)))
     trained = {k: v.numpy() for k, v in trained.items()}
     np.testing.assert_array_equal(trained["input_word_ids"],
                                   np.stack([tokenizer.pack(LONG_A, seq_length=16)["input_word_ids"]] * 2))
@@ -381,7 +381,7 @@ def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_mode
     config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
         vocab_size=tokenizer.vocab_size, initializer_range=0.2)  # 10x the usual: outputs that tell ids apart
     model = AlbertClassifier(AlbertEncoder(config), spec.num_labels, dropout=0.0)
-    path = finetune.export(model, tokenizer, plan, {}, str(tmp_path / "export"))
+    path = finetune.export(model, tokenizer, {}, str(tmp_path / "export"))
     output = "score" if spec.num_labels == 1 else "probabilities"
 
     def answer(inputs):

@@ -11,6 +11,7 @@ from albert_tf import AlbertClassifier, AlbertMultipleChoice
 from albert_tf.text import AlbertTokenizer
 from albert_tf.tasks.pipelines import pack_dataset
 from albert_tf.tasks import budget as budgets
+from albert_tf.settings.finetune_config import FinetuneConfig
 from albert_tf.training import finetuning  # noqa: F401
 from helpers import SMALL
 
@@ -79,7 +80,9 @@ def test_length_bucket_flag_resolution():
     assert budgets.resolve_length_bucket(None, on_tpu=True) == 0
     assert budgets.resolve_length_bucket(0, on_tpu=True) == 0
     assert budgets.resolve_length_bucket(32, on_tpu=False) == 32
+    # what cannot be resolved is refused when the config is made
+    required = dict(task="sst2", data_dir="d", init="i", output="o")
     with pytest.raises(ValueError, match="--length-bucket 16: a TPU's compiled step needs static shapes"):
-        budgets.resolve_length_bucket(16, on_tpu=True)
+        FinetuneConfig(**required, tpu="local", length_bucket=16)
     with pytest.raises(ValueError, match="--length-bucket must be 0 or positive, got -1"):
-        budgets.resolve_length_bucket(-1, on_tpu=False)
+        FinetuneConfig(**required, length_bucket=-1)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf import cli, layout, run_config
 from albert_tf.config import AlbertConfig
-from albert_tf.settings.finetune_config import FinetuneConfig
+from albert_tf.settings.finetune_config import FinetuneConfig, FinetuneResult
 from albert_tf.settings.pretrain_config import PretrainConfig
 from albert_tf.runtime.exit_codes import RUNTIME_LOST
 from albert_tf.tasks import budget as budgets
@@ -134,7 +134,7 @@ def test_a_finetune_run_writes_tensorboard_as_pretraining_does_and_prints_its_pr
     init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
     data = fh.write_sst2(str(tmp_path / "sst2"), 48, 8)
     output = tmp_path / "out"
-    monkeypatch.setattr(finetuning, "finish", lambda cfg, *_: dict(status="done", output=cfg.output, exit_code=0))
+    monkeypatch.setattr(finetuning, "finish", lambda cfg, *_: FinetuneResult("done", cfg.output))
     assert cli.main(["finetune", "--task", "sst2", "--data-dir", data, "--init", init, "--output", str(output),
                      "--epochs", "1", "--batch-size", "16", "--max-seq-length", "16", "--log-every", "1"]) == 0
     err = capsys.readouterr().err

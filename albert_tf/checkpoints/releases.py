@@ -52,12 +52,12 @@ import urllib.request
 import zlib
 
 from albert_tf import __version__
-from albert_tf.settings.convert_config import CACHE_ENV, NAMES, SIZES  # noqa: F401  (their one home)
+from albert_tf.settings.convert_config import (  # noqa: F401  (their one home)
+    CACHE_ENV, HF_PREFIX, NAMES, SIZES, canonical_name)
 
 BASE_URL = "https://storage.googleapis.com/albert_models"
 URL_ENV = "ALBERT_TF_RELEASES_URL"
 PARAMETERS = {"base": "12M", "large": "18M", "xlarge": "60M", "xxlarge": "235M"}  # the paper, Table 1
-HF_PREFIX = "hf:"
 MARKER = "release.json"
 HF_FILES = ["config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]
 TIMEOUT_S = 60
@@ -75,22 +75,6 @@ class ReleaseFiles:
     config: str       # albert_config.json
     checkpoint: str   # the TF1 checkpoint prefix (DIR/model.ckpt-best)
     spm_model: str    # the SentencePiece model (30k-clean.model)
-
-
-# ---------------------------------------------------------------------------------------------------- names
-def canonical_name(name):
-    """'albert_base_v2' (also spelled 'albert-base-v2') → 'albert_base_v2'; 'hf:OWNER/NAME' is kept. Anything else:
-    ValueError listing the names."""
-    name = str(name).strip()
-    if name.startswith(HF_PREFIX):
-        if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name[len(HF_PREFIX):]):
-            raise ValueError(f"--release {name}: expected hf:OWNER/NAME (a Hugging Face hub id)")
-        return name
-    canonical = name.replace("-", "_").lower()
-    if canonical not in NAMES:
-        raise ValueError(f"--release {name}: not a released model; expected one of {', '.join(NAMES)} or "
-                         "hf:OWNER/NAME")
-    return canonical
 
 
 def cache_dir(flag=None):

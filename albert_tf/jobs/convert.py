@@ -15,40 +15,10 @@ from albert_tf.files import check_input_file
 from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
 
 
-def _check(config):
-    """The flag combinations: --release alone, or --from, --checkpoint and --output; or --to, --init and --output."""
-    if config.to or config.init:
-        _check_outward(config)
-        return
-    if config.release:
-        given = [flag for flag, value in (("--from", config.source), ("--checkpoint", config.checkpoint),
-                                          ("--config", config.config), ("--spm-model", config.spm_model)) if value]
-        if given:
-            raise ValueError(f"--release brings its own checkpoint, config and vocabulary: drop {', '.join(given)}")
-        return
-    missing = [flag for flag, value in (("--from", config.source), ("--checkpoint", config.checkpoint),
-                                        ("--output", config.output)) if not value]
-    if missing:
-        raise ValueError(f"{', '.join(missing)} required (or --release NAME for Google's released weights)")
-    if config.cache_dir:
-        raise ValueError("--cache-dir goes with --release")
+def _check_files(config):
+    """The files the flags name, before anything is read or written (ConvertConfig checked the flags themselves)."""
     if config.spm_model:
-        check_input_file(config.spm_model, "--spm-model", "spiece.model")
-
-
-def _check_outward(config):
-    if not config.to:
-        raise ValueError("--init goes with --to hf|keras-hub (importing takes --release or --from/--checkpoint)")
-    missing = [flag for flag, value in (("--init", config.init), ("--output", config.output)) if not value]
-    if missing:
-        raise ValueError(f"--to {config.to}: {', '.join(missing)} required")
-    given = [flag for flag, value in (("--release", config.release), ("--from", config.source),
-                                      ("--checkpoint", config.checkpoint), ("--config", config.config),
-                                      ("--cache-dir", config.cache_dir)) if value]
-    if given:
-        raise ValueError(f"--to {config.to} writes the model of --init: drop {', '.join(given)}")
-    if config.spm_model:
-        check_input_file(config.spm_model, "--spm-model", "spm.model")
+        check_input_file(config.spm_model, "--spm-model", "spm.model" if config.to else "spiece.model")
 
 
 def _convert_outward(config):
@@ -65,7 +35,7 @@ def _convert_outward(config):
 def convert(config):
     """Converts as `config` (a ConvertConfig) says; progress lines on stderr, the result line on stdout. Returns a
     ConvertResult."""
-    _check(config)
+    _check_files(config)
     if config.to:
         return _convert_outward(config)
     from albert_tf.checkpoints import convert as work  # pylint: disable=import-outside-toplevel  (TensorFlow)

@@ -23,11 +23,10 @@ def export(config):
     check_output_dir(config.output, "--output")  # the flags before --init is read (a release fetched)
     if config.spm_model:
         check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
-    source = handles.resolve_init(config.init, flag="--init")
-    path = work.export_encoder(config.init, config.output, version=config.version, seq_length=config.max_seq_length,
+    source = handles.resolve_init(config.init, flag="--init")  # once: the export reads the encoder from it
+    path = work.export_encoder(source, config.output, version=config.version, seq_length=config.max_seq_length,
                                spm_model=config.spm_model, overwrite=config.overwrite, warmup=not config.no_warmup,
-                               lower_case=None if config.cased is None else not config.cased, dtype=config.dtype,
-                               source=source)
+                               cased=config.cased, dtype=config.dtype)
     print(f"albert-tf export: wrote {path}")
     return ExportResult(path)
 

@@ -14,7 +14,7 @@ def finetune(config):
     script: progress as the CLI prints it, errors as ValueError / FileNotFoundError (nothing written before the
     checks pass), and on the main thread SIGINT / SIGTERM (a notebook's interrupt) stop at the next step boundary,
     keeping the last whole epoch (status "stopped"; the same config resumes)."""
-    return FinetuneResult(**_finetuning().run(config, exits=False))
+    return _finetuning().run(config, exits=False)
 
 
 def _finetuning():
@@ -26,7 +26,7 @@ def _finetuning():
 
 def cli(config):
     """`albert-tf finetune`: the run, where a second SIGINT aborts the process at once. Returns the exit code."""
-    return _finetuning().run(config, exits=True)["exit_code"]
+    return _finetuning().run(config, exits=True).exit_code
 
 
 __all__ = ["FinetuneConfig", "FinetuneResult", "finetune"]

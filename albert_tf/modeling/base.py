@@ -55,7 +55,12 @@ class AlbertModelBase(keras.Model):
         found; an AlbertEncoder takes the encoder of any of them, an AlbertPretrainer wants the pretraining heads
         (an export holds none). `kwargs` go to the constructor (e.g. dropout=False). A bad handle: one line naming
         it and what was expected."""
-        source = handles.resolve_init(handle, flag=f"{cls.__name__}.from_pretrained")
+        return cls.from_source(handles.resolve_init(handle, flag=f"{cls.__name__}.from_pretrained"), **kwargs)
+
+    @classmethod
+    def from_source(cls, source, **kwargs):
+        """`from_pretrained` of a handle already resolved: `source` is its albert_tf.checkpoints.handles.InitSource
+        (a job that resolves --init once passes it on)."""
         model = cls(source.config, **kwargs)
         handles.restore(model, source, part=cls.RESTORE_PART)
         return model

@@ -1,12 +1,13 @@
 """The encoder's SavedModel for TF Serving that takes raw text (albert_tf.serving.signatures): the work of
 `albert-tf export` (the job, its settings and its Python call: albert_tf/jobs/export.py).
 
-    export_encoder(model_dir, output_base, version=None, seq_length=128, ...) → BASE/N
+    export_encoder(init, output_base, version=None, seq_length=128, ...) → BASE/N   (init: a model dir or a
+                                                                                  resolved handle, InitSource)
 
 Writes BASE/N/ atomically, under BASE's lock (albert_tf.serving.saved_model). BASE/N/assets.extra/ keeps
 albert_config.json (the config plus lower_case, keep_accents, spm_sha256 (the vocabulary's fingerprint),
-max_seq_length and the compute dtype), spm.model and its record spm.casing.json, so an export is self-contained: `load_encoder` rebuilds a
-trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
+max_seq_length and the compute dtype), spm.model and its record spm.casing.json, so an export is self-contained:
+`load_encoder` rebuilds a trainable encoder from it and `albert-tf finetune --init BASE[/N]` fine-tunes from it
 (albert_tf.checkpoints.load, the reading side).
 
 --dtype is the encoder's compute dtype in the graph (`export_dtype`); the variables and the signatures' outputs are
@@ -45,46 +46,37 @@ def export_dtype(flag, config, seq_length, probe=None):
     return choice.dtype, choice.reason
 
 
-def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_model=None, overwrite=False,
-                   warmup=True, lower_case=None, dtype="float32", source=None):
-    """`albert-tf export` as a function; returns the path of BASE/N. model_dir: a pretrained-model directory; or,
-    with `source` (its albert_tf.checkpoints.handles.InitSource, which the job resolves), any handle the encoder's
-    `from_pretrained` reads: an export (exported again, e.g. at another length or dtype), a released model's
-    name, a Hugging Face directory. lower_case: None for the vocabulary's recorded casing (uncased when none),
-    else it must agree with the record. dtype: "float32", "bfloat16" or "auto" (`export_dtype`); the chosen one is
-    recorded as "dtype" in assets.extra/albert_config.json."""
-    model_dir = os.fspath(model_dir)
+def export_encoder(init, output_base, version=None, seq_length=128, spm_model=None, overwrite=False, warmup=True,
+                   cased=None, dtype="float32"):
+    """`albert-tf export` as a function; returns the path of BASE/N. init: a pretrained-model directory, or the
+    InitSource of any handle (albert_tf.checkpoints.handles.resolve_init, which the job calls once and passes on): a
+    model dir, an export (exported again, e.g. at another length or dtype), a released model's name, a Hugging Face
+    directory. cased: the --cased / --uncased flag (None: the vocabulary's recorded casing, uncased when none; a
+    flag must agree with the record). dtype: "float32", "bfloat16" or "auto" (`export_dtype`); the chosen one is
+    recorded as "dtype" in assets.extra/albert_config.json. seq_length: at least 3 (ExportConfig checks it)."""
     check_output_dir(output_base, "--output")
-    if source is None:
-        check_model_dir(model_dir)
+    if isinstance(init, (str, os.PathLike)):
+        init = os.fspath(init)
+        check_model_dir(init)
     if spm_model is not None:
         check_input_file(spm_model, "--spm-model", vocabulary.SPM_FILE)
-    if seq_length < 3:
-        raise ValueError(f"--max-seq-length must be at least 3, got {seq_length}")
-    recorded = where = None  # the casing: the source's (a release's, a Hugging Face tokenizer's), else the record's
-    if spm_model is None and source is not None:
-        spm_model, recorded, where = source.spm_model, source.lower_case, f"--init {source.path}"
-    elif spm_model is None:
-        spm_model = vocabulary.spm_model_path(model_dir)
-    if spm_model is None:
-        raise FileNotFoundError(f"{model_dir}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
-    if where is None:
-        recorded, where = vocabulary.read_casing(spm_model), vocabulary.casing_path(spm_model)
-    config = source.config if source else read_config(model_dir)
+    spm_model, recorded, where = _vocabulary(init, spm_model)
+    config = read_config(init) if isinstance(init, str) else init.config
     if seq_length > config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
                          f"{config.max_position_embeddings}")
     dtype, reason = export_dtype(dtype, config, seq_length)
     if reason != "--dtype":
         print(f"albert-tf export: dtype {dtype} ({reason})", flush=True)
-    with precision.compute_policy(dtype):
-        encoder = AlbertEncoder.from_pretrained(model_dir, dropout=False)
+    with precision.compute_policy(dtype):  # a model dir read once here, a resolved handle from its InitSource
+        encoder = (AlbertEncoder.from_pretrained(init, dropout=False) if isinstance(init, str)
+                   else AlbertEncoder.from_source(init, dropout=False))
     # the vocabulary's record decides casing and accents (a contradicting flag is refused)
-    lower_case = vocabulary.resolve_lower_case(recorded, None if lower_case is None else not lower_case, where)
+    lower_case = vocabulary.resolve_lower_case(recorded, cased, where)
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     if tokenizer.vocab_size != encoder.config.vocab_size:
         raise ValueError(f"{tokenizer.model_name}: the SentencePiece model has {tokenizer.vocab_size} pieces but "
-                         f"{model_dir}'s config has vocab_size {encoder.config.vocab_size}")
+                         f"{_path(init)}'s config has vocab_size {encoder.config.vocab_size}")
     module, signatures = encoder_signatures(encoder, tokenizer, seq_length)
     requests = None
     if warmup:
@@ -100,6 +92,27 @@ def export_encoder(model_dir, output_base, version=None, seq_length=128, spm_mod
                              extra_assets={CONFIG_FILE: json.dumps(config, indent=2),
                                            vocabulary.SPM_FILE: tokenizer.model_proto,
                                            os.path.basename(vocabulary.casing_path(vocabulary.SPM_FILE)): record})
+
+
+def _path(init):
+    """What `init` (a model dir or an InitSource) reads: its path."""
+    return init if isinstance(init, str) else init.path
+
+
+def _vocabulary(init, spm_model):
+    """(spm model, recorded casing, where it is recorded) of an export of `init` (a model dir or an InitSource):
+    --spm-model with its own record; else the handle's vocabulary and casing (a release's, a Hugging Face
+    tokenizer's), or the model dir's spm.model and its record."""
+    if spm_model is None and not isinstance(init, str):
+        spm_model, recorded, where = init.spm_model, init.lower_case, f"--init {init.path}"
+    else:
+        spm_model = spm_model or vocabulary.spm_model_path(init)
+        recorded = where = None
+    if spm_model is None:
+        raise FileNotFoundError(f"{_path(init)}: no {vocabulary.SPM_FILE} (pass --spm-model PATH)")
+    if where is None:
+        recorded, where = vocabulary.read_casing(spm_model), vocabulary.casing_path(spm_model)
+    return spm_model, recorded, where
 
 
 def check_model_dir(model_dir):

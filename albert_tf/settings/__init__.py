@@ -8,6 +8,7 @@ calls, the command-line extras and the registry. No TensorFlow.
     create_data_config   CreateDataConfig, CreateDataResult
     pretrain_config      PretrainConfig, PretrainResult, the recipes (RECIPES, read_recipe)
     finetune_config      FinetuneConfig, FinetuneResult, the task and optimizer names
+    task_registry        the fine-tuning tasks, one row each (family, adapter, paper's hyperparameters, GLUE layout)
     convert_config       ConvertConfig, ConvertResult, the released models' names
     export_config        ExportConfig, ExportResult
     plan_config          PlanConfig, PlanResult
@@ -15,6 +16,7 @@ calls, the command-line extras and the registry. No TensorFlow.
     quickstart_config    QuickstartConfig, QuickstartResult
     defaults             the defaults several commands share (the paper's pretraining, the masking, the seed)
     casing               cased_option, the one --cased / --uncased
+    ranges               the constructors' range checks (one line naming the flag)
 """
 from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
 from albert_tf.settings.create_data_config import CreateDataConfig, CreateDataResult

@@ -1,16 +1,35 @@
 """`albert-tf convert`'s settings and result: `ConvertConfig`, `ConvertResult` (the call: albert_tf/jobs/convert.py;
 the work: albert_tf/checkpoints/). The released models' names live here, so that `--help` lists them without
-importing the downloader (albert_tf/checkpoints/releases.py). No TensorFlow."""
+importing the downloader (albert_tf/checkpoints/releases.py). The flag combinations and --release's name are checked
+when the config is made; the files when the conversion reads them. No TensorFlow."""
 import dataclasses
+import re
 
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
+from albert_tf.settings.ranges import flag
 
 CACHE_ENV = "ALBERT_TF_CACHE"  # where --release keeps downloads, when set
 SIZES = ("base", "large", "xlarge", "xxlarge")  # Google's released ALBERT sizes
 NAMES = tuple(f"albert_{size}_{version}" for version in ("v1", "v2") for size in SIZES)  # --release's names
 TARGETS = ("hf", "keras-hub")
+HF_PREFIX = "hf:"  # --release hf:OWNER/NAME: a Hugging Face hub id
+
+
+def canonical_name(name):
+    """'albert_base_v2' (also spelled 'albert-base-v2') → 'albert_base_v2'; 'hf:OWNER/NAME' is kept. Anything else:
+    ValueError listing the names."""
+    name = str(name).strip()
+    if name.startswith(HF_PREFIX):
+        if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name[len(HF_PREFIX):]):
+            raise ValueError(f"--release {name}: expected hf:OWNER/NAME (a Hugging Face hub id)")
+        return name
+    canonical = name.replace("-", "_").lower()
+    if canonical not in NAMES:
+        raise ValueError(f"--release {name}: not a released model; expected one of {', '.join(NAMES)} or "
+                         "hf:OWNER/NAME")
+    return canonical
 
 
 @dataclasses.dataclass
@@ -44,6 +63,35 @@ class ConvertConfig:
 
     def __post_init__(self):
         run_config.check_fields(self)
+        if self.to or self.init:
+            self._check_outward()
+            return
+        if self.release:
+            canonical_name(self.release)
+            given = self._given("source", "checkpoint", "config", "spm_model")
+            if given:
+                raise ValueError(f"--release brings its own checkpoint, config and vocabulary: drop {', '.join(given)}")
+            return
+        missing = [flag(self, name) for name in ("source", "checkpoint", "output") if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} required (or --release NAME for Google's released weights)")
+        if self.cache_dir:
+            raise ValueError(f"{flag(self, 'cache_dir')} goes with --release")
+
+    def _check_outward(self):
+        """The combinations of `--to`: --init and --output, none of the importing flags."""
+        if not self.to:
+            raise ValueError("--init goes with --to hf|keras-hub (importing takes --release or --from/--checkpoint)")
+        missing = [flag(self, name) for name in ("init", "output") if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"--to {self.to}: {', '.join(missing)} required")
+        given = self._given("release", "source", "checkpoint", "config", "cache_dir")
+        if given:
+            raise ValueError(f"--to {self.to} writes the model of --init: drop {', '.join(given)}")
+
+    def _given(self, *names):
+        """The flags of the fields `names` that are set."""
+        return [flag(self, name) for name in names if getattr(self, name)]
 
 
 @dataclasses.dataclass
@@ -57,4 +105,4 @@ class ConvertResult:
     exit_code: int = 0
 
 
-__all__ = ["ConvertConfig", "ConvertResult", "TARGETS", "NAMES", "SIZES", "CACHE_ENV"]
+__all__ = ["ConvertConfig", "ConvertResult", "TARGETS", "NAMES", "SIZES", "CACHE_ENV", "HF_PREFIX", "canonical_name"]

@@ -1,11 +1,13 @@
 """`albert-tf export`'s settings and result: `ExportConfig`, `ExportResult` (the call: albert_tf/jobs/export.py; the
-SavedModel: albert_tf/serving/). No TensorFlow."""
+SavedModel: albert_tf/serving/). Ranges are checked when the config is made; the handle, the vocabulary and the
+output when the export reads them. No TensorFlow."""
 import dataclasses
 
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime import precision
 from albert_tf.settings.casing import cased_option
+from albert_tf.settings.ranges import check_range
 
 
 @dataclasses.dataclass
@@ -30,6 +32,8 @@ class ExportConfig:
 
     def __post_init__(self):
         run_config.check_fields(self)
+        check_range(self, ("max_seq_length",), lambda value: value >= 3, "at least 3")  # [CLS] a token [SEP]
+        check_range(self, ("version",), lambda value: value >= 1, "a positive integer")
 
 
 @dataclasses.dataclass

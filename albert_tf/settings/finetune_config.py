@@ -1,10 +1,12 @@
 """`albert-tf finetune`'s settings and result: `FinetuneConfig`, `FinetuneResult` (the call:
 albert_tf/jobs/finetune.py; the run: albert_tf/training/finetuning.py), and the names its choices come from: the
-tasks and the optimizers. No TensorFlow.
+tasks (registered in albert_tf/settings/task_registry.py) and the optimizers. No TensorFlow.
 
-A setting left None takes the paper's value for the task (albert_tf.tasks.budget.PAPER_DEFAULTS). The output
-directory records the config with the resolved step and epoch budget (layout.FINETUNE_RECORD_FILE); a run started
-again must agree with it.
+A setting left None takes the paper's value for the task (its row of the task registry; albert_tf.tasks.budget makes
+the run's budget). Every range and combination of settings is checked when the config is made (ValueError, one line
+naming the flag); what needs the files (the task's data, --init's config) is checked when the run reads them. The
+output directory records the config with the resolved step and epoch budget (layout.FINETUNE_RECORD_FILE); a run
+started again must agree with it.
 """
 import dataclasses
 
@@ -12,10 +14,12 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
 from albert_tf.settings.defaults import SEED
+from albert_tf.settings.ranges import FRACTION, POSITIVE, check_range, flag
 from albert_tf.settings.runtime_options import RuntimeOptions
+from albert_tf.settings.task_registry import REGISTRY
 
-GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-TASKS = GLUE_TASKS + ("squad1", "squad2", "race")
+#: `finetune --task`'s choices: the registered tasks' names (a live view of the task registry).
+TASKS = REGISTRY.keys()
 #: The fine-tuning optimizers by `finetune --optimizer` name; the first is the default
 #: (albert_tf.training.optimizers.make_optimizer builds them). The bias-corrected one is the default: the original's
 #: first few hundred steps are 3 to 6.5 times its rate, which sent short runs to a constant prediction
@@ -54,8 +58,8 @@ class FinetuneConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
         choices=OPTIMIZERS)
     collapsed_init: str = option(
         "keep", "when the --init encoder maps every input to nearly the same output (a too briefly pretrained "
-                "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its biases and "
-                "LayerNorm betas before fine-tuning (reset-biases). Weights change only when asked",
+                "model, docs/fine-tuning.md, 'Collapsed init'): keep its weights and warn (default), or zero its "
+                "biases and LayerNorm betas before fine-tuning (reset-biases). Weights change only when asked",
         choices=("keep", "reset-biases"))
     steps_per_execution: int = option(1, "training steps per compiled call (Keras)")
     length_bucket: int | None = option(
@@ -69,6 +73,14 @@ class FinetuneConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
 
     def __post_init__(self):
         run_config.check_fields(self)
+        self.check_runtime()
+        check_range(self, ("batch_size", "max_seq_length", "epochs", "learning_rate", "steps_per_execution",
+                           "log_every"), *POSITIVE)
+        check_range(self, ("warmup_proportion", "albert_dropout", "classifier_dropout"), *FRACTION)
+        check_range(self, ("length_bucket",), lambda value: value >= 0, "0 or positive")
+        if self.length_bucket and self.tpu:
+            raise ValueError(f"{flag(self, 'length_bucket')} {self.length_bucket}: a TPU's compiled step needs "
+                             "static shapes; use 0 (the default on TPU)")
 
 
 @dataclasses.dataclass
@@ -91,4 +103,4 @@ class FinetuneResult:
     exit_code: int = 0
 
 
-__all__ = ["FinetuneConfig", "FinetuneResult", "TASKS", "GLUE_TASKS", "OPTIMIZERS"]
+__all__ = ["FinetuneConfig", "FinetuneResult", "TASKS", "OPTIMIZERS"]

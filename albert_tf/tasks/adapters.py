@@ -1,26 +1,23 @@
-"""The fine-tuning adapter of a task name (albert_tf.tasks.TASKS): GLUE's, SQuAD's or RACE's `finetune.py` class,
-behind base.FinetuneTask. Imports the adapters, hence TensorFlow: `albert-tf finetune` calls it."""
+"""The fine-tuning adapter of a task name: the class its row of the task registry names
+(albert_tf/settings/task_registry.py: GLUE's, SQuAD's or RACE's `finetune.py` class, behind base.FinetuneTask),
+imported when it is made, hence TensorFlow: `albert-tf finetune` calls it."""
+import importlib
 import os
 
 from albert_tf import files
-from albert_tf.tasks import GLUE_TASKS, TASKS
-from albert_tf.tasks.glue.finetune import GlueFinetune
-from albert_tf.tasks.race.finetune import RaceFinetune
-from albert_tf.tasks.squad.finetune import SquadFinetune
+from albert_tf.settings.task_registry import REGISTRY
 
 
-def _adapter_class(task):
-    if task in GLUE_TASKS:
-        return GlueFinetune
-    if task == "race":
-        return RaceFinetune
-    if task in ("squad1", "squad2"):
-        return SquadFinetune
-    raise ValueError(f"--task {task!r}: expected one of {', '.join(TASKS)}")
+def adapter_class(task):
+    """The FinetuneTask subclass of `task` (a registered name), imported from its row's "module:Class"."""
+    if task not in REGISTRY:
+        raise ValueError(f"--task {task!r}: expected one of {', '.join(REGISTRY)}")
+    module, _, name = REGISTRY[task].adapter.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def make_task(task, data_dir, max_train_examples=None):
-    """The fine-tuning adapter for `task` (a name in TASKS), its files read from `data_dir`; `max_train_examples`
+    """The fine-tuning adapter for `task` (a registered name), its files read from `data_dir`; `max_train_examples`
     keeps a prefix of the training set. FileNotFoundError / ValueError name the file when they are missing or
     malformed."""
     if not files.isdir(data_dir):
@@ -30,7 +27,7 @@ def make_task(task, data_dir, max_train_examples=None):
     if not (files.glob(os.path.join(data_dir, "*"))):
         raise FileNotFoundError(f"--data-dir {data_dir}: the directory is empty (expected the {task} files as "
                                 "downloaded)")
-    adapter = _adapter_class(task)(data_dir, task)
+    adapter = adapter_class(task)(data_dir, task)
     if max_train_examples:
         adapter.train = adapter.train[:max_train_examples]
     if not adapter.train:

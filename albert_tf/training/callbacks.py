@@ -18,20 +18,25 @@ class EpochEnd(keras.callbacks.Callback):
     An epoch cut short (StopOnSignal stopped it) is neither scored nor saved: `steps_done` < steps_per_epoch.
 
     Args:
-      task: the FinetuneTask; tokenizer: its AlbertTokenizer; budget: the run's Budget.
+      task: the FinetuneTask, holding the run's Budget (`task.budget`); tokenizer: its AlbertTokenizer.
       state: {"epoch", "best_value", "best_epoch"} tf.Variables, checkpointed with the run.
       managers: {"resume", "best"} tf.train.CheckpointManagers; output: the run's --output.
       watch: a collapse.CollapseWatch told each epoch's dev metrics and training loss (it says when the run has
         collapsed to a constant prediction), or None.
     """
 
-    def __init__(self, task, tokenizer, budget, state, managers, output, watch=None):
+    def __init__(self, task, tokenizer, state, managers, output, watch=None):
         super().__init__()
-        self.task, self.tokenizer, self.budget = task, tokenizer, budget
+        self.task, self.tokenizer = task, tokenizer
         self.state, self.managers = state, managers
         self.events = Events(FinetuneDir(output))
         self.steps_done = 0  # steps of the epoch in progress
         self.watch = watch  # a CollapseWatch (albert_tf.training.collapse), or None
+
+    @property
+    def budget(self):
+        """The run's Budget, held by the task."""
+        return self.task.budget
 
     def on_epoch_begin(self, epoch, logs=None):
         self.steps_done = 0
@@ -43,7 +48,7 @@ class EpochEnd(keras.callbacks.Callback):
         if self.steps_done < self.budget.steps_per_epoch:
             return  # stopped partway: its steps are not kept (a run resumes from whole epochs)
         step = (epoch + 1) * self.budget.steps_per_epoch
-        results = self.task.evaluate(self.model, self.tokenizer, self.budget)
+        results = self.task.evaluate(self.model, self.tokenizer)
         value = next(iter(results.values()))[self.task.primary_metric]
         improved = value > float(self.state["best_value"].numpy())
         if improved:

@@ -11,6 +11,7 @@ import numpy as np
 
 from albert_tf import files, messages
 from albert_tf.modeling.encoder import AlbertEncoder
+from albert_tf.settings.finetune_config import FinetuneConfig
 
 
 #: An --init encoder whose token vectors vary across inputs less than this fraction of a randomly initialized
@@ -56,11 +57,12 @@ def check_collapse(encoder, inputs, seed):
 
 
 
-def handle_collapse(encoder, task, tokenizer, budget, cfg):
-    """Measures the --init encoder's input spread on a training batch against a random encoder's and prints both.
-    When it is collapsed: one warning line with the advice, and only with --collapsed-init reset-biases are its
-    biases and LayerNorm betas zeroed (a user's weights never change unasked). Returns True when collapsed."""
-    features = task.sample_inputs(tokenizer, budget, min(budget.batch_size, 64))
+def handle_collapse(encoder, task, tokenizer, cfg: FinetuneConfig):
+    """Measures the --init encoder's input spread on a training batch (of the task's budget) against a random
+    encoder's and prints both. When it is collapsed: one warning line with the advice, and only with
+    --collapsed-init reset-biases are its biases and LayerNorm betas zeroed (a user's weights never change unasked).
+    Returns True when collapsed."""
+    features = task.sample_inputs(tokenizer, min(task.budget.batch_size, 64))
     features = {k: np.asarray(v).reshape(-1, np.asarray(v).shape[-1]) for k, v in features.items()}
     spread, reference = check_collapse(encoder, features, cfg.seed)
     print(f"--init input spread {spread:.4f} (a randomly initialized encoder: {reference:.4f})", flush=True)

@@ -1,12 +1,14 @@
-"""The fine-tuning run behind `albert-tf finetune` and `albert_tf.finetune(config)` (albert_tf/settings/finetune_config.py
-holds its settings, FinetuneConfig): fine-tune a pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or RACE with Keras
-`model.fit`. The per-task defaults (the paper's table) and the step and epoch budget are albert_tf/tasks/budget.py;
+"""The fine-tuning run behind `albert-tf finetune` and `albert_tf.finetune(config)`: a FinetuneConfig in, a
+FinetuneResult out (both albert_tf/settings/finetune_config.py, the config checked when it was made): fine-tune a
+pretrained ALBERT on GLUE, SQuAD v1.1/v2.0 or RACE with Keras `model.fit`. The tasks are registered in
+albert_tf/settings/task_registry.py (with the paper's per-task defaults); the step and epoch budget, made once per
+run and held by the task, is albert_tf/tasks/budget.py;
 the collapsed-init check is albert_tf/training/collapse.py; what the run shares with pretraining (the run record,
 the progress line, the TensorBoard layout, the runtime-lost line) is albert_tf/training/run.py.
 
 Read it top to bottom:
 
-    check the config and the --init directory (config, spm.model, vocabulary)
+    check the paths and the --init directory (config, spm.model, vocabulary)
     → read the task's official files (albert_tf.tasks.*) → featurize in tf.data (in-graph tokenizer)
     → task model (albert_tf.modeling: classifier, span_qa, multiple_choice) with the encoder restored from --init
     → the original's AdamWeightDecay (or Keras AdamW: --optimizer; LayerNorm and biases not decayed) on a linear
@@ -44,8 +46,9 @@ from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.runtime import lock, precision, random_state
 from albert_tf.runtime.signals import duration_text
 from albert_tf.serving.saved_model import latest_version
+from albert_tf.settings.finetune_config import FinetuneConfig, FinetuneResult
 from albert_tf.tasks.adapters import make_task
-from albert_tf.tasks.budget import Budget, make_budget, many_epochs_warning, resolve_length_bucket
+from albert_tf.tasks.budget import make_budget, many_epochs_warning, max_seq_length, resolve_length_bucket
 from albert_tf.text import AlbertTokenizer, vocabulary
 from albert_tf.training import distribute
 from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal
@@ -105,16 +108,17 @@ def train_order(seed, initial_epoch, budget, num_examples):
 
 
 # ---------------------------------------------------------------------------------------------- callbacks
-def make_callbacks(task, tokenizer, budget, state, managers, output, progress, exits=True, watch=None):
-    """(stop, epoch_end, callbacks) (albert_tf.training.callbacks): progress first (so that Keras' bar ends its line
-    before an epoch's line), then SIGINT / SIGTERM (StopOnSignal; `exits`: a second SIGINT aborts the process), then
-    the per-epoch work (EpochEnd, with the collapse `watch`). `progress`: "bar" (Keras' bar) or N > 0 (a
-    ProgressLog line every N steps / 30 s)."""
+def make_callbacks(task, tokenizer, state, managers, output, progress, exits=True, watch=None):
+    """(stop, epoch_end, callbacks) (albert_tf.training.callbacks) of the run whose budget `task` holds: progress
+    first (so that Keras' bar ends its line before an epoch's line), then SIGINT / SIGTERM (StopOnSignal; `exits`: a
+    second SIGINT aborts the process), then the per-epoch work (EpochEnd, with the collapse `watch`). `progress`:
+    "bar" (Keras' bar) or N > 0 (a ProgressLog line every N steps / 30 s)."""
+    budget = task.budget
     if progress == "bar":
         first = keras.callbacks.ProgbarLogger()
     else:
         first = ProgressLog(budget.steps_per_epoch, budget.epochs, budget.batch_size, every_steps=progress)
-    stop, epoch_end = StopOnSignal(exits=exits), EpochEnd(task, tokenizer, budget, state, managers, output, watch)
+    stop, epoch_end = StopOnSignal(exits=exits), EpochEnd(task, tokenizer, state, managers, output, watch)
     return stop, epoch_end, [first, stop, epoch_end]
 
 
@@ -134,25 +138,28 @@ class FinetuneSetup:
     """What `prepare` read and decided before any output is written."""
     source: object      # what --init is: albert_tf.checkpoints.handles.InitSource
     config: object      # the encoder's AlbertConfig
-    task: object        # the adapter, albert_tf.tasks.base.FinetuneTask, its files read
+    task: object        # the adapter, albert_tf.tasks.base.FinetuneTask, its files read, holding the run's budget
     tokenizer: object   # AlbertTokenizer of --init's vocabulary
     strategy: object    # tf.distribute strategy
-    budget: Budget
+    num_train: int      # model examples per pass over the training data (SQuAD: windows): the budget's count
     jit: bool           # compile the step with XLA
     dtype_choice: object = None  # albert_tf.runtime.precision.DtypeChoice: the training's compute dtype and why
 
+    @property
+    def budget(self):
+        """The run's albert_tf.tasks.budget.Budget, made once by `prepare` and held by the task."""
+        return self.task.budget
 
-def check_settings(cfg):
-    """The settings checked before anything is read: paths (TPU: gs://), the output, the positive counts."""
+
+def check_settings(cfg: FinetuneConfig):
+    """The paths checked before anything is read (TPU: gs://; the output). The config's ranges and combinations
+    were checked when it was made (FinetuneConfig)."""
     if cfg.tpu:
         distribute.check_cloud_paths({"--data-dir": cfg.data_dir, "--init": cfg.init, "--output": cfg.output})
     check_output_dir(cfg.output, "--output")
-    for name in ("log_every", "steps_per_execution"):
-        if getattr(cfg, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
 
 
-def read_inputs(cfg):
+def read_inputs(cfg: FinetuneConfig):
     """--init (its config and vocabulary) and the task's files, read before the output lock is looked at (a bad
     input is one line whoever holds the output; reading them touches no TPU). Returns (source, tokenizer, task)."""
     source, spm_model, lower_case = read_init(cfg.init, cfg.spm_model, cfg.cased)
@@ -160,33 +167,32 @@ def read_inputs(cfg):
     return source, AlbertTokenizer(spm_model, lower_case=lower_case), task
 
 
-def prepare(cfg, inputs):
+def prepare(cfg: FinetuneConfig, inputs):
     """Everything decided before any output is written, after check_settings, read_inputs (`inputs`) and the output
-    lock: the strategy (on a TPU, its connection), the budget, XLA and the compute dtype. Returns a FinetuneSetup."""
+    lock: the strategy (on a TPU, its connection), the budget (made once, set on the task: `task.budget`), XLA and
+    the compute dtype. Returns a FinetuneSetup."""
     source, tokenizer, task = inputs
     config = source.config
     # The strategy first: connecting to a TPU (or splitting the CPU into replicas) must precede any TensorFlow
     # work, such as SQuAD's in-graph featurization below.
     strategy = distribute.create_strategy(tpu=cfg.tpu, cpu_replicas=cfg.cpu_replicas)
-    budget = make_budget(cfg, len(task.train), config.max_position_embeddings)
-    # SQuAD trains on one example per window: its count depends on the budget's sequence length
-    num_train = task.num_train(tokenizer, budget)
-    budget = make_budget(cfg, num_train, config.max_position_embeddings)
+    on_tpu = distribute.is_tpu_strategy(strategy)
+    seq = max_seq_length(cfg, config.max_position_embeddings)
+    num_train = task.num_train(tokenizer, seq)  # SQuAD trains on one example per window of `seq` tokens
+    task.budget = budget = make_budget(cfg, num_train, seq, resolve_length_bucket(cfg.length_bucket, on_tpu))
     warning = many_epochs_warning(cfg, budget, num_train)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     replicas = strategy.num_replicas_in_sync
     if budget.batch_size % replicas:
         raise ValueError(f"--batch-size {budget.batch_size} is not divisible by the {replicas} replicas")
-    on_tpu = distribute.is_tpu_strategy(strategy)
-    budget = dataclasses.replace(budget, length_bucket=resolve_length_bucket(cfg.length_bucket, on_tpu))
     use_gpu = bool(tf.config.list_physical_devices("GPU"))
     jit = distribute.use_xla(cfg.xla, on_tpu, use_gpu)
     choice = dtype_for_quality(precision.choose(cfg.dtype, on_tpu, use_gpu, precision.probe_shape(
         budget.batch_size // replicas, budget.max_seq_length, config.hidden_size, config.intermediate_size)),
         cfg.dtype, budget.optimizer)
     print(choice.describe(), flush=True)
-    return FinetuneSetup(source, config, task, tokenizer, strategy, budget, jit, choice)
+    return FinetuneSetup(source, config, task, tokenizer, strategy, num_train, jit, choice)
 
 
 def dtype_for_quality(choice, flag, optimizer):
@@ -242,12 +248,12 @@ def completed_run(output, budget):
     return latest_version(export_base)
 
 
-def build(cfg, setup):
+def build(cfg: FinetuneConfig, setup):
     """The compiled task model with its encoder from --init (`setup.source`), and the run's state and checkpoint
     managers: (model, state, managers, init_path)."""
     with setup.strategy.scope():
         with precision.compute_policy(setup.dtype_choice.dtype if setup.dtype_choice else "float32"):
-            model = setup.task.build_model(AlbertEncoder(setup.config), setup.budget)
+            model = setup.task.build_model(AlbertEncoder(setup.config))
         init_path = handles.restore(model, setup.source, part="encoder")
         optimizer = create_optimizer(setup.budget, model)
         loss, metrics = setup.task.loss_and_metrics()
@@ -277,12 +283,12 @@ def float32_model(setup, model):
     if setup.dtype_choice is None or setup.dtype_choice.dtype == "float32":
         return model
     with setup.strategy.scope(), precision.compute_policy("float32"):
-        copy = setup.task.build_model(AlbertEncoder(setup.config), setup.budget)
+        copy = setup.task.build_model(AlbertEncoder(setup.config))
     copy.set_weights(model.get_weights())
     return copy
 
 
-def collapse_watch(cfg, setup, initial_epoch):
+def collapse_watch(cfg: FinetuneConfig, setup, initial_epoch):
     """The run's CollapseWatch (albert_tf.training.collapse), or None for a task without a majority-class rate."""
     reference = setup.task.chance_reference()
     if reference is None:
@@ -296,14 +302,14 @@ def record_collapse(cfg, collapse):
     run_config.add_to_record(FinetuneDir(cfg.output).run_record, collapse=collapse)
 
 
-def finish(cfg, setup, model, state, managers, started, watch=None):
+def finish(cfg: FinetuneConfig, setup, model, state, managers, started, watch=None) -> FinetuneResult:
     """The best epoch's model: its official dev metrics (OUTPUT/eval_results.json), OUTPUT/best as a model
     directory, and its raw-text export (OUTPUT/export/N). Returns the FinetuneResult."""
     if managers["best"].latest_checkpoint:  # none when every epoch's metric was NaN: the last weights stay
         managers["best"].checkpoint.restore(managers["best"].latest_checkpoint).assert_existing_objects_matched()
     budget, task = setup.budget, setup.task
     model = float32_model(setup, model)
-    results = task.evaluate(model, setup.tokenizer, budget)
+    results = task.evaluate(model, setup.tokenizer)
     best_epoch = int(state["best_epoch"].numpy())
     report = {"task": cfg.task, "epoch": best_epoch, "global_step": best_epoch * budget.steps_per_epoch, **results}
     if watch is not None:  # the collapse finding (None: the run did not collapse)
@@ -311,23 +317,22 @@ def finish(cfg, setup, model, state, managers, started, watch=None):
         record_collapse(cfg, watch.collapse)
     atomic_write_text(FinetuneDir(cfg.output).eval_results, json.dumps(report, indent=2) + "\n")
     setup.config.to_json_file(config_path(FinetuneDir(cfg.output).best))
-    path = task.export(model, setup.tokenizer, budget, results, FinetuneDir(cfg.output).export)
+    path = task.export(model, setup.tokenizer, results, FinetuneDir(cfg.output).export)
     print(f"exported the best model to {path} (serving_default: raw text in)", flush=True)
     print(f"done in {duration_text(time.monotonic() - started)}: best epoch {best_epoch}: {json.dumps(results)}; "
           f"{FinetuneDir(cfg.output).eval_results}", flush=True)
-    return dict(status="done", output=cfg.output, epoch=best_epoch, epochs=budget.epochs, metrics=results,
-                export=path, exit_code=0)
+    return FinetuneResult(status="done", output=cfg.output, epoch=best_epoch, epochs=budget.epochs, metrics=results,
+                          export=path)
 
 
-def run(cfg, exits):
-    """Fine-tunes as `cfg` (a FinetuneConfig) says; returns the FinetuneResult's fields (a dict). `exits` (the CLI):
-    a second SIGINT aborts the process at once. The global random generators the run seeds are given back as they
-    were (runtime.random_state)."""
+def run(cfg: FinetuneConfig, exits) -> FinetuneResult:
+    """Fine-tunes as `cfg` says; returns the FinetuneResult. `exits` (the CLI): a second SIGINT aborts the process at
+    once. The global random generators the run seeds are given back as they were (runtime.random_state)."""
     with random_state.kept():
         return _run(cfg, exits)
 
 
-def _run(cfg, exits):
+def _run(cfg: FinetuneConfig, exits) -> FinetuneResult:
     """The body of `run`."""
     started = time.monotonic()
     check_settings(cfg)
@@ -344,7 +349,7 @@ def _run(cfg, exits):
             raise runtime_lost("finetune", e, epoch, latest) from None
 
 
-def fine_tune(cfg, started, setup, exits=True):
+def fine_tune(cfg: FinetuneConfig, started, setup, exits=True) -> FinetuneResult:
     """The run once its inputs are checked and its output directory is locked: the run record, the model, training
     (resumed from the last epoch), the best epoch's results and export. Returns a FinetuneResult."""
     budget, task, tokenizer = setup.budget, setup.task, setup.tokenizer
@@ -364,7 +369,7 @@ def fine_tune(cfg, started, setup, exits=True):
               flush=True)
     else:
         print(f"initialized the encoder from {init_path}", flush=True)
-        handle_collapse(model.encoder, task, tokenizer, budget, cfg)
+        handle_collapse(model.encoder, task, tokenizer, cfg)
     initial_epoch = int(state["epoch"].numpy())
 
     print(f"fine-tuning {cfg.task}: {len(task.train)} training examples, {budget.epochs} epoch(s) of "
@@ -375,25 +380,25 @@ def fine_tune(cfg, started, setup, exits=True):
     watch = collapse_watch(cfg, setup, initial_epoch)
     if initial_epoch < budget.epochs:
         bar = sys.stdout.isatty()
-        order = train_order(cfg.seed, initial_epoch, budget, task.num_train(tokenizer, budget))
-        stop, epoch_end, callbacks = make_callbacks(task, tokenizer, budget, state, managers, cfg.output,
+        order = train_order(cfg.seed, initial_epoch, budget, setup.num_train)
+        stop, epoch_end, callbacks = make_callbacks(task, tokenizer, state, managers, cfg.output,
                                                     "bar" if bar else cfg.log_every, exits, watch)
         try:
-            model.fit(task.train_dataset(tokenizer, budget, order), epochs=budget.epochs,
+            model.fit(task.train_dataset(tokenizer, order), epochs=budget.epochs,
                       initial_epoch=initial_epoch, steps_per_epoch=budget.steps_per_epoch, shuffle=False,
                       verbose=1 if bar else 0, callbacks=callbacks)
         finally:
             stop.on_train_end()  # Keras skips on_train_end when fit raises: the signal handlers go in any case
         if stop.requested:
             print(stopped_line(stop, epoch_end, state, managers), flush=True)
-            return dict(status="stopped", output=cfg.output, epoch=int(state["best_epoch"].numpy()),
-                        epochs=budget.epochs, exit_code=stop.exit_code)
+            return FinetuneResult(status="stopped", output=cfg.output, epoch=int(state["best_epoch"].numpy()),
+                                  epochs=budget.epochs, exit_code=stop.exit_code)
     return finish(cfg, setup, model, state, managers, started, watch)
 
 
-def completed_result(cfg, budget, exported):
+def completed_result(cfg: FinetuneConfig, budget, exported) -> FinetuneResult:
     """The FinetuneResult of a run found complete: its eval_results.json's best epoch and metrics."""
     report = json.loads(files.read_text(FinetuneDir(cfg.output).eval_results))
     metrics = {k: v for k, v in report.items() if isinstance(v, dict)}
-    return dict(status="complete", output=cfg.output, epoch=report.get("epoch", 0), epochs=budget.epochs,
-                metrics=metrics, export=exported, exit_code=0)
+    return FinetuneResult(status="complete", output=cfg.output, epoch=report.get("epoch", 0), epochs=budget.epochs,
+                          metrics=metrics, export=exported)

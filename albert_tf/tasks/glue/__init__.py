@@ -1,9 +1,10 @@
 """GLUE (cola sst2 mrpc stsb qqp mnli qnli rte wnli).
 
-    data       the official TSV files (read_examples), the task table (TASKS) and each task's metric
+    data       the official TSV files (read_examples), each task's layout (SPECS: the task registry's GLUE rows)
+               and its metrics
     export     the raw-text classifier SavedModel
     finetune   the adapter `albert-tf finetune --task <glue task>` runs
 
 `from albert_tf.tasks import glue` gives the Python side (no TensorFlow import).
 """
-from albert_tf.tasks.glue.data import TASKS, Example, GlueTask, compute_metrics, get_task, read_examples, task_file
+from albert_tf.tasks.glue.data import SPECS, Example, GlueTask, compute_metrics, get_task, read_examples, task_file

@@ -17,7 +17,9 @@ Layout (`data_dir` is either the GLUE root holding the task folders, or one task
 
 Test files have a header naming their text columns (CoLA's "index sentence" included) and no labels. Columns are
 found by the header's names; fields are split on tabs only, with no quoting (MNLI and QQP hold unbalanced quotes).
-Labels are indices into the task's `labels` tuple, in the order the original BERT/ALBERT processors list them.
+Labels are indices into the task's `labels` tuple, in the order the original BERT/ALBERT processors list them. Each
+task's layout (GlueTask: folder, columns, labels, metrics) is its row of the task registry
+(albert_tf/settings/task_registry.py); SPECS reads them from there.
 """
 import dataclasses
 import os
@@ -25,61 +27,13 @@ import os
 import numpy as np
 
 from albert_tf import files
+from albert_tf.settings.task_registry import Column, GlueTask
 from albert_tf.tasks import metrics as metrics_lib
 
 
-@dataclasses.dataclass(frozen=True)
-class GlueTask:
-    """One GLUE task.
-
-    Attributes:
-      name: our name (cola, sst2, ...).
-      folder: the folder name in the official download (CoLA, SST-2, ...).
-      num_labels: number of classes; 1 for the regression task (stsb).
-      labels: the label strings as written in the files, index = class id; () for stsb.
-      metrics: the names `compute_metrics` returns.
-      dev_splits: the splits to evaluate on (file stem = split name).
-      test_splits: the unlabeled test splits.
-      text_a, text_b, label: header names of the columns (text_b None for single-sentence tasks).
-      skip_short_rows: rows with too few fields are skipped instead of rejected (QQP, as the original readers).
-    """
-    name: str
-    folder: str
-    num_labels: int
-    labels: tuple
-    metrics: tuple
-    dev_splits: tuple
-    text_a: str
-    text_b: str
-    label: str
-    test_splits: tuple = ("test",)
-    skip_short_rows: bool = False
-
-    @property
-    def is_regression(self):
-        return self.num_labels == 1
-
-    @property
-    def splits(self):
-        return ("train",) + self.dev_splits + self.test_splits
-
-
-_BINARY = ("0", "1")
-_ENTAIL = ("entailment", "not_entailment")
-_ACC = ("accuracy",)
-TASKS = {t.name: t for t in [
-    GlueTask("cola", "CoLA", 2, _BINARY, ("mcc",), ("dev",), "sentence", None, "label"),
-    GlueTask("sst2", "SST-2", 2, _BINARY, _ACC, ("dev",), "sentence", None, "label"),
-    GlueTask("mrpc", "MRPC", 2, _BINARY, ("accuracy", "f1"), ("dev",), "#1 String", "#2 String", "Quality"),
-    GlueTask("stsb", "STS-B", 1, (), ("pearson", "spearman"), ("dev",), "sentence1", "sentence2", "score"),
-    GlueTask("qqp", "QQP", 2, _BINARY, ("accuracy", "f1"), ("dev",), "question1", "question2", "is_duplicate",
-             skip_short_rows=True),
-    GlueTask("mnli", "MNLI", 3, ("contradiction", "entailment", "neutral"), _ACC, ("dev_matched", "dev_mismatched"),
-             "sentence1", "sentence2", "gold_label", test_splits=("test_matched", "test_mismatched")),
-    GlueTask("qnli", "QNLI", 2, _ENTAIL, _ACC, ("dev",), "question", "sentence", "label"),
-    GlueTask("rte", "RTE", 2, _ENTAIL, _ACC, ("dev",), "sentence1", "sentence2", "label"),
-    GlueTask("wnli", "WNLI", 2, _BINARY, _ACC, ("dev",), "sentence1", "sentence2", "label"),
-]}
+#: {GLUE task: GlueTask}: the layout and metrics of each registered GLUE task (a live view of the task registry,
+#: albert_tf/settings/task_registry.py, where a task is added).
+SPECS = Column("glue", family="glue")
 
 # CoLA's train and dev files have no header: source, label, original annotation, sentence.
 _COLA_COLUMNS = {"text_a": 3, "label": 1}
@@ -102,9 +56,9 @@ def get_task(task):
     """A GlueTask by name (or the GlueTask itself); ValueError naming the known tasks otherwise."""
     if isinstance(task, GlueTask):
         return task
-    if task not in TASKS:
-        raise ValueError(f"unknown GLUE task {task!r}; expected one of {', '.join(TASKS)}")
-    return TASKS[task]
+    if task not in SPECS:
+        raise ValueError(f"unknown GLUE task {task!r}; expected one of {', '.join(SPECS)}")
+    return SPECS[task]
 
 
 def task_file(data_dir, task, split):
@@ -178,7 +132,7 @@ def read_examples(data_dir, task, split):
 
     Args:
       data_dir: the GLUE root (holding CoLA/, SST-2/, ...) or the task's folder.
-      task: a name in TASKS (or a GlueTask).
+      task: a name in SPECS (or a GlueTask).
       split: "train", one of the task's dev_splits, or one of its test_splits.
     Returns:
       list[Example] in file order; label an int index (classification), a float (stsb), None (test files).
@@ -219,7 +173,7 @@ def compute_metrics(task, predictions, labels):
     """The task's official dev metrics.
 
     Args:
-      task: a name in TASKS (or a GlueTask).
+      task: a name in SPECS (or a GlueTask).
       predictions: [N] class ids (or [N, num_labels] logits/probabilities, arg-maxed); [N] floats for stsb.
       labels: [N] class ids; [N] floats for stsb.
     Returns:

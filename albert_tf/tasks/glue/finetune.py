@@ -14,7 +14,7 @@ class GlueFinetune(FinetuneTask):
 
     def __init__(self, data_dir, task):
         self.task = task
-        self.spec = glue.TASKS[task]
+        self.spec = glue.SPECS[task]
         self.train = glue.read_examples(data_dir, self.spec, "train")
         self.dev = {split: glue.read_examples(data_dir, self.spec, split) for split in self.spec.dev_splits}
         self.regression = self.spec.num_labels == 1
@@ -29,33 +29,37 @@ class GlueFinetune(FinetuneTask):
         labels = np.array([e.label for e in examples], np.float32 if self.regression else np.int32)
         return a, b, labels
 
-    def build_model(self, encoder, budget):
-        return AlbertClassifier(encoder, self.spec.num_labels, dropout=budget.classifier_dropout)
+    def build_model(self, encoder):
+        return AlbertClassifier(encoder, self.spec.num_labels, dropout=self.budget.classifier_dropout)
 
     def loss_and_metrics(self):
         if self.regression:
             return keras.losses.MeanSquaredError(), []
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
-    def sample_inputs(self, tokenizer, budget, n):
+    def sample_inputs(self, tokenizer, n):
         """The first n training examples' model inputs (Python tokenizer: no tf.data pipeline before training's,
         whose in-graph tokenizer resources must live for the whole run)."""
-        rows = [tokenizer.pack(e.text_a, e.text_b, seq_length=budget.max_seq_length) for e in self.train[:n]]
+        rows = [tokenizer.pack(e.text_a, e.text_b, seq_length=self.budget.max_seq_length) for e in self.train[:n]]
         return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
-    def train_dataset(self, tokenizer, budget, order):
-        a, b, labels = self._columns(self.train)
-        return pack_dataset(tokenizer, budget.max_seq_length, a, b, labels, order, budget.batch_size,
-                            length_bucket=budget.length_bucket)
+    def _dataset(self, examples, tokenizer, order, labels):
+        """Batches of `order`'s examples packed in tf.data (with their labels when `labels`)."""
+        a, b, gold = self._columns(examples)
+        budget = self.budget
+        return pack_dataset(tokenizer, budget.max_seq_length, a, b, gold if labels else None, order,
+                            budget.batch_size, length_bucket=budget.length_bucket)
 
-    def evaluate(self, model, tokenizer, budget):
+    def train_dataset(self, tokenizer, order):
+        return self._dataset(self.train, tokenizer, order, labels=True)
+
+    def evaluate(self, model, tokenizer):
         """{dev split: official metrics}."""
         results = {}
         for split, examples in self.dev.items():
-            a, b, labels = self._columns(examples)
-            batches = self.dev_batches(split, tokenizer, budget, lambda order: pack_dataset(
-                tokenizer, budget.max_seq_length, a, b, None, order, budget.batch_size,
-                length_bucket=budget.length_bucket), len(examples))
+            labels = self._columns(examples)[2]
+            batches = self.dev_batches(split, tokenizer, lambda order, examples=examples: self._dataset(
+                examples, tokenizer, order, labels=False), len(examples))
             logits = predict_in_order(model, batches, len(examples))
             predictions = logits[:, 0] if self.regression else logits.argmax(-1)
             results[split] = {k: float(v) for k, v in glue.compute_metrics(self.spec, predictions,
@@ -72,7 +76,7 @@ class GlueFinetune(FinetuneTask):
             return None
         return float(np.bincount(labels).max() / len(labels)), self.spec.num_labels
 
-    def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
+    def export(self, model, tokenizer, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: raw text in (see `export_classifier`). Returns the path."""
-        return export_classifier(model, tokenizer, budget.max_seq_length, self.pairs, self.regression, output_base,
-                                 task=self.task)
+        return export_classifier(model, tokenizer, self.budget.max_seq_length, self.pairs, self.regression,
+                                 output_base, task=self.task)

@@ -44,38 +44,39 @@ class RaceFinetune(FinetuneTask):
         self.train = race.read_examples(data_dir, "train")
         self.dev = {"dev": race.read_examples(data_dir, "dev")}
 
-    def _dataset(self, examples, tokenizer, budget, order, labels):
+    def _dataset(self, examples, tokenizer, order, labels):
         """Batches of `order`'s examples featurized in tf.data by the export's in-graph tokenizer
         (`race.in_graph.race_inputs`, equal to `race.featurize`)."""
-        return race_dataset(examples, tokenizer, budget.max_seq_length, self.max_qa_length(budget), order,
-                            budget.batch_size, labels=labels, length_bucket=budget.length_bucket)
+        budget = self.budget
+        return race_dataset(examples, tokenizer, budget.max_seq_length, self.max_qa_length(budget.max_seq_length),
+                            order, budget.batch_size, labels=labels, length_bucket=budget.length_bucket)
 
-    def build_model(self, encoder, budget):
-        return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=budget.classifier_dropout)
+    def build_model(self, encoder):
+        return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=self.budget.classifier_dropout)
 
     def loss_and_metrics(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
 
-    def sample_inputs(self, tokenizer, budget, n):
-        arrays = race.featurize(self.train[:n], tokenizer, max_seq_length=budget.max_seq_length,
-                                     max_qa_length=self.max_qa_length(budget))
+    def sample_inputs(self, tokenizer, n):
+        seq = self.budget.max_seq_length
+        arrays = race.featurize(self.train[:n], tokenizer, max_seq_length=seq, max_qa_length=self.max_qa_length(seq))
         return {k: v for k, v in arrays.items() if k != "labels"}
 
-    def train_dataset(self, tokenizer, budget, order):
-        return self._dataset(self.train, tokenizer, budget, order, labels=True)
+    def train_dataset(self, tokenizer, order):
+        return self._dataset(self.train, tokenizer, order, labels=True)
 
-    def evaluate(self, model, tokenizer, budget):
-        batches = self.dev_batches("dev", tokenizer, budget, lambda order: self._dataset(
-            self.dev["dev"], tokenizer, budget, order, labels=False), len(self.dev["dev"]))
+    def evaluate(self, model, tokenizer):
+        batches = self.dev_batches("dev", tokenizer, lambda order: self._dataset(
+            self.dev["dev"], tokenizer, order, labels=False), len(self.dev["dev"]))
         logits = predict_in_order(model, batches, len(self.dev["dev"]))
         return {"dev": {k: float(v) for k, v in race.compute_metrics(logits, self.dev["dev"]).items()}}
 
-    def export(self, model, tokenizer, budget, results, output_base):  # pylint: disable=unused-argument
+    def export(self, model, tokenizer, results, output_base):  # pylint: disable=unused-argument
         """OUT/export/N: article, question, options [B, 4] in (albert_tf.tasks.race.export). Returns the path."""
-        return export_race(model, tokenizer, output_base, budget.max_seq_length,
-                                       max_qa_length=self.max_qa_length(budget))
+        seq = self.budget.max_seq_length
+        return export_race(model, tokenizer, output_base, seq, max_qa_length=self.max_qa_length(seq))
 
     @staticmethod
-    def max_qa_length(budget):
+    def max_qa_length(max_seq_length):
         """Tokens kept of each question + option (128, at most half the sequence)."""
-        return min(128, budget.max_seq_length // 2)
+        return min(128, max_seq_length // 2)
