@@ -11,8 +11,7 @@ is imported from it but the settings) for the same literal under the field's nam
     a parameter default     def f(seed=12345)
 
 Inside albert_tf/settings/ one writing of each is the home; two (e.g. two configs' `seed = option(12345, ...)`)
-fail. Outside, every one fails, unless ALLOWED says why it is another thing of the same name and value, or KNOWN
-names the issue item under which it is being removed (an expected failure, strict: remove the entry when it passes).
+fail. Outside, every one fails, unless ALLOWED says why it is another thing of the same name and value.
 """
 import ast
 import dataclasses
@@ -22,7 +21,6 @@ import inspect
 import os
 import pkgutil
 
-import pytest
 
 import albert_tf.settings
 from tests import helpers
@@ -45,13 +43,6 @@ ALLOWED = {
     ("albert_tf/training/costs.py", "dtype", "float32"):
         "the compute dtype of a cost estimate given none (plan passes its --dtype), not export's --dtype",
 }
-
-# (path, field): the issue item under which the re-typed default is being removed (expected failures).
-KNOWN = {
-    ("albert_tf/serving/export.py", "dtype"):
-        "issue 44, What to build 4: export_encoder's dtype=\"float32\" re-types ExportConfig's --dtype",
-}
-
 
 def _distinctive(value):
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -155,20 +146,13 @@ def _second_writings():
 
 
 def _unexpected(extra):
-    return [e for e in extra if (e[0], e[2], e[3]) not in ALLOWED and (e[0], e[2]) not in KNOWN]
+    return [e for e in extra if (e[0], e[2], e[3]) not in ALLOWED]
 
 
 def test_every_setting_default_is_written_once():
     extra = _unexpected(_second_writings())
     assert not extra, "a setting's default written again (use the setting's, or say why in ALLOWED):\n" + "\n".join(
         f"  {path}:{line}: {field}={value!r}" for path, line, field, value in extra)
-
-
-@pytest.mark.parametrize("place", sorted(KNOWN))
-@pytest.mark.xfail(strict=True, reason="a re-typed default being removed: KNOWN names the issue item")
-def test_known_re_typed_default_is_gone(place):
-    left = [e for e in _second_writings() if (e[0], e[2]) == place]
-    assert not left, f"{KNOWN[place]}: {left}"
 
 
 def test_the_scan_finds_a_re_typed_default():

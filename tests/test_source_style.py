@@ -6,8 +6,6 @@ import io
 import os
 import tokenize
 
-import pytest
-
 from tests import helpers
 
 PACKAGE = os.path.join(helpers.REPO, "albert_tf")
@@ -15,10 +13,6 @@ _NO_TEXT = {tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT, tokenize.ENCODING}
 
 # path: backslash continuations still there (each an expected failure, strict: remove the entry when it passes).
 # In files other branches are rewriting for issue 44 (What to build 5: parentheses instead of backslashes).
-KNOWN = {"albert_tf/serving/export.py": 1, "albert_tf/tasks/squad/in_graph.py": 1,
-         "albert_tf/training/finetuning.py": 1}
-
-
 def backslash_continuations(source):
     """The line numbers that end in a backslash joining the next line: a token followed by one on a later line
     with no NEWLINE or NL token between them (inside brackets a line break is an NL token; a string's own lines
@@ -46,16 +40,9 @@ def _continuations():
 
 
 def test_no_backslash_continuations():
-    found = {path: lines for path, lines in _continuations().items() if path not in KNOWN}
+    found = {path: lines for path, lines in _continuations().items() }
     assert not found, "use parentheses, not a backslash: " + ", ".join(
         f"{path}:{line}" for path, lines in sorted(found.items()) for line in lines)
-
-
-@pytest.mark.parametrize("path", sorted(KNOWN))
-@pytest.mark.xfail(strict=True, reason="backslash continuations being replaced on another branch (KNOWN)")
-def test_known_backslash_continuations_are_gone(path):
-    left = _continuations().get(path, [])
-    assert not left, f"{path}: lines {left}"
 
 
 def test_the_check_finds_a_backslash_and_only_a_backslash():

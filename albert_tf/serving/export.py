@@ -19,12 +19,14 @@ import os
 
 import tensorflow as tf
 
+from albert_tf import run_config
 from albert_tf.config import CONFIG_FILE, config_path, read_config
 from albert_tf.files import check_input_file, check_output_dir
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.runtime import precision
 from albert_tf.serving.saved_model import export_version, warmup_records, write_saved_model
 from albert_tf.serving.signatures import encoder_signatures
+from albert_tf.settings.export_config import ExportConfig
 from albert_tf.text import AlbertTokenizer, vocabulary
 
 
@@ -47,7 +49,7 @@ def export_dtype(flag, config, seq_length, probe=None):
 
 
 def export_encoder(init, output_base, version=None, seq_length=128, spm_model=None, overwrite=False, warmup=True,
-                   cased=None, dtype="float32"):
+                   cased=None, dtype=run_config.default(ExportConfig, "dtype")):
     """`albert-tf export` as a function; returns the path of BASE/N. init: a pretrained-model directory, or the
     InitSource of any handle (albert_tf.checkpoints.handles.resolve_init, which the job calls once and passes on): a
     model dir, an export (exported again, e.g. at another length or dtype), a released model's name, a Hugging Face
@@ -118,8 +120,8 @@ def _vocabulary(init, spm_model):
 def check_model_dir(model_dir):
     """--init must be a pretrained-model directory: a missing path, a file (such as a config .json) and an export
     (BASE/N or BASE, which has no checkpoint to export from) are each refused with what was expected."""
-    expected = "a pretrained-model directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s " \
-               "--model-dir or `convert`'s --output)"
+    expected = ("a pretrained-model directory was expected (albert_config.json, a checkpoint, spm.model: `pretrain`'s "
+                "--model-dir or `convert`'s --output)")
     if not tf.io.gfile.exists(model_dir):
         raise FileNotFoundError(f"--init {model_dir}: no such directory; {expected}")
     if not tf.io.gfile.isdir(model_dir):

@@ -125,8 +125,8 @@ def make_callbacks(task, tokenizer, state, managers, output, progress, exits=Tru
 def stopped_line(stop, epoch_end, state, managers):
     """The one line a run stopped by a signal prints: where it stopped, the checkpoint a rerun resumes from."""
     epoch, steps = int(state["epoch"].numpy()), epoch_end.steps_done
-    where = f"stopped after epoch {epoch}" if steps in (0, epoch_end.budget.steps_per_epoch) else \
-        f"stopped at step {steps} of epoch {epoch + 1} (not kept: a run resumes from whole epochs)"
+    where = (f"stopped after epoch {epoch}" if steps in (0, epoch_end.budget.steps_per_epoch) else
+             f"stopped at step {steps} of epoch {epoch + 1} (not kept: a run resumes from whole epochs)")
     checkpoint = managers["resume"].latest_checkpoint
     kept = f"the last checkpoint is {checkpoint} (epoch {epoch})" if checkpoint else "no epoch finished, no checkpoint"
     return f"{stop.name}: {where}; {kept}; the same command {'resumes' if checkpoint else 'starts again'}"
@@ -214,7 +214,7 @@ def dtype_for_quality(choice, flag, optimizer):
                                "fine-tuning-quality.md)")
 
 
-def record_run(cfg, budget, dtype_choice=None):
+def record_run(cfg: FinetuneConfig, budget, dtype_choice=None):
     """Writes OUTPUT/finetune_config.json (the config and its resolved budget), or refuses an output directory that
     holds a run with other settings (run_config.check_record): the budget is part of the output (a restart with
     different settings would not resume the same run)."""
@@ -297,7 +297,7 @@ def collapse_watch(cfg: FinetuneConfig, setup, initial_epoch):
                          setup.dtype_choice.dtype if setup.dtype_choice else "float32", initial_epoch)
 
 
-def record_collapse(cfg, collapse):
+def record_collapse(cfg: FinetuneConfig, collapse):
     """Adds the collapse finding (None: none) to the run record, OUTPUT/finetune_config.json."""
     run_config.add_to_record(FinetuneDir(cfg.output).run_record, collapse=collapse)
 

@@ -72,8 +72,8 @@ def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride
     mask = position <= end_of_window
     types = (position >= offset) & mask
     # most context: score min(left, right) + 0.01 * length in float64 (as numpy), the earliest window on a tie
-    score = tf.cast(tf.minimum(k, length[:, tf.newaxis] - 1 - k), tf.float64) + \
-        0.01 * tf.cast(length[:, tf.newaxis], tf.float64)
+    score = (tf.cast(tf.minimum(k, length[:, tf.newaxis] - 1 - k), tf.float64)
+             + 0.01 * tf.cast(length[:, tf.newaxis], tf.float64))
     segments = num_tokens + 1
     best = tf.math.unsorted_segment_max(tf.reshape(score, [-1]), tf.reshape(flat_index, [-1]), segments)
     window_2d = tf.broadcast_to(window[:, tf.newaxis], tf.shape(k))
