@@ -21,7 +21,6 @@ import inspect
 import os
 import pkgutil
 
-
 import albert_tf.settings
 from tests import helpers
 
