@@ -9,7 +9,7 @@ notice on stderr), choices and whether a resumed run must keep it (`same_on_resu
     config_from_args(cls, args, base)      the fields the user typed (argparse saw them) over `base` or defaults
     values_from_mapping(cls, mapping, where)   a JSON object of flag or field names → checked field values
     run_record / check_record / write_record   a config as a run record's JSON; a resumed run checked against it
-    check_minimum(config, names, minimum, said)  a range check of a config's constructor, one line naming the flag
+    check_range / check_minimum              a range check of a config's constructor, one line naming the flag
 
 A flag is "given" exactly when argparse saw it: every generated flag's parser default is argparse.SUPPRESS, so an
 unset flag leaves no attribute, and a typed value equal to the default still wins over a recipe.
@@ -99,14 +99,23 @@ def flag_for(cls, name):
     return flag_of(field_named(cls, name))
 
 
-def check_minimum(config, names, minimum, said):
-    """Refuses the first of the fields `names` of run config `config` whose value is below `minimum` (None, an
-    unset optional field, passes) with one line naming its flag: "--batch-size must be positive, got 0" (`said`:
-    how the line puts the bound: "positive", ">= 0", "at least 1")."""
+def check_range(config, names, ok, expected):
+    """Refuses the first of the fields `names` of run config `config` whose value is set (None, an unset optional
+    field, passes) and not `ok(value)`, with one line naming its flag: "--batch-size must be positive, got 0"
+    (`expected`: how the line puts the range)."""
     for name in names:
         value = getattr(config, name)
-        if value is not None and value < minimum:
-            raise ValueError(f"{flag_for(config, name)} must be {said}, got {value}")
+        if value is not None and not ok(value):
+            raise ValueError(f"{flag_for(config, name)} must be {expected}, got {value}")
+
+
+def check_minimum(config, names, minimum, said):
+    """check_range with the range "at least `minimum`", said as `said` ("positive", ">= 0", "at least 1")."""
+    check_range(config, names, lambda value: value >= minimum, said)
+
+
+POSITIVE = (lambda value: value > 0, "positive")  # check_range's (ok, expected) of a positive number
+FRACTION = (lambda value: 0 <= value < 1, "in [0, 1)")  # ... of a fraction below 1 (a dropout, a warm-up share)
 
 
 def default(cls, name):
@@ -446,7 +455,8 @@ def same_on_resume(cls):
     return [f.name for f in fields_of(cls) if f.metadata.get("same_on_resume")]
 
 
-__all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given", "values_from_mapping",
-           "check_fields", "run_record", "resume_names", "read_record", "write_record", "check_record",
-           "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of", "default_for",
-           "check_minimum", "parse_key_value", "fields_of", "REQUIRED"]
+__all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given",
+           "values_from_mapping", "check_fields", "run_record", "resume_names", "read_record", "write_record",
+           "check_record", "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of",
+           "default_for", "check_minimum", "check_range", "POSITIVE", "FRACTION", "parse_key_value", "fields_of",
+           "REQUIRED"]

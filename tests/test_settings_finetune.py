@@ -70,6 +70,16 @@ def test_an_invalid_setting_is_refused_when_made_and_on_the_command_line_alike(c
     assert not output.exists()
 
 
+def test_with_a_tpu_every_path_is_on_cloud_storage_when_made():
+    """FinetuneConfig refuses a local --data-dir, --init or --output with --tpu (TPU hosts read Cloud Storage only)
+    when it is made; all on gs:// it is made."""
+    paths = {"data_dir": "gs://b/d", "init": "gs://b/i", "output": "gs://b/o"}
+    assert FinetuneConfig(task="sst2", tpu="local", **paths).tpu == "local"
+    for name, flag in (("data_dir", "--data-dir"), ("init", "--init"), ("output", "--output")):
+        with pytest.raises(ValueError, match=f"^{flag} local/x"):
+            FinetuneConfig(task="sst2", tpu="local", **{**paths, name: "local/x"})
+
+
 def test_the_convert_line_without_a_source_names_every_missing_flag():
     with pytest.raises(ValueError, match=r"^--from, --checkpoint, --output required \(or --release NAME"):
         ConvertConfig()

@@ -16,7 +16,6 @@ calls, the command-line extras and the registry. No TensorFlow.
     quickstart_config    QuickstartConfig, QuickstartResult
     defaults             the defaults several commands share (the paper's pretraining, the masking, the seed)
     casing               cased_option, the one --cased / --uncased
-    ranges               the constructors' range checks (one line naming the flag)
 """
 from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
 from albert_tf.settings.create_data_config import CreateDataConfig, CreateDataResult

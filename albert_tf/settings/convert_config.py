@@ -8,7 +8,6 @@ import re
 from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
-from albert_tf.settings.ranges import flag
 
 CACHE_ENV = "ALBERT_TF_CACHE"  # where --release keeps downloads, when set
 SIZES = ("base", "large", "xlarge", "xxlarge")  # Google's released ALBERT sizes
@@ -70,19 +69,21 @@ class ConvertConfig:
             canonical_name(self.release)
             given = self._given("source", "checkpoint", "config", "spm_model")
             if given:
-                raise ValueError(f"--release brings its own checkpoint, config and vocabulary: drop {', '.join(given)}")
+                raise ValueError("--release brings its own checkpoint, config and vocabulary: drop "
+                                 f"{', '.join(given)}")
             return
-        missing = [flag(self, name) for name in ("source", "checkpoint", "output") if not getattr(self, name)]
+        missing = [run_config.flag_for(self, name) for name in ("source", "checkpoint", "output")
+                   if not getattr(self, name)]
         if missing:
             raise ValueError(f"{', '.join(missing)} required (or --release NAME for Google's released weights)")
         if self.cache_dir:
-            raise ValueError(f"{flag(self, 'cache_dir')} goes with --release")
+            raise ValueError(f"{run_config.flag_for(self, 'cache_dir')} goes with --release")
 
     def _check_outward(self):
         """The combinations of `--to`: --init and --output, none of the importing flags."""
         if not self.to:
             raise ValueError("--init goes with --to hf|keras-hub (importing takes --release or --from/--checkpoint)")
-        missing = [flag(self, name) for name in ("init", "output") if not getattr(self, name)]
+        missing = [run_config.flag_for(self, name) for name in ("init", "output") if not getattr(self, name)]
         if missing:
             raise ValueError(f"--to {self.to}: {', '.join(missing)} required")
         given = self._given("release", "source", "checkpoint", "config", "cache_dir")
@@ -91,7 +92,7 @@ class ConvertConfig:
 
     def _given(self, *names):
         """The flags of the fields `names` that are set."""
-        return [flag(self, name) for name in names if getattr(self, name)]
+        return [run_config.flag_for(self, name) for name in names if getattr(self, name)]
 
 
 @dataclasses.dataclass

@@ -7,7 +7,6 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime import precision
 from albert_tf.settings.casing import cased_option
-from albert_tf.settings.ranges import check_range
 
 
 @dataclasses.dataclass
@@ -32,8 +31,8 @@ class ExportConfig:
 
     def __post_init__(self):
         run_config.check_fields(self)
-        check_range(self, ("max_seq_length",), lambda value: value >= 3, "at least 3")  # [CLS] a token [SEP]
-        check_range(self, ("version",), lambda value: value >= 1, "a positive integer")
+        run_config.check_range(self, ("max_seq_length",), lambda value: value >= 3, "at least 3")  # [CLS] a token [SEP]
+        run_config.check_range(self, ("version",), lambda value: value >= 1, "a positive integer")
 
 
 @dataclasses.dataclass

@@ -14,7 +14,6 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
 from albert_tf.settings.defaults import SEED
-from albert_tf.settings.ranges import FRACTION, POSITIVE, check_range, flag
 from albert_tf.settings.runtime_options import RuntimeOptions
 from albert_tf.settings.task_registry import REGISTRY
 
@@ -24,6 +23,7 @@ TASKS = REGISTRY.keys()
 #: (albert_tf.training.optimizers.make_optimizer builds them). The bias-corrected one is the default: the original's
 #: first few hundred steps are 3 to 6.5 times its rate, which sent short runs to a constant prediction
 #: (docs/fine-tuning-quality.md, "Collapse").
+PATH_FIELDS = ("data_dir", "init", "output")  # with --tpu: on Cloud Storage
 OPTIMIZERS = ("adamw-keras", "adamw-original")
 
 
@@ -73,14 +73,15 @@ class FinetuneConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
 
     def __post_init__(self):
         run_config.check_fields(self)
-        self.check_runtime()
-        check_range(self, ("batch_size", "max_seq_length", "epochs", "learning_rate", "steps_per_execution",
-                           "log_every"), *POSITIVE)
-        check_range(self, ("warmup_proportion", "albert_dropout", "classifier_dropout"), *FRACTION)
-        check_range(self, ("length_bucket",), lambda value: value >= 0, "0 or positive")
+        run_config.check_range(self, ("batch_size", "max_seq_length", "epochs", "learning_rate",
+                                      "steps_per_execution", "log_every"), *run_config.POSITIVE)
+        run_config.check_range(self, ("warmup_proportion", "albert_dropout", "classifier_dropout"),
+                               *run_config.FRACTION)
+        run_config.check_range(self, ("length_bucket",), lambda value: value >= 0, "0 or positive")
         if self.length_bucket and self.tpu:
-            raise ValueError(f"{flag(self, 'length_bucket')} {self.length_bucket}: a TPU's compiled step needs "
-                             "static shapes; use 0 (the default on TPU)")
+            raise ValueError(f"{run_config.flag_for(self, 'length_bucket')} {self.length_bucket}: a TPU's compiled "
+                             "step needs static shapes; use 0 (the default on TPU)")
+        self.check_runtime({run_config.flag_for(self, name): getattr(self, name) for name in PATH_FIELDS})
 
 
 @dataclasses.dataclass

@@ -68,10 +68,11 @@ where LAMB's authors needed far less. It is a starting point, not a tuned value.
 import math
 import os
 
+from albert_tf import run_config
 from albert_tf.runtime.devices import (CPU_TOPOLOGY, GENERATIONS, HBM_USABLE_FRACTION, PAPER_GENERATION,
                                        parse_topology)
 from albert_tf.settings.defaults import MFU, PAPER
-from albert_tf.settings.plan_config import check_fraction, check_split
+from albert_tf.settings.plan_config import PlanConfig, check_fraction, check_split
 
 # What a CPU run needs besides the host estimate (which matches TensorFlow's allocator statistics:
 # benchmarks/plan_memory.py): TensorFlow's runtime, the program and the input pipeline (1 GiB), and the slack of
@@ -245,9 +246,11 @@ def learning_rate_for(batch_size):
 
 
 def _check_positive(**values):
+    """Refuses a value that is not a positive integer, named by its PlanConfig flag (`cores`: the topology's)."""
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"--{name.replace('_', '-')}: expected a positive integer, got {value!r}")
+            said = "cores of --topology" if name == "cores" else run_config.flag_for(PlanConfig, name)
+            raise ValueError(f"{said}: expected a positive integer, got {value!r}")
 
 
 def _check_estimate_arguments(config, global_batch, seq_length, max_predictions, cores, dtype, mfu, steps, topology,

@@ -152,10 +152,8 @@ class FinetuneSetup:
 
 
 def check_settings(cfg: FinetuneConfig):
-    """The paths checked before anything is read (TPU: gs://; the output). The config's ranges and combinations
-    were checked when it was made (FinetuneConfig)."""
-    if cfg.tpu:
-        distribute.check_cloud_paths({"--data-dir": cfg.data_dir, "--init": cfg.init, "--output": cfg.output})
+    """The output directory, checked before anything is read. The config's ranges, combinations and (with --tpu)
+    gs:// paths were checked when it was made (FinetuneConfig)."""
     check_output_dir(cfg.output, "--output")
 
 
