@@ -19,12 +19,16 @@ every call, and answers as scripted:
               none: trains to the last step and exits 0; on a node made with "wedged": True every run exits 76 at
               once
   queued_states  per queued-resources describe: a state
+  versions    per `tpu-vm versions list`: a failure class ("transient", "permission") or None (the zone's listing:
+              tests/fake_versions.py, or `offered` when given)
+  zone        the zone every call must carry (default europe-west4-a)
 """
 import dataclasses
 import json
 import shlex
 
 from albert_tf.cloud import gcloud
+import fake_versions
 
 ERRORS = {
     "transient": "ERROR: (gcloud.compute.tpus) There was a problem refreshing your current auth tokens",
@@ -84,6 +88,9 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     queued_failures: int = 0
     queued_error: str = ""
     hook: object = None
+    zone: str = "europe-west4-a"
+    versions: list = dataclasses.field(default_factory=list)
+    offered: tuple | None = None
 
     def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt",
                   capacity="on-demand", labels=None):
@@ -104,11 +111,17 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
         assert f"--project={self.project}" in args, f"a call without --project={self.project}: {args}"
         if args[0] == "storage":
             return self.storage(args)
-        assert "--zone=europe-west4-a" in args, args
+        assert f"--zone={self.zone}" in args, args
         if args[2] == "queued-resources":
             return self.queued_resource(args)
         return {"describe": self.describe, "create": self.create, "delete": self.delete, "ssh": self.ssh,
-                "scp": lambda a, t: self.ok(a)}[args[3]](args, timeout)
+                "scp": lambda a, t: self.ok(a), "versions": self.list_versions}[args[3]](args, timeout)
+
+    def list_versions(self, args, timeout):
+        answer = self.versions.pop(0) if self.versions else None
+        if answer:
+            return self.error(args, answer)
+        return self.ok(args, fake_versions.listing(self.zone, self.project, self.offered))
 
     @staticmethod
     def ok(args, stdout=""):

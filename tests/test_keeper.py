@@ -25,6 +25,8 @@ MODEL_DIR = "gs://b/albert/models/albert_base"
 POD_IMAGE = "tpu-vm-tf-2.18.0-pod-pjrt"
 CREATE = f"create --accelerator-type=v3-32 --version={POD_IMAGE}"
 QUEUE = f"queue --accelerator-type=v3-32 --runtime-version={POD_IMAGE} --spot"
+PREFLIGHT = ["ls eval"]  # before the keeper starts: what the launch reads under --root
+NEW = [*PREFLIGHT, "versions"]  # a keeper that may create: the zone's runtime versions, its image chosen once
 LAUNCH = ["ssh status", "scp", "ssh start"]  # never started (or ended): the status, then the launch
 FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0
 END = ["delete", "describe"]  # the final delete, confirmed by describe (not found)
@@ -151,7 +153,7 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
     run = keep(cloud, clock, tmp_path, type="v3-32", max_restarts=0, settle_timeout=0.0) if stops else None
     if stops:
         assert run.result.exit_code == exit_codes.GAVE_UP
-        assert run.calls == ["ls eval", "ls", "describe", CREATE, *END]
+        assert run.calls == [*NEW, "ls", "describe", CREATE, *END]
         assert run.notes[-2].startswith("could not create TPU pod (permanent: ")
         assert run.last == "nothing is left billing (TPU pod does not exist)"
     else:
@@ -160,7 +162,7 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
                         clock=clock)
         keeper.start()
         assert keeper.check() == 60 and keeper.check() == 0  # tried again after --wait
-        assert [short(c) for c in cloud.calls] == ["ls", "describe", CREATE, "ls", "describe", CREATE]
+        assert [short(c) for c in cloud.calls] == ["versions", "ls", "describe", CREATE, "ls", "describe", CREATE]
 
 
 @pytest.mark.parametrize("state", list(decisions.QUEUED))
@@ -227,7 +229,7 @@ def test_first_create_without_capacity_is_retried_every_wait(cloud, clock, tmp_p
     cloud.creates = ["capacity", "capacity"]
     run = keep(cloud, clock, tmp_path, type="v3-32", project=None)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["config", "ls eval",
+    assert run.calls == ["config", *NEW,
                          "ls", "describe", CREATE,           # no capacity
                          "ls", "describe", CREATE,           # no capacity
                          "ls", "describe", CREATE,           # made
@@ -245,7 +247,7 @@ def test_a_create_reported_failed_whose_node_exists_is_the_keepers(cloud, clock,
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", CREATE,
+    assert run.calls == [*NEW, "ls", "describe", CREATE,
                          "ls", "describe", *LAUNCH,           # the node is there: the keeper's
                          "ls", "describe", "delete", CREATE,  # preempted: recreated
                          "ls", "describe", *LAUNCH, *FINISHED, *END]
@@ -259,7 +261,7 @@ def test_the_api_state_unknown_is_waited_on(cloud, clock, tmp_path):
     cloud.describes = ["UNKNOWN", "UNKNOWN", "READY"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, *FINISHED, *END]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, *FINISHED, *END]
     assert "TPU pod is UNKNOWN: waiting (300s so far)" in run.notes
 
 
@@ -270,7 +272,7 @@ def test_a_wedged_ssh_times_out_and_the_next_poll_goes_on(cloud, clock, tmp_path
     cloud.statuses = ["timeout"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
+    assert run.calls == [*PREFLIGHT, "ls", "describe", "ssh status",   # wedged: killed after its timeout
                          "ls", "describe", "ssh status",                # running
                          "ls", "describe", *LAUNCH,                     # stopped 75: relaunched
                          *FINISHED, *END]
@@ -286,7 +288,7 @@ def test_a_run_compiling_for_20_minutes_is_not_stopped(cloud, clock, tmp_path):
     cloud.checkpoints = []
     run = keep(cloud, clock, tmp_path, num_train_steps=8)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH] + ["ls", "describe", "ssh status"] * 5 + \
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH] + ["ls", "describe", "ssh status"] * 5 + \
         ["ls", "describe", "ssh status", *END]
     assert "ssh stop" not in run.calls and clock.sleeps == [300] * 6
     assert run.last == "done: TPU pod deleted (describe: not found): nothing is left billing"
@@ -311,7 +313,7 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
     cloud.creates = ["quota"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval", "ls", "describe", "delete", CREATE, *END]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", "delete", CREATE, *END]
     line = run.notes[-2]
     assert line.startswith("could not create TPU pod (permanent: quota") and "Quota limit" in line
     assert run.last == "nothing is left billing (TPU pod does not exist)"
@@ -320,7 +322,7 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
 def test_done_deletes_the_slice_and_its_queued_resource(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
+    assert run.calls == [*NEW, "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
     assert cloud.node is None and cloud.queued is None
     assert run.last == "done: TPU pod and its queued resource deleted (describe: not found): nothing is left billing"
 
@@ -338,7 +340,7 @@ def test_a_preempted_spot_slice_is_queued_again_as_it_was(cloud, clock, tmp_path
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", QUEUE,                  # queued: made at once here
+    assert run.calls == [*NEW, "ls", "describe", QUEUE,                  # queued: made at once here
                          "ls", "describe", *LAUNCH,                        # preempted after step 3
                          "ls", "describe", "queued delete", QUEUE,          # requeued as it was
                          "ls", "describe", *LAUNCH,                        # resumes from step 2
@@ -353,7 +355,7 @@ def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
     assert "TPU pod was not created by this keeper: it will not be deleted or recreated (--allow-replace)" \
         in run.notes
     assert run.notes[-2].startswith("TPU pod is PREEMPTED; it was not created by this keeper, so it is neither")
@@ -369,7 +371,7 @@ def test_allow_replace_recreates_a_found_slice_as_it_was(cloud, clock, tmp_path)
     run = keep(cloud, clock, tmp_path, allow_replace=True)
     assert run.result.exit_code == 0, run.notes
     recreate = "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.0-pod-pjrt --reserved"
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "delete", recreate,
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "delete", recreate,
                          "ls", "describe", *LAUNCH, *FINISHED, *END]
 
 
@@ -378,7 +380,7 @@ def test_another_spot_slice_without_a_queued_resource_is_replaced_with_allow_rep
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path, allow_replace=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "queued delete", "delete", QUEUE,
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "queued delete", "delete", QUEUE,
                          "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
 
 
@@ -387,7 +389,7 @@ def test_a_vanished_slice_is_confirmed_then_recreated(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, type="v3-64", preemptible=True)
     create = f"create --accelerator-type=v3-64 --version={POD_IMAGE} --preemptible"
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", create, "ls", "describe", *LAUNCH,
+    assert run.calls == [*NEW, "ls", "describe", create, "ls", "describe", *LAUNCH,
                          "ls", "describe",                 # NOT_FOUND once: checked again
                          "ls", "describe", create,         # twice: created (nothing to delete)
                          "ls", "describe", *LAUNCH, *FINISHED, *END]
@@ -399,7 +401,7 @@ def test_a_state_that_does_not_settle_stops_the_keeper(cloud, clock, tmp_path):
     cloud.make_node("RESTARTING")
     run = keep(cloud, clock, tmp_path, settle_timeout=600.0)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval"] + ["ls", "describe"] * 4 + [*END]
+    assert run.calls == [*PREFLIGHT] + ["ls", "describe"] * 4 + [*END]
     assert run.notes[-2] == "TPU pod has been RESTARTING for 900s (more than --settle-timeout 600s)"
     assert run.last == "TPU pod deleted (describe: not found): nothing is left billing"
 
@@ -411,7 +413,7 @@ def test_bad_data_stops_the_keeper_with_one_line(cloud, clock, tmp_path):
     cloud.runs = [{"steps": 0, "end": 2, "message": message}]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", *END]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", *END]
     assert run.notes[-2] == (f"pretrain on pod exited 2 (bad flags or data), not relaunched: {message} "
                              "(log: albert_tf_run/pretrain.log on worker 0, gs://b/albert/logs/albert_base/)")
 
@@ -433,7 +435,7 @@ def test_runtime_lost_and_resume_codes_relaunch_with_the_same_run_id(cloud, cloc
     cloud.runs = [{"steps": 2, "end": 75}, {"steps": 4, "end": 76}]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
                          "ls", "describe", "ssh status", "describe", "scp", "ssh start", *FINISHED, *END]
     ids = {w for words in cloud.launches for w in words if w.startswith("ALBERT_TF_RUN_ID=")}
     assert ids == {"ALBERT_TF_RUN_ID=pod.run"}
@@ -448,7 +450,7 @@ def test_ctrl_c_deletes_the_slice_it_created(cloud, clock, tmp_path):
     cloud.clock = clock
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.result.exit_code == 130
-    assert run.calls == ["ls eval", "ls", "describe", CREATE, *END]
+    assert run.calls == [*NEW, "ls", "describe", CREATE, *END]
     assert run.notes[-2:] == ["interrupted (Ctrl-C)", "TPU pod deleted (describe: not found): nothing is left billing"]
 
 
@@ -458,7 +460,7 @@ def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, type="v3-8", pretrain_flags=["--remat"])
     words = cloud.launches[0]
     env, command = words[2:words.index("--")], words[words.index("--") + 1:]
-    assert run.calls[3] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
+    assert run.calls[len(NEW) + 2] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
     assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
                        "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR,
                        "--num-train-steps", "6", "--spm-model", "gs://b/albert/spm.model", "--tpu", "local", "--remat"]
@@ -478,7 +480,7 @@ def test_a_rebuilt_wheel_is_reinstalled_by_its_hash_and_gs_needs_gcloud_there(cl
     monkeypatch.delenv("INSTALL_CMD")
     monkeypatch.setenv("ALBERT_TF_SOURCE", "gs://b/dist/albert_tf-0.1.0-py3-none-any.whl")
     run = keep(cloud, clock, tmp_path, type="v3-32")
-    assert run.calls == ["ls eval", "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
+    assert run.calls == [*NEW, "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
                          "ssh start", *FINISHED, *END]
     start = next(c for c in cloud.calls if "on_worker.sh start" in c[-3])[-3]
     assert "sha256sum albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl" in start

@@ -28,7 +28,6 @@ from albert_tf.cloud import decisions, gcloud, images, worker
 from albert_tf.cloud.gcloud import NOT_FOUND
 from albert_tf.cloud.tpu_node import Spec
 from albert_tf.runtime import exit_codes
-from albert_tf.runtime.devices import topology_hosts
 from albert_tf.settings.keeper_config import KeepAliveConfig, flag
 
 LAUNCH_NOTE = "starting on worker 0"  # the note before each start: the command, in the words pretrain parses
@@ -48,17 +47,14 @@ class Clock:
 class Settings:
     """What the keeper keeps, and how: its `config` (every setting is read from there) and what is derived from it
     once, at start: the pinned `project`, the run's model dir, the state file, and the `spec` of a slice to create
-    (None without --type)."""
+    (None without --type; its runtime_version "" until the keeper chooses it from the zone's versions list)."""
     config: KeepAliveConfig
     project: str
     spec: Spec | None
 
     @classmethod
     def of(cls, config, project):
-        spec = None
-        if config.type:
-            spec = Spec(config.type, config.image or images.default_image(topology_hosts(config.type)),
-                        config.capacity)
+        spec = Spec(config.type, config.image or "", config.capacity) if config.type else None
         return cls(config, project, spec)
 
     @property
@@ -78,6 +74,10 @@ class Launch:
     install: worker.Install
     log_url: str
     words: object  # callable(spec, run_id) -> (words, env)
+
+    def install_for(self, spec):
+        """The install on a slice made as `spec`: tensorflow-text of its image's TensorFlow release."""
+        return dataclasses.replace(self.install, tensorflow_release=images.tensorflow_release(spec.runtime_version))
 
 
 @dataclasses.dataclass
@@ -168,6 +168,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.clock = clock or Clock()
         self.say = say or (lambda line: None)
         self.state = State()
+        self.spec = settings.spec  # what a create asks for when the state records nothing (its image chosen at start)
         self.lock = None  # the state file's lock (one keeper per state file)
         self.not_found = 0  # NOT_FOUND answers in a row
         self.create_pending = False  # the last create failed (no capacity, or may not have been made)
@@ -292,10 +293,28 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.time()))
             self.state.run_id = f"{c.name}.{os.path.basename(s.model_dir.rstrip('/'))}.{stamp}"
             self.state.model_dir = s.model_dir
+        if self.state.spec is None and self.spec is not None and not self.spec.runtime_version:
+            self.spec = self.zone_spec()
         self.save()
         owner = "this keeper's" if self.state.owned else "not this keeper's"
         self.say(f"keeping {c.name} in {s.project}/{c.zone} ({owner}); run id {self.state.run_id}; state in "
                  f"{s.state_file}")
+
+    def zone_spec(self):
+        """The spec to create with its image chosen once from the zone's versions list (images.zone_image); Stop,
+        touching nothing, when the list cannot be read or offers nothing suitable."""
+        listing, failed = self.ask(self.cloud.versions)
+        if failed is not None:
+            raise Stop(f"could not list the runtime versions of {self.c.zone} ({failed.failure}: {failed.line}); "
+                       f"give {flag('image')} to name one", exit_codes.BAD_INPUT if failed.failure == gcloud.PERMANENT
+                       else exit_codes.GAVE_UP)
+        try:
+            image = images.zone_image(listing, self.spec.accelerator_type)
+        except ValueError as e:
+            raise Stop(f"{self.c.zone}: {e}", exit_codes.BAD_INPUT) from None
+        self.say(f"image {image}: the newest suitable of the runtime versions {self.c.zone} offers "
+                 f"({flag('image')} names another)")
+        return dataclasses.replace(self.spec, runtime_version=image)
 
     # ------------------------------------------------------------------------------------------ one poll
     def check(self):
@@ -318,10 +337,15 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
 
     def describe(self):
         """The node, asking up to `retries` times while the answer is a transient failure."""
+        return self.ask(self.cloud.describe)
+
+    def ask(self, call):
+        """`call()` → (answer, None) or (None, the failed Result), asked up to --retries times (--retry-wait apart)
+        while it fails transiently."""
         for attempt in range(self.c.retries):
-            node, failed = self.cloud.describe()
-            if node is not None or failed.failure != gcloud.TRANSIENT or attempt == self.c.retries - 1:
-                return node, failed
+            answer, failed = call()
+            if answer is not None or failed.failure != gcloud.TRANSIENT or attempt == self.c.retries - 1:
+                return answer, failed
             self.clock.sleep(self.c.retry_wait)
         raise AssertionError("unreachable")
 
@@ -473,10 +497,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         Ownership is recorded first; the label decides it when the node shows (claim)."""
         st = self.state
         if st.spec is None:
-            if self.s.spec is None:
+            if self.spec is None:
                 raise Stop(f"TPU {self.c.name} does not exist and no {flag('type')} was given to create it",
                            exit_codes.BAD_INPUT, keep=True)
-            st.spec = self.s.spec
+            st.spec = self.spec
         st.owned, st.requested_at, st.node_id, st.create_time = True, self.clock.time(), "", ""
         self.save()
         self.say(f"TPU {self.c.name} {why}: {'queueing' if st.spec.queued else 'creating'} it ({st.spec.text})")
@@ -552,7 +576,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.say(f"{LAUNCH_NOTE}: {shlex.join(words)}")
         copied = self.cloud.scp(worker.ON_WORKER, worker.WORKER_SCRIPT_COPY)
         started = copied if not copied.ok else self.cloud.ssh(worker.start_command(
-            self.launch.install, self.launch.log_url, env, words))
+            self.launch.install_for(self.state.spec), self.launch.log_url, env, words))
         if not started.ok:
             self.say(f"the launch failed ({started.line}): trying again at the next check")
         return self.c.poll

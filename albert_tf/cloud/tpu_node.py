@@ -12,6 +12,7 @@ import dataclasses
 import json
 
 from albert_tf.cloud import gcloud
+from albert_tf.runtime import devices
 
 # The Cloud TPU v2 API's Node.State values (UNKNOWN: e.g. after a failed repair).
 NODE_STATES = ("CREATING", "READY", "RESTARTING", "REIMAGING", "DELETING", "REPAIRING", "STOPPED", "STOPPING",
@@ -22,12 +23,13 @@ QUEUED_STATES = ("CREATING", "ACCEPTED", "PROVISIONING", "FAILED", "DELETING", "
 CAPACITIES = ("on-demand", "spot", "preemptible", "reserved")
 # Spot capacity comes through a queued resource, as Google advises (cloud.google.com/tpu/docs/spot); the GA
 # `queued-resources create` has --spot, --reserved and --guaranteed but no preemptible kind, so a preemptible slice
-# is made with `tpu-vm create --preemptible` (cloud.google.com/tpu/docs/preemptible).
+# is made with `tpu-vm create --preemptible` (cloud.google.com/tpu/docs/preemptible). A generation whose row in the
+# device table says queued resources (v5e, v5p) is always queued, whatever its capacity.
 QUEUED_CAPACITIES = ("spot",)
 
 # Timeouts of one call, in seconds: a create waits for its operation (a pod slice takes minutes).
 TIMEOUTS = {"describe": 120, "create": 1800, "delete": 1800, "queue": 300, "ssh": 300, "scp": 300, "storage": 120,
-            "config": 60}
+            "config": 60, "versions": 120}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +41,9 @@ class Spec:
 
     @property
     def queued(self):
-        return self.capacity in QUEUED_CAPACITIES
+        """Made through a queued resource: Spot capacity, or a generation that is made only so (the device table's
+        provisioning; a type the table does not know is not)."""
+        return self.capacity in QUEUED_CAPACITIES or queued_only(self.accelerator_type)
 
     @property
     def text(self):
@@ -63,6 +67,14 @@ class Queued:
     (state.failedData.error.message; "" when none)."""
     state: str
     error: str = ""
+
+
+def queued_only(accelerator_type):
+    """Whether slices of `accelerator_type`'s generation are made through queued resources only (v5e, v5p)."""
+    try:
+        return devices.parse_topology(accelerator_type).generation.provisioning == devices.QUEUED_RESOURCES
+    except ValueError:
+        return False
 
 
 def node_from_json(text):
@@ -104,14 +116,20 @@ class Cloud:
         """Asks for the node: a queued resource for Spot, `tpu-vm create` otherwise, with `labels` ({KEY: VALUE}) on
         what it makes. The Result of the call."""
         tagged = [f"--labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
+        capacity = [] if spec.capacity == "on-demand" else [f"--{spec.capacity}"]
         if spec.queued:
             return self.call("queue", "compute", "tpus", "queued-resources", "create", self.queued_name,
                              f"--node-id={self.name}", f"--accelerator-type={spec.accelerator_type}",
-                             f"--runtime-version={spec.runtime_version}", f"--{spec.capacity}", *tagged)
-        capacity = [] if spec.capacity == "on-demand" else [f"--{spec.capacity}"]
+                             f"--runtime-version={spec.runtime_version}", *capacity, *tagged)
         return self.call("create", "compute", "tpus", "tpu-vm", "create", self.name,
                          f"--accelerator-type={spec.accelerator_type}", f"--version={spec.runtime_version}",
                          *capacity, *tagged)
+
+    def versions(self):
+        """(the zone's runtime versions as `versions list --format=json` gives them, None) or (None, the failed
+        Result): what albert_tf.cloud.images.zone_image chooses from."""
+        result = self.call("versions", "compute", "tpus", "tpu-vm", "versions", "list", "--format=json")
+        return (result.stdout, None) if result.ok else (None, result)
 
     def delete(self):
         return self.call("delete", "compute", "tpus", "tpu-vm", "delete", self.name, "--quiet")
@@ -171,5 +189,4 @@ def configured_project(runner):
 
 
 __all__ = ["NODE_STATES", "QUEUED_STATES", "CAPACITIES", "QUEUED_CAPACITIES", "TIMEOUTS", "Spec", "Node", "Queued",
-           "Cloud",
-           "node_from_json", "configured_project"]
+           "Cloud", "node_from_json", "queued_only", "configured_project"]

@@ -9,6 +9,8 @@ import os
 import re
 import shlex
 
+from albert_tf.runtime import devices
+
 ON_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "on_worker.sh")
 RUN_DIR = "albert_tf_run"  # on worker 0, relative to the ssh user's home: the script, the log, the lock
 WORKER_SCRIPT = f"{RUN_DIR}/on_worker.sh"
@@ -100,14 +102,16 @@ def start_command(install, log_url, env, words):
 
 
 def runtime_env(name, hosts, image, run_id, pjrt_library="/lib/libtpu.so"):
-    """(the value of --tpu, the variables for pretrain) as Google's TF-on-TPU tests set them (docs/tpu_runtime.md):
-    a pod slice's client on worker 0 names the slice and loads no runtime; a single host loads it (PJRT unless the
-    image is a StreamExecutor one: tpu-vm-tf-X without -pjrt)."""
+    """(the value of --tpu, the variables for pretrain) as Google's TF-on-TPU tests set them (docs/tpu_runtime.md),
+    the same on every generation: a pod slice's client on worker 0 names the slice and loads no runtime (`hosts`,
+    from the device table, > 1); a single host loads it, through PJRT unless the image is a StreamExecutor one
+    (devices.parse_image: tpu-vm-tf-X without -pjrt, or -se; an image without TensorFlow is taken as PJRT)."""
     if hosts > 1:
         tpu, env = name, {"TPU_NAME": name, "TPU_LOAD_LIBRARY": "0"}
     else:
         tpu, env = "local", {"TPU_NAME": "local"}
-        if not image.startswith("tpu-vm-tf-") or "-pjrt" in image:
+        parsed = devices.parse_image(image)
+        if parsed is None or parsed.api == "pjrt":
             env.update(NEXT_PLUGGABLE_DEVICE_USE_C_API="true", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=pjrt_library)
     env["ALBERT_TF_TPU_IMAGE"] = image
     env["ALBERT_TF_RUN_ID"] = run_id

@@ -13,6 +13,7 @@ What it does in each state: albert_tf/cloud/decisions.py, and the table in docs/
 ALBERT_TF_SOURCE (a git URL, an https:// or gs:// wheel) or INSTALL_CMD; ALBERT_TF_PYTHON names worker 0's Python.
 """
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -21,7 +22,7 @@ from albert_tf import layout, run_config
 from albert_tf.cloud import gcloud, images, tpu_node, worker
 from albert_tf.cloud.keeper import LAUNCH_NOTE, Clock, Keeper, Launch, Settings
 from albert_tf.runtime import exit_codes
-from albert_tf.runtime.devices import topology_hosts
+from albert_tf.runtime.devices import parse_topology, topology_hosts
 from albert_tf.settings.keeper_config import KeepAliveConfig, KeepAliveResult
 from albert_tf.settings.pretrain_config import PretrainConfig, read_recipe
 
@@ -37,17 +38,15 @@ def pretrain_words(config, model_dir, tpu, eval_data):
                             "num_train_steps": config.num_train_steps,
                             "eval_data": f"{root}/{EVAL_RECORDS}" if eval_data else None})
     words = run_config.to_argv(run, base=recipe)  # what differs from the recipe: the keeper's own settings
-    cli = shlex.split(os.environ.get("ALBERT_TF") or f"{shlex.quote(install_of(None).python)} -m albert_tf")
+    cli = shlex.split(os.environ.get("ALBERT_TF") or f"{shlex.quote(install_of().python)} -m albert_tf")
     return [*cli, "pretrain", "--recipe", config.recipe, *words, *config.pretrain_flags]
 
 
-def install_of(spec):
-    """How worker 0 gets albert_tf (the environment's ALBERT_TF_SOURCE, INSTALL_CMD, ALBERT_TF_PYTHON), with the
-    tensorflow-text release of `spec`'s image (None: unknown)."""
-    release = images.tensorflow_release(spec.runtime_version) if spec else None
+def install_of():
+    """How worker 0 gets albert_tf (the environment's ALBERT_TF_SOURCE, INSTALL_CMD, ALBERT_TF_PYTHON); the
+    tensorflow-text release is the slice's image's (Launch.install_for)."""
     return worker.Install(source=os.environ.get("ALBERT_TF_SOURCE") or worker.PLACEHOLDER_SOURCE,
-                          command=os.environ.get("INSTALL_CMD"), python=os.environ.get("ALBERT_TF_PYTHON") or "python3",
-                          tensorflow_release=release)
+                          command=os.environ.get("INSTALL_CMD"), python=os.environ.get("ALBERT_TF_PYTHON") or "python3")
 
 
 def make_launch(settings, eval_data):
@@ -60,7 +59,7 @@ def make_launch(settings, eval_data):
         return pretrain_words(config, settings.model_dir, tpu, eval_data), env
 
     log_url = f"{config.root.rstrip('/')}/logs/{os.path.basename(settings.model_dir)}"
-    return Launch(install_of(settings.spec), log_url, words)
+    return Launch(install_of(), log_url, words)
 
 
 def keep_alive(config, runner=gcloud.run, clock=None, say=None):
@@ -68,12 +67,13 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
     albert_tf.cloud.keeper.Clock or a fake; `say(line)`: where notes go (default: stderr). ValueError: bad input."""
     say = say or (lambda line: print(f"{PROG}: {line}", file=sys.stderr, flush=True))
     if config.type and config.image:
-        images.check_image(config.image, topology_hosts(config.type))
+        found = parse_topology(config.type)
+        images.check_image(config.image, found.hosts, found.generation)
     if config.hang_factor is not None or config.kill_after is not None:
         say("--hang-factor and --kill-after are no longer used: pretrain's own --step-timeout ends a hung run")
     if config.dry_run:
-        settings = Settings.of(config, config.project or "PROJECT")
-        return dry_run(settings, make_launch(settings, not config.no_eval))
+        settings = Settings.of(config, config.project or dry_run_project(runner))
+        return dry_run(settings, make_launch(settings, not config.no_eval), runner)
     settings = Settings.of(config, config.project or tpu_node.configured_project(runner))
     cloud = tpu_node.Cloud(runner, settings.project, config.zone, config.name)
     eval_data = False
@@ -87,16 +87,41 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
     return KeepAliveResult(outcome.exit_code, outcome.line, settings.state_file)
 
 
-def dry_run(settings, launch):
-    """Prints the commands of each branch once (a poll, a launch, a recreation, the end), quoted for a shell."""
+def dry_run_project(runner):
+    """The project a dry run shows: gcloud's configured one (a read-only call), or PROJECT when there is none."""
+    try:
+        return tpu_node.configured_project(runner)
+    except ValueError:
+        return "PROJECT"
+
+
+def dry_run(settings, launch, runner=gcloud.run):
+    """Prints the commands of each branch once (a poll, a launch, a recreation, the end), quoted for a shell. The
+    one call it makes is the zone's versions list (read-only, through `runner`), to show the image the keeper would
+    choose; when gcloud cannot answer it, the fixed default image is shown, and said so."""
     printed = []
 
-    def runner(args, timeout):
+    def printer(args, timeout):
         printed.append(shlex.join(["gcloud", *args]))
         return gcloud.Result(tuple(args), stdout="")
 
-    cloud = tpu_node.Cloud(runner, settings.project, settings.config.zone, settings.config.name)
+    config = settings.config
+    cloud = tpu_node.Cloud(printer, settings.project, config.zone, config.name)
     spec = settings.spec or tpu_node.Spec("TYPE", "IMAGE", "on-demand")
+    if not spec.runtime_version:
+        listing, failed = tpu_node.Cloud(runner, settings.project, config.zone, config.name).versions()
+        cloud.versions()
+        print("# the image: the newest suitable of the zone's runtime versions, chosen once at start\n" + printed.pop())
+        if failed is not None:
+            print(f"# (not answered here: {failed.line}; the fixed default shown)")
+        try:
+            image = (images.default_image_for(spec.accelerator_type) if failed else
+                     images.zone_image(listing, spec.accelerator_type))
+        except ValueError as e:
+            raise ValueError(f"{config.zone}: {e}") from None
+        spec = dataclasses.replace(spec, runtime_version=image)
+    if settings.spec:
+        print(f"# {slice_note(spec, config.name)}")
     steps = [("each poll: the newest checkpoint, the slice, the run on worker 0",
               lambda: (cloud.list_objects(f"{settings.model_dir}/{layout.CHECKPOINT_PREFIX}-*.index"), cloud.describe(),
                        cloud.ssh(worker.status_command()))),
@@ -117,7 +142,19 @@ def dry_run(settings, launch):
 
 def start_line(launch, spec, run_id="RUN_ID"):
     words, env = launch.words(spec, run_id)
-    return worker.start_command(launch.install, launch.log_url, env, words)
+    return worker.start_command(launch.install_for(spec), launch.log_url, env, words)
+
+
+def slice_note(spec, name):
+    """What a slice made as `spec` is, from the device table, and where the run goes on it."""
+    found = parse_topology(spec.accelerator_type)
+    made = "a queued resource" if spec.queued else "tpu-vm create"
+    where = ("its one host runs pretrain with --tpu local" if found.hosts == 1 else
+             f"worker 0 runs pretrain with --tpu {name}, the client of all {found.hosts} hosts, each feeding its own "
+             f"{found.devices_per_host} devices from its share of the records")
+    return (f"the slice: {spec.accelerator_type} ({found.generation.label}, {found.devices} TensorFlow devices on "
+            f"{found.hosts} host{'s' if found.hosts > 1 else ''}), {spec.runtime_version}, {spec.capacity}, through "
+            f"{made}; {where}")
 
 
 # ---------------------------------------------------------------------------------------------- the command line

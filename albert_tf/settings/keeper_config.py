@@ -8,7 +8,7 @@ import dataclasses
 
 from albert_tf import run_config
 from albert_tf.run_config import option
-from albert_tf.runtime.devices import TOPOLOGIES
+from albert_tf.runtime import devices
 from albert_tf.settings.defaults import PAPER
 from albert_tf.settings.pretrain_config import PretrainConfig
 
@@ -31,10 +31,10 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
     config: str = option(help="a preset name (albert_base, ...) or a gs:// albert_config.json")
     project: str | None = option(None, "the Google Cloud project (default: gcloud's configured one, read once at "
                                        "start and pinned)")
-    type: str | None = option(None, f"the slice to create when it does not exist: {', '.join(TOPOLOGIES)}",
-                              choices=tuple(TOPOLOGIES))
-    image: str | None = option(None, "the runtime image of a slice it creates (default: the one "
-                                     "albert_tf/cloud/images.py names for one host or for a pod)")
+    type: str | None = option(None, "the slice to create when it does not exist, as Google spells its accelerator "
+                                    f"type: {devices.TOPOLOGY_GRAMMAR}")
+    image: str | None = option(None, "the runtime image of a slice it creates (default: the newest suitable "
+                                     "TensorFlow image of the zone's versions list, chosen once at start)")
     spot: bool = option(False, "Spot capacity, through a queued resource (requeued after a preemption)")
     preemptible: bool = option(False, "preemptible capacity (tpu-vm create --preemptible)")
     reserved: bool = option(False, "the project's reserved capacity")
@@ -71,6 +71,8 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
         if "/" in self.config and not self.config.startswith("gs://"):
             raise ValueError(f"{flag('config')} {self.config}: expected a preset name (albert_base, ...) or a gs:// "
                              "path")
+        if self.type:
+            self.check_type()
         if sum(getattr(self, kind) for kind in CAPACITY_KINDS) > 1:
             raise ValueError(f"{', '.join(flag(k) for k in CAPACITY_KINDS[:-1])} and {flag(CAPACITY_KINDS[-1])}: "
                              "one at most")
@@ -81,6 +83,17 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
             if getattr(self, name) < 0:
                 raise ValueError(f"{flag(name)} {getattr(self, name)}: expected a non-negative number")
         check_pretrain_flags(self.pretrain_flags)
+
+    def check_type(self):
+        """--type is a slice of a generation the package runs on (devices.parse_topology's one line otherwise); a
+        generation made only through queued resources has no preemptible kind."""
+        try:
+            generation = devices.parse_topology(self.type).generation
+        except ValueError as e:
+            raise ValueError(f"{flag('type')} {e}") from None
+        if self.preemptible and generation.provisioning == devices.QUEUED_RESOURCES:
+            raise ValueError(f"{flag('preemptible')} with {flag('type')} {self.type}: {generation.label} slices are "
+                             f"made through queued resources, which have no preemptible kind; use {flag('spot')}")
 
     @property
     def capacity(self):
