@@ -9,7 +9,6 @@ output is locked by another run, 78 a bucket refused access, 130 Ctrl-C, 143 SIG
 --verbose.
 """
 import argparse
-import difflib
 import os
 import re
 import sys
@@ -54,12 +53,7 @@ class ArgumentParser(argparse.ArgumentParser):
         if not message.startswith("unrecognized arguments"):
             return ""
         flags = [f for action in self._actions for f in action.option_strings if f.startswith("--")]
-        for word in message.split(":", 1)[1].split():
-            if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
-                if close:
-                    return f"; did you mean {close[0]}?"
-        return ""
+        return run_config.did_you_mean(message.split(":", 1)[1].split(), flags)
 
 
 def _run_job(job):

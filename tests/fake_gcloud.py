@@ -47,6 +47,8 @@ ERRORS = {
             "'project_number:1'.",
     "already_exists": "ERROR: (gcloud.compute.tpus.tpu-vm.create) ALREADY_EXISTS: Resource 'pod' already exists",
 }
+# the calls (short) before a keeper starts: what the run reads under --root
+PREFLIGHT = ["ls train", "ls spm", "ls eval"]
 BANNER = "Welcome to Ubuntu 22.04.4 LTS\n * Documentation:  https://help.ubuntu.com\nLast login: Mon Jan 15 08:00:00\n"
 
 
@@ -80,6 +82,8 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     steps: int = 6
     checkpoints: list = dataclasses.field(default_factory=list)
     eval_records: bool = True
+    train_records: bool = True  # ROOT/records/train-* and ROOT/spm.model are there (the keeper's preflight)
+    spm: bool = True
     calls: list = dataclasses.field(default_factory=list)
     launches: list = dataclasses.field(default_factory=list)
     run: dict | None = None  # the run on worker 0: {"status": ..., "polls": K, "end": ...}
@@ -134,8 +138,10 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
 
     def storage(self, args):
         pattern = args[2]
-        if pattern.endswith("records/eval-*"):
-            return self.ok(args, "gs://b/albert/records/eval-00000\n") if self.eval_records else \
+        there = {"records/eval-*": self.eval_records, "records/train-*": self.train_records, "spm.model": self.spm}
+        kind = next((k for k in there if pattern.endswith(k)), None)
+        if kind is not None:
+            return self.ok(args, pattern.replace("*", "00000") + "\n") if there[kind] else \
                 gcloud.Result(tuple(args), stderr="ERROR: One or more URLs matched no objects.", returncode=1,
                               failure=gcloud.TRANSIENT)
         names = "".join(f"{pattern.rsplit('/', 1)[0]}/ckpt-{s}.index\n" for s in sorted(self.checkpoints))
@@ -260,7 +266,8 @@ def short(words):
     if words[0] == "config":
         return "config"
     if words[0] == "storage":
-        return "ls eval" if words[2].endswith("eval-*") else "ls"
+        kinds = {"eval-*": "ls eval", "train-*": "ls train", "spm.model": "ls spm", ".json": "ls config"}
+        return next((short for end, short in kinds.items() if words[2].endswith(end)), "ls")
     if words[2] == "queued-resources":
         if words[3] == "create":
             return "queue " + " ".join(w for w in words[5:] if w.startswith(("--acc", "--run", "--spot", "--res")))

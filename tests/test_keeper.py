@@ -16,7 +16,7 @@ from albert_tf.cloud import decisions, gcloud, tpu_node
 from albert_tf.cloud.keeper import Keeper, Settings, read_state
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
-from fake_gcloud import FakeClock, FakeGcloud, short
+from fake_gcloud import FakeClock, FakeGcloud, PREFLIGHT, short
 from helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("keeper_worker_env")
@@ -25,7 +25,6 @@ MODEL_DIR = "gs://b/albert/models/albert_base"
 POD_IMAGE = "tpu-vm-tf-2.18.0-pod-pjrt"
 CREATE = f"create --accelerator-type=v3-32 --version={POD_IMAGE}"
 QUEUE = f"queue --accelerator-type=v3-32 --runtime-version={POD_IMAGE} --spot"
-PREFLIGHT = ["ls eval"]  # before the keeper starts: what the launch reads under --root
 NEW = [*PREFLIGHT, "versions"]  # a keeper that may create: the zone's runtime versions, its image chosen once
 LAUNCH = ["ssh status", "scp", "ssh start"]  # never started (or ended): the status, then the launch
 FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0
@@ -361,6 +360,19 @@ def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud
     assert run.notes[-2].startswith("TPU pod is PREEMPTED; it was not created by this keeper, so it is neither")
     assert run.last.startswith("TPU pod was not created by this keeper and is left as it is: it bills while it "
                                f"exists; delete it with: gcloud compute tpus tpu-vm delete pod --zone={ZONE}")
+
+
+def test_a_found_slice_that_vanishes_is_not_recreated_as_it_was_but_made_as_type_says(cloud, clock, tmp_path):
+    """Another's preemptible v3-8 runs the keeper's run, then is gone (not found twice): nothing of it is touched,
+    and with --type the keeper makes its own slice as its flags say (its image chosen from the zone at start),
+    which it deletes at the end."""
+    cloud.make_node("READY", accelerator_type="v3-8", version="tpu-vm-tf-2.17.0-pjrt", capacity="preemptible")
+    cloud.runs = [{"steps": 3, "end": "vanish"}]
+    run = keep(cloud, clock, tmp_path, type="v3-32")
+    assert run.result.exit_code == exit_codes.DONE, run.notes[-3:]
+    assert run.calls == [*NEW, "ls", "describe", *LAUNCH, "ls", "describe", "ls", "describe", CREATE,
+                         "ls", "describe", *LAUNCH, *FINISHED, *END]
+    assert "TPU pod, not this keeper's, is gone: creating one as --type says" in run.notes
 
 
 def test_allow_replace_recreates_a_found_slice_as_it_was(cloud, clock, tmp_path):

@@ -18,7 +18,7 @@ from albert_tf.cloud import gcloud
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
 import fake_gcloud
-from fake_gcloud import FakeClock
+from fake_gcloud import FakeClock, PREFLIGHT
 from helpers import REPO
 
 FAKE_CLOUD = os.path.join(REPO, "tests", "fake_cloud.py")
@@ -49,6 +49,10 @@ class Cloud:
             monkeypatch.setenv(name, value)
         self.clock = FakeClock()
         self.notes = []
+        for name in ("records/train-00000", "spm.model"):  # what the run reads under --root (the preflight lists it)
+            path = directory / "gcs" / "b" / "albert" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
 
     def slice(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt", **capacity):
         (self.dir / "slice.json").write_text(json.dumps({
@@ -104,7 +108,6 @@ def cloud(tmp_path, monkeypatch):
     fake.cleanup()
 
 
-PREFLIGHT = ["ls eval"]  # before the keeper starts: what the launch reads under --root
 NEW = [*PREFLIGHT, "versions"]  # a keeper that may create: the zone's runtime versions, its image chosen once
 LAUNCH = ["ssh status", "scp", "ssh start"]
 FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0

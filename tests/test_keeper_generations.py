@@ -14,7 +14,7 @@ from albert_tf.cloud import worker
 from albert_tf.cloud.keeper import read_state
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
-from fake_gcloud import FakeGcloud, short
+from fake_gcloud import FakeGcloud, PREFLIGHT, short
 from helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("keeper_worker_env")
@@ -88,7 +88,7 @@ def test_a_zone_without_a_suitable_image_is_one_line_before_anything_is_made(tmp
     fake = FakeGcloud(clock, zone=zone, offered=offered)
     result, notes, calls = keep(fake, tmp_path, type=accelerator, spot=True)
     assert result.exit_code == exit_codes.BAD_INPUT
-    assert calls == ["ls eval", "versions"] and fake.node is None and fake.queued is None
+    assert calls == [*PREFLIGHT, "versions"] and fake.node is None and fake.queued is None
     line = notes[-2]
     assert line.startswith(f"{zone}: the zone offers no TensorFlow 2.18 to 2.20 image for a ") and "\n" not in line
     listed = offered or __import__("fake_versions").ZONE_VERSIONS[zone]
@@ -128,7 +128,7 @@ def test_a_versions_list_that_fails_touches_nothing(tmp_path, clock, failures, c
     both with one line and nothing made."""
     fake = FakeGcloud(clock, versions=list(failures))
     result, notes, calls = keep(fake, tmp_path, type="v3-32")
-    assert result.exit_code == code and calls == ["ls eval", *["versions"] * len(failures)]
+    assert result.exit_code == code and calls == [*PREFLIGHT, *["versions"] * len(failures)]
     assert notes[-2].startswith("could not list the runtime versions of europe-west4-a (")
     assert notes[-2].endswith("give --image to name one") and fake.node is None
 

@@ -12,7 +12,7 @@ import pytest
 
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
-from fake_gcloud import FakeClock, FakeGcloud, short
+from fake_gcloud import FakeClock, FakeGcloud, PREFLIGHT, short
 from helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("keeper_worker_env")
@@ -118,10 +118,10 @@ def test_k3_bad_input_touches_nothing(cloud, clock, tmp_path):
     owned(tmp_path, cloud)
     result, notes, calls = keep(cloud, clock, tmp_path, type="v3-64")
     assert result.exit_code == exit_codes.BAD_INPUT and cloud.node is not None
-    assert calls == ["ls eval"] and "records pod as v3-32" in notes[-2]
+    assert calls == PREFLIGHT and "records pod as v3-32" in notes[-2]
     other = FakeGcloud(clock, project="p2", configured=["p2"])
     result, _, calls = keep(other, clock, tmp_path, project="p2")
-    assert result.exit_code == exit_codes.BAD_INPUT and calls == ["ls eval"] and cloud.node is not None
+    assert result.exit_code == exit_codes.BAD_INPUT and calls == PREFLIGHT and cloud.node is not None
 
 
 def test_k4_preemptions_do_not_count_and_a_wedged_slice_is_recreated(cloud, clock, tmp_path):
@@ -211,7 +211,7 @@ def test_k8_one_keeper_per_state_file_and_never_a_strangers_node(cloud, clock, t
     cloud.hook = start_another
     result, _, _ = keep(cloud, clock, tmp_path, type="v3-32")
     assert result.exit_code == exit_codes.DONE
-    assert second[0].exit_code == exit_codes.LOCK_HELD and second[1] == ["ls eval"]
+    assert second[0].exit_code == exit_codes.LOCK_HELD and second[1] == PREFLIGHT
 
     stranger = FakeGcloud(clock)
 
@@ -252,3 +252,44 @@ def test_k11_a_login_banner_does_not_hide_the_status(cloud, clock, tmp_path):
     result, notes, calls = keep(cloud, clock, tmp_path, settle_timeout=600.0)
     assert result.exit_code == exit_codes.DONE, notes[-3:]
     assert len(cloud.launches) == 1 and not any("not answering" in n for n in notes)
+
+
+@pytest.mark.parametrize("values, line", [
+    ({"pretrain_flags": ["--remta"]},
+     "pretrain would refuse the launch (after --: --remta): unrecognized arguments: --remta; did you mean --remat?"),
+    ({"pretrain_flags": ["--learning-rate", "fast"]},
+     "pretrain would refuse the launch (after --: --learning-rate fast): argument --learning-rate: invalid float "
+     "value: 'fast'"),
+    ({"config": "albert_bsae"}, "pretrain would refuse the launch (no flags after --): unknown preset 'albert_bsae'"),
+])
+def test_k10_a_typo_in_the_launch_is_caught_before_anything_is_made(cloud, clock, tmp_path, values, line):
+    """P2 (bad input touches nothing). A typo in a pretrain flag, a value pretrain refuses or an unknown preset is
+    found here by pretrain's own parser and config, in one line, before any gcloud call: not on worker 0 after
+    the Spot queue's wait."""
+    with pytest.raises(ValueError) as raised:
+        keep(cloud, clock, tmp_path, type="v3-32", spot=True, **values)
+    assert str(raised.value).startswith(line) and "\n" not in str(raised.value)
+    assert not cloud.calls and cloud.queued is None and cloud.node is None
+
+
+@pytest.mark.parametrize("missing, calls, line", [
+    ("train_records", ["ls train"], "gs://b/albert/records/train-*: no such object; the run reads the training "
+                                    "records (albert-tf create-data) there"),
+    ("spm", ["ls train", "ls spm"], "gs://b/albert/spm.model: no such object; the run reads the SentencePiece model "
+                                    "(albert-tf vocab) there"),
+])
+def test_k10_a_root_without_records_or_spm_model_is_one_line_before_anything_is_made(cloud, clock, tmp_path, missing,
+                                                                                   calls, line):
+    setattr(cloud, missing, False)
+    with pytest.raises(ValueError, match=line.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+        keep(cloud, clock, tmp_path, type="v3-32", spot=True)
+    assert [short(c) for c in cloud.calls] == calls and cloud.queued is None
+
+
+def test_k10_the_command_line_says_did_you_mean_and_exits_2(cli, tmp_path):
+    code, out, err = cli("keep-alive", "--name", "pod", "--zone", ZONE, "--root", "gs://b/albert", "--config",
+                         "albert_base", "--type", "v3-32", "--project", "p1", "--state-file", tmp_path / "s", "--",
+                         "--remta")
+    assert code == exit_codes.BAD_INPUT and not out
+    assert err.strip().splitlines() == ["albert-tf keep-alive: error: pretrain would refuse the launch (after --: "
+                                        "--remta): unrecognized arguments: --remta; did you mean --remat?"]

@@ -195,6 +195,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             except Stop as stop:  # before anything is touched
                 self.say(str(stop))
                 return Outcome(stop.exit_code, "nothing was touched: no gcloud call was made about the slice")
+            except (KeyboardInterrupt, Terminated) as ended:  # a signal while it starts: nothing is made yet
+                code = exit_codes.TERMINATED if isinstance(ended, Terminated) else exit_codes.INTERRUPTED
+                self.say(f"ended by {ended or 'Ctrl-C'} while starting")
+                return Outcome(code, "nothing was touched: no gcloud call was made about the slice")
             code, line, keep = self.loop()
             if line:
                 self.say(line)
@@ -293,8 +297,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.time()))
             self.state.run_id = f"{c.name}.{os.path.basename(s.model_dir.rstrip('/'))}.{stamp}"
             self.state.model_dir = s.model_dir
-        if self.state.spec is None and self.spec is not None and not self.spec.runtime_version:
-            self.spec = self.zone_spec()
+        if self.spec is not None and not self.spec.runtime_version and not (self.state.owned and self.state.spec):
+            self.spec = self.zone_spec()  # it may create from its flags: not a recreation as recorded
         self.save()
         owner = "this keeper's" if self.state.owned else "not this keeper's"
         self.say(f"keeping {c.name} in {s.project}/{c.zone} ({owner}); run id {self.state.run_id}; state in "
@@ -469,6 +473,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def replace(self, state):
         """A lost slice: deleted (unless gone) and created again as recorded, if it is the keeper's to replace."""
         if not self.state.owned and not self.c.allow_replace:
+            if state == NOT_FOUND and self.spec is not None:  # another's slice is gone: nothing of it is touched
+                self.say(f"TPU {self.c.name}, not this keeper's, is gone: creating one as {flag('type')} says")
+                self.state.spec = None
+                return self.create("does not exist")
             raise Stop(f"TPU {self.c.name} is {state}; it was not created by this keeper, so it is neither deleted "
                        f"nor recreated (delete it yourself, or run the keeper with {flag('allow_replace')})")
         self.say(f"TPU {self.c.name} is {state}: recreating it as {self.state.spec.text}")

@@ -18,13 +18,15 @@ import os
 import shlex
 import sys
 
+from albert_tf import config as albert_config
 from albert_tf import layout, run_config
 from albert_tf.cloud import gcloud, images, tpu_node, worker
 from albert_tf.cloud.keeper import LAUNCH_NOTE, Clock, Keeper, Launch, Settings
 from albert_tf.runtime import exit_codes
 from albert_tf.runtime.devices import parse_topology, topology_hosts
 from albert_tf.settings.keeper_config import KeepAliveConfig, KeepAliveResult
-from albert_tf.settings.pretrain_config import PretrainConfig, read_recipe
+from albert_tf.jobs import pretrain as pretrain_job
+from albert_tf.settings.pretrain_config import PretrainConfig, over_recipe, read_recipe
 
 PROG = "albert-tf keep-alive"
 TRAIN_RECORDS, EVAL_RECORDS, SPM = "records/train-*", "records/eval-*", "spm.model"  # under ROOT (prepare_data.sh)
@@ -69,6 +71,7 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
     if config.type and config.image:
         found = parse_topology(config.type)
         images.check_image(config.image, found.hosts, found.generation)
+    check_launch(config)
     if config.hang_factor is not None or config.kill_after is not None:
         say("--hang-factor and --kill-after are no longer used: pretrain's own --step-timeout ends a hung run")
     if config.dry_run:
@@ -76,15 +79,64 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
         return dry_run(settings, make_launch(settings, not config.no_eval), runner)
     settings = Settings.of(config, config.project or tpu_node.configured_project(runner))
     cloud = tpu_node.Cloud(runner, settings.project, config.zone, config.name)
-    eval_data = False
-    if not config.no_eval:  # tpu/prepare_data.sh writes eval records only when asked
-        found, _ = cloud.list_objects(f"{config.root.rstrip('/')}/{EVAL_RECORDS}")
-        eval_data = bool(found)
-    launch = make_launch(settings, eval_data)
+    launch = make_launch(settings, check_root(config, cloud))
     launch.install.check()
     outcome = Keeper(settings, cloud, launch, clock=clock or Clock(), say=say).run()
     say(outcome.line)
     return KeepAliveResult(outcome.exit_code, outcome.line, settings.state_file)
+
+
+# ---------------------------------------------------------------------------------------------- preflight
+class PretrainParser(argparse.ArgumentParser):
+    """pretrain's own flags (its config's fields and --recipe), as its command line parses them; an error raises
+    ValueError with its one line, an unknown flag's naming the closest ("did you mean --remat?")."""
+
+    def error(self, message):
+        flags = [f for action in self._actions for f in action.option_strings if f.startswith("--")]
+        words = message.split(":", 1)[1].split() if message.startswith("unrecognized arguments") else []
+        raise ValueError(f"{message}{run_config.did_you_mean(words, flags)}")
+
+
+def check_launch(config):
+    """The launch checked here, before anything is made or queued (issue 47, K10): the words worker 0 would run,
+    parsed by pretrain's parser into its PretrainConfig (its own checks), and a preset --config resolved with the
+    run's --set. The PretrainConfig; ValueError (one line) otherwise."""
+    parser = PretrainParser(prog="albert-tf pretrain", add_help=False)
+    run_config.add_fields_as_arguments(parser, PretrainConfig)
+    pretrain_job.add_extra_arguments(parser)
+    words = pretrain_words(config, config.run_model_dir, config.name, eval_data=True)
+    try:
+        base, typed = pretrain_job.recipe_and_typed(parser.parse_args(words[words.index("pretrain") + 1:]))
+        run = PretrainConfig(**over_recipe(base, typed))
+        if not config.config.startswith("gs://"):  # a gs:// file is listed (check_root); vocab_size auto: spm's
+            albert_config.resolve(config.config, {k: v for k, v in run.config_overrides.items() if v != "auto"})
+    except ValueError as e:
+        after = f"after --: {shlex.join(config.pretrain_flags)}" if config.pretrain_flags else "no flags after --"
+        raise ValueError(f"pretrain would refuse the launch ({after}): {e}") from None
+    return run
+
+
+def check_root(config, cloud):
+    """What the run reads, listed before anything is made or queued (K10): ROOT/records/train-*, ROOT/spm.model and
+    a gs:// --config must be there (ValueError, one line, naming what is missing or the listing's failure).
+    Whether --eval-data is passed: ROOT/records/eval-* exist (never with --no-eval)."""
+    root = config.root.rstrip("/")
+    needed = [(f"{root}/{TRAIN_RECORDS}", "the training records (albert-tf create-data)"),
+              (f"{root}/{SPM}", "the SentencePiece model (albert-tf vocab)")]
+    if config.config.startswith("gs://"):
+        needed.append((config.config, "the model's config (--config)"))
+    for pattern, what in needed:
+        found, failed = cloud.list_objects(pattern)
+        if failed is not None:
+            raise ValueError(f"could not list {pattern} ({failed.failure}: {failed.line}): the run reads {what} "
+                             "there; nothing was made")
+        if not found:
+            raise ValueError(f"{pattern}: no such object; the run reads {what} there (tpu/prepare_data.sh writes "
+                             "it); nothing was made")
+    if config.no_eval:  # tpu/prepare_data.sh writes eval records only when asked
+        return False
+    found, _ = cloud.list_objects(f"{root}/{EVAL_RECORDS}")
+    return bool(found)
 
 
 def dry_run_project(runner):
