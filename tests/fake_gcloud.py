@@ -231,6 +231,11 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             return self.ok(args, (BANNER if answer == "banner" else "") + self.status())
         if "on_worker.sh start" in command:
             return self.start(args, command)
+        if "on_worker.sh stop" in command:
+            self.stops = getattr(self, "stops", 0) + 1
+            if self.run is not None:
+                self.run.update(polls=0, end=143)
+            return self.ok(args, "stopped after SIGTERM\n")
         if command.startswith("command -v"):
             return self.ok(args, "/usr/bin/gcloud\n")
         raise AssertionError(f"unexpected ssh command: {command}")

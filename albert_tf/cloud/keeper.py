@@ -182,6 +182,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.tools_checked = False
         self.requeues, self.requeue_at = 0, None  # a FAILED queued resource's backoff
         self.finished_since = None  # the last checkpoint is there: waiting for worker 0's `stopped 0`
+        self.progress = None  # (the newest step, when it was first seen) while worker 0 says "running"
 
     # ------------------------------------------------------------------------------------------ the loop
     def run(self):
@@ -537,7 +538,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.unsettled_since = None
         action, why = decisions.run_decision(status)
         if action == decisions.NOTHING:
-            return self.c.poll
+            return self.on_running(latest)
+        self.progress = None
         if action == decisions.FINISHED:
             raise Stop(f"done: pretrain on {self.c.name} finished (exit 0)", exit_codes.DONE)
         if action == decisions.STOP:
@@ -557,6 +559,26 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             self.say(f"no run on {self.c.name} yet: launching")
         else:
             self.say(f"pretrain on {self.c.name} ended ({status}: {why}): relaunching")
+        return self.relaunch(latest)
+
+    def on_running(self, latest):
+        """A run that says "running" is left alone while the model dir advances. One with no new checkpoint for
+        --settle-timeout hangs where pretrain's own watchdog does not reach (--step-timeout 0, a wedged start): it
+        is stopped and relaunched (a relaunch without progress: counted against --max-restarts). A listing that
+        failed (`latest` None) teaches nothing: nothing is stopped on it."""
+        now = self.clock.time()
+        if latest is None:
+            return self.c.poll
+        if self.progress is None or latest > self.progress[0]:
+            self.progress = (latest, now)
+            return self.c.poll
+        age = now - self.progress[1]
+        if age <= self.c.settle_timeout:
+            return self.c.poll
+        self.say(f"pretrain on {self.c.name} says running but wrote no checkpoint for {age:.0f}s (more than "
+                 f"{flag('settle_timeout')} {self.c.settle_timeout:g}s; at step {latest}): stopping and relaunching it")
+        self.progress = None
+        self.cloud.ssh(worker.stop_command())
         return self.relaunch(latest)
 
     def on_lost_run(self, latest):

@@ -94,6 +94,11 @@ def status_command():
     return f"if [ -e {WORKER_SCRIPT} ]; then {status}; else echo 'never started'; fi"
 
 
+def stop_command(seconds=120):
+    """Stops the run (on_worker.sh stop: SIGTERM, then SIGKILL after `seconds`)."""
+    return shlex.join(["bash", WORKER_SCRIPT, "stop", RUN_DIR, f"{seconds:g}"])
+
+
 def start_command(install, log_url, env, words):
     """Installs what is needed, then starts `words` detached under on_worker.sh with `env` ({NAME: VALUE})."""
     pairs = [f"{k}={v}" for k, v in env.items()]
@@ -138,4 +143,4 @@ def parse_status(stdout):
 
 
 __all__ = ["ON_WORKER", "PLACEHOLDER_SOURCE", "RUN_DIR", "WORKER_SCRIPT", "WORKER_SCRIPT_COPY", "Install", "status_command",
-           "start_command", "runtime_env", "parse_status"]
+           "start_command", "stop_command", "runtime_env", "parse_status"]

@@ -14,6 +14,7 @@ ALBERT_TF_SOURCE (a git URL, an https:// or gs:// wheel) or INSTALL_CMD; ALBERT_
 """
 import argparse
 import dataclasses
+import functools
 import os
 import shlex
 import sys
@@ -34,14 +35,21 @@ TRAIN_RECORDS, EVAL_RECORDS, SPM = "records/train-*", "records/eval-*", "spm.mod
 
 def pretrain_words(config, model_dir, tpu, eval_data):
     """The `albert-tf pretrain` command worker 0 runs, made from a PretrainConfig (its flags' own spellings)."""
-    root, recipe = config.root.rstrip("/"), read_recipe(config.recipe)
-    run = PretrainConfig(**{**recipe, "config": config.config, "train_data": f"{root}/{TRAIN_RECORDS}",
-                            "model_dir": model_dir, "tpu": tpu, "spm_model": f"{root}/{SPM}",
-                            "num_train_steps": config.num_train_steps,
-                            "eval_data": f"{root}/{EVAL_RECORDS}" if eval_data else None})
-    words = run_config.to_argv(run, base=recipe)  # what differs from the recipe: the keeper's own settings
+    words = keeper_settings_words(config.recipe, config.config, config.root.rstrip("/"), model_dir, tpu,
+                                  config.num_train_steps, eval_data)
     cli = shlex.split(os.environ.get("ALBERT_TF") or f"{shlex.quote(install_of().python)} -m albert_tf")
     return [*cli, "pretrain", "--recipe", config.recipe, *words, *config.pretrain_flags]
+
+
+@functools.lru_cache(maxsize=32)
+def keeper_settings_words(recipe_name, model, root, model_dir, tpu, steps, eval_data):
+    """The flags of the keeper's own settings that differ from the recipe, as a PretrainConfig spells them (made
+    once per distinct settings: a PretrainConfig's checks cost milliseconds, and the keeper relaunches often)."""
+    recipe = read_recipe(recipe_name)
+    run = PretrainConfig(**{**recipe, "config": model, "train_data": f"{root}/{TRAIN_RECORDS}", "model_dir": model_dir,
+                            "tpu": tpu, "spm_model": f"{root}/{SPM}", "num_train_steps": steps,
+                            "eval_data": f"{root}/{EVAL_RECORDS}" if eval_data else None})
+    return tuple(run_config.to_argv(run, base=recipe))
 
 
 def install_of():
@@ -101,18 +109,24 @@ def check_launch(config):
     """The launch checked here, before anything is made or queued (issue 47, K10): the words worker 0 would run,
     parsed by pretrain's parser into its PretrainConfig (its own checks), and a preset --config resolved with the
     run's --set. The PretrainConfig; ValueError (one line) otherwise."""
-    parser = PretrainParser(prog="albert-tf pretrain", add_help=False)
-    run_config.add_fields_as_arguments(parser, PretrainConfig)
-    pretrain_job.add_extra_arguments(parser)
     words = pretrain_words(config, config.run_model_dir, config.name, eval_data=True)
     try:
-        base, typed = pretrain_job.recipe_and_typed(parser.parse_args(words[words.index("pretrain") + 1:]))
-        run = PretrainConfig(**over_recipe(base, typed))
-        if not config.config.startswith("gs://"):  # a gs:// file is listed (check_root); vocab_size auto: spm's
-            albert_config.resolve(config.config, {k: v for k, v in run.config_overrides.items() if v != "auto"})
+        return parsed_launch(tuple(words[words.index("pretrain") + 1:]))
     except ValueError as e:
         after = f"after --: {shlex.join(config.pretrain_flags)}" if config.pretrain_flags else "no flags after --"
         raise ValueError(f"pretrain would refuse the launch ({after}): {e}") from None
+
+
+@functools.lru_cache(maxsize=32)
+def parsed_launch(words):
+    """The PretrainConfig of pretrain's `words` (after `pretrain`), its preset --config resolved; ValueError."""
+    parser = PretrainParser(prog="albert-tf pretrain", add_help=False)
+    run_config.add_fields_as_arguments(parser, PretrainConfig)
+    pretrain_job.add_extra_arguments(parser)
+    base, typed = pretrain_job.recipe_and_typed(parser.parse_args(list(words)))
+    run = PretrainConfig(**over_recipe(base, typed))
+    if "/" not in run.config:  # a preset (a gs:// file is listed: check_root); vocab_size auto: the spm model's
+        albert_config.resolve(run.config, {k: v for k, v in run.config_overrides.items() if v != "auto"})
     return run
 
 
