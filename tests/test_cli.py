@@ -93,7 +93,7 @@ EXTRA_FLAGS["pretrain"] = {"--recipe"}  # not a setting: where settings come fro
 # Values a config's own checks need where _other_value's would be refused (None: the field left at its default).
 VALID_VALUES = {"keep-alive": {"root": "gs://x/root", "model_dir": "gs://x/model_dir", "config": "albert_large",
                                "preemptible": None, "reserved": None,  # gs:// paths, a preset, one capacity kind,
-                               "type": "v5litepod-16"}}                # a slice of the device table
+                               "type": "v5litepod-16", "valid_until_duration": "6h"}}  # a slice, a duration
 
 
 def _parser(command):

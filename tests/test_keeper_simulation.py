@@ -1,6 +1,7 @@
 """The keeper's promises (docs/tpu.md, P1-P5) checked over randomly generated event sequences: the keeper runs
 against the in-process fake gcloud (tests/fake_gcloud.py) with a fake clock while, at random gcloud calls, the
-cloud preempts or loses the slice, the zone's versions list fails at start, describe and ssh fail for a while (transient errors, rate limits, timeouts, login
+cloud preempts or loses the slice, the zone's versions list fails at start, the slice reports itself unhealthy
+or announces maintenance, describe and ssh fail for a while (transient errors, rate limits, timeouts, login
 banners), creates find no capacity, queued resources fail, a stranger's node of the same name appears, a delete
 answers 503, a run loses its TPU, the laptop sleeps (the clock jumps) or a signal arrives (SIGINT, SIGTERM, SIGHUP).
 After every call and at the end the promises are checked; a failing sequence is shrunk to a minimal one and printed
@@ -25,7 +26,8 @@ ZONE = "europe-west4-a"
 STEPS = 12
 SETTLE = 1800.0
 EVENTS = ("preempt", "vanish", "describe_outage", "rate_limit", "ssh_outage", "banner", "no_capacity", "queue_failed",
-          "stranger", "delete_503", "lost_run", "clock_jump", "signal", "versions_outage")
+          "stranger", "delete_503", "lost_run", "clock_jump", "signal", "versions_outage",
+          "unhealthy", "maintenance")
 LOST = ("PREEMPTED", "TERMINATED")
 MAX_CALLS = 1500
 
@@ -119,6 +121,10 @@ class World:
             c.deletes = ["5xx"] + c.deletes
         elif event == "lost_run":
             c.runs = [{"steps": 1, "end": 76}] + c.runs
+        elif event == "unhealthy" and c.node is not None:  # until the node is made again
+            c.node.update(health="UNHEALTHY_TENSORFLOW", symptoms=[{"symptomType": "MESH_BUILD_FAIL"}])
+        elif event == "maintenance" and c.node is not None:
+            c.node["upcomingMaintenance"] = {"type": "SCHEDULED", "maintenanceStatus": "PENDING"}
         elif event == "clock_jump":
             self.clock.now += parameter
         elif event == "signal":
@@ -136,7 +142,8 @@ class World:
     def on_delete(self, args):
         node = self.cloud.node
         labels = (node or {}).get("labels", {})
-        ours = labels.get(LABEL) == self.our_label() or self.seq.start == "owned" and labels.get(LABEL) == "pod-run"
+        label = labels.get(LABEL)
+        ours = label is not None and (label == self.our_label() or self.seq.start == "owned" and label == "pod-run")
         if node is not None and not ours and not self.seq.allow_replace:
             raise Violation(f"P1: a delete of a node the keeper did not create: {node}")
         self.deletes.append({"call": len(self.cloud.calls), "state": (node or {}).get("state"),
@@ -201,7 +208,8 @@ def check_end(world, result, notes):
         if not all(ok for n, ok in world.answers if last_poll <= n < final[0]["call"]):
             raise Violation("P1: the slice deleted after a stop on what the keeper failed to learn: "
                             f"{notes[-2] if len(notes) > 1 else notes}")
-    ours = cloud.node is not None and cloud.node.get("labels", {}).get(LABEL) in (world.our_label(), "pod-run")
+    label = (cloud.node or {}).get("labels", {}).get(LABEL)
+    ours = label is not None and label in (world.our_label(), "pod-run")  # a stranger's node has no run label
     billing = (ours and (world.seq.start != "found" or world.creates)) or (cloud.queued and world.creates)
     if billing and "delete it with:" not in result.line:
         raise Violation(f"P2: the keeper's slice is left billing and the last line does not say so: {result.line!r}")

@@ -183,6 +183,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.requeues, self.requeue_at = 0, None  # a FAILED queued resource's backoff
         self.finished_since = None  # the last checkpoint is there: waiting for worker 0's `stopped 0`
         self.progress = None  # (the newest step, when it was first seen) while worker 0 says "running"
+        self.sick = None  # [polls in a row reporting unhealthy, the newest step when they began]
+        self.maintenance = ""  # the last upcoming maintenance noted
 
     # ------------------------------------------------------------------------------------------ the loop
     def run(self):
@@ -378,12 +380,38 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         action, why = decisions.node_decision(node.state)
         if action == decisions.CHECK_RUN:
             self.requeues = 0
+            if node.maintenance and node.maintenance != self.maintenance:
+                self.say(f"TPU {self.c.name} has upcoming maintenance: {node.maintenance} (the run goes on; a "
+                         "preemption it causes is handled as any)")
+            self.maintenance = node.maintenance
+            if self.cannot_run(node, latest):
+                return self.replace("READY but unhealthy")
             return self.on_ready(latest)
         if action == decisions.REPLACE:
             return self.replace(node.state)
         if action == decisions.STOP:
             raise Stop(f"TPU {self.c.name} is {node.state} ({why})")
         return self.wait_on(node.state)
+
+    def cannot_run(self, node, latest):
+        """Whether a READY slice's health report (decisions.unhealthy) has said it cannot run at
+        LOST_RUNS_BEFORE_RECREATE polls in a row with no new checkpoint; only an owned slice (or --allow-replace)
+        is then recreated: another's is noted and left (P1)."""
+        signs = decisions.unhealthy(node.health, node.symptoms)
+        if signs is None:
+            self.sick = None
+            return False
+        if self.sick is None or (latest is not None and latest > self.sick[1]):
+            self.sick = [0, latest or 0]
+        self.sick[0] += 1
+        detail = f": {node.health_description}" if node.health_description else ""
+        self.say(f"TPU {self.c.name} reports {signs}{detail} ({self.sick[0]} polls in a row with no new checkpoint)")
+        if self.sick[0] < decisions.LOST_RUNS_BEFORE_RECREATE or not (self.state.owned or self.c.allow_replace):
+            return False
+        self.sick = None
+        self.say(f"TPU {self.c.name} reported {signs} at {decisions.LOST_RUNS_BEFORE_RECREATE} polls with no new "
+                 "checkpoint: the slice cannot make progress")
+        return True
 
     def claim(self, node):
         """Records what the node is. A node the keeper asked for is its own only when it carries the keeper's

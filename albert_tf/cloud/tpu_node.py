@@ -4,7 +4,7 @@ No TensorFlow here.
 
     cloud = Cloud(runner, project="p", zone="europe-west4-a", name="pod")
     seen = cloud.describe()            # Node (its state, type, image, capacity, id) or a failed Result
-    cloud.create(spec)                 # tpu-vm create (on-demand, reserved, preemptible) or queued-resources create (spot)
+    cloud.create(spec)                 # tpu-vm create, or queued-resources create (Spot; v5e and v5p always)
 
 `runner(args, timeout) -> gcloud.Result` is albert_tf.cloud.gcloud.run, or a test's fake.
 """
@@ -52,13 +52,39 @@ class Spec:
 
 
 @dataclasses.dataclass(frozen=True)
-class Node:
-    """A node as `describe` gives it."""
+class Options:
+    """What every create adds, and how worker 0 is reached: no external IP (`internal_ips`: create --internal-ips;
+    ssh and scp then go by the internal IP, --internal-ip, or through Identity-Aware Proxy, `iap`:
+    --tunnel-through-iap), the VMs' `service_account` (--service-account) and how long a queued request may wait
+    (`valid_until`: queued-resources create --valid-until-duration, e.g. "6h")."""
+    internal_ips: bool = False
+    service_account: str | None = None
+    valid_until: str | None = None
+    iap: bool = False
+
+    def create_words(self, queued):
+        words = ["--internal-ips"] if self.internal_ips else []
+        words += [f"--service-account={self.service_account}"] if self.service_account else []
+        return words + ([f"--valid-until-duration={self.valid_until}"] if queued and self.valid_until else [])
+
+    def ssh_words(self):
+        return ["--tunnel-through-iap"] if self.iap else ["--internal-ip"] if self.internal_ips else []
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:  # pylint: disable=too-many-instance-attributes
+    """A node as `describe` gives it: with the v2 API's health report (`health`: HEALTHY, TIMEOUT,
+    UNHEALTHY_TENSORFLOW, UNHEALTHY_MAINTENANCE, ...; `health_description`; `symptoms`: their symptomType values,
+    e.g. MESH_BUILD_FAIL) and its `maintenance` (upcomingMaintenance, as one line; "" when none)."""
     state: str
     spec: Spec
     node_id: str = ""
     create_time: str = ""
     labels: dict = dataclasses.field(default_factory=dict)
+    health: str = ""
+    health_description: str = ""
+    symptoms: tuple = ()
+    maintenance: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,15 +109,27 @@ def node_from_json(text):
     scheduling = values.get("schedulingConfig") or {}
     capacity = next((c for c in ("spot", "preemptible", "reserved") if scheduling.get(c)), "on-demand")
     spec = Spec(values.get("acceleratorType", ""), values.get("runtimeVersion", ""), capacity)
+    symptoms = tuple(s.get("symptomType", "") for s in values.get("symptoms") or () if isinstance(s, dict))
     return Node(values.get("state") or "UNKNOWN", spec, str(values.get("id", "")), values.get("createTime", ""),
-                dict(values.get("labels") or {}))
+                dict(values.get("labels") or {}), values.get("health") or "", values.get("healthDescription") or "",
+                symptoms, maintenance_line(values.get("upcomingMaintenance")))
+
+
+def maintenance_line(upcoming):
+    """upcomingMaintenance (type, maintenanceStatus, windowStartTime, windowEndTime) as one line; "" when none."""
+    if not upcoming:
+        return ""
+    window = " to ".join(t for t in (upcoming.get("windowStartTime"), upcoming.get("windowEndTime")) if t)
+    return " ".join(w for w in (upcoming.get("type", "maintenance"), upcoming.get("maintenanceStatus", ""),
+                                f"({window})" if window else "") if w)
 
 
 class Cloud:
     """gcloud calls about one node, in one project and zone (pinned when the keeper starts)."""
 
-    def __init__(self, runner, project, zone, name, queued_name=None, timeouts=None):
+    def __init__(self, runner, project, zone, name, queued_name=None, timeouts=None, options=None):
         self.runner, self.project, self.zone, self.name = runner, project, zone, name
+        self.options = options or Options()
         self.queued_name = queued_name or name
         self.timeouts = {**TIMEOUTS, **(timeouts or {})}
 
@@ -120,10 +158,11 @@ class Cloud:
         if spec.queued:
             return self.call("queue", "compute", "tpus", "queued-resources", "create", self.queued_name,
                              f"--node-id={self.name}", f"--accelerator-type={spec.accelerator_type}",
-                             f"--runtime-version={spec.runtime_version}", *capacity, *tagged)
+                             f"--runtime-version={spec.runtime_version}", *capacity, *tagged,
+                             *self.options.create_words(queued=True))
         return self.call("create", "compute", "tpus", "tpu-vm", "create", self.name,
                          f"--accelerator-type={spec.accelerator_type}", f"--version={spec.runtime_version}",
-                         *capacity, *tagged)
+                         *capacity, *tagged, *self.options.create_words(queued=False))
 
     def versions(self):
         """(the zone's runtime versions as `versions list --format=json` gives them, None) or (None, the failed
@@ -156,10 +195,12 @@ class Cloud:
 
     # ------------------------------------------------------------------------------------------ worker 0
     def ssh(self, command):
-        return self.call("ssh", "compute", "tpus", "tpu-vm", "ssh", self.name, "--worker=0", f"--command={command}")
+        return self.call("ssh", "compute", "tpus", "tpu-vm", "ssh", self.name, "--worker=0", f"--command={command}",
+                         *self.options.ssh_words())
 
     def scp(self, source, target):
-        return self.call("scp", "compute", "tpus", "tpu-vm", "scp", source, f"{self.name}:{target}", "--worker=0")
+        return self.call("scp", "compute", "tpus", "tpu-vm", "scp", source, f"{self.name}:{target}", "--worker=0",
+                         *self.options.ssh_words())
 
     # ------------------------------------------------------------------------------------------ the bucket
     def list_objects(self, pattern):
@@ -188,5 +229,5 @@ def configured_project(runner):
     return project
 
 
-__all__ = ["NODE_STATES", "QUEUED_STATES", "CAPACITIES", "QUEUED_CAPACITIES", "TIMEOUTS", "Spec", "Node", "Queued",
-           "Cloud", "node_from_json", "queued_only", "configured_project"]
+__all__ = ["NODE_STATES", "QUEUED_STATES", "CAPACITIES", "QUEUED_CAPACITIES", "TIMEOUTS", "Spec", "Options", "Node",
+           "Queued", "Cloud", "node_from_json", "queued_only", "configured_project"]

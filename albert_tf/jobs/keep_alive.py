@@ -21,7 +21,7 @@ import sys
 
 from albert_tf import config as albert_config
 from albert_tf import layout, run_config
-from albert_tf.cloud import gcloud, images, tpu_node, worker
+from albert_tf.cloud import decisions, gcloud, images, tpu_node, worker
 from albert_tf.cloud.keeper import LAUNCH_NOTE, Clock, Keeper, Launch, Settings
 from albert_tf.runtime import exit_codes
 from albert_tf.runtime.devices import parse_topology, topology_hosts
@@ -80,13 +80,16 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
         found = parse_topology(config.type)
         images.check_image(config.image, found.hosts, found.generation)
     check_launch(config)
+    if config.print_service:
+        print(service_unit(config))
+        return KeepAliveResult(exit_codes.DONE, "service unit printed", config.state_file)
     if config.hang_factor is not None or config.kill_after is not None:
         say("--hang-factor and --kill-after are no longer used: pretrain's own --step-timeout ends a hung run")
     if config.dry_run:
         settings = Settings.of(config, config.project or dry_run_project(runner))
         return dry_run(settings, make_launch(settings, not config.no_eval), runner)
     settings = Settings.of(config, config.project or tpu_node.configured_project(runner))
-    cloud = tpu_node.Cloud(runner, settings.project, config.zone, config.name)
+    cloud = tpu_node.Cloud(runner, settings.project, config.zone, config.name, options=options_of(config))
     launch = make_launch(settings, check_root(config, cloud))
     launch.install.check()
     outcome = Keeper(settings, cloud, launch, clock=clock or Clock(), say=say).run()
@@ -153,6 +156,12 @@ def check_root(config, cloud):
     return bool(found)
 
 
+def options_of(config):
+    """The tpu_node.Options of a KeepAliveConfig: what every create adds, and how worker 0 is reached."""
+    return tpu_node.Options(internal_ips=config.internal_ip, service_account=config.service_account,
+                            valid_until=config.valid_until_duration, iap=config.tunnel_through_iap)
+
+
 def dry_run_project(runner):
     """The project a dry run shows: gcloud's configured one (a read-only call), or PROJECT when there is none."""
     try:
@@ -172,7 +181,7 @@ def dry_run(settings, launch, runner=gcloud.run):
         return gcloud.Result(tuple(args), stdout="")
 
     config = settings.config
-    cloud = tpu_node.Cloud(printer, settings.project, config.zone, config.name)
+    cloud = tpu_node.Cloud(printer, settings.project, config.zone, config.name, options=options_of(config))
     spec = settings.spec or tpu_node.Spec("TYPE", "IMAGE", "on-demand")
     if not spec.runtime_version:
         listing, failed = tpu_node.Cloud(runner, settings.project, config.zone, config.name).versions()
@@ -221,6 +230,53 @@ def slice_note(spec, name):
     return (f"the slice: {spec.accelerator_type} ({found.generation.label}, {found.devices} TensorFlow devices on "
             f"{found.hosts} host{'s' if found.hosts > 1 else ''}), {spec.runtime_version}, {spec.capacity}, through "
             f"{made}; {where}")
+
+
+# ---------------------------------------------------------------------------------------------- detached
+SERVICE_ENV = "/etc/albert-tf/keeper.env"  # the unit's EnvironmentFile: ALBERT_TF_SOURCE, INSTALL_CMD (mode 600)
+
+
+def service_words(config):
+    """The command line of `config` without --print-service and --dry-run, pretrain's flags after --."""
+    plain = dataclasses.replace(config, print_service=False, dry_run=False, pretrain_flags=[])
+    words = [sys.executable, "-m", "albert_tf", "keep-alive", *run_config.to_argv(plain)]
+    return words + (["--", *config.pretrain_flags] if config.pretrain_flags else [])
+
+
+def service_unit(config):
+    """A systemd unit that runs the keeper of `config` detached: restarted on a crash or a reboot (the state file
+    makes a restarted keeper go on with the same slice and run id), not after it ended on purpose (0 done, 2 bad
+    input, 4 stopped for a reason it logged, 77 another keeper holds the state file); `systemctl stop` is a
+    SIGTERM: what the keeper made is deleted (TimeoutStopSec covers its 15 min of confirmed deletes). What worker 0
+    installs comes from SERVICE_ENV, not from the unit (no secret in the unit or on a command line)."""
+    command = " ".join(shlex.quote(w).replace("%", "%%").replace("$", "$$") for w in service_words(config))
+    return "\n".join([
+        "# albert-tf keep-alive as a systemd service (docs/tpu.md, \"Running the keeper for a week\"):",
+        f"#   albert-tf keep-alive ... --print-service | sudo tee /etc/systemd/system/albert-tf-keeper-{config.name}"
+        ".service",
+        f"#   {SERVICE_ENV} (chmod 600): ALBERT_TF_SOURCE=... or INSTALL_CMD=..., one NAME=VALUE a line",
+        f"#   sudo systemctl daemon-reload && sudo systemctl enable --now albert-tf-keeper-{config.name}",
+        f"#   journalctl -u albert-tf-keeper-{config.name} -f       (its notes and last line)",
+        *(["#   no --project: the service user's gcloud configuration names it (--project pins it)"]
+          if config.project is None else []),
+        "[Unit]",
+        f"Description=albert-tf keeper of TPU {config.name} in {config.zone}",
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"EnvironmentFile=-{SERVICE_ENV}",
+        f"ExecStart={command}",
+        "Restart=on-failure",
+        "RestartSec=60",
+        f"RestartPreventExitStatus={exit_codes.BAD_INPUT} {exit_codes.GAVE_UP} {exit_codes.LOCK_HELD}",
+        "KillMode=mixed",
+        f"TimeoutStopSec={decisions.FINAL_DELETE_SECONDS + 300:.0f}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ])
 
 
 # ---------------------------------------------------------------------------------------------- the command line

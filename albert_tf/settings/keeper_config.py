@@ -5,6 +5,7 @@ A KeepAliveConfig is checked when it is made: a bad value raises ValueError with
 prints (exit 2), each flag named as the command line spells it (`flag`).
 """
 import dataclasses
+import re
 
 from albert_tf import run_config
 from albert_tf.run_config import option
@@ -38,6 +39,18 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
     spot: bool = option(False, "Spot capacity, through a queued resource (requeued after a preemption)")
     preemptible: bool = option(False, "preemptible capacity (tpu-vm create --preemptible)")
     reserved: bool = option(False, "the project's reserved capacity")
+    valid_until_duration: str | None = option(None, "how long a queued request (Spot, v5e, v5p) may wait for capacity "
+                                                     "(queued-resources create --valid-until-duration, e.g. 6h); an "
+                                                     "expired one is requeued after its backoff (default: no bound)")
+    internal_ip: bool = option(False, "the slice gets no external IP (create --internal-ips); ssh and scp reach "
+                                      "worker 0 by its internal IP (--internal-ip): the keeper runs in the slice's "
+                                      "network, e.g. on a small VM (docs/tpu.md)")
+    tunnel_through_iap: bool = option(False, "ssh and scp to worker 0 through Identity-Aware Proxy "
+                                             "(--tunnel-through-iap): a slice without external IP, from outside its "
+                                             "network")
+    service_account: str | None = option(None, "the service account of the slice's VMs (create --service-account): "
+                                               "what worker 0 reads and writes gs:// as (default: the project's "
+                                               "default)")
     allow_replace: bool = option(False, "may delete and recreate a lost slice that it did not create")
     keep_slice: bool = option(False, "leave the slice up when the keeper ends (it bills; the last line says how to "
                                      "delete it)")
@@ -55,6 +68,8 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
     max_restarts: int = option(10, "give up after this many relaunches in a row with no new checkpoint")
     state_file: str | None = option(None, "what the keeper records (default ~/.albert_tf/keeper/PROJECT.ZONE.NAME)")
     dry_run: bool = option(False, "print the gcloud commands of each branch once, run none")
+    print_service: bool = option(False, "print a systemd unit that runs this keeper detached (on a small VM with a "
+                                        "service account: docs/tpu.md), run nothing")
     pretrain_flags: list = option(default_factory=list, flag="--pretrain-flag", metavar="FLAG",
                                   help="one word for pretrain (repeatable; on the command line: the words after --)")
     hang_factor: float | None = option(None, "no longer used: pretrain's own --step-timeout ends a hung run",
@@ -73,6 +88,9 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
                              "path")
         if self.type:
             self.check_type()
+        if self.valid_until_duration is not None and not re.fullmatch(r"\d+[smhd]", self.valid_until_duration):
+            raise ValueError(f"{flag('valid_until_duration')} {self.valid_until_duration}: expected a duration as "
+                             "gcloud takes it: an integer and s, m, h or d (6h, 2d)")
         if sum(getattr(self, kind) for kind in CAPACITY_KINDS) > 1:
             raise ValueError(f"{', '.join(flag(k) for k in CAPACITY_KINDS[:-1])} and {flag(CAPACITY_KINDS[-1])}: "
                              "one at most")
