@@ -39,18 +39,17 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
     spot: bool = option(False, "Spot capacity, through a queued resource (requeued after a preemption)")
     preemptible: bool = option(False, "preemptible capacity (tpu-vm create --preemptible)")
     reserved: bool = option(False, "the project's reserved capacity")
-    valid_until_duration: str | None = option(None, "how long a queued request (Spot, v5e, v5p) may wait for capacity "
-                                                     "(queued-resources create --valid-until-duration, e.g. 6h); an "
-                                                     "expired one is requeued after its backoff (default: no bound)")
-    internal_ip: bool = option(False, "the slice gets no external IP (create --internal-ips); ssh and scp reach "
-                                      "worker 0 by its internal IP (--internal-ip): the keeper runs in the slice's "
-                                      "network, e.g. on a small VM (docs/tpu.md)")
-    tunnel_through_iap: bool = option(False, "ssh and scp to worker 0 through Identity-Aware Proxy "
-                                             "(--tunnel-through-iap): a slice without external IP, from outside its "
-                                             "network")
-    service_account: str | None = option(None, "the service account of the slice's VMs (create --service-account): "
-                                               "what worker 0 reads and writes gs:// as (default: the project's "
-                                               "default)")
+    valid_until_duration: str | None = option(None, "how long a queued request (Spot, v5e, v5p) may wait for capacity, "
+                                                     "e.g. 6h (passed to queued-resources create as gcloud's flag of "
+                                                     "this name); an expired one is requeued after its backoff "
+                                                     "(default: no bound)")
+    internal_ip: bool = option(False, "the slice gets no external IP (gcloud's internal-ips at create); ssh and scp "
+                                      "reach worker 0 by its internal IP: the keeper runs in the slice's network, "
+                                      "e.g. on a small VM (docs/tpu.md)")
+    tunnel_through_iap: bool = option(False, "ssh and scp to worker 0 through Identity-Aware Proxy: a slice without "
+                                             "external IP, from outside its network")
+    service_account: str | None = option(None, "the service account of the slice's VMs, passed to create: what "
+                                               "worker 0 reads and writes gs:// as (default: the project's default)")
     allow_replace: bool = option(False, "may delete and recreate a lost slice that it did not create")
     keep_slice: bool = option(False, "leave the slice up when the keeper ends (it bills; the last line says how to "
                                      "delete it)")
