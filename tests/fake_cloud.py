@@ -221,7 +221,7 @@ def ssh(args):
     result = subprocess.run(["bash", "-c", command], cwd=WORKER, env=env, check=False, stdout=subprocess.PIPE,
                             text=True)
     sys.stdout.write(result.stdout)
-    if "on_worker.sh start" in command and "\nstarted: " in "\n" + result.stdout:
+    if ("on_worker.sh start" in command or "albert_tf_launch.sh" in command) and "\nstarted: " in "\n" + result.stdout:
         wait_until_settled()
     sys.exit(result.returncode)
 

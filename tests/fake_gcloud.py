@@ -27,7 +27,7 @@ import dataclasses
 import json
 import shlex
 
-from albert_tf.cloud import gcloud
+from albert_tf.cloud import gcloud, worker
 import fake_versions
 
 ERRORS = {
@@ -86,6 +86,8 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     spm: bool = True
     calls: list = dataclasses.field(default_factory=list)
     launches: list = dataclasses.field(default_factory=list)
+    launch_envs: list = dataclasses.field(default_factory=list)
+    uploaded: str = ""  # the last file scp copied to worker 0
     run: dict | None = None  # the run on worker 0: {"status": ..., "polls": K, "end": ...}
     next_id: int = 100
     deletes: list = dataclasses.field(default_factory=list)
@@ -119,7 +121,13 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
         if args[2] == "queued-resources":
             return self.queued_resource(args)
         return {"describe": self.describe, "create": self.create, "delete": self.delete, "ssh": self.ssh,
-                "scp": lambda a, t: self.ok(a), "versions": self.list_versions}[args[3]](args, timeout)
+                "scp": self.scp, "versions": self.list_versions}[args[3]](args, timeout)
+
+    def scp(self, args, timeout):  # pylint: disable=unused-argument
+        """The launch script the keeper copies: kept, as worker 0 would (its `bash albert_tf_launch.sh` runs it)."""
+        with open(args[4], encoding="utf-8") as f:
+            self.uploaded = f.read()
+        return self.ok(args)
 
     def list_versions(self, args, timeout):
         answer = self.versions.pop(0) if self.versions else None
@@ -229,10 +237,9 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
                 return gcloud.Result(tuple(args), stderr="ssh: connect to host worker 0 port 22: Connection timed out",
                                      returncode=255, failure=gcloud.TRANSIENT)
             return self.ok(args, (BANNER if answer == "banner" else "") + self.status())
-        if "on_worker.sh start" in command:
-            return self.start(args, command)
+        if command == worker.launch_command():
+            return self.start(args, self.uploaded)
         if "on_worker.sh stop" in command:
-            self.stops = getattr(self, "stops", 0) + 1
             if self.run is not None:
                 self.run.update(polls=0, end=143)
             return self.ok(args, "stopped after SIGTERM\n")
@@ -248,9 +255,12 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             return "running 4242\n"
         return f"stopped {self.run['end']}\n{self.run.get('message', 'the last log line')}\n"
 
-    def start(self, args, command):
-        words = shlex.split(command.split("on_worker.sh start", 1)[1])
-        self.launches.append(words)
+    def start(self, args, script):
+        """A launch: `script` (worker.launch_script) read as worker 0 would run it: the start line's words (after
+        `on_worker.sh start`) in `launches`, the environment it writes in `launch_envs`."""
+        self.launches.append(shlex.split(script.rsplit("on_worker.sh start", 1)[1].splitlines()[0]))
+        env = script.split("<<'ALBERT_TF_LAUNCH_ENV'\n", 1)[1].split("ALBERT_TF_LAUNCH_ENV\n", 1)[0]
+        self.launch_envs.append(dict(line.split("=", 1) for line in env.splitlines()))
         run = dict(self.runs.pop(0)) if self.runs else {"steps": self.steps, "end": 0}
         if self.node.get("wedged"):
             run = {"steps": 0, "end": 76}
@@ -280,6 +290,8 @@ def short(words):
     verb = words[3]
     if verb == "ssh":
         command = next(w for w in words if w.startswith("--command="))
+        if command == f"--command={worker.launch_command()}":
+            return "ssh start"
         return next((f"ssh {a}" for a in ("status", "start", "stop") if f"on_worker.sh {a}" in command), "ssh tools")
     if verb == "create":
         return "create " + " ".join(w for w in words[5:] if not w.startswith(("--zone", "--project", "--labels")))

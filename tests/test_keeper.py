@@ -449,7 +449,7 @@ def test_runtime_lost_and_resume_codes_relaunch_with_the_same_run_id(cloud, cloc
     assert run.result.exit_code == 0, run.notes
     assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
                          "ls", "describe", "ssh status", "describe", "scp", "ssh start", *FINISHED, *END]
-    ids = {w for words in cloud.launches for w in words if w.startswith("ALBERT_TF_RUN_ID=")}
+    ids = {f"ALBERT_TF_RUN_ID={env['ALBERT_TF_RUN_ID']}" for env in cloud.launch_envs}
     assert ids == {"ALBERT_TF_RUN_ID=pod.run"}
 
 
@@ -471,7 +471,8 @@ def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
     cloud.eval_records = False
     run = keep(cloud, clock, tmp_path, type="v3-8", pretrain_flags=["--remat"])
     words = cloud.launches[0]
-    env, command = words[2:words.index("--")], words[words.index("--") + 1:]
+    env, command = [f"{k}={v}" for k, v in cloud.launch_envs[0].items()], words[words.index("--") + 1:]
+    assert words[2:words.index("--")] == ["--env-file", "albert_tf_run/launch.env"]  # no argv carries the env
     assert run.calls[len(NEW) + 2] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
     assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
                        "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR,
@@ -494,7 +495,7 @@ def test_a_rebuilt_wheel_is_reinstalled_by_its_hash_and_gs_needs_gcloud_there(cl
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.calls == [*NEW, "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
                          "ssh start", *FINISHED, *END]
-    start = next(c for c in cloud.calls if "on_worker.sh start" in c[-3])[-3]
+    start = cloud.uploaded  # the launch script worker 0 ran
     assert "sha256sum albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl" in start
     assert "--force-reinstall --no-deps" in start and "gcloud storage cp" in start and "gsutil cp" in start
     assert "tensorflow-text==2.18.*" in start  # the default pod image's release

@@ -205,6 +205,9 @@ def test_a_failed_install_is_retried_by_the_next_launch(cloud):
     assert cloud.calls() == [*PREFLIGHT, "ls", "describe", *LAUNCH,          # the install fails
                              "ls", "describe", *LAUNCH, *FINISHED, "describe"]
     assert cloud.read("installs.log") == "failed\ninstalled\n" and len(cloud.launches()) == 1
+    env = cloud.dir / "worker0" / "albert_tf_run" / "launch.env"  # the run's environment: a private file, no argv
+    assert env.stat().st_mode & 0o777 == 0o600 and "ALBERT_TF_RUN_ID=pod." in env.read_text()
+    assert not (cloud.dir / "worker0" / "albert_tf_launch.sh").exists()  # the launch script deleted itself
     assert result.line.startswith("TPU pod was not created by this keeper and is left as it is: it bills")
 
 

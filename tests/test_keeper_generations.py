@@ -31,9 +31,8 @@ def keep(fake, tmp_path, **values):
 
 
 def launched_env(fake):
-    """The NAME=VALUE pairs of the last start on worker 0 (before its `--`)."""
-    words = fake.launches[-1]
-    return dict(w.split("=", 1) for w in words[words.index(worker.RUN_DIR) + 2:words.index("--")])
+    """The environment of the last start on worker 0 (what the launch script writes to launch.env)."""
+    return fake.launch_envs[-1]
 
 
 # (type, zone, capacity flags, the image read off tests/fake_versions.py by hand, the create, hosts)
@@ -183,10 +182,11 @@ def test_the_dry_run_queues_the_slice_with_the_zones_image_and_launches_it(tmp_p
     assert queue[5:] == ["p", "--node-id=p", f"--accelerator-type={accelerator}", f"--runtime-version={image}",
                          "--spot", f"--zone={zone}", "--project=p1"]
     start = next(c for c in commands if c[:5] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh"]
-                 and "on_worker.sh start" in c[7])
+                 and c[7] == "--command=bash albert_tf_launch.sh")
     assert start[5:7] == ["p", "--worker=0"]
-    remote = shlex.split(start[7][len("--command="):])
-    assert {"TPU_NAME=p", "TPU_LOAD_LIBRARY=0", f"ALBERT_TF_TPU_IMAGE={image}"} <= set(remote)
-    assert remote[remote.index("--tpu") + 1] == "p"
+    env = {line[len("#   "):] for line in comments if line.startswith("#   ") and "=" in line}
+    assert {"TPU_NAME=p", "TPU_LOAD_LIBRARY=0", f"ALBERT_TF_TPU_IMAGE={image}"} <= env
+    remote = commands[-2]  # what the launch script runs on worker 0
+    assert remote[remote.index("--tpu") + 1] == "p" and "--env-file" in remote
     note = next(c for c in comments if c.startswith("# the slice: "))
     assert f"on {hosts} hosts" in note and f"client of all {hosts} hosts" in note

@@ -88,7 +88,7 @@ from albert_tf.jobs import keep_alive as job
 clock = FakeClock()
 cloud = FakeGcloud(clock)
 def hook(args):
-    if any("on_worker.sh start" in a for a in args):
+    if any(a.endswith("albert_tf_launch.sh") for a in args):
         os.kill(os.getpid(), signal.{signal})
 cloud.hook = hook
 config = job.KeepAliveConfig(name="pod", zone="europe-west4-a", root="gs://b/albert", config="albert_base",
@@ -204,7 +204,7 @@ def test_k8_one_keeper_per_state_file_and_never_a_strangers_node(cloud, clock, t
     second = []
 
     def start_another(args):
-        if any("on_worker.sh start" in a for a in args) and not second:
+        if any(a.endswith("albert_tf_launch.sh") for a in args) and not second:
             other = FakeGcloud(clock)
             second.append(job.keep_alive(config(tmp_path, type="v3-32"), runner=other, clock=clock,
                                          say=lambda line: None))

@@ -107,3 +107,15 @@ def test_the_printed_service_runs_the_same_keeper(cli, tmp_path):
     assert "RestartPreventExitStatus=2 4 77" in out.splitlines() and "Restart=on-failure" in out.splitlines()
     stop = next(int(line.split("=")[1]) for line in out.splitlines() if line.startswith("TimeoutStopSec="))
     assert stop > decisions.FINAL_DELETE_SECONDS
+
+
+def test_no_secret_of_the_launch_is_on_a_command_line(cloud, clock, tmp_path, monkeypatch):
+    """The install's source (a git URL with a token here) and the run's environment reach worker 0 in the launch
+    script scp copies (a private file), never in the argv of a gcloud call (what `ps` and gcloud's logs show)."""
+    monkeypatch.delenv("INSTALL_CMD")
+    monkeypatch.setenv("ALBERT_TF_SOURCE", "git+https://keeper:s3cret-token@example.com/albert_tf.git")
+    result, notes, _ = keep(cloud, clock, tmp_path, type="v3-32")
+    assert result.exit_code == exit_codes.DONE, notes[-3:]
+    assert not [c for c in cloud.calls if any("s3cret-token" in w or "ALBERT_TF_RUN_ID" in w for w in c)]
+    assert "s3cret-token" in cloud.uploaded and "\nALBERT_TF_RUN_ID=pod." in cloud.uploaded
+    assert [c for c in cloud.calls if c[3:4] == ["ssh"] and "--command=bash albert_tf_launch.sh" in c]

@@ -146,6 +146,7 @@ def table_rows():
     return rows
 
 
-__all__ = ["unhealthy", "UNHEALTHY", "UNHEALTHY_SYMPTOMS", "NODE", "FAILED_DESCRIBE", "FAILED_CREATE", "QUEUED", "RUN", "node_decision", "run_decision",
+__all__ = ["unhealthy", "UNHEALTHY", "UNHEALTHY_SYMPTOMS",
+           "NODE", "FAILED_DESCRIBE", "FAILED_CREATE", "QUEUED", "RUN", "node_decision", "run_decision",
            "queued_decision", "table_rows", "NO_ANSWER", "NEVER_STARTED", "RUNNING", "HOST_LOST",
            "OTHER_CODE"]

@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import signal
+import tempfile
 import threading
 import time
 
@@ -632,9 +633,13 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.check_tools()
         words, env = self.launch.words(self.state.spec, self.state.run_id)
         self.say(f"{LAUNCH_NOTE}: {shlex.join(words)}")
-        copied = self.cloud.scp(worker.ON_WORKER, worker.WORKER_SCRIPT_COPY)
-        started = copied if not copied.ok else self.cloud.ssh(worker.start_command(
-            self.launch.install_for(self.state.spec), self.launch.log_url, env, words))
+        script = worker.launch_script(self.launch.install_for(self.state.spec), self.launch.log_url, env, words)
+        with tempfile.TemporaryDirectory(prefix="albert_tf_launch-") as local:  # mode 700: the launch is private
+            path = os.path.join(local, worker.LAUNCH_SCRIPT)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(script)
+            copied = self.cloud.scp(path, worker.LAUNCH_SCRIPT)
+        started = copied if not copied.ok else self.cloud.ssh(worker.launch_command())
         if not started.ok:
             self.say(f"the launch failed ({started.line}): trying again at the next check")
         return self.c.poll

@@ -4,7 +4,7 @@
 # it still runs and how it ended, tails its log, stops it. One run per RUN_DIR: a lock (flock) is held for as long
 # as it lives.
 #
-# Usage: on_worker.sh start RUN_DIR LOG_URL [NAME=VALUE ...] -- COMMAND [ARGS ...]
+# Usage: on_worker.sh start RUN_DIR LOG_URL [NAME=VALUE ... | --env-file FILE] -- COMMAND [ARGS ...]
 #        on_worker.sh status RUN_DIR   "running PID" (exit 0); "stopped EXIT_CODE" (exit 1; "unknown" when the
 #                                      host went down under it) and the log's last line on a second line; or
 #                                      "never started" (exit 3)
@@ -14,7 +14,8 @@
 #                                      flight and exits 75); when it still runs SECONDS later (default 120), SIGKILL
 #   RUN_DIR/pretrain.log collects the output of every start; each start's output is also copied to
 #   LOG_URL/pretrain-<UTC start time>.log every $LOG_COPY_SECONDS (default 60) and when it ends (LOG_URL "-": none).
-#   NAME=VALUE pairs are exported for COMMAND (the TPU runtime's variables, the run id). Each log copy is bounded
+#   NAME=VALUE pairs are exported for COMMAND (the TPU runtime's variables, the run id); --env-file FILE: the
+#   pairs, one a line, from FILE (the keeper's way: no argv carries them). Each log copy is bounded
 #   by $LOG_COPY_TIMEOUT seconds (default 120: a wedged `gcloud storage cp` never holds the run "running"). A
 #   teardown is bounded too: COMMAND is given ALBERT_TF_EXIT_FILE (albert-tf writes its exit code there before
 #   Python's teardown); when it still runs $TEARDOWN_SECONDS (default 120) after writing it, it is killed and its
@@ -31,11 +32,19 @@ usage() {
 # Holds the lock while COMMAND runs (COMMAND inherits it: it stays held while COMMAND lives); forwards
 # SIGTERM/SIGINT/SIGHUP to it; records its exit code.
 supervise() {
-  local run_dir=$1 log_url=$2 log started child copier bound code="" rc lock_fd
+  local run_dir=$1 log_url=$2 log started child copier bound code="" rc lock_fd pair
   shift 2
   exec {lock_fd}>> "$run_dir/lock"
   flock -w 10 "$lock_fd" || exit 1
-  while [[ $# -gt 0 && $1 != -- ]]; do export "${1?}"; shift; done
+  while [[ $# -gt 0 && $1 != -- ]]; do
+    if [[ $1 == --env-file ]]; then
+      while IFS= read -r pair || [[ -n $pair ]]; do [[ -z $pair ]] || export "${pair?}"; done < "$2"
+      shift 2
+    else
+      export "${1?}"
+      shift
+    fi
+  done
   shift
   log=$run_dir/pretrain.log
   started=$(date -u +%Y%m%dT%H%M%SZ)

@@ -14,7 +14,9 @@ from albert_tf.runtime import devices
 ON_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "on_worker.sh")
 RUN_DIR = "albert_tf_run"  # on worker 0, relative to the ssh user's home: the script, the log, the lock
 WORKER_SCRIPT = f"{RUN_DIR}/on_worker.sh"
-WORKER_SCRIPT_COPY = "albert_tf_on_worker.sh"  # where `tpu-vm scp` puts it first
+WORKER_SCRIPT_COPY = "albert_tf_on_worker.sh"  # where `tpu-vm scp` puts it first (tpu/launch_pretrain.sh)
+LAUNCH_SCRIPT = "albert_tf_launch.sh"  # the keeper's launch, copied to worker 0's home by scp, run by ssh
+LAUNCH_ENV = f"{RUN_DIR}/launch.env"  # the run's environment on worker 0 (mode 600), read by on_worker.sh
 WHEEL_DIR = "albert_tf_wheel"  # a wheel is fetched here; WHEEL_DIR/installed.sha256: the one installed
 PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/albert_tf.git"
 
@@ -99,11 +101,34 @@ def stop_command(seconds=120):
     return shlex.join(["bash", WORKER_SCRIPT, "stop", RUN_DIR, f"{seconds:g}"])
 
 
-def start_command(install, log_url, env, words):
-    """Installs what is needed, then starts `words` detached under on_worker.sh with `env` ({NAME: VALUE})."""
-    pairs = [f"{k}={v}" for k, v in env.items()]
-    start = shlex.join(["bash", WORKER_SCRIPT, "start", RUN_DIR, log_url, *pairs, "--", *words])
-    return f"mkdir -p {RUN_DIR} && mv -f {WORKER_SCRIPT_COPY} {WORKER_SCRIPT} && {install.script()} && {start}"
+def start_command(install, log_url, words):
+    """Installs what is needed, then starts `words` detached under on_worker.sh with the environment in LAUNCH_ENV
+    (the last lines of launch_script)."""
+    start = shlex.join(["bash", WORKER_SCRIPT, "start", RUN_DIR, log_url, "--env-file", LAUNCH_ENV, "--", *words])
+    return f"{install.script()} && {start}"
+
+
+def launch_script(install, log_url, env, words):
+    """The shell script that starts a run on worker 0: copied there by scp (LAUNCH_SCRIPT) and run by ssh (`bash
+    LAUNCH_SCRIPT`), so that nothing of the launch is on a command line (gcloud's or ssh's argv, `ps`, gcloud's
+    logs): it deletes itself, writes on_worker.sh and the run's environment `env` ({NAME: VALUE}) to LAUNCH_ENV
+    (mode 600: on_worker.sh exports it, no argv carries it), installs what is needed and starts `words`."""
+    for name, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or "\n" in str(value):
+            raise ValueError(f"the launch's environment: {name}={value!r} is not one NAME=VALUE line")
+    with open(ON_WORKER, encoding="utf-8") as f:
+        on_worker = f.read()
+    lines = "".join(f"{k}={v}\n" for k, v in env.items())
+    return (f"#!/usr/bin/env bash\n# albert-tf keep-alive: one launch on worker 0 (albert_tf/cloud/worker.py, "
+            f"launch_script)\nset -euo pipefail\numask 077\nrm -f -- \"$0\"\nmkdir -p {RUN_DIR}\n"
+            f"cat > {WORKER_SCRIPT} <<'ALBERT_TF_ON_WORKER'\n{on_worker}ALBERT_TF_ON_WORKER\n"
+            f"cat > {LAUNCH_ENV} <<'ALBERT_TF_LAUNCH_ENV'\n{lines}ALBERT_TF_LAUNCH_ENV\n"
+            f"{start_command(install, log_url, words)}\n")
+
+
+def launch_command():
+    """What ssh runs for a launch: the script scp put there (launch_script)."""
+    return f"bash {LAUNCH_SCRIPT}"
 
 
 def runtime_env(name, hosts, image, run_id, pjrt_library="/lib/libtpu.so"):
@@ -142,5 +167,6 @@ def parse_status(stdout):
     return None, ""
 
 
-__all__ = ["ON_WORKER", "PLACEHOLDER_SOURCE", "RUN_DIR", "WORKER_SCRIPT", "WORKER_SCRIPT_COPY", "Install", "status_command",
-           "start_command", "stop_command", "runtime_env", "parse_status"]
+__all__ = ["ON_WORKER", "PLACEHOLDER_SOURCE", "RUN_DIR", "WORKER_SCRIPT", "WORKER_SCRIPT_COPY", "LAUNCH_SCRIPT",
+           "LAUNCH_ENV", "Install", "status_command", "start_command", "launch_script", "launch_command",
+           "stop_command", "runtime_env", "parse_status"]

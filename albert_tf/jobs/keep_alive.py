@@ -200,8 +200,9 @@ def dry_run(settings, launch, runner=gcloud.run):
     steps = [("each poll: the newest checkpoint, the slice, the run on worker 0",
               lambda: (cloud.list_objects(f"{settings.model_dir}/{layout.CHECKPOINT_PREFIX}-*.index"), cloud.describe(),
                        cloud.ssh(worker.status_command()))),
-             ("a (re)launch", lambda: (cloud.scp(worker.ON_WORKER, worker.WORKER_SCRIPT_COPY),
-                                       cloud.ssh(start_line(launch, spec)))),
+             ("a (re)launch: a script copied to worker 0 and run there (nothing of it on a command line)",
+              lambda: (cloud.scp(f"./{worker.LAUNCH_SCRIPT}", worker.LAUNCH_SCRIPT),
+                       cloud.ssh(worker.launch_command()))),
              ("a lost slice (PREEMPTED, TERMINATED, not found twice): delete, create as recorded",
               lambda: (cloud.delete_queued() if spec.queued else cloud.delete(), cloud.create(spec))),
              ("the end (done, stopped, Ctrl-C): what it created is deleted",
@@ -211,13 +212,12 @@ def dry_run(settings, launch, runner=gcloud.run):
         calls()
         print("\n".join(printed))
         printed.clear()
-    print(f"# {LAUNCH_NOTE}: the command, in pretrain's own words\n{shlex.join(launch.words(spec, 'RUN_ID')[0])}")
+    words, env = launch.words(spec, "RUN_ID")
+    print(f"# the launch script writes {worker.WORKER_SCRIPT} and {worker.LAUNCH_ENV} (mode 600):\n"
+          + "".join(f"#   {k}={v}\n" for k, v in env.items()) + "# and runs on worker 0:\n"
+          + worker.start_command(launch.install_for(spec), launch.log_url, words))
+    print(f"# {LAUNCH_NOTE}: the command, in pretrain's own words\n{shlex.join(words)}")
     return KeepAliveResult(exit_codes.DONE, "dry run", settings.state_file)
-
-
-def start_line(launch, spec, run_id="RUN_ID"):
-    words, env = launch.words(spec, run_id)
-    return worker.start_command(launch.install_for(spec), launch.log_url, env, words)
 
 
 def slice_note(spec, name):
