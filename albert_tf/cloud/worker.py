@@ -1,6 +1,7 @@
-"""What the keeper runs on worker 0, as shell command lines: the run's status, its detached start (with the install
-of albert_tf first when needed), the check that the install's tools are there. The run itself is supervised there
-by on_worker.sh (this directory), which the keeper copies to worker 0 before each start. No TensorFlow here.
+"""What the keeper runs on worker 0, as shell command lines: the run's status, its detached start (a launch script
+copied by scp: the install of albert_tf first when needed), the check that the install's tools are there, a stop.
+The run itself is supervised there by on_worker.sh (this directory), which each launch script writes there. No
+TensorFlow here.
 
 Only worker 0 runs Python of ours: on a pod slice the other hosts run the TPU runtime (docs/tpu_runtime.md).
 """
