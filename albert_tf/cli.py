@@ -9,7 +9,6 @@ output is locked by another run, 78 a bucket refused access, 130 Ctrl-C, 143 SIG
 --verbose.
 """
 import argparse
-import difflib
 import os
 import re
 import sys
@@ -54,12 +53,7 @@ class ArgumentParser(argparse.ArgumentParser):
         if not message.startswith("unrecognized arguments"):
             return ""
         flags = [f for action in self._actions for f in action.option_strings if f.startswith("--")]
-        for word in message.split(":", 1)[1].split():
-            if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
-                if close:
-                    return f"; did you mean {close[0]}?"
-        return ""
+        return run_config.did_you_mean(message.split(":", 1)[1].split(), flags)
 
 
 def _run_job(job):
@@ -143,9 +137,21 @@ def exit_at_once(code):
     os._exit(code)  # pylint: disable=protected-access
 
 
+EXIT_FILE = "ALBERT_TF_EXIT_FILE"  # set by on_worker.sh: the code is written there before Python's teardown
+
+
 def main(argv=None):
     """`albert-tf ARGV` (default sys.argv[1:]); returns the exit code (albert_tf/runtime/exit_codes.py). Run as the
-    program (no `argv`), a lost runtime (exit 76) ends the process at once (exit_at_once)."""
+    program (no `argv`), a lost runtime (exit 76) ends the process at once (exit_at_once), and the code is written
+    to $ALBERT_TF_EXIT_FILE when set, before Python's teardown: on_worker.sh bounds a teardown that hangs."""
+    code = _main(argv)
+    if argv is None and os.environ.get(EXIT_FILE):
+        with open(os.environ[EXIT_FILE], "w", encoding="utf-8") as f:
+            f.write(f"{code}\n")
+    return code
+
+
+def _main(argv):
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)

@@ -16,6 +16,7 @@ unset flag leaves no attribute, and a typed value equal to the default still win
 """
 import argparse
 import dataclasses
+import difflib
 import json
 import os
 import sys
@@ -455,7 +456,18 @@ def same_on_resume(cls):
     return [f.name for f in fields_of(cls) if f.metadata.get("same_on_resume")]
 
 
-__all__ = ["option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given",
+def did_you_mean(words, flags):
+    """"; did you mean --x?" for the first of `words` that is a flag (--name or --name=value) close to one of
+    `flags` (difflib's closest, cutoff 0.6), else "": what a parser's "unrecognized arguments" line ends with."""
+    for word in words:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
+
+__all__ = ["did_you_mean", "option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given",
            "values_from_mapping", "check_fields", "run_record", "resume_names", "read_record", "write_record",
            "check_record", "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of",
            "default_for", "check_minimum", "check_range", "POSITIVE", "FRACTION", "parse_key_value", "fields_of",

@@ -14,6 +14,8 @@ command). Everything lives in the directory $FAKE:
   describe.json      scripted answers, one used per `describe`: a state (the slice takes it), an error class
                      ("fail": an expired token, "5xx", "permission") or "not_found"; when none is left the slice's
                      own state is the answer
+  versions.json      what `tpu-vm versions list` offers (a list of names; default: tests/fake_versions.py's for the
+                     zone); versions_errors.json: scripted errors of those calls ("fail", "permission"), one per call
   create_failures    how many creates fail (no capacity) before one succeeds; create_errors.json: scripted create
                      errors ("capacity", "quota", "permission", "bad_image"), one per create, first
   ssh_wedges         how many ssh calls hang (they never end: the keeper's timeout must kill them)
@@ -35,6 +37,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import fake_versions
 
 FAKE = os.environ["FAKE"]
 WORKER = os.path.join(FAKE, "worker0")
@@ -217,7 +221,7 @@ def ssh(args):
     result = subprocess.run(["bash", "-c", command], cwd=WORKER, env=env, check=False, stdout=subprocess.PIPE,
                             text=True)
     sys.stdout.write(result.stdout)
-    if "on_worker.sh start" in command and "\nstarted: " in "\n" + result.stdout:
+    if ("on_worker.sh start" in command or "albert_tf_launch.sh" in command) and "\nstarted: " in "\n" + result.stdout:
         wait_until_settled()
     sys.exit(result.returncode)
 
@@ -251,6 +255,11 @@ def gcloud(args):
         fail(f"unexpected: gcloud {shlex.join(args)}", 9)
     verb, name = args[3], args[4]
     zone = flag(args, "--zone")
+    if verb == "versions" and name == "list":
+        error = take("versions_errors.json")
+        if error:
+            fail(f"(gcloud.compute.tpus.tpu-vm.versions.list) {ERRORS[error]}")
+        return print(fake_versions.listing(zone, versions=read_json("versions.json", None)))
     if verb == "describe":
         return describe(name, zone)
     if verb == "delete":

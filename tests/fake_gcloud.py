@@ -19,12 +19,16 @@ every call, and answers as scripted:
               none: trains to the last step and exits 0; on a node made with "wedged": True every run exits 76 at
               once
   queued_states  per queued-resources describe: a state
+  versions    per `tpu-vm versions list`: a failure class ("transient", "permission") or None (the zone's listing:
+              tests/fake_versions.py, or `offered` when given)
+  zone        the zone every call must carry (default europe-west4-a)
 """
 import dataclasses
 import json
 import shlex
 
-from albert_tf.cloud import gcloud
+from albert_tf.cloud import gcloud, worker
+import fake_versions
 
 ERRORS = {
     "transient": "ERROR: (gcloud.compute.tpus) There was a problem refreshing your current auth tokens",
@@ -43,6 +47,8 @@ ERRORS = {
             "'project_number:1'.",
     "already_exists": "ERROR: (gcloud.compute.tpus.tpu-vm.create) ALREADY_EXISTS: Resource 'pod' already exists",
 }
+# the calls (short) before a keeper starts: what the run reads under --root
+PREFLIGHT = ["ls train", "ls spm", "ls eval"]
 BANNER = "Welcome to Ubuntu 22.04.4 LTS\n * Documentation:  https://help.ubuntu.com\nLast login: Mon Jan 15 08:00:00\n"
 
 
@@ -76,14 +82,21 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     steps: int = 6
     checkpoints: list = dataclasses.field(default_factory=list)
     eval_records: bool = True
+    train_records: bool = True  # ROOT/records/train-* and ROOT/spm.model are there (the keeper's preflight)
+    spm: bool = True
     calls: list = dataclasses.field(default_factory=list)
     launches: list = dataclasses.field(default_factory=list)
+    launch_envs: list = dataclasses.field(default_factory=list)
+    uploaded: str = ""  # the last file scp copied to worker 0
     run: dict | None = None  # the run on worker 0: {"status": ..., "polls": K, "end": ...}
     next_id: int = 100
     deletes: list = dataclasses.field(default_factory=list)
     queued_failures: int = 0
     queued_error: str = ""
     hook: object = None
+    zone: str = "europe-west4-a"
+    versions: list = dataclasses.field(default_factory=list)
+    offered: tuple | None = None
 
     def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt",
                   capacity="on-demand", labels=None):
@@ -104,11 +117,23 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
         assert f"--project={self.project}" in args, f"a call without --project={self.project}: {args}"
         if args[0] == "storage":
             return self.storage(args)
-        assert "--zone=europe-west4-a" in args, args
+        assert f"--zone={self.zone}" in args, args
         if args[2] == "queued-resources":
             return self.queued_resource(args)
         return {"describe": self.describe, "create": self.create, "delete": self.delete, "ssh": self.ssh,
-                "scp": lambda a, t: self.ok(a)}[args[3]](args, timeout)
+                "scp": self.scp, "versions": self.list_versions}[args[3]](args, timeout)
+
+    def scp(self, args, timeout):  # pylint: disable=unused-argument
+        """The launch script the keeper copies: kept, as worker 0 would (its `bash albert_tf_launch.sh` runs it)."""
+        with open(args[4], encoding="utf-8") as f:
+            self.uploaded = f.read()
+        return self.ok(args)
+
+    def list_versions(self, args, timeout):
+        answer = self.versions.pop(0) if self.versions else None
+        if answer:
+            return self.error(args, answer)
+        return self.ok(args, fake_versions.listing(self.zone, self.project, self.offered))
 
     @staticmethod
     def ok(args, stdout=""):
@@ -121,8 +146,10 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
 
     def storage(self, args):
         pattern = args[2]
-        if pattern.endswith("records/eval-*"):
-            return self.ok(args, "gs://b/albert/records/eval-00000\n") if self.eval_records else \
+        there = {"records/eval-*": self.eval_records, "records/train-*": self.train_records, "spm.model": self.spm}
+        kind = next((k for k in there if pattern.endswith(k)), None)
+        if kind is not None:
+            return self.ok(args, pattern.replace("*", "00000") + "\n") if there[kind] else \
                 gcloud.Result(tuple(args), stderr="ERROR: One or more URLs matched no objects.", returncode=1,
                               failure=gcloud.TRANSIENT)
         names = "".join(f"{pattern.rsplit('/', 1)[0]}/ckpt-{s}.index\n" for s in sorted(self.checkpoints))
@@ -210,8 +237,12 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
                 return gcloud.Result(tuple(args), stderr="ssh: connect to host worker 0 port 22: Connection timed out",
                                      returncode=255, failure=gcloud.TRANSIENT)
             return self.ok(args, (BANNER if answer == "banner" else "") + self.status())
-        if "on_worker.sh start" in command:
-            return self.start(args, command)
+        if command == worker.launch_command():
+            return self.start(args, self.uploaded)
+        if "on_worker.sh stop" in command:
+            if self.run is not None:
+                self.run.update(polls=0, end=143)
+            return self.ok(args, "stopped after SIGTERM\n")
         if command.startswith("command -v"):
             return self.ok(args, "/usr/bin/gcloud\n")
         raise AssertionError(f"unexpected ssh command: {command}")
@@ -224,9 +255,12 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             return "running 4242\n"
         return f"stopped {self.run['end']}\n{self.run.get('message', 'the last log line')}\n"
 
-    def start(self, args, command):
-        words = shlex.split(command.split("on_worker.sh start", 1)[1])
-        self.launches.append(words)
+    def start(self, args, script):
+        """A launch: `script` (worker.launch_script) read as worker 0 would run it: the start line's words (after
+        `on_worker.sh start`) in `launches`, the environment it writes in `launch_envs`."""
+        self.launches.append(shlex.split(script.rsplit("on_worker.sh start", 1)[1].splitlines()[0]))
+        env = script.split("<<'ALBERT_TF_LAUNCH_ENV'\n", 1)[1].split("ALBERT_TF_LAUNCH_ENV\n", 1)[0]
+        self.launch_envs.append(dict(line.split("=", 1) for line in env.splitlines()))
         run = dict(self.runs.pop(0)) if self.runs else {"steps": self.steps, "end": 0}
         if self.node.get("wedged"):
             run = {"steps": 0, "end": 76}
@@ -247,7 +281,8 @@ def short(words):
     if words[0] == "config":
         return "config"
     if words[0] == "storage":
-        return "ls eval" if words[2].endswith("eval-*") else "ls"
+        kinds = {"eval-*": "ls eval", "train-*": "ls train", "spm.model": "ls spm", ".json": "ls config"}
+        return next((short for end, short in kinds.items() if words[2].endswith(end)), "ls")
     if words[2] == "queued-resources":
         if words[3] == "create":
             return "queue " + " ".join(w for w in words[5:] if w.startswith(("--acc", "--run", "--spot", "--res")))
@@ -255,6 +290,8 @@ def short(words):
     verb = words[3]
     if verb == "ssh":
         command = next(w for w in words if w.startswith("--command="))
+        if command == f"--command={worker.launch_command()}":
+            return "ssh start"
         return next((f"ssh {a}" for a in ("status", "start", "stop") if f"on_worker.sh {a}" in command), "ssh tools")
     if verb == "create":
         return "create " + " ".join(w for w in words[5:] if not w.startswith(("--zone", "--project", "--labels")))

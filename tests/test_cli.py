@@ -92,7 +92,8 @@ EXTRA_FLAGS = {name: set() for name in CONFIGS}
 EXTRA_FLAGS["pretrain"] = {"--recipe"}  # not a setting: where settings come from
 # Values a config's own checks need where _other_value's would be refused (None: the field left at its default).
 VALID_VALUES = {"keep-alive": {"root": "gs://x/root", "model_dir": "gs://x/model_dir", "config": "albert_large",
-                               "preemptible": None, "reserved": None}}  # gs:// paths, a preset, one capacity kind
+                               "preemptible": None, "reserved": None,  # gs:// paths, a preset, one capacity kind,
+                               "type": "v5litepod-16", "valid_until_duration": "6h"}}  # a slice, a duration
 
 
 def _parser(command):

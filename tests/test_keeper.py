@@ -16,7 +16,7 @@ from albert_tf.cloud import decisions, gcloud, tpu_node
 from albert_tf.cloud.keeper import Keeper, Settings, read_state
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
-from fake_gcloud import FakeClock, FakeGcloud, short
+from fake_gcloud import FakeClock, FakeGcloud, PREFLIGHT, short
 from helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("keeper_worker_env")
@@ -25,6 +25,7 @@ MODEL_DIR = "gs://b/albert/models/albert_base"
 POD_IMAGE = "tpu-vm-tf-2.18.0-pod-pjrt"
 CREATE = f"create --accelerator-type=v3-32 --version={POD_IMAGE}"
 QUEUE = f"queue --accelerator-type=v3-32 --runtime-version={POD_IMAGE} --spot"
+NEW = [*PREFLIGHT, "versions"]  # a keeper that may create: the zone's runtime versions, its image chosen once
 LAUNCH = ["ssh status", "scp", "ssh start"]  # never started (or ended): the status, then the launch
 FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0
 END = ["delete", "describe"]  # the final delete, confirmed by describe (not found)
@@ -151,7 +152,7 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
     run = keep(cloud, clock, tmp_path, type="v3-32", max_restarts=0, settle_timeout=0.0) if stops else None
     if stops:
         assert run.result.exit_code == exit_codes.GAVE_UP
-        assert run.calls == ["ls eval", "ls", "describe", CREATE, *END]
+        assert run.calls == [*NEW, "ls", "describe", CREATE, *END]
         assert run.notes[-2].startswith("could not create TPU pod (permanent: ")
         assert run.last == "nothing is left billing (TPU pod does not exist)"
     else:
@@ -160,7 +161,7 @@ def test_a_failed_create(cloud, clock, tmp_path, failure, stops):
                         clock=clock)
         keeper.start()
         assert keeper.check() == 60 and keeper.check() == 0  # tried again after --wait
-        assert [short(c) for c in cloud.calls] == ["ls", "describe", CREATE, "ls", "describe", CREATE]
+        assert [short(c) for c in cloud.calls] == ["versions", "ls", "describe", CREATE, "ls", "describe", CREATE]
 
 
 @pytest.mark.parametrize("state", list(decisions.QUEUED))
@@ -227,7 +228,7 @@ def test_first_create_without_capacity_is_retried_every_wait(cloud, clock, tmp_p
     cloud.creates = ["capacity", "capacity"]
     run = keep(cloud, clock, tmp_path, type="v3-32", project=None)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["config", "ls eval",
+    assert run.calls == ["config", *NEW,
                          "ls", "describe", CREATE,           # no capacity
                          "ls", "describe", CREATE,           # no capacity
                          "ls", "describe", CREATE,           # made
@@ -245,7 +246,7 @@ def test_a_create_reported_failed_whose_node_exists_is_the_keepers(cloud, clock,
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", CREATE,
+    assert run.calls == [*NEW, "ls", "describe", CREATE,
                          "ls", "describe", *LAUNCH,           # the node is there: the keeper's
                          "ls", "describe", "delete", CREATE,  # preempted: recreated
                          "ls", "describe", *LAUNCH, *FINISHED, *END]
@@ -259,7 +260,7 @@ def test_the_api_state_unknown_is_waited_on(cloud, clock, tmp_path):
     cloud.describes = ["UNKNOWN", "UNKNOWN", "READY"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, *FINISHED, *END]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", "ls", "describe", "ls", "describe", *LAUNCH, *FINISHED, *END]
     assert "TPU pod is UNKNOWN: waiting (300s so far)" in run.notes
 
 
@@ -270,7 +271,7 @@ def test_a_wedged_ssh_times_out_and_the_next_poll_goes_on(cloud, clock, tmp_path
     cloud.statuses = ["timeout"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
+    assert run.calls == [*PREFLIGHT, "ls", "describe", "ssh status",   # wedged: killed after its timeout
                          "ls", "describe", "ssh status",                # running
                          "ls", "describe", *LAUNCH,                     # stopped 75: relaunched
                          *FINISHED, *END]
@@ -286,7 +287,7 @@ def test_a_run_compiling_for_20_minutes_is_not_stopped(cloud, clock, tmp_path):
     cloud.checkpoints = []
     run = keep(cloud, clock, tmp_path, num_train_steps=8)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH] + ["ls", "describe", "ssh status"] * 5 + \
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH] + ["ls", "describe", "ssh status"] * 5 + \
         ["ls", "describe", "ssh status", *END]
     assert "ssh stop" not in run.calls and clock.sleeps == [300] * 6
     assert run.last == "done: TPU pod deleted (describe: not found): nothing is left billing"
@@ -311,7 +312,7 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
     cloud.creates = ["quota"]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval", "ls", "describe", "delete", CREATE, *END]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", "delete", CREATE, *END]
     line = run.notes[-2]
     assert line.startswith("could not create TPU pod (permanent: quota") and "Quota limit" in line
     assert run.last == "nothing is left billing (TPU pod does not exist)"
@@ -320,7 +321,7 @@ def test_a_quota_error_stops_with_one_line_and_deletes_the_slice(cloud, clock, t
 def test_done_deletes_the_slice_and_its_queued_resource(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
+    assert run.calls == [*NEW, "ls", "describe", QUEUE, "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
     assert cloud.node is None and cloud.queued is None
     assert run.last == "done: TPU pod and its queued resource deleted (describe: not found): nothing is left billing"
 
@@ -338,7 +339,7 @@ def test_a_preempted_spot_slice_is_queued_again_as_it_was(cloud, clock, tmp_path
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path, type="v3-32", spot=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", QUEUE,                  # queued: made at once here
+    assert run.calls == [*NEW, "ls", "describe", QUEUE,                  # queued: made at once here
                          "ls", "describe", *LAUNCH,                        # preempted after step 3
                          "ls", "describe", "queued delete", QUEUE,          # requeued as it was
                          "ls", "describe", *LAUNCH,                        # resumes from step 2
@@ -353,12 +354,25 @@ def test_a_slice_the_keeper_did_not_create_is_neither_deleted_nor_replaced(cloud
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "describe"]
     assert "TPU pod was not created by this keeper: it will not be deleted or recreated (--allow-replace)" \
         in run.notes
     assert run.notes[-2].startswith("TPU pod is PREEMPTED; it was not created by this keeper, so it is neither")
     assert run.last.startswith("TPU pod was not created by this keeper and is left as it is: it bills while it "
                                f"exists; delete it with: gcloud compute tpus tpu-vm delete pod --zone={ZONE}")
+
+
+def test_a_found_slice_that_vanishes_is_not_recreated_as_it_was_but_made_as_type_says(cloud, clock, tmp_path):
+    """Another's preemptible v3-8 runs the keeper's run, then is gone (not found twice): nothing of it is touched,
+    and with --type the keeper makes its own slice as its flags say (its image chosen from the zone at start),
+    which it deletes at the end."""
+    cloud.make_node("READY", accelerator_type="v3-8", version="tpu-vm-tf-2.17.0-pjrt", capacity="preemptible")
+    cloud.runs = [{"steps": 3, "end": "vanish"}]
+    run = keep(cloud, clock, tmp_path, type="v3-32")
+    assert run.result.exit_code == exit_codes.DONE, run.notes[-3:]
+    assert run.calls == [*NEW, "ls", "describe", *LAUNCH, "ls", "describe", "ls", "describe", CREATE,
+                         "ls", "describe", *LAUNCH, *FINISHED, *END]
+    assert "TPU pod, not this keeper's, is gone: creating one as --type says" in run.notes
 
 
 def test_allow_replace_recreates_a_found_slice_as_it_was(cloud, clock, tmp_path):
@@ -369,7 +383,7 @@ def test_allow_replace_recreates_a_found_slice_as_it_was(cloud, clock, tmp_path)
     run = keep(cloud, clock, tmp_path, allow_replace=True)
     assert run.result.exit_code == 0, run.notes
     recreate = "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.0-pod-pjrt --reserved"
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "delete", recreate,
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "delete", recreate,
                          "ls", "describe", *LAUNCH, *FINISHED, *END]
 
 
@@ -378,7 +392,7 @@ def test_another_spot_slice_without_a_queued_resource_is_replaced_with_allow_rep
     cloud.runs = [{"steps": 3, "end": "preempt"}]
     run = keep(cloud, clock, tmp_path, allow_replace=True)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "queued delete", "delete", QUEUE,
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "queued delete", "delete", QUEUE,
                          "ls", "describe", *LAUNCH, *FINISHED, *END_QUEUED]
 
 
@@ -387,7 +401,7 @@ def test_a_vanished_slice_is_confirmed_then_recreated(cloud, clock, tmp_path):
     run = keep(cloud, clock, tmp_path, type="v3-64", preemptible=True)
     create = f"create --accelerator-type=v3-64 --version={POD_IMAGE} --preemptible"
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", create, "ls", "describe", *LAUNCH,
+    assert run.calls == [*NEW, "ls", "describe", create, "ls", "describe", *LAUNCH,
                          "ls", "describe",                 # NOT_FOUND once: checked again
                          "ls", "describe", create,         # twice: created (nothing to delete)
                          "ls", "describe", *LAUNCH, *FINISHED, *END]
@@ -399,7 +413,7 @@ def test_a_state_that_does_not_settle_stops_the_keeper(cloud, clock, tmp_path):
     cloud.make_node("RESTARTING")
     run = keep(cloud, clock, tmp_path, settle_timeout=600.0)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval"] + ["ls", "describe"] * 4 + [*END]
+    assert run.calls == [*PREFLIGHT] + ["ls", "describe"] * 4 + [*END]
     assert run.notes[-2] == "TPU pod has been RESTARTING for 900s (more than --settle-timeout 600s)"
     assert run.last == "TPU pod deleted (describe: not found): nothing is left billing"
 
@@ -411,7 +425,7 @@ def test_bad_data_stops_the_keeper_with_one_line(cloud, clock, tmp_path):
     cloud.runs = [{"steps": 0, "end": 2, "message": message}]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == exit_codes.GAVE_UP
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", *END]
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", "ssh status", *END]
     assert run.notes[-2] == (f"pretrain on pod exited 2 (bad flags or data), not relaunched: {message} "
                              "(log: albert_tf_run/pretrain.log on worker 0, gs://b/albert/logs/albert_base/)")
 
@@ -433,9 +447,9 @@ def test_runtime_lost_and_resume_codes_relaunch_with_the_same_run_id(cloud, cloc
     cloud.runs = [{"steps": 2, "end": 75}, {"steps": 4, "end": 76}]
     run = keep(cloud, clock, tmp_path)
     assert run.result.exit_code == 0, run.notes
-    assert run.calls == ["ls eval", "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
+    assert run.calls == [*PREFLIGHT, "ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
                          "ls", "describe", "ssh status", "describe", "scp", "ssh start", *FINISHED, *END]
-    ids = {w for words in cloud.launches for w in words if w.startswith("ALBERT_TF_RUN_ID=")}
+    ids = {f"ALBERT_TF_RUN_ID={env['ALBERT_TF_RUN_ID']}" for env in cloud.launch_envs}
     assert ids == {"ALBERT_TF_RUN_ID=pod.run"}
 
 
@@ -448,7 +462,7 @@ def test_ctrl_c_deletes_the_slice_it_created(cloud, clock, tmp_path):
     cloud.clock = clock
     run = keep(cloud, clock, tmp_path, type="v3-32")
     assert run.result.exit_code == 130
-    assert run.calls == ["ls eval", "ls", "describe", CREATE, *END]
+    assert run.calls == [*NEW, "ls", "describe", CREATE, *END]
     assert run.notes[-2:] == ["interrupted (Ctrl-C)", "TPU pod deleted (describe: not found): nothing is left billing"]
 
 
@@ -457,8 +471,9 @@ def test_the_launch_line_is_made_from_pretrains_config(cloud, clock, tmp_path):
     cloud.eval_records = False
     run = keep(cloud, clock, tmp_path, type="v3-8", pretrain_flags=["--remat", "--num-warmup-steps", "1"])
     words = cloud.launches[0]
-    env, command = words[2:words.index("--")], words[words.index("--") + 1:]
-    assert run.calls[3] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
+    env, command = [f"{k}={v}" for k, v in cloud.launch_envs[0].items()], words[words.index("--") + 1:]
+    assert words[2:words.index("--")] == ["--env-file", "albert_tf_run/launch.env"]  # no argv carries the env
+    assert run.calls[len(NEW) + 2] == "create --accelerator-type=v3-8 --version=tpu-vm-tf-2.18.0-pjrt"
     assert command == ["python3", "-m", "albert_tf", "pretrain", "--recipe", "paper_v2", "--config", "albert_base",
                        "--train-data", "gs://b/albert/records/train-*", "--model-dir", MODEL_DIR,
                        "--num-train-steps", "6", "--num-warmup-steps", "1", "--spm-model", "gs://b/albert/spm.model",
@@ -479,9 +494,9 @@ def test_a_rebuilt_wheel_is_reinstalled_by_its_hash_and_gs_needs_gcloud_there(cl
     monkeypatch.delenv("INSTALL_CMD")
     monkeypatch.setenv("ALBERT_TF_SOURCE", "gs://b/dist/albert_tf-0.1.0-py3-none-any.whl")
     run = keep(cloud, clock, tmp_path, type="v3-32")
-    assert run.calls == ["ls eval", "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
+    assert run.calls == [*NEW, "ls", "describe", CREATE, "ls", "describe", "ssh status", "ssh tools", "scp",
                          "ssh start", *FINISHED, *END]
-    start = next(c for c in cloud.calls if "on_worker.sh start" in c[-3])[-3]
+    start = cloud.uploaded  # the launch script worker 0 ran
     assert "sha256sum albert_tf_wheel/albert_tf-0.1.0-py3-none-any.whl" in start
     assert "--force-reinstall --no-deps" in start and "gcloud storage cp" in start and "gsutil cp" in start
     assert "tensorflow-text==2.18.*" in start  # the default pod image's release

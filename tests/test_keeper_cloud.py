@@ -18,7 +18,7 @@ from albert_tf.cloud import gcloud
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
 import fake_gcloud
-from fake_gcloud import FakeClock
+from fake_gcloud import FakeClock, PREFLIGHT
 from helpers import REPO
 
 FAKE_CLOUD = os.path.join(REPO, "tests", "fake_cloud.py")
@@ -49,6 +49,10 @@ class Cloud:
             monkeypatch.setenv(name, value)
         self.clock = FakeClock()
         self.notes = []
+        for name in ("records/train-00000", "spm.model"):  # what the run reads under --root (the preflight lists it)
+            path = directory / "gcs" / "b" / "albert" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
 
     def slice(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt", **capacity):
         (self.dir / "slice.json").write_text(json.dumps({
@@ -104,6 +108,7 @@ def cloud(tmp_path, monkeypatch):
     fake.cleanup()
 
 
+NEW = [*PREFLIGHT, "versions"]  # a keeper that may create: the zone's runtime versions, its image chosen once
 LAUNCH = ["ssh status", "scp", "ssh start"]
 FINISHED = ["ls", "describe", "ssh status"]  # the last checkpoint is there: worker 0's run has stopped 0
 END = ["delete", "describe"]  # the final delete, confirmed by describe (not found)
@@ -119,7 +124,7 @@ def test_a_preempted_slice_is_recreated_as_it_was_and_the_run_resumes(cloud):
     result = cloud.keep(allow_replace=True)
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == [
-        "config", "ls eval",
+        "config", *PREFLIGHT,
         "ls", "describe", *LAUNCH,                  # launch 1: preempted at step 3
         "ls", "describe",                           # PREEMPTED
         "delete", "create --accelerator-type=v3-32 --version=tpu-vm-tf-2.17.0-pod-pjrt --reserved",
@@ -141,7 +146,7 @@ def test_a_spot_slice_is_queued_preempted_and_queued_again(cloud):
     result = cloud.keep(type="v3-64", spot=True, project="p1")
     queue = "queue --accelerator-type=v3-64 --runtime-version=tpu-vm-tf-2.18.0-pod-pjrt --spot"
     assert result.exit_code == 0, cloud.notes
-    assert cloud.calls() == ["ls eval", "ls", "describe", queue, "ls", "describe", *LAUNCH,
+    assert cloud.calls() == [*NEW, "ls", "describe", queue, "ls", "describe", *LAUNCH,
                              "ls", "describe", "queued delete", queue, "ls", "describe", *LAUNCH,
                              *FINISHED, *END_QUEUED], cloud.notes
     assert [(r["resumed_from"], r["lock"]) for r in cloud.launches()] == [(0, "free"), (2, "taken over")]
@@ -156,7 +161,7 @@ def test_a_vanished_slice_is_confirmed_then_recreated_and_the_stale_lock_taken_o
     create = "create --accelerator-type=v3-64 --version=tpu-vm-tf-2.18.0-pod-pjrt --preemptible"
     assert result.exit_code == 0, cloud.notes
     assert cloud.calls() == [
-        "ls eval", "ls", "describe", create,        # not found at the start: no capacity
+        *NEW, "ls", "describe", create,             # not found at the start: no capacity
         "ls", "describe", create,                   # tried again after --wait: made
         "ls", "describe", *LAUNCH,                  # launch 1: the slice vanishes at step 3
         "ls", "describe",                           # NOT_FOUND once: checked again
@@ -173,7 +178,7 @@ def test_a_wedged_ssh_is_killed_and_the_next_poll_goes_on(cloud):
     cloud.script("ssh_wedges", 1)
     result = cloud.keep(project="p1", runner=lambda args, timeout: gcloud.run(args, min(timeout, 3.0)))
     assert result.exit_code == 0, cloud.notes
-    assert cloud.calls() == ["ls eval", "ls", "describe", "ssh status",   # wedged: killed after its timeout
+    assert cloud.calls() == [*PREFLIGHT, "ls", "describe", "ssh status",   # wedged: killed after its timeout
                              "ls", "describe", *LAUNCH, *FINISHED, "describe"]  # the slice was not the keeper's
     assert any("worker 0 not answering (gcloud compute tpus tpu-vm ssh ... timed out after 3 s)" in n
                for n in cloud.notes)
@@ -184,7 +189,7 @@ def test_a_quota_error_stops_with_one_line(cloud):
     cloud.script("create_errors.json", ["quota"])
     result = cloud.keep(type="v3-32", project="p1")
     assert result.exit_code == exit_codes.GAVE_UP
-    assert cloud.calls() == ["ls eval", "ls", "describe", "create --accelerator-type=v3-32 "
+    assert cloud.calls() == [*NEW, "ls", "describe", "create --accelerator-type=v3-32 "
                              "--version=tpu-vm-tf-2.18.0-pod-pjrt", *END]
     assert cloud.notes[-2].startswith("could not create TPU pod (permanent: quota, permission, an image or type the "
                                       "zone lacks, the API disabled): ERROR: (gcloud.compute.tpus.tpu-vm.create) "
@@ -197,9 +202,12 @@ def test_a_failed_install_is_retried_by_the_next_launch(cloud):
     cloud.script("install_failures", 1)
     result = cloud.keep(project="p1", keep_slice=True)
     assert result.exit_code == 0, cloud.notes
-    assert cloud.calls() == ["ls eval", "ls", "describe", *LAUNCH,           # the install fails
+    assert cloud.calls() == [*PREFLIGHT, "ls", "describe", *LAUNCH,          # the install fails
                              "ls", "describe", *LAUNCH, *FINISHED, "describe"]
     assert cloud.read("installs.log") == "failed\ninstalled\n" and len(cloud.launches()) == 1
+    env = cloud.dir / "worker0" / "albert_tf_run" / "launch.env"  # the run's environment: a private file, no argv
+    assert env.stat().st_mode & 0o777 == 0o600 and "ALBERT_TF_RUN_ID=pod." in env.read_text()
+    assert not (cloud.dir / "worker0" / "albert_tf_launch.sh").exists()  # the launch script deleted itself
     assert result.line.startswith("TPU pod was not created by this keeper and is left as it is: it bills")
 
 
@@ -210,7 +218,7 @@ def test_resume_codes_relaunch_and_the_run_id_is_kept_across_keepers(cloud):
     cloud.script("runs.json", [{"steps": 2, "end": "exit:75"}, {"steps": 1, "end": "exit:76"}])
     result = cloud.keep(type="v3-32", project="p1", keep_slice=True)
     assert result.exit_code == 0, cloud.notes
-    assert cloud.calls()[4:] == ["ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
+    assert cloud.calls()[len(NEW) + 3:] == ["ls", "describe", *LAUNCH, "ls", "describe", *LAUNCH,
                                  "ls", "describe", "ssh status", "describe", "scp", "ssh start", *FINISHED]
     assert result.line == ("--keep-slice: TPU pod left up and billing; delete it with: gcloud compute tpus tpu-vm "
                            f"delete pod --zone={ZONE} --project=p1 --quiet")

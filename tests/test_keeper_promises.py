@@ -7,12 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
-from fake_gcloud import FakeClock, FakeGcloud, short
+from fake_gcloud import FakeClock, FakeGcloud, PREFLIGHT, short
 from helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("keeper_worker_env")
@@ -87,7 +88,7 @@ from albert_tf.jobs import keep_alive as job
 clock = FakeClock()
 cloud = FakeGcloud(clock)
 def hook(args):
-    if any("on_worker.sh start" in a for a in args):
+    if any(a.endswith("albert_tf_launch.sh") for a in args):
         os.kill(os.getpid(), signal.{signal})
 cloud.hook = hook
 config = job.KeepAliveConfig(name="pod", zone="europe-west4-a", root="gs://b/albert", config="albert_base",
@@ -119,10 +120,10 @@ def test_k3_bad_input_touches_nothing(cloud, clock, tmp_path):
     owned(tmp_path, cloud)
     result, notes, calls = keep(cloud, clock, tmp_path, type="v3-64")
     assert result.exit_code == exit_codes.BAD_INPUT and cloud.node is not None
-    assert calls == ["ls eval"] and "records pod as v3-32" in notes[-2]
+    assert calls == PREFLIGHT and "records pod as v3-32" in notes[-2]
     other = FakeGcloud(clock, project="p2", configured=["p2"])
     result, _, calls = keep(other, clock, tmp_path, project="p2")
-    assert result.exit_code == exit_codes.BAD_INPUT and calls == ["ls eval"] and cloud.node is not None
+    assert result.exit_code == exit_codes.BAD_INPUT and calls == PREFLIGHT and cloud.node is not None
 
 
 def test_k4_preemptions_do_not_count_and_a_wedged_slice_is_recreated(cloud, clock, tmp_path):
@@ -204,7 +205,7 @@ def test_k8_one_keeper_per_state_file_and_never_a_strangers_node(cloud, clock, t
     second = []
 
     def start_another(args):
-        if any("on_worker.sh start" in a for a in args) and not second:
+        if any(a.endswith("albert_tf_launch.sh") for a in args) and not second:
             other = FakeGcloud(clock)
             second.append(job.keep_alive(config(tmp_path, type="v3-32"), runner=other, clock=clock,
                                          say=lambda line: None))
@@ -212,7 +213,7 @@ def test_k8_one_keeper_per_state_file_and_never_a_strangers_node(cloud, clock, t
     cloud.hook = start_another
     result, _, _ = keep(cloud, clock, tmp_path, type="v3-32")
     assert result.exit_code == exit_codes.DONE
-    assert second[0].exit_code == exit_codes.LOCK_HELD and second[1] == ["ls eval"]
+    assert second[0].exit_code == exit_codes.LOCK_HELD and second[1] == PREFLIGHT
 
     stranger = FakeGcloud(clock)
 
@@ -253,3 +254,115 @@ def test_k11_a_login_banner_does_not_hide_the_status(cloud, clock, tmp_path):
     result, notes, calls = keep(cloud, clock, tmp_path, settle_timeout=600.0)
     assert result.exit_code == exit_codes.DONE, notes[-3:]
     assert len(cloud.launches) == 1 and not any("not answering" in n for n in notes)
+
+
+@pytest.mark.parametrize("values, line", [
+    ({"pretrain_flags": ["--remta"]},
+     "pretrain would refuse the launch (after --: --remta): unrecognized arguments: --remta; did you mean --remat?"),
+    ({"pretrain_flags": ["--learning-rate", "fast"]},
+     "pretrain would refuse the launch (after --: --learning-rate fast): argument --learning-rate: invalid float "
+     "value: 'fast'"),
+    ({"config": "albert_bsae"},
+     "pretrain would refuse the launch (after --: --num-warmup-steps 1): unknown preset 'albert_bsae'"),
+])
+def test_k10_a_typo_in_the_launch_is_caught_before_anything_is_made(cloud, clock, tmp_path, values, line):
+    """P2 (bad input touches nothing). A typo in a pretrain flag, a value pretrain refuses or an unknown preset is
+    found here by pretrain's own parser and config, in one line, before any gcloud call: not on worker 0 after
+    the Spot queue's wait."""
+    with pytest.raises(ValueError) as raised:
+        keep(cloud, clock, tmp_path, type="v3-32", spot=True, **values)
+    assert str(raised.value).startswith(line) and "\n" not in str(raised.value)
+    assert not cloud.calls and cloud.queued is None and cloud.node is None
+
+
+@pytest.mark.parametrize("missing, calls, line", [
+    ("train_records", ["ls train"], "gs://b/albert/records/train-*: no such object; the run reads the training "
+                                    "records (albert-tf create-data) there"),
+    ("spm", ["ls train", "ls spm"], "gs://b/albert/spm.model: no such object; the run reads the SentencePiece model "
+                                    "(albert-tf vocab) there"),
+])
+def test_k10_a_root_without_records_or_spm_model_is_one_line_before_anything_is_made(cloud, clock, tmp_path, missing,
+                                                                                   calls, line):
+    setattr(cloud, missing, False)
+    with pytest.raises(ValueError, match=line.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+        keep(cloud, clock, tmp_path, type="v3-32", spot=True)
+    assert [short(c) for c in cloud.calls] == calls and cloud.queued is None
+
+
+def test_k10_the_command_line_says_did_you_mean_and_exits_2(cli, tmp_path):
+    code, out, err = cli("keep-alive", "--name", "pod", "--zone", ZONE, "--root", "gs://b/albert", "--config",
+                         "albert_base", "--type", "v3-32", "--project", "p1", "--state-file", tmp_path / "s", "--",
+                         "--remta")
+    assert code == exit_codes.BAD_INPUT and not out
+    assert err.strip().splitlines() == ["albert-tf keep-alive: error: pretrain would refuse the launch (after --: "
+                                        "--remta): unrecognized arguments: --remta; did you mean --remat?"]
+
+
+def test_k12_a_run_that_says_running_with_no_checkpoint_for_settle_timeout_is_stopped_and_relaunched(
+        cloud, clock, tmp_path):
+    """P3. pretrain with --step-timeout 0 hangs after its checkpoint of step 2 and says "running" forever: once no
+    new checkpoint came for --settle-timeout (600 s here) it is stopped on worker 0 and relaunched; the relaunch
+    finishes. A run whose model dir advances is never stopped (test_keeper.py: compiling for 20 minutes)."""
+    owned(tmp_path, cloud)
+    cloud.checkpoints = [2]
+    cloud.run = {"polls": 10 ** 6, "end": 0}
+    result, notes, calls = keep(cloud, clock, tmp_path, settle_timeout=600.0, poll=300.0)
+    assert result.exit_code == exit_codes.DONE, notes[-3:]
+    assert calls.count("ssh stop") == 1
+    stop = calls.index("ssh stop")
+    assert calls[stop - 3:stop + 3] == ["ls", "describe", "ssh status", "ssh stop", "scp", "ssh start"]
+    assert sum(c == "ssh status" for c in calls[:stop]) == 4  # at 0 s, 300 s, 600 s: waited; at 900 s: stopped
+    assert any(n.startswith("pretrain on pod says running but wrote no checkpoint for 900s (more than "
+                            "--settle-timeout 600s; at step 2)") for n in notes)
+
+
+ON_WORKER = os.path.join(REPO, "albert_tf", "cloud", "on_worker.sh")
+
+
+def on_worker_run(tmp_path, command, **env):
+    """Starts `command` under on_worker.sh with `env`; (the status line once it is not "running", seconds to it)."""
+    run_dir = str(tmp_path / "run")
+    environ = dict(os.environ, **env)
+    subprocess.run(["bash", ON_WORKER, "start", run_dir, "gs://b/logs", "--", "bash", "-c", command], env=environ,
+                   check=True, capture_output=True, timeout=30)
+    started = time.time()
+    while time.time() - started < 20:
+        status = subprocess.run(["bash", ON_WORKER, "status", run_dir], capture_output=True, text=True, timeout=30,
+                                check=False).stdout.splitlines()[0]
+        if status.startswith("stopped"):  # "never started" until the supervisor has written its pid
+            return status, time.time() - started
+        time.sleep(0.2)
+    os.killpg(int((tmp_path / "run" / "pid").read_text()), signal.SIGKILL)  # this test's supervisor (setsid)
+    return status, time.time() - started
+
+
+def test_k12_a_wedged_log_copy_on_worker_0_is_bounded(tmp_path):
+    """A `gcloud storage cp` of the log that never ends (a wedged bucket connection) is killed after
+    $LOG_COPY_TIMEOUT: the run reads "stopped 0", not "running" forever."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "gcloud").write_text("#!/bin/sh\nexec sleep 600\n")
+    (tools / "gcloud").chmod(0o755)
+    status, seconds = on_worker_run(tmp_path, "echo trained", PATH=f"{tools}:{os.environ['PATH']}",
+                                    LOG_COPY_TIMEOUT="1")
+    assert status == "stopped 0" and seconds < 15
+
+
+def test_k12_a_teardown_that_hangs_after_the_exit_code_is_bounded(tmp_path):
+    """pretrain wrote its exit code (3) to $ALBERT_TF_EXIT_FILE, then hangs in Python's teardown, deaf to SIGTERM:
+    killed $TEARDOWN_SECONDS later, and the status is the code it wrote."""
+    status, seconds = on_worker_run(tmp_path, 'echo 3 > "$ALBERT_TF_EXIT_FILE"; trap "" TERM; sleep 30',
+                                    TEARDOWN_SECONDS="1")
+    assert status == "stopped 3" and seconds < 15
+    assert "teardown did not end within 1s of its exit code: killed" in (tmp_path / "run" / "pretrain.log").read_text()
+
+
+def test_k12_albert_tf_writes_its_exit_code_before_the_teardown(tmp_path, monkeypatch):
+    """The other half: `albert-tf` run as the program writes the code it returns to $ALBERT_TF_EXIT_FILE."""
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    target = tmp_path / "exit_reported"
+    monkeypatch.setenv(cli.EXIT_FILE, str(target))
+    monkeypatch.setattr(sys, "argv", ["albert-tf", "plan", "--config", "albert_base", "--topology", "v5litepod-3"])
+    code = cli.main()
+    assert code == exit_codes.BAD_INPUT and target.read_text() == f"{exit_codes.BAD_INPUT}\n"

@@ -341,7 +341,7 @@ def test_launch_refuses_local_paths():
 def test_keeper_dry_run_shows_a_poll_a_launch_a_recreation_and_the_end(script):
     cmds = commands(script, *DRY_RUNS[script], "--steps", "5000", "--reserved", "--image", "tpu-vm-tf-2.17.0-pod-pjrt",
                     "--project", "p1", "--", "--remat")
-    *cmds, launched = cmds  # the last line: the command worker 0 runs, as the launch's ssh carries it
+    *cmds, on_worker_0, launched = cmds  # what the launch script runs on worker 0; the command it starts
     heads = [" ".join(c[:5]) for c in cmds]
     assert heads == ["gcloud storage ls gs://b/albert/models/albert_base/ckpt-*.index --project=p1",
                      "gcloud compute tpus tpu-vm describe", "gcloud compute tpus tpu-vm ssh",   # a poll
@@ -351,9 +351,13 @@ def test_keeper_dry_run_shows_a_poll_a_launch_a_recreation_and_the_end(script):
     assert all(c[-2:] == [f"--zone={ZONE}", "--project=p1"] for c in cmds[1:])
     assert launched[1:4] == ["-m", "albert_tf", "pretrain"] and "--remat" in launched
     assert cmds[6][5:-2] == ["pod", "--accelerator-type=v3-32", "--version=tpu-vm-tf-2.17.0-pod-pjrt", "--reserved"]
-    words = shlex.split(cmds[4][cmds[4].index("--worker=0") + 1][len("--command="):])
+    assert cmds[4][7] == "--command=bash albert_tf_launch.sh"  # the launch is a file scp copied: no argv carries it
+    comments = run_script(script, "--dry-run", *DRY_RUNS[script], "--steps", "5000", "--reserved", "--image",
+                          "tpu-vm-tf-2.17.0-pod-pjrt", "--project", "p1", "--", "--remat").stdout
+    assert "#   TPU_LOAD_LIBRARY=0\n" in comments and "#   ALBERT_TF_RUN_ID=RUN_ID\n" in comments
+    words = on_worker_0[on_worker_0.index("start"):]
     assert words[words.index("--num-train-steps") + 1] == "5000" and words[words.index("--tpu") + 1] == "pod"
-    assert "--remat" in words and "TPU_LOAD_LIBRARY=0" in words and "ALBERT_TF_RUN_ID=RUN_ID" in words
+    assert "--remat" in words and "--env-file" in words and not any(w.startswith("TPU_") for w in words)
     assert words[-len(launched):] == launched
 
 

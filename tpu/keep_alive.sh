@@ -9,9 +9,12 @@
 #            [--image VERSION] [--spot | --preemptible | --reserved] [--allow-replace] [--keep-slice]
 #            [--recipe paper_v2] [--model-dir gs://...] [--num-train-steps 125000] [--no-eval] [--poll 300] [--retries 3]
 #            [--retry-wait 10] [--settle-timeout 3600] [--wait 60] [--max-restarts 10] [--state-file PATH]
-#            [--project P] [--dry-run] [-- PRETRAIN FLAGS]
-#   Every flag: the list below (albert-tf keep-alive --help). Exit status: 0 done; 1 stopped, the reason in one
-#   line; 2 bad flags; 130 Ctrl-C. ALBERT_TF_PYTHON_HERE names the Python that runs it here (default python3).
+#            [--project P] [--valid-until-duration 6h] [--internal-ip] [--tunnel-through-iap]
+#            [--service-account EMAIL] [--dry-run | --print-service] [-- PRETRAIN FLAGS]
+#   TYPE as Google spells it: v3-32, v4-32, v5litepod-16, v5p-8 (v5e and v5p are queued resources); the image is
+#   the zone's newest suitable one unless --image. Every flag: the list below (albert-tf keep-alive --help). Exit
+#   status: 0 done; 4 stopped, the reason in one line; 2 bad flags; 77 another keeper holds the state file; 130
+#   Ctrl-C; 143 SIGTERM or SIGHUP. ALBERT_TF_PYTHON_HERE names the Python that runs it here (default python3).
 
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

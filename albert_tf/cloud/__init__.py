@@ -3,8 +3,8 @@ the keeper's decision table and loop. No TensorFlow here: `albert-tf keep-alive`
 
     gcloud      run gcloud with a timeout → a Result, its failure classified
     tpu_node    describe / create / delete a node, its queued resource, ssh and scp to worker 0
-    images      the runtime images a default may name, each with its source
-    worker      the command lines run on worker 0 (status, install, detached start); on_worker.sh
+    images      the runtime image: chosen from the zone's versions list, or a fixed default with its source
+    worker      what runs on worker 0 (status, the launch script: install, detached start); on_worker.sh
     decisions   the decision table, as data
     keeper      the loop, with an injectable clock and gcloud runner
 """

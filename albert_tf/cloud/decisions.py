@@ -73,6 +73,21 @@ QUEUED = {
     gcloud.NOT_FOUND: (CREATE, "queued again"),
 }
 
+# A READY slice's own health report (the v2 API's Node.health and Node.symptoms' symptomType): these say it cannot
+# run (the runtime unresponsive or broken, a mesh that does not build, executions timing out). Reported at
+# LOST_RUNS_BEFORE_RECREATE polls in a row with no new checkpoint, an owned slice is recreated; another's is noted.
+# UNHEALTHY_MAINTENANCE resumes by itself (waited on); memory symptoms are the run's (noted only).
+UNHEALTHY = ("TIMEOUT", "UNHEALTHY_TENSORFLOW")
+UNHEALTHY_SYMPTOMS = ("MESH_BUILD_FAIL", "EXECUTE_TIMED_OUT")
+
+
+def unhealthy(health, symptoms):
+    """What of a READY node's health report says it cannot run ("UNHEALTHY_TENSORFLOW", "MESH_BUILD_FAIL, ..."),
+    or None."""
+    signs = ([health] if health in UNHEALTHY else []) + [s for s in symptoms if s in UNHEALTHY_SYMPTOMS]
+    return ", ".join(signs) or None
+
+
 # Bounds (seconds, counts) of what the keeper retries.
 REQUEUE_BACKOFF_CAP = 3600.0  # a FAILED queued resource is requeued after --wait, doubling each time up to this
 LOST_RUNS_BEFORE_RECREATE = 3  # runs in a row that lose their TPU (76, or the host) with no new checkpoint: the
@@ -131,6 +146,7 @@ def table_rows():
     return rows
 
 
-__all__ = ["NODE", "FAILED_DESCRIBE", "FAILED_CREATE", "QUEUED", "RUN", "node_decision", "run_decision",
+__all__ = ["unhealthy", "UNHEALTHY", "UNHEALTHY_SYMPTOMS",
+           "NODE", "FAILED_DESCRIBE", "FAILED_CREATE", "QUEUED", "RUN", "node_decision", "run_decision",
            "queued_decision", "table_rows", "NO_ANSWER", "NEVER_STARTED", "RUNNING", "HOST_LOST",
            "OTHER_CODE"]

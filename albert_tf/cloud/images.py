@@ -8,7 +8,7 @@ Guessing a name is what fails first in a new zone, so the keeper asks the zone:
         [{"name": "projects/P/locations/ZONE/runtimeVersions/tpu-vm-tf-2.18.0-pjrt",
           "version": "tpu-vm-tf-2.18.0-pjrt"}, ...]      (the Cloud TPU API's RuntimeVersion: name, version)
 
-and `choose_image(listing, generation, pod)` takes the newest TensorFlow image for that generation and kind within
+and `choose_image(listing, generation, pod)` (`zone_image(listing, "v5litepod-16")`) takes the newest TensorFlow image for that generation and kind within
 TPU_TENSORFLOW; `--image` forces one. `default_image` names a fixed image, with its source, for what cannot ask the
 zone (tpu/create_tpu.sh).
 """
@@ -122,6 +122,12 @@ def choose_image(listing, generation, pod, forced=None):
     return max(suitable, key=lambda i: (i.release, i.api == "pjrt", bool(i.hardware))).name
 
 
+def zone_image(listing, accelerator_type, forced=None):
+    """choose_image for a slice named as Google spells it ("v5litepod-16": a v5e pod slice of 2 hosts)."""
+    found = devices.parse_topology(accelerator_type)
+    return choose_image(listing, found.generation, found.hosts > 1, forced)
+
+
 def is_pod_image(name):
     """Whether `name` is a pod-slice image (named "-pod" by Google: tpu-vm-tf-X.Y.Z-pod[-pjrt])."""
     image = devices.parse_image(name)
@@ -135,4 +141,4 @@ def tensorflow_release(name):
 
 
 __all__ = ["Image", "IMAGES", "IMAGE_BY_NAME", "TPU_TENSORFLOW", "default_image", "default_image_for", "offered_versions",
-           "choose_image", "check_image", "in_range", "is_pod_image", "tensorflow_release"]
+           "choose_image", "zone_image", "check_image", "in_range", "is_pod_image", "tensorflow_release"]

@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import signal
+import tempfile
 import threading
 import time
 
@@ -28,7 +29,6 @@ from albert_tf.cloud import decisions, gcloud, images, worker
 from albert_tf.cloud.gcloud import NOT_FOUND
 from albert_tf.cloud.tpu_node import Spec
 from albert_tf.runtime import exit_codes
-from albert_tf.runtime.devices import topology_hosts
 from albert_tf.settings.keeper_config import KeepAliveConfig, flag
 
 LAUNCH_NOTE = "starting on worker 0"  # the note before each start: the command, in the words pretrain parses
@@ -48,17 +48,14 @@ class Clock:
 class Settings:
     """What the keeper keeps, and how: its `config` (every setting is read from there) and what is derived from it
     once, at start: the pinned `project`, the run's model dir, the state file, and the `spec` of a slice to create
-    (None without --type)."""
+    (None without --type; its runtime_version "" until the keeper chooses it from the zone's versions list)."""
     config: KeepAliveConfig
     project: str
     spec: Spec | None
 
     @classmethod
     def of(cls, config, project):
-        spec = None
-        if config.type:
-            spec = Spec(config.type, config.image or images.default_image(topology_hosts(config.type)),
-                        config.capacity)
+        spec = Spec(config.type, config.image or "", config.capacity) if config.type else None
         return cls(config, project, spec)
 
     @property
@@ -78,6 +75,10 @@ class Launch:
     install: worker.Install
     log_url: str
     words: object  # callable(spec, run_id) -> (words, env)
+
+    def install_for(self, spec):
+        """The install on a slice made as `spec`: tensorflow-text of its image's TensorFlow release."""
+        return dataclasses.replace(self.install, tensorflow_release=images.tensorflow_release(spec.runtime_version))
 
 
 @dataclasses.dataclass
@@ -168,6 +169,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.clock = clock or Clock()
         self.say = say or (lambda line: None)
         self.state = State()
+        self.spec = settings.spec  # what a create asks for when the state records nothing (its image chosen at start)
         self.lock = None  # the state file's lock (one keeper per state file)
         self.not_found = 0  # NOT_FOUND answers in a row
         self.create_pending = False  # the last create failed (no capacity, or may not have been made)
@@ -181,6 +183,9 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.tools_checked = False
         self.requeues, self.requeue_at = 0, None  # a FAILED queued resource's backoff
         self.finished_since = None  # the last checkpoint is there: waiting for worker 0's `stopped 0`
+        self.progress = None  # (the newest step, when it was first seen) while worker 0 says "running"
+        self.sick = None  # [polls in a row reporting unhealthy, the newest step when they began]
+        self.maintenance = ""  # the last upcoming maintenance noted
 
     # ------------------------------------------------------------------------------------------ the loop
     def run(self):
@@ -194,6 +199,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             except Stop as stop:  # before anything is touched
                 self.say(str(stop))
                 return Outcome(stop.exit_code, "nothing was touched: no gcloud call was made about the slice")
+            except (KeyboardInterrupt, Terminated) as ended:  # a signal while it starts: nothing is made yet
+                code = exit_codes.TERMINATED if isinstance(ended, Terminated) else exit_codes.INTERRUPTED
+                self.say(f"ended by {ended or 'Ctrl-C'} while starting")
+                return Outcome(code, "nothing was touched: no gcloud call was made about the slice")
             code, line, keep = self.loop()
             if line:
                 self.say(line)
@@ -292,10 +301,28 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock.time()))
             self.state.run_id = f"{c.name}.{os.path.basename(s.model_dir.rstrip('/'))}.{stamp}"
             self.state.model_dir = s.model_dir
+        if self.spec is not None and not self.spec.runtime_version and not (self.state.owned and self.state.spec):
+            self.spec = self.zone_spec()  # it may create from its flags: not a recreation as recorded
         self.save()
         owner = "this keeper's" if self.state.owned else "not this keeper's"
         self.say(f"keeping {c.name} in {s.project}/{c.zone} ({owner}); run id {self.state.run_id}; state in "
                  f"{s.state_file}")
+
+    def zone_spec(self):
+        """The spec to create with its image chosen once from the zone's versions list (images.zone_image); Stop,
+        touching nothing, when the list cannot be read or offers nothing suitable."""
+        listing, failed = self.ask(self.cloud.versions)
+        if failed is not None:
+            raise Stop(f"could not list the runtime versions of {self.c.zone} ({failed.failure}: {failed.line}); "
+                       f"give {flag('image')} to name one", exit_codes.BAD_INPUT if failed.failure == gcloud.PERMANENT
+                       else exit_codes.GAVE_UP)
+        try:
+            image = images.zone_image(listing, self.spec.accelerator_type)
+        except ValueError as e:
+            raise Stop(f"{self.c.zone}: {e}", exit_codes.BAD_INPUT) from None
+        self.say(f"image {image}: the newest suitable of the runtime versions {self.c.zone} offers "
+                 f"({flag('image')} names another)")
+        return dataclasses.replace(self.spec, runtime_version=image)
 
     # ------------------------------------------------------------------------------------------ one poll
     def check(self):
@@ -318,10 +345,15 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
 
     def describe(self):
         """The node, asking up to `retries` times while the answer is a transient failure."""
+        return self.ask(self.cloud.describe)
+
+    def ask(self, call):
+        """`call()` → (answer, None) or (None, the failed Result), asked up to --retries times (--retry-wait apart)
+        while it fails transiently."""
         for attempt in range(self.c.retries):
-            node, failed = self.cloud.describe()
-            if node is not None or failed.failure != gcloud.TRANSIENT or attempt == self.c.retries - 1:
-                return node, failed
+            answer, failed = call()
+            if answer is not None or failed.failure != gcloud.TRANSIENT or attempt == self.c.retries - 1:
+                return answer, failed
             self.clock.sleep(self.c.retry_wait)
         raise AssertionError("unreachable")
 
@@ -349,12 +381,38 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         action, why = decisions.node_decision(node.state)
         if action == decisions.CHECK_RUN:
             self.requeues = 0
+            if node.maintenance and node.maintenance != self.maintenance:
+                self.say(f"TPU {self.c.name} has upcoming maintenance: {node.maintenance} (the run goes on; a "
+                         "preemption it causes is handled as any)")
+            self.maintenance = node.maintenance
+            if self.cannot_run(node, latest):
+                return self.replace("READY but unhealthy")
             return self.on_ready(latest)
         if action == decisions.REPLACE:
             return self.replace(node.state)
         if action == decisions.STOP:
             raise Stop(f"TPU {self.c.name} is {node.state} ({why})")
         return self.wait_on(node.state)
+
+    def cannot_run(self, node, latest):
+        """Whether a READY slice's health report (decisions.unhealthy) has said it cannot run at
+        LOST_RUNS_BEFORE_RECREATE polls in a row with no new checkpoint; only an owned slice (or --allow-replace)
+        is then recreated: another's is noted and left (P1)."""
+        signs = decisions.unhealthy(node.health, node.symptoms)
+        if signs is None:
+            self.sick = None
+            return False
+        if self.sick is None or (latest is not None and latest > self.sick[1]):
+            self.sick = [0, latest or 0]
+        self.sick[0] += 1
+        detail = f": {node.health_description}" if node.health_description else ""
+        self.say(f"TPU {self.c.name} reports {signs}{detail} ({self.sick[0]} polls in a row with no new checkpoint)")
+        if self.sick[0] < decisions.LOST_RUNS_BEFORE_RECREATE or not (self.state.owned or self.c.allow_replace):
+            return False
+        self.sick = None
+        self.say(f"TPU {self.c.name} reported {signs} at {decisions.LOST_RUNS_BEFORE_RECREATE} polls with no new "
+                 "checkpoint: the slice cannot make progress")
+        return True
 
     def claim(self, node):
         """Records what the node is. A node the keeper asked for is its own only when it carries the keeper's
@@ -445,6 +503,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def replace(self, state):
         """A lost slice: deleted (unless gone) and created again as recorded, if it is the keeper's to replace."""
         if not self.state.owned and not self.c.allow_replace:
+            if state == NOT_FOUND and self.spec is not None:  # another's slice is gone: nothing of it is touched
+                self.say(f"TPU {self.c.name}, not this keeper's, is gone: creating one as {flag('type')} says")
+                self.state.spec = None
+                return self.create("does not exist")
             raise Stop(f"TPU {self.c.name} is {state}; it was not created by this keeper, so it is neither deleted "
                        f"nor recreated (delete it yourself, or run the keeper with {flag('allow_replace')})")
         self.say(f"TPU {self.c.name} is {state}: recreating it as {self.state.spec.text}")
@@ -473,10 +535,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         Ownership is recorded first; the label decides it when the node shows (claim)."""
         st = self.state
         if st.spec is None:
-            if self.s.spec is None:
+            if self.spec is None:
                 raise Stop(f"TPU {self.c.name} does not exist and no {flag('type')} was given to create it",
                            exit_codes.BAD_INPUT, keep=True)
-            st.spec = self.s.spec
+            st.spec = self.spec
         st.owned, st.requested_at, st.node_id, st.create_time = True, self.clock.time(), "", ""
         self.save()
         self.say(f"TPU {self.c.name} {why}: {'queueing' if st.spec.queued else 'creating'} it ({st.spec.text})")
@@ -505,7 +567,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.unsettled_since = None
         action, why = decisions.run_decision(status)
         if action == decisions.NOTHING:
-            return self.c.poll
+            return self.on_running(latest)
+        self.progress = None
         if action == decisions.FINISHED:
             raise Stop(f"done: pretrain on {self.c.name} finished (exit 0)", exit_codes.DONE)
         if action == decisions.STOP:
@@ -525,6 +588,26 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             self.say(f"no run on {self.c.name} yet: launching")
         else:
             self.say(f"pretrain on {self.c.name} ended ({status}: {why}): relaunching")
+        return self.relaunch(latest)
+
+    def on_running(self, latest):
+        """A run that says "running" is left alone while the model dir advances. One with no new checkpoint for
+        --settle-timeout hangs where pretrain's own watchdog does not reach (--step-timeout 0, a wedged start): it
+        is stopped and relaunched (a relaunch without progress: counted against --max-restarts). A listing that
+        failed (`latest` None) teaches nothing: nothing is stopped on it."""
+        now = self.clock.time()
+        if latest is None:
+            return self.c.poll
+        if self.progress is None or latest > self.progress[0]:
+            self.progress = (latest, now)
+            return self.c.poll
+        age = now - self.progress[1]
+        if age <= self.c.settle_timeout:
+            return self.c.poll
+        self.say(f"pretrain on {self.c.name} says running but wrote no checkpoint for {age:.0f}s (more than "
+                 f"{flag('settle_timeout')} {self.c.settle_timeout:g}s; at step {latest}): stopping and relaunching it")
+        self.progress = None
+        self.cloud.ssh(worker.stop_command())
         return self.relaunch(latest)
 
     def on_lost_run(self, latest):
@@ -550,9 +633,13 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.check_tools()
         words, env = self.launch.words(self.state.spec, self.state.run_id)
         self.say(f"{LAUNCH_NOTE}: {shlex.join(words)}")
-        copied = self.cloud.scp(worker.ON_WORKER, worker.WORKER_SCRIPT_COPY)
-        started = copied if not copied.ok else self.cloud.ssh(worker.start_command(
-            self.launch.install, self.launch.log_url, env, words))
+        script = worker.launch_script(self.launch.install_for(self.state.spec), self.launch.log_url, env, words)
+        with tempfile.TemporaryDirectory(prefix="albert_tf_launch-") as local:  # mode 700: the launch is private
+            path = os.path.join(local, worker.LAUNCH_SCRIPT)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(script)
+            copied = self.cloud.scp(path, worker.LAUNCH_SCRIPT)
+        started = copied if not copied.ok else self.cloud.ssh(worker.launch_command())
         if not started.ok:
             self.say(f"the launch failed ({started.line}): trying again at the next check")
         return self.c.poll

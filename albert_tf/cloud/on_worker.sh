@@ -4,7 +4,7 @@
 # it still runs and how it ended, tails its log, stops it. One run per RUN_DIR: a lock (flock) is held for as long
 # as it lives.
 #
-# Usage: on_worker.sh start RUN_DIR LOG_URL [NAME=VALUE ...] -- COMMAND [ARGS ...]
+# Usage: on_worker.sh start RUN_DIR LOG_URL [NAME=VALUE ... | --env-file FILE] -- COMMAND [ARGS ...]
 #        on_worker.sh status RUN_DIR   "running PID" (exit 0); "stopped EXIT_CODE" (exit 1; "unknown" when the
 #                                      host went down under it) and the log's last line on a second line; or
 #                                      "never started" (exit 3)
@@ -14,7 +14,12 @@
 #                                      flight and exits 75); when it still runs SECONDS later (default 120), SIGKILL
 #   RUN_DIR/pretrain.log collects the output of every start; each start's output is also copied to
 #   LOG_URL/pretrain-<UTC start time>.log every $LOG_COPY_SECONDS (default 60) and when it ends (LOG_URL "-": none).
-#   NAME=VALUE pairs are exported for COMMAND (the TPU runtime's variables, the run id).
+#   NAME=VALUE pairs are exported for COMMAND (the TPU runtime's variables, the run id); --env-file FILE: the
+#   pairs, one a line, from FILE (the keeper's way: no argv carries them). Each log copy is bounded
+#   by $LOG_COPY_TIMEOUT seconds (default 120: a wedged `gcloud storage cp` never holds the run "running"). A
+#   teardown is bounded too: COMMAND is given ALBERT_TF_EXIT_FILE (albert-tf writes its exit code there before
+#   Python's teardown); when it still runs $TEARDOWN_SECONDS (default 120) after writing it, it is killed and its
+#   written code is its exit code.
 #   The exit codes of `albert-tf pretrain` and what each asks for: tpu/README.md, "Exit codes".
 
 set -euo pipefail
@@ -27,25 +32,50 @@ usage() {
 # Holds the lock while COMMAND runs (COMMAND inherits it: it stays held while COMMAND lives); forwards
 # SIGTERM/SIGINT/SIGHUP to it; records its exit code.
 supervise() {
-  local run_dir=$1 log_url=$2 log started child copier code="" rc lock_fd
+  local run_dir=$1 log_url=$2 log started child copier bound code="" rc lock_fd pair
   shift 2
   exec {lock_fd}>> "$run_dir/lock"
   flock -w 10 "$lock_fd" || exit 1
-  while [[ $# -gt 0 && $1 != -- ]]; do export "${1?}"; shift; done
+  while [[ $# -gt 0 && $1 != -- ]]; do
+    if [[ $1 == --env-file ]]; then
+      while IFS= read -r pair || [[ -n $pair ]]; do [[ -z $pair ]] || export "${pair?}"; done < "$2"
+      shift 2
+    else
+      export "${1?}"
+      shift
+    fi
+  done
   shift
   log=$run_dir/pretrain.log
   started=$(date -u +%Y%m%dT%H%M%SZ)
   echo $$ > "$run_dir/pid"
   echo "=== $started start: $*" >> "$log"
-  "$@" >> "$log" 2>&1 < /dev/null &
+  rm -f "$run_dir/exit_reported"
+  ALBERT_TF_EXIT_FILE=$(cd "$run_dir" && pwd)/exit_reported "$@" >> "$log" 2>&1 < /dev/null &
   child=$!
   echo "$child" > "$run_dir/child"
   trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT HUP
   copy_log() {
     if [[ $log_url != - ]]; then
-      gcloud storage cp --quiet "$log" "$log_url/pretrain-$started.log" > /dev/null 2>&1 || true
+      timeout -k 5 "${LOG_COPY_TIMEOUT:-120}" gcloud storage cp --quiet "$log" "$log_url/pretrain-$started.log" \
+        > /dev/null 2>&1 || true
     fi
   }
+  # The teardown's bound: once the command has reported its exit code, it has TEARDOWN_SECONDS to end.
+  (
+    exec {lock_fd}>&-
+    while kill -0 "$child" 2>/dev/null; do
+      if [[ -e $run_dir/exit_reported ]]; then
+        sleep "${TEARDOWN_SECONDS:-120}"
+        if kill -KILL "$child" 2>/dev/null; then
+          echo "=== teardown did not end within ${TEARDOWN_SECONDS:-120}s of its exit code: killed" >> "$log"
+        fi
+        break
+      fi
+      sleep 1
+    done
+  ) &
+  bound=$!
   # The periodic copy: without the lock (it must not hold it after the run), and only while this supervisor lives.
   (
     exec {lock_fd}>&-
@@ -63,7 +93,8 @@ supervise() {
     wait "$child" || rc=$?
     if ! kill -0 "$child" 2>/dev/null; then code=$rc; fi
   done
-  kill "$copier" 2>/dev/null || true
+  kill "$copier" "$bound" 2>/dev/null || true
+  if [[ $code == 137 && -s $run_dir/exit_reported ]]; then code=$(tr -dc 0-9 < "$run_dir/exit_reported"); fi
   echo "=== $(date -u +%Y%m%dT%H%M%SZ) exit $code" >> "$log"
   echo "$code" > "$run_dir/exit_code"
   copy_log

@@ -1,6 +1,7 @@
-"""What the keeper runs on worker 0, as shell command lines: the run's status, its detached start (with the install
-of albert_tf first when needed), the check that the install's tools are there. The run itself is supervised there
-by on_worker.sh (this directory), which the keeper copies to worker 0 before each start. No TensorFlow here.
+"""What the keeper runs on worker 0, as shell command lines: the run's status, its detached start (a launch script
+copied by scp: the install of albert_tf first when needed), the check that the install's tools are there, a stop.
+The run itself is supervised there by on_worker.sh (this directory), which each launch script writes there. No
+TensorFlow here.
 
 Only worker 0 runs Python of ours: on a pod slice the other hosts run the TPU runtime (docs/tpu_runtime.md).
 """
@@ -9,10 +10,14 @@ import os
 import re
 import shlex
 
+from albert_tf.runtime import devices
+
 ON_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "on_worker.sh")
 RUN_DIR = "albert_tf_run"  # on worker 0, relative to the ssh user's home: the script, the log, the lock
 WORKER_SCRIPT = f"{RUN_DIR}/on_worker.sh"
-WORKER_SCRIPT_COPY = "albert_tf_on_worker.sh"  # where `tpu-vm scp` puts it first
+WORKER_SCRIPT_COPY = "albert_tf_on_worker.sh"  # where `tpu-vm scp` puts it first (tpu/launch_pretrain.sh)
+LAUNCH_SCRIPT = "albert_tf_launch.sh"  # the keeper's launch, copied to worker 0's home by scp, run by ssh
+LAUNCH_ENV = f"{RUN_DIR}/launch.env"  # the run's environment on worker 0 (mode 600), read by on_worker.sh
 WHEEL_DIR = "albert_tf_wheel"  # a wheel is fetched here; WHEEL_DIR/installed.sha256: the one installed
 PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/albert_tf.git"
 
@@ -92,22 +97,52 @@ def status_command():
     return f"if [ -e {WORKER_SCRIPT} ]; then {status}; else echo 'never started'; fi"
 
 
-def start_command(install, log_url, env, words):
-    """Installs what is needed, then starts `words` detached under on_worker.sh with `env` ({NAME: VALUE})."""
-    pairs = [f"{k}={v}" for k, v in env.items()]
-    start = shlex.join(["bash", WORKER_SCRIPT, "start", RUN_DIR, log_url, *pairs, "--", *words])
-    return f"mkdir -p {RUN_DIR} && mv -f {WORKER_SCRIPT_COPY} {WORKER_SCRIPT} && {install.script()} && {start}"
+def stop_command(seconds=120):
+    """Stops the run (on_worker.sh stop: SIGTERM, then SIGKILL after `seconds`)."""
+    return shlex.join(["bash", WORKER_SCRIPT, "stop", RUN_DIR, f"{seconds:g}"])
+
+
+def start_command(install, log_url, words):
+    """Installs what is needed, then starts `words` detached under on_worker.sh with the environment in LAUNCH_ENV
+    (the last lines of launch_script)."""
+    start = shlex.join(["bash", WORKER_SCRIPT, "start", RUN_DIR, log_url, "--env-file", LAUNCH_ENV, "--", *words])
+    return f"{install.script()} && {start}"
+
+
+def launch_script(install, log_url, env, words):
+    """The shell script that starts a run on worker 0: copied there by scp (LAUNCH_SCRIPT) and run by ssh (`bash
+    LAUNCH_SCRIPT`), so that nothing of the launch is on a command line (gcloud's or ssh's argv, `ps`, gcloud's
+    logs): it deletes itself, writes on_worker.sh and the run's environment `env` ({NAME: VALUE}) to LAUNCH_ENV
+    (mode 600: on_worker.sh exports it, no argv carries it), installs what is needed and starts `words`."""
+    for name, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or "\n" in str(value):
+            raise ValueError(f"the launch's environment: {name}={value!r} is not one NAME=VALUE line")
+    with open(ON_WORKER, encoding="utf-8") as f:
+        on_worker = f.read()
+    lines = "".join(f"{k}={v}\n" for k, v in env.items())
+    return (f"#!/usr/bin/env bash\n# albert-tf keep-alive: one launch on worker 0 (albert_tf/cloud/worker.py, "
+            f"launch_script)\nset -euo pipefail\numask 077\nrm -f -- \"$0\"\nmkdir -p {RUN_DIR}\n"
+            f"cat > {WORKER_SCRIPT} <<'ALBERT_TF_ON_WORKER'\n{on_worker}ALBERT_TF_ON_WORKER\n"
+            f"cat > {LAUNCH_ENV} <<'ALBERT_TF_LAUNCH_ENV'\n{lines}ALBERT_TF_LAUNCH_ENV\n"
+            f"{start_command(install, log_url, words)}\n")
+
+
+def launch_command():
+    """What ssh runs for a launch: the script scp put there (launch_script)."""
+    return f"bash {LAUNCH_SCRIPT}"
 
 
 def runtime_env(name, hosts, image, run_id, pjrt_library="/lib/libtpu.so"):
-    """(the value of --tpu, the variables for pretrain) as Google's TF-on-TPU tests set them (docs/tpu_runtime.md):
-    a pod slice's client on worker 0 names the slice and loads no runtime; a single host loads it (PJRT unless the
-    image is a StreamExecutor one: tpu-vm-tf-X without -pjrt)."""
+    """(the value of --tpu, the variables for pretrain) as Google's TF-on-TPU tests set them (docs/tpu_runtime.md),
+    the same on every generation: a pod slice's client on worker 0 names the slice and loads no runtime (`hosts`,
+    from the device table, > 1); a single host loads it, through PJRT unless the image is a StreamExecutor one
+    (devices.parse_image: tpu-vm-tf-X without -pjrt, or -se; an image without TensorFlow is taken as PJRT)."""
     if hosts > 1:
         tpu, env = name, {"TPU_NAME": name, "TPU_LOAD_LIBRARY": "0"}
     else:
         tpu, env = "local", {"TPU_NAME": "local"}
-        if not image.startswith("tpu-vm-tf-") or "-pjrt" in image:
+        parsed = devices.parse_image(image)
+        if parsed is None or parsed.api == "pjrt":
             env.update(NEXT_PLUGGABLE_DEVICE_USE_C_API="true", TF_PLUGGABLE_DEVICE_LIBRARY_PATH=pjrt_library)
     env["ALBERT_TF_TPU_IMAGE"] = image
     env["ALBERT_TF_RUN_ID"] = run_id
@@ -133,5 +168,6 @@ def parse_status(stdout):
     return None, ""
 
 
-__all__ = ["ON_WORKER", "PLACEHOLDER_SOURCE", "RUN_DIR", "WORKER_SCRIPT", "WORKER_SCRIPT_COPY", "Install", "status_command",
-           "start_command", "runtime_env", "parse_status"]
+__all__ = ["ON_WORKER", "PLACEHOLDER_SOURCE", "RUN_DIR", "WORKER_SCRIPT", "WORKER_SCRIPT_COPY", "LAUNCH_SCRIPT",
+           "LAUNCH_ENV", "Install", "status_command", "start_command", "launch_script", "launch_command",
+           "stop_command", "runtime_env", "parse_status"]

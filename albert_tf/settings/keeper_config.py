@@ -5,10 +5,11 @@ A KeepAliveConfig is checked when it is made: a bad value raises ValueError with
 prints (exit 2), each flag named as the command line spells it (`flag`).
 """
 import dataclasses
+import re
 
 from albert_tf import run_config
 from albert_tf.run_config import option
-from albert_tf.runtime.devices import TOPOLOGIES
+from albert_tf.runtime import devices
 from albert_tf.settings.defaults import PAPER
 from albert_tf.settings.pretrain_config import PretrainConfig
 
@@ -31,13 +32,25 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
     config: str = option(help="a preset name (albert_base, ...) or a gs:// albert_config.json")
     project: str | None = option(None, "the Google Cloud project (default: gcloud's configured one, read once at "
                                        "start and pinned)")
-    type: str | None = option(None, f"the slice to create when it does not exist: {', '.join(TOPOLOGIES)}",
-                              choices=tuple(TOPOLOGIES))
-    image: str | None = option(None, "the runtime image of a slice it creates (default: the one "
-                                     "albert_tf/cloud/images.py names for one host or for a pod)")
+    type: str | None = option(None, "the slice to create when it does not exist, as Google spells its accelerator "
+                                    f"type: {devices.TOPOLOGY_GRAMMAR}")
+    image: str | None = option(None, "the runtime image of a slice it creates (default: the newest suitable "
+                                     "TensorFlow image of the zone's versions list, chosen once at start)")
     spot: bool = option(False, "Spot capacity, through a queued resource (requeued after a preemption)")
     preemptible: bool = option(False, "preemptible capacity (tpu-vm create --preemptible)")
     reserved: bool = option(False, "the project's reserved capacity")
+    valid_until_duration: str | None = option(None, "how long a queued request (Spot, v5e, v5p) may wait for capacity, "
+                                                     "e.g. 6h (passed to queued-resources create as gcloud's flag of "
+                                                     "this name); an expired one is requeued after its backoff "
+                                                     "(default: no bound)")
+    internal_ip: bool = option(False, "the slice gets no external IP (gcloud's internal-ips at create); ssh and scp "
+                                      "reach worker 0 by its internal IP: the keeper runs in the slice's network, "
+                                      "e.g. on a small VM (docs/tpu.md)")
+    tunnel_through_iap: bool = option(False, "ssh and scp to worker 0 through Identity-Aware Proxy: a slice without "
+                                             "external IP, from outside its network")
+    service_account: str | None = option(None, "the service account of the slice's VMs, passed to create: what "
+                                               "worker 0 reads and writes gs:// as (default: Compute Engine's, of "
+                                               "the project)")
     allow_replace: bool = option(False, "may delete and recreate a lost slice that it did not create")
     keep_slice: bool = option(False, "leave the slice up when the keeper ends (it bills; the last line says how to "
                                      "delete it)")
@@ -55,6 +68,8 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
     max_restarts: int = option(10, "give up after this many relaunches in a row with no new checkpoint")
     state_file: str | None = option(None, "what the keeper records (default ~/.albert_tf/keeper/PROJECT.ZONE.NAME)")
     dry_run: bool = option(False, "print the gcloud commands of each branch once, run none")
+    print_service: bool = option(False, "print a systemd unit that runs this keeper detached (on a small VM with a "
+                                        "service account: docs/tpu.md), run nothing")
     pretrain_flags: list = option(default_factory=list, flag="--pretrain-flag", metavar="FLAG",
                                   help="one word for pretrain (repeatable; on the command line: the words after --)")
     hang_factor: float | None = option(None, "no longer used: pretrain's own --step-timeout ends a hung run",
@@ -71,6 +86,11 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
         if "/" in self.config and not self.config.startswith("gs://"):
             raise ValueError(f"{flag('config')} {self.config}: expected a preset name (albert_base, ...) or a gs:// "
                              "path")
+        if self.type:
+            self.check_type()
+        if self.valid_until_duration is not None and not re.fullmatch(r"\d+[smhd]", self.valid_until_duration):
+            raise ValueError(f"{flag('valid_until_duration')} {self.valid_until_duration}: expected a duration as "
+                             "gcloud takes it: an integer and s, m, h or d (6h, 2d)")
         if sum(getattr(self, kind) for kind in CAPACITY_KINDS) > 1:
             raise ValueError(f"{', '.join(flag(k) for k in CAPACITY_KINDS[:-1])} and {flag(CAPACITY_KINDS[-1])}: "
                              "one at most")
@@ -81,6 +101,17 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
             if getattr(self, name) < 0:
                 raise ValueError(f"{flag(name)} {getattr(self, name)}: expected a non-negative number")
         check_pretrain_flags(self.pretrain_flags)
+
+    def check_type(self):
+        """--type is a slice of a generation the package runs on (devices.parse_topology's one line otherwise); a
+        generation made only through queued resources has no preemptible kind."""
+        try:
+            generation = devices.parse_topology(self.type).generation
+        except ValueError as e:
+            raise ValueError(f"{flag('type')} {e}") from None
+        if self.preemptible and generation.provisioning == devices.QUEUED_RESOURCES:
+            raise ValueError(f"{flag('preemptible')} with {flag('type')} {self.type}: {generation.label} slices are "
+                             f"made through queued resources, which have no preemptible kind; use {flag('spot')}")
 
     @property
     def capacity(self):
