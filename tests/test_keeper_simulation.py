@@ -7,7 +7,8 @@ answers 503, a run loses its TPU, the laptop sleeps (the clock jumps) or a signa
 After every call and at the end the promises are checked; a failing sequence is shrunk to a minimal one and printed
 as a reproducer (`run_sequence(Sequence(...))`).
 
-500 sequences (seed 47) in the default suite; `-m slow` runs 1,500 more (CI time: about a minute). The scenarios one by one:
+500 sequences (seed 47) in the default suite; `-m slow` runs 1,500 more (CI time: about a minute). The scenarios
+one by one:
 tests/test_keeper_promises.py."""
 import dataclasses
 import json
@@ -53,7 +54,8 @@ def generate(rng):
         event = rng.choice(EVENTS)
         parameter = {"describe_outage": rng.randint(1, 12), "rate_limit": rng.randint(1, 12),
                      "ssh_outage": rng.randint(1, 12), "banner": rng.randint(1, 5), "no_capacity": rng.randint(1, 4),
-                     "queue_failed": rng.randint(1, 3), "versions_outage": rng.randint(1, 4), "clock_jump": rng.choice([600.0, 3600.0, 8 * 3600.0]),
+                     "queue_failed": rng.randint(1, 3), "versions_outage": rng.randint(1, 4),
+                     "clock_jump": rng.choice([600.0, 3600.0, 8 * 3600.0]),
                      "signal": rng.choice(["SIGINT", "SIGTERM", "SIGHUP"])}.get(event, 0)
         events.append((call, event, parameter))
     return Sequence(rng.choice(["on-demand", "spot", "preemptible"]), rng.choice(["new", "new", "owned", "found"]),
@@ -160,7 +162,8 @@ class World:
 def start(world, tmp_path):
     seq = world.seq
     values = {"name": "pod", "zone": ZONE, "root": "gs://b/albert", "config": "albert_base", "num_train_steps": STEPS,
-              "pretrain_flags": ["--num-warmup-steps", "1"], "project": "p1", "state_file": world.state_file, "settle_timeout": SETTLE, "max_restarts": 3,
+              "pretrain_flags": ["--num-warmup-steps", "1"], "project": "p1", "state_file": world.state_file,
+              "settle_timeout": SETTLE, "max_restarts": 3,
               "allow_replace": seq.allow_replace, "spot": seq.capacity == "spot",
               "preemptible": seq.capacity == "preemptible"}
     if seq.start == "new":
