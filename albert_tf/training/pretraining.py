@@ -52,6 +52,7 @@ from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, 
 from albert_tf.training.pretrain_step import (EVAL_KEYS, SUM_KEYS, build_model_and_optimizer, make_eval_step,
                                               make_train_step, metrics_from_sums)
 from albert_tf.training.run import runtime_lost
+from albert_tf.training.schedules import make_schedule
 
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
 
@@ -284,13 +285,17 @@ def prepare(config: PretrainConfig):
 
 
 def build(config: PretrainConfig, setup):
-    """The model, LAMB and its schedule (variables created under the strategy: mirrored / on TPU) and the
-    checkpoint manager, restored from this run's latest checkpoint or --init. Returns
-    (model, optimizer, schedule, manager)."""
+    """The model, the optimizer (--optimizer) and its schedule (--schedule; with --budget-hours its total deferred:
+    training/schedules.py), variables created under the strategy (mirrored / on TPU), and the checkpoint manager,
+    restored from this run's latest checkpoint or --init. Returns (model, optimizer, schedule, manager)."""
     with setup.strategy.scope():
+        schedule = make_schedule(config.schedule, config.learning_rate, config.num_train_steps,
+                                 config.num_warmup_steps, config.poly_power, config.decay_start, config.decay_length,
+                                 deferred_total=config.budget_hours is not None)
         model, optimizer, schedule = build_model_and_optimizer(
             setup.model_config, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            config.poly_power, setup.batch.streams, remat=config.remat)
+            config.poly_power, setup.batch.streams, remat=config.remat, schedule=schedule,
+            optimizer=config.optimizer)
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
     checkpoint_dir = config.model_dir if setup.chief else os.path.join(
         config.model_dir, f".worker_{setup.strategy.cluster_resolver.task_id}")
