@@ -41,6 +41,7 @@ SCHEDULES = ("polynomial", "linear", "one-cycle", "wsd")
 PRETRAIN_OPTIMIZERS = ("lamb", "adamw")
 # The fields that set a run's length: one of them (a budget replaces a recipe's --num-train-steps, and back)
 LENGTH_FIELDS = ("num_train_steps", "budget_tokens", "budget_hours")
+DECAY_START, DECAY_LENGTH = 0.9, 0.1  # --schedule wsd's decay: from 90 % of the steps, over the last 10 %
 HOURS_WARMUP = 2  # --budget-hours: the fewest warm-up steps (the step rate is measured within the warm-up)
 
 
@@ -74,8 +75,9 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
                                          "paper's decay, --poly-power), linear (to 0 at the last step), one-cycle "
                                          "(a half cosine to 0 at the last step), wsd (the peak held, then a linear "
                                          "decay to 0: --decay-start, --decay-length)", choices=SCHEDULES)
-    decay_start: float = option(0.9, "with --schedule wsd: the step the decay starts at, a fraction of the steps")
-    decay_length: float = option(0.1, "with --schedule wsd: the decay's length, a fraction of the steps")
+    decay_start: float = option(DECAY_START, "with --schedule wsd: the step the decay starts at, a fraction of the "
+                                             "steps")
+    decay_length: float = option(DECAY_LENGTH, "with --schedule wsd: the decay's length, a fraction of the steps")
     optimizer: str = option(PRETRAIN_OPTIMIZERS[0], "lamb (the paper's) or adamw (Keras' AdamW: bias-corrected "
                                                     "Adam, weight decay 0.01 except LayerNorm and biases); both "
                                                     "after the global-norm clip at 1.0", choices=PRETRAIN_OPTIMIZERS,
@@ -168,7 +170,8 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
     def decide_length(self):
         """The run's length: --budget-tokens sets --num-train-steps (run_length.steps_for_tokens; a
         --num-train-steps other than its default and that count is refused: give one); --budget-hours leaves it to
-        the run (a warm-up of at least HOURS_WARMUP steps, in which the rate is measured); one budget at most."""
+        the run (a warm-up of at least HOURS_WARMUP steps, in which the rate is measured; one phase); one budget at
+        most."""
         if self.budget_tokens is not None and self.budget_hours is not None:
             raise ValueError("--budget-tokens and --budget-hours are exclusive: give one budget")
         run_config.check_minimum(self, ("budget_tokens",), 1, "positive")
@@ -181,6 +184,9 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
                 raise ValueError(f"--num-train-steps {self.num_train_steps:,} and --budget-tokens "
                                  f"{self.budget_tokens:,} ({steps:,} steps) disagree: give one")
             self.num_train_steps = steps
+        if self.budget_hours is not None and self.phases:
+            raise ValueError("--budget-hours and --phases are exclusive: the count is decided from the first "
+                             "phase's step rate, before the later phases' are known; give --budget-tokens")
         if self.budget_hours is not None and self.num_warmup_steps < HOURS_WARMUP:
             raise ValueError(f"--budget-hours needs --num-warmup-steps >= {HOURS_WARMUP}, got "
                              f"{self.num_warmup_steps}: the step rate is measured within the warm-up, whose "
@@ -305,6 +311,15 @@ RECIPES = {
                  "values": {**PAPER, "no_dropout": True}},
     "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
                  "values": dict(PAPER)},
+    # BERT's recipe at ALBERT's tokens: paper_v2's 125,000 x 4096 x 512 tokens, 90 % of the steps at length 128 and
+    # 10 % at 512 (Devlin et al. 2019, §A.2), so 384,616 steps (346,154 at 128 and 38,462 at 512: the fewest whose
+    # tokens reach paper_v2's), with the paper's warm-up share (2.5 %: 9,615 steps).
+    "paper_v2_phased": {"description": "paper_v2's tokens with 90 % of the steps at sequence length 128 and 10 % at "
+                                       "512, as BERT did (give --phase-data 128=GLOB: records of length 128)",
+                        "values": {**{k: v for k, v in PAPER.items() if k != "num_train_steps"}, "no_dropout": True,
+                                   "phases": "128:0.9,512:0.1", "num_warmup_steps": 9615,
+                                   "budget_tokens": PAPER["num_train_steps"] * PAPER["batch_size"]
+                                   * PAPER["max_seq_length"]}},
     # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 2-layer,
     # 256-wide ALBERT at seq 64, batch 128, 6,600 steps (244 examples/s in `pretrain` on a quiet 2-core Xeon without
     # AMX: 55-58 min; with AMX sooner). 2 layers, not 4: per token the two depths learned alike there, and in the same
@@ -377,6 +392,7 @@ def read_recipe(recipe):
 
 
 __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
-           "replaced_in_recipe", "SCHEDULES", "PRETRAIN_OPTIMIZERS", "LENGTH_FIELDS", "HOURS_WARMUP",
+           "replaced_in_recipe", "SCHEDULES", "DECAY_START", "DECAY_LENGTH", "PRETRAIN_OPTIMIZERS", "LENGTH_FIELDS",
+           "HOURS_WARMUP",
            "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
            "paper_warmup"]

@@ -14,6 +14,7 @@ import tensorflow as tf
 from albert_tf.modeling import fused
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.runtime import host_xla
+from albert_tf.settings.pretrain_config import PRETRAIN_OPTIMIZERS
 from albert_tf.training.lamb import LAMB
 from albert_tf.training.optimizers import NO_DECAY, AdamWDenseNorm
 from albert_tf.training.schedules import WarmupPolynomialDecay
@@ -187,7 +188,8 @@ PRETRAIN_OPTIMIZER_CLASSES = {"lamb": LAMB, "adamw": PretrainAdamW}  # by settin
 
 
 def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup_steps, poly_power=1.0,
-                              training_streams=1, fused=True, remat=False, schedule=None, optimizer="lamb"):
+                              training_streams=1, fused=True, remat=False, schedule=None,
+                              optimizer=PRETRAIN_OPTIMIZERS[0]):
     """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), the optimizer named `optimizer` (LAMB
     with the original's settings, or PretrainAdamW) and its schedule (call under strategy.scope()): `schedule` (a
     LearningRateSchedule, training/schedules.py's make_schedule) or else the paper's polynomial decay of the

@@ -23,7 +23,7 @@ not the optimizer's: checkpoints hold the same objects either way, and the run r
 import keras
 from keras import ops
 
-from albert_tf.settings.pretrain_config import SCHEDULES
+from albert_tf.settings.pretrain_config import DECAY_LENGTH, DECAY_START, SCHEDULES
 
 
 class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -35,7 +35,7 @@ class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
     def defer_total(self):
         """Holds the total in a float32 variable (created under the caller's strategy scope), assigned by
         set_total; the current total stands until then (the warm-up does not read it)."""
-        self.total_variable = keras.Variable(float(self.num_train_steps), dtype="float32", trainable=False,
+        self.total_variable = keras.Variable(float(self.num_train_steps), trainable=False,  # float32
                                              name="schedule_total")
         return self
 
@@ -167,7 +167,8 @@ class WarmupStableDecay(_WarmupThenDecay):
     peak · (1 − (step − S) / (decay_length · T)) down to 0 at S + decay_length · T, and 0 after. decay_start ≥ W / T
     and decay_start + decay_length ≤ 1."""
 
-    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, decay_start=0.9, decay_length=0.1):
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, decay_start=DECAY_START,
+                 decay_length=DECAY_LENGTH):
         super().__init__(peak_learning_rate, num_train_steps, num_warmup_steps)
         if not 0 < decay_length <= 1 or not 0 <= decay_start <= 1 - decay_length + 1e-9:
             raise ValueError(f"decay_start {decay_start} and decay_length {decay_length}: expected fractions of the "
@@ -186,8 +187,8 @@ class WarmupStableDecay(_WarmupThenDecay):
         return {**super().get_config(), "decay_start": self.decay_start, "decay_length": self.decay_length}
 
 
-def make_schedule(kind, peak_learning_rate, num_train_steps, num_warmup_steps=0, poly_power=1.0, decay_start=0.9,
-                  decay_length=0.1, deferred_total=False):
+def make_schedule(kind, peak_learning_rate, num_train_steps, num_warmup_steps=0, poly_power=1.0,
+                  decay_start=DECAY_START, decay_length=DECAY_LENGTH, deferred_total=False):
     """The schedule named `kind` (one of SCHEDULES); `poly_power` is polynomial's, `decay_start` and
     `decay_length` (fractions of num_train_steps) wsd's; `deferred_total`: the total in a variable, assigned later
     by set_total (num_train_steps stands until then)."""
