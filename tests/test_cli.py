@@ -105,13 +105,20 @@ def _parser(command):
 
 
 # Values in range where the generic rule below would not be (a config checks its ranges when it is made): plan's
-# topology must be a slice whose 8 cores, times the 4 accumulation steps, divide the batch; fractions kept below 1.
+# topology must be a slice whose 8 cores, times the 4 accumulation steps, divide the batch; fractions kept below 1;
+# pretrain's --decay-start/--decay-length need --schedule wsd, its phases' longest is --max-seq-length (512 + 3), a
+# shorter one needs its --phase-data, a token budget buys more steps than the warm-up (3125 + 3) and wsd's decay
+# starts after it. pretrain's lengths exclude each other (a typed --num-train-steps, --budget-tokens, --budget-hours),
+# and --budget-hours --phases.
 IN_RANGE = {("plan", "topology"): "v3-8", ("plan", "batch_size"): 4096 + 32,
+            ("pretrain", "schedule"): "wsd", ("pretrain", "budget_tokens"): 10**11,
+            ("pretrain", "phases"): "256:0.5,515:0.5", ("pretrain", "phase_data"): {"256": "gs://x/phase_data"},
             ("finetune", "warmup_proportion"): 0.5, ("finetune", "albert_dropout"): 0.5,
             ("finetune", "classifier_dropout"): 0.5, ("convert", "release"): "albert_base_v2"}
 # Settings that exclude each other: "every field at another value" is one config per group (each with every field
 # of no group), which together set every field.
-EXCLUSIVE = {"pretrain": [("tpu",), ("cpu_replicas",)],
+EXCLUSIVE = {"pretrain": [("tpu", "num_train_steps"), ("cpu_replicas", "budget_tokens", "phases", "phase_data"),
+                          ("budget_hours",)],
              "finetune": [("tpu",), ("length_bucket", "cpu_replicas")],
              "convert": [("release", "cache_dir"), ("source", "checkpoint", "config", "spm_model"),
                          ("to", "init", "spm_model")]}

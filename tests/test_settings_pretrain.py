@@ -47,6 +47,36 @@ INVALID = [
                                             "learning rate would still be warming up when the run ends; give fewer "
                                             "warm-up steps (the paper's share, 2.5%, is 25)"),
     ("pretrain", {"cpu_replicas": 0}, "--cpu-replicas must be >= 1, got 0"),
+    # pretrain: the schedule, the budgets, the phases
+    ("pretrain", {"decay_start": 0.5}, "--decay-start 0.5 needs --schedule wsd"),
+    ("pretrain", {"schedule": "wsd", "decay_start": 0.95}, "--decay-start 0.95 and --decay-length 0.1: expected "
+                                                           "fractions of the steps with --decay-length > 0 and their "
+                                                           "sum <= 1"),
+    ("pretrain", {"schedule": "wsd", "decay_start": 0.01}, "--decay-start 0.01 is step 1250, inside the warm-up of "
+                                                           "3,125 steps"),
+    ("pretrain", {"budget_tokens": 10**9, "budget_hours": 1.0}, "--budget-tokens and --budget-hours are exclusive: "
+                                                                "give one budget"),
+    ("pretrain", {"budget_tokens": 0}, "--budget-tokens must be positive, got 0"),
+    ("pretrain", {"budget_hours": -1.0}, "--budget-hours must be positive, got -1.0"),
+    ("pretrain", {"budget_hours": 1.0, "num_warmup_steps": 1}, "--budget-hours needs --num-warmup-steps >= 2, got 1"),
+    ("pretrain", {"budget_hours": 1.0, "phases": "128:0.9,512:0.1", "phase_data": {"128": "d"}},
+     "--budget-hours and --phases are exclusive"),
+    # 4096 x 512 = 2,097,152 tokens a step: 10^9 tokens are 477 steps (476 give 998,244,352), within the warm-up
+    ("pretrain", {"budget_tokens": 10**9}, "--num-warmup-steps 3,125 is not less than the 477 steps of "
+                                           "--budget-tokens 1,000,000,000"),
+    ("pretrain", {"budget_tokens": 10**10, "num_train_steps": 5000}, "--num-train-steps 5,000 and --budget-tokens "
+                                                                      "10,000,000,000 (4,769 steps) disagree: give "
+                                                                      "one"),
+    ("pretrain", {"phases": "128:0.9,512"}, "--phases '128:0.9,512': expected SEQ:FRACTION[:BATCH],... "
+                                            "(e.g. 128:0.9,512:0.1), got '512'"),
+    ("pretrain", {"phases": "128:0.9,512:0.2"}, "--phases '128:0.9,512:0.2': the fractions sum to 1.1, not 1"),
+    ("pretrain", {"phases": "128:0.5,256:0.5"}, "--phases 128:0.5,256:0.5: the longest phase (256) must be "
+                                                "--max-seq-length (512)"),
+    ("pretrain", {"phases": "128:0.9,512:0.1"}, "--phases 128:0.9,512:0.1: give the records of each shorter phase, "
+                                                "--phase-data SEQ=GLOB for SEQ in 128 (got none)"),
+    ("pretrain", {"phases": "16:0.9,512:0.1", "phase_data": {"16": "d16-*"}}, "--max-predictions 20 exceeds the "
+                                                                              "phase length 16"),
+    ("pretrain", {"phase_data": {"128": "d128-*"}}, "--phase-data needs --phases"),
     ("pretrain", {"tpu": "my-tpu"}, "--train-data data/train-*: with --tpu, data and the model dir must be on Cloud "
                                     "Storage (gs://...), because the TPU hosts cannot read this machine's local files"),
     ("pretrain", {"tpu": "my-tpu", "train_data": "gs://b/d-*", "model_dir": "gs://b/m", "init": "/local/model"},
@@ -117,6 +147,24 @@ def test_a_pretrain_config_without_its_required_fields_names_the_bad_range_first
         PretrainConfig(batch_size=8, num_train_steps=100, num_warmup_steps=10)
     assert str(info.value) == ("PretrainConfig: config, train_data, model_dir required (the command line's --config, "
                                "--train-data, --model-dir)")
+
+
+def test_a_token_budget_decides_the_steps_and_replaces_a_recipes_length():
+    """ceil(T / (batch x seq)) by hand; with phases the fewest steps whose phases' tokens reach T; a length typed over
+    a recipe replaces the recipe's (whichever field holds it); both budgets or a disagreeing --num-train-steps in one
+    layer are refused (above)."""
+    base = BASES["pretrain"][1]
+    assert PretrainConfig(**base, budget_tokens=10**10, num_warmup_steps=100).num_train_steps == 4769
+    assert 4768 * 4096 * 512 < 10**10 <= 4769 * 4096 * 512
+    # 128:0.9,512:0.1 at batch 4096: N=10 → phases of 9 and 1 steps, 9·128 + 512 = 1664 tokens per example
+    phased = PretrainConfig(**base, budget_tokens=1664 * 4096, num_warmup_steps=1, phases="128:0.9,512:0.1",
+                            phase_data={"128": "d128-*"})
+    assert phased.num_train_steps == 10
+    assert [(p.seq_length, first, end) for p, first, end in phased.phase_steps()] == [(128, 0, 9), (512, 9, 10)]
+    over = PretrainConfig.from_recipe("cpu_small", **base, budget_tokens=128 * 64 * 1000)
+    assert (over.num_train_steps, over.budget_tokens) == (1000, 128 * 64 * 1000)
+    assert PretrainConfig.from_recipe("paper_v2_phased", **base, num_train_steps=100000,
+                                      phase_data={"128": "d"}).budget_tokens is None
 
 
 def test_masked_lm_prob_at_its_default_needs_no_dynamic_masking():

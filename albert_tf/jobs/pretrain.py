@@ -12,7 +12,8 @@ the config's fields without TensorFlow.
 import shlex
 
 from albert_tf import run_config
-from albert_tf.settings.pretrain_config import RECIPES, PretrainConfig, PretrainResult, over_recipe, read_recipe
+from albert_tf.settings.pretrain_config import (RECIPES, PretrainConfig, PretrainResult, over_recipe, read_recipe,
+                                                replaced_in_recipe)
 
 
 # ---------------------------------------------------------------------------------------------- the call
@@ -51,15 +52,20 @@ def recipe_and_typed(args):
 
 def config_from_args(args):
     """The PretrainConfig of parsed flags: the recipe's values, then the typed flags; prints the recipe's line
-    (the values it set that no flag overrides)."""
+    (the values it set that no flag overrides; a length it set that a typed length replaces is named)."""
     base, typed = recipe_and_typed(args)
-    applied = {k: v for k, v in base.items() if k not in typed or k == "config_overrides"}
+    replaced = replaced_in_recipe(base, typed)
+    applied = {k: v for k, v in base.items() if (k not in typed and k not in replaced) or k == "config_overrides"}
     if "config_overrides" in applied:  # the recipe's keys that no --set changed
         applied["config_overrides"] = {k: v for k, v in applied["config_overrides"].items()
                                        if k not in typed.get("config_overrides", {})}
     words = run_config.argv_of(PretrainConfig, {k: v for k, v in applied.items() if v is not False})
-    if words:
-        print(f"recipe {args.recipe}: {shlex.join(words)}", flush=True)
+    line = shlex.join(words)
+    if replaced:  # the recipe's length, replaced by a typed one
+        line += " (its " + ", ".join(shlex.join(run_config.argv_of(PretrainConfig, {k: base[k]}))
+                                     for k in sorted(replaced)) + " replaced by the length typed)"
+    if line:
+        print(f"recipe {args.recipe}: {line.strip()}", flush=True)
     return PretrainConfig(**over_recipe(base, typed))
 
 

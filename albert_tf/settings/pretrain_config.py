@@ -31,9 +31,18 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime.signals import LOOP_SECONDS
 from albert_tf.settings.defaults import MASKED_LM_PROB, PAPER, SEED
+from albert_tf.settings.run_length import parse_phases, phase_bounds, phases_or_one, steps_for_tokens
 from albert_tf.settings.runtime_options import RuntimeOptions
 
 COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
+# pretrain --schedule's names (albert_tf/training/schedules.py builds them); the first is the default
+SCHEDULES = ("polynomial", "linear", "one-cycle", "wsd")
+# pretrain --optimizer's names: LAMB (the paper's) and Keras' AdamW (albert_tf/training/pretrain_step.py)
+PRETRAIN_OPTIMIZERS = ("lamb", "adamw")
+# The fields that set a run's length: one of them (a budget replaces a recipe's --num-train-steps, and back)
+LENGTH_FIELDS = ("num_train_steps", "budget_tokens", "budget_hours")
+DECAY_START, DECAY_LENGTH = 0.9, 0.1  # --schedule wsd's decay: from 90 % of the steps, over the last 10 %
+HOURS_WARMUP = 2  # --budget-hours: the fewest warm-up steps (the step rate is measured within the warm-up)
 
 
 @dataclasses.dataclass
@@ -62,6 +71,33 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
     num_train_steps: int = option(PAPER["num_train_steps"], "training steps in all")
     num_warmup_steps: int = option(PAPER["num_warmup_steps"], "steps of linear learning-rate warm-up")
     poly_power: float = option(1.0, "power of the polynomial decay")
+    schedule: str = option(SCHEDULES[0], "the learning-rate schedule after the linear warm-up: polynomial (the "
+                                         "paper's decay, --poly-power), linear (to 0 at the last step), one-cycle "
+                                         "(a half cosine to 0 at the last step), wsd (the peak held, then a linear "
+                                         "decay to 0: --decay-start, --decay-length)", choices=SCHEDULES)
+    decay_start: float = option(DECAY_START, "with --schedule wsd: the step the decay starts at, a fraction of the "
+                                             "steps")
+    decay_length: float = option(DECAY_LENGTH, "with --schedule wsd: the decay's length, a fraction of the steps")
+    optimizer: str = option(PRETRAIN_OPTIMIZERS[0], "lamb (the paper's) or adamw (Keras' AdamW: bias-corrected "
+                                                    "Adam, weight decay 0.01 except LayerNorm and biases); both "
+                                                    "after the global-norm clip at 1.0", choices=PRETRAIN_OPTIMIZERS,
+                            same_on_resume=True)
+    budget_tokens: int | None = option(
+        None, "the run's length as tokens: --num-train-steps becomes the fewest steps whose batch x sequence "
+              "tokens reach it (with --phases, summed over the phases), decided when the settings are made; "
+              "replaces a recipe's --num-train-steps")
+    budget_hours: float | None = option(
+        None, "the run's length as hours of training steps: turned into a step count once, from the step rate "
+              "measured after compilation (within the warm-up), and kept in the run record for every resume; "
+              "replaces a recipe's --num-train-steps", same_on_resume=True)
+    phases: str | None = option(
+        None, "sequence-length phases in one run, SEQ:FRACTION[:BATCH],... (e.g. 128:0.9,512:0.1): each trains "
+              "that fraction of the steps at that length (and global batch; default --batch-size), in order; "
+              "--max-seq-length is the longest phase's, whose records --train-data holds", same_on_resume=True)
+    phase_data: dict = option(
+        default_factory=dict, flag="--phase-data", metavar="SEQ=GLOB",
+        help="with --phases: the records of the phase of length SEQ (repeatable: one per phase shorter than "
+             "--max-seq-length)")
     steps_per_loop: int = option(
         100, "the most steps per compiled host call (iterations_per_loop) and the steps per metrics row; a call "
              f"also ends after about {LOOP_SECONDS:g} s of wall time, so a stop signal is acted on within seconds")
@@ -119,12 +155,94 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
         run_config.check_minimum(self, NON_NEGATIVE_FIELDS, 0, ">= 0")
         self.check_masking()
         check_predictions(self)
+        self.check_phases()
+        self.decide_length()
         if self.num_warmup_steps >= self.num_train_steps:
-            raise ValueError(f"--num-warmup-steps {self.num_warmup_steps:,} is not less than --num-train-steps "
-                             f"{self.num_train_steps:,}: the learning rate would still be warming up when the run "
-                             "ends; give fewer warm-up steps (the paper's share, 2.5%, is "
-                             f"{paper_warmup(self.num_train_steps):,})")
-        self.check_runtime({run_config.flag_for(self, name): getattr(self, name) for name in PATH_FIELDS})
+            length = (f"the {self.num_train_steps:,} steps of --budget-tokens {self.budget_tokens:,}"
+                      if self.budget_tokens else f"--num-train-steps {self.num_train_steps:,}")
+            raise ValueError(f"--num-warmup-steps {self.num_warmup_steps:,} is not less than {length}: the learning "
+                             "rate would still be warming up when the run ends; give fewer warm-up steps (the "
+                             f"paper's share, 2.5%, is {paper_warmup(self.num_train_steps):,})")
+        self.check_schedule()
+        self.check_runtime({**{run_config.flag_for(self, name): getattr(self, name) for name in PATH_FIELDS},
+                            **{f"--phase-data {seq}": glob for seq, glob in self.phase_data.items()}})
+
+    def decide_length(self):
+        """The run's length: --budget-tokens sets --num-train-steps (run_length.steps_for_tokens; a
+        --num-train-steps other than its default and that count is refused: give one); --budget-hours leaves it to
+        the run (a warm-up of at least HOURS_WARMUP steps, in which the rate is measured; one phase); one budget at
+        most."""
+        if self.budget_tokens is not None and self.budget_hours is not None:
+            raise ValueError("--budget-tokens and --budget-hours are exclusive: give one budget")
+        run_config.check_minimum(self, ("budget_tokens",), 1, "positive")
+        if self.budget_hours is not None and not self.budget_hours > 0:
+            raise ValueError(f"--budget-hours must be positive, got {self.budget_hours}")
+        default = run_config.default_for(self, "num_train_steps")
+        if self.budget_tokens is not None:
+            steps = steps_for_tokens(self.run_phases(), self.budget_tokens, self.batch_size)
+            if self.num_train_steps not in (default, steps):
+                raise ValueError(f"--num-train-steps {self.num_train_steps:,} and --budget-tokens "
+                                 f"{self.budget_tokens:,} ({steps:,} steps) disagree: give one")
+            self.num_train_steps = steps
+        if self.budget_hours is not None and self.phases:
+            raise ValueError("--budget-hours and --phases are exclusive: the count is decided from the first "
+                             "phase's step rate, before the later phases' are known; give --budget-tokens")
+        if self.budget_hours is not None and self.num_warmup_steps < HOURS_WARMUP:
+            raise ValueError(f"--budget-hours needs --num-warmup-steps >= {HOURS_WARMUP}, got "
+                             f"{self.num_warmup_steps}: the step rate is measured within the warm-up, whose "
+                             "learning rate does not depend on the run's length")
+
+    def check_schedule(self):
+        """--decay-start and --decay-length: fractions of the steps, only with --schedule wsd, the decay after the
+        warm-up and ending by the last step (with --budget-hours the warm-up is compared when the length is
+        known)."""
+        if self.schedule != "wsd":
+            for name in ("decay_start", "decay_length"):
+                if getattr(self, name) != run_config.default_for(self, name):
+                    raise ValueError(f"{run_config.flag_for(self, name)} {getattr(self, name)} needs --schedule wsd")
+            return
+        if not 0 < self.decay_length <= 1 or not 0 <= self.decay_start <= 1 - self.decay_length + 1e-9:
+            raise ValueError(f"--decay-start {self.decay_start} and --decay-length {self.decay_length}: expected "
+                             "fractions of the steps with --decay-length > 0 and their sum <= 1")
+        if self.budget_hours is None and self.decay_start * self.num_train_steps < self.num_warmup_steps:
+            raise ValueError(f"--decay-start {self.decay_start} is step {self.decay_start * self.num_train_steps:g}, "
+                             f"inside the warm-up of {self.num_warmup_steps:,} steps")
+
+    def check_phases(self):
+        """--phases (run_length.parse_phases) with the longest phase at --max-seq-length (--train-data's records),
+        --max-predictions within every phase's length, one --phase-data SEQ=GLOB per other phase and none else."""
+        self.phase_data = {str(seq): glob for seq, glob in self.phase_data.items()}  # a JSON recipe's keys
+        if not self.phases:
+            if self.phase_data:
+                raise ValueError("--phase-data needs --phases")
+            return
+        phases = parse_phases(self.phases)
+        longest = max(p.seq_length for p in phases)
+        if longest != self.max_seq_length:
+            raise ValueError(f"--phases {self.phases}: the longest phase ({longest}) must be --max-seq-length "
+                             f"({self.max_seq_length}), the length of --train-data's records")
+        for phase in phases:
+            if self.max_predictions > phase.seq_length:
+                raise ValueError(f"--max-predictions {self.max_predictions} exceeds the phase length "
+                                 f"{phase.seq_length} of --phases {self.phases}")
+        wanted = sorted(str(p.seq_length) for p in phases if p.seq_length != longest)
+        if sorted(self.phase_data) != wanted:
+            raise ValueError(f"--phases {self.phases}: give the records of each shorter phase, --phase-data SEQ=GLOB "
+                             f"for SEQ in {', '.join(wanted)} (got {', '.join(sorted(self.phase_data)) or 'none'})")
+
+    def run_phases(self):
+        """The run's phases (run_length.Phase, each with its batch): --phases, or one phase of --max-seq-length."""
+        return [dataclasses.replace(p, batch_size=p.batch_size or self.batch_size)
+                for p in phases_or_one(self.phases, self.max_seq_length)]
+
+    def phase_steps(self):
+        """[(Phase, first step, end step)] of the run (run_length.phase_bounds over --num-train-steps)."""
+        phases = self.run_phases()
+        return [(p, *bounds) for p, bounds in zip(phases, phase_bounds(phases, self.num_train_steps))]
+
+    def phase_data_of(self, phase):
+        """The records of `phase` (a run_length.Phase): --phase-data's glob, or --train-data for the longest."""
+        return self.phase_data.get(str(phase.seq_length), self.train_data)
 
     def check_masking(self):
         """--masked-lm-prob's range, and that it changes only what --dynamic-masking masks (records made with masks
@@ -193,6 +311,15 @@ RECIPES = {
                  "values": {**PAPER, "no_dropout": True}},
     "paper_v1": {"description": "the ALBERT paper's pretraining (v1 models: the config's dropout)",
                  "values": dict(PAPER)},
+    # BERT's recipe at ALBERT's tokens: paper_v2's 125,000 x 4096 x 512 tokens, 90 % of the steps at length 128 and
+    # 10 % at 512 (Devlin et al. 2019, §A.2), so 384,616 steps (346,154 at 128 and 38,462 at 512: the fewest whose
+    # tokens reach paper_v2's), with the paper's warm-up share (2.5 %: 9,615 steps).
+    "paper_v2_phased": {"description": "paper_v2's tokens with 90 % of the steps at sequence length 128 and 10 % at "
+                                       "512, as BERT did (give --phase-data 128=GLOB: records of length 128)",
+                        "values": {**{k: v for k, v in PAPER.items() if k != "num_train_steps"}, "no_dropout": True,
+                                   "phases": "128:0.9,512:0.1", "num_warmup_steps": 9615,
+                                   "budget_tokens": PAPER["num_train_steps"] * PAPER["batch_size"]
+                                   * PAPER["max_seq_length"]}},
     # A laptop's run (docs/fine-tuning-quality.md "Does pretraining help?" measures what it buys): a 2-layer,
     # 256-wide ALBERT at seq 64, batch 128, 6,600 steps (244 examples/s in `pretrain` on a quiet 2-core Xeon without
     # AMX: 55-58 min; with AMX sooner). 2 layers, not 4: per token the two depths learned alike there, and in the same
@@ -233,10 +360,20 @@ def _read_file(recipe):
     return values
 
 
+def replaced_in_recipe(recipe_values, values):
+    """The recipe's fields that `values` replace besides their own: a length (LENGTH_FIELDS: --num-train-steps or a
+    budget) given over a recipe replaces the recipe's length, whichever field holds it."""
+    if not any(name in values for name in LENGTH_FIELDS):
+        return set()
+    return {name for name in LENGTH_FIELDS if name in recipe_values and name not in values}
+
+
 def over_recipe(recipe_values, values):
     """`values` ({field: value}: typed flags, keyword arguments) over a recipe's values; `config_overrides` (`--set`)
-    merge key by key, so `--set vocab_size=4000` changes one key of the recipe's model and keeps the others."""
-    merged = {**recipe_values, **values}
+    merge key by key, so `--set vocab_size=4000` changes one key of the recipe's model and keeps the others; a
+    length given replaces the recipe's (replaced_in_recipe)."""
+    dropped = replaced_in_recipe(recipe_values, values)
+    merged = {**{k: v for k, v in recipe_values.items() if k not in dropped}, **values}
     if "config_overrides" in recipe_values and "config_overrides" in values:
         merged["config_overrides"] = {**recipe_values["config_overrides"], **values["config_overrides"]}
     return merged
@@ -255,5 +392,7 @@ def read_recipe(recipe):
 
 
 __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
+           "replaced_in_recipe", "SCHEDULES", "DECAY_START", "DECAY_LENGTH", "PRETRAIN_OPTIMIZERS", "LENGTH_FIELDS",
+           "HOURS_WARMUP",
            "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
            "paper_warmup"]

@@ -7,12 +7,16 @@ global norm 1.0 → LAMB update, optionally over accumulated micro-batches) and 
 
 The driver that runs these steps in compiled loops is albert_tf/training/pretraining.py.
 """
+import re
+
 import tensorflow as tf
 
 from albert_tf.modeling import fused
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.runtime import host_xla
+from albert_tf.settings.pretrain_config import PRETRAIN_OPTIMIZERS
 from albert_tf.training.lamb import LAMB
+from albert_tf.training.optimizers import NO_DECAY, AdamWDenseNorm
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
 # What one step returns per replica, summed over replicas and over the steps of a loop: the loss's sums
@@ -157,16 +161,46 @@ def make_eval_step(model, global_batch_size):
 
 
 
+class PretrainAdamW(AdamWDenseNorm):
+    """`pretrain --optimizer adamw`: Keras' AdamW (bias-corrected Adam, decoupled weight decay lr·λ·w) for gradients
+    the pretraining step has already summed over replicas and clipped: `apply_reduced_gradients`, as LAMB's, applies
+    them without Keras' own cross-replica sum. β 0.9/0.999, ε 1e-6, λ 0.01 except the variables whose path matches
+    the original's NO_DECAY (LayerNorm, biases), as fine-tuning's AdamW (training/optimizers.py)."""
+
+    def __init__(self, learning_rate, name="adamw", **kwargs):
+        kwargs = {"weight_decay": 0.01, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-6, **kwargs}
+        super().__init__(learning_rate, name=name, **kwargs)
+
+    def build(self, var_list):
+        """Marks the variables whose path matches NO_DECAY (Keras matches short names; the original, paths)."""
+        self.exclude_from_weight_decay(var_list=[v for v in var_list if any(re.search(p, v.path) for p in NO_DECAY)])
+        super().build(var_list)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)  # summed over replicas already (make_train_step)
+
+    def apply_reduced_gradients(self, grads, variables):
+        """Applies gradients already summed over replicas and clipped (a replica context or none)."""
+        self.apply(grads, variables)
+
+
+PRETRAIN_OPTIMIZER_CLASSES = {"lamb": LAMB, "adamw": PretrainAdamW}  # by settings' PRETRAIN_OPTIMIZERS name
+
+
 def build_model_and_optimizer(config, learning_rate, num_train_steps, num_warmup_steps, poly_power=1.0,
-                              training_streams=1, fused=True, remat=False):
-    """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), LAMB with the original's settings and
-    its schedule (call under strategy.scope()). Returns (model, optimizer, schedule)."""
+                              training_streams=1, fused=True, remat=False, schedule=None,
+                              optimizer=PRETRAIN_OPTIMIZERS[0]):
+    """The pretrainer (`remat`: rematerialized blocks, see AlbertEncoder), the optimizer named `optimizer` (LAMB
+    with the original's settings, or PretrainAdamW) and its schedule (call under strategy.scope()): `schedule` (a
+    LearningRateSchedule, training/schedules.py's make_schedule) or else the paper's polynomial decay of the
+    numbers given. Returns (model, optimizer, schedule)."""
     # One model whatever the dropout flags: --no-dropout and --no-dropout-after-step run it with training=False,
     # which in ALBERT removes dropout and nothing else (inside fused.training_step(): the fused training path).
     # (Building it with the rates set to 0 would draw Keras' seed stream differently and so change the initial
     # weights of a seeded run.)
     model = AlbertPretrainer(config, fused=fused, training_streams=training_streams, remat=remat)
-    schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
-    optimizer = LAMB(schedule)
+    if schedule is None:
+        schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
+    optimizer = PRETRAIN_OPTIMIZER_CLASSES[optimizer](schedule)
     optimizer.build(model.trainable_variables)
     return model, optimizer, schedule

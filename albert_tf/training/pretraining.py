@@ -52,6 +52,7 @@ from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, 
 from albert_tf.training.pretrain_step import (EVAL_KEYS, SUM_KEYS, build_model_and_optimizer, make_eval_step,
                                               make_train_step, metrics_from_sums)
 from albert_tf.training.run import runtime_lost
+from albert_tf.training.schedules import make_schedule
 
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
 
@@ -70,13 +71,18 @@ def check_before_lock(config: PretrainConfig):
 def check_inputs(config: PretrainConfig, model_config):
     """Everything that can be checked before the model dir gets its first file: the model config (`model_config`,
     an AlbertConfig) against the flags, the vocabulary, the records, the model dir's own config and --init's model.
-    Returns ({flag: {file: size at start}} for --train-data and --eval-data, --init's InitSource or None)."""
+    Returns ({flag: {file: size at start}} for --train-data, each --phase-data and --eval-data, --init's InitSource
+    or None)."""
     if config.max_seq_length > model_config.max_position_embeddings:
         raise ValueError(f"--max-seq-length {config.max_seq_length} exceeds the config's max_position_embeddings "
                          f"{model_config.max_position_embeddings}")
     if config.spm_model:
         vocabulary.check_vocabulary(model_config, config.spm_model)
     sizes = {"--train-data": check_records(config.train_data, "--train-data", config, model_config.vocab_size)}
+    for phase in config.run_phases():  # --phases: each shorter phase's records, at its length
+        if phase_flag(config, phase) not in sizes:
+            sizes[phase_flag(config, phase)] = check_records(config.phase_data_of(phase), phase_flag(config, phase),
+                                                             phase_config(config, phase), model_config.vocab_size)
     if config.eval_data:
         sizes["--eval-data"] = check_records(config.eval_data, "--eval-data", config, model_config.vocab_size)
     pretrained.check_config(config.model_dir, model_config)
@@ -143,12 +149,16 @@ def save_last_good(config: PretrainConfig, setup, manager, step):
 
 
 # ---------------------------------------------------------------------------------------------- the run
-def loop_end(step, config: PretrainConfig):
+def loop_end(step, config: PretrainConfig, undecided=False):
     """Where the span starting at `step` ends (the next multiple of --steps-per-loop, a checkpoint, an eval, the
-    dropout switch or the end), and whether it trains with dropout. No compiled call crosses the end; the metrics
-    row of the span is written there."""
+    dropout switch, a phase switch (--phases), the end, and while a --budget-hours count is `undecided` the end of
+    the warm-up), and whether it trains with dropout. No compiled call crosses the end; the metrics row of the span
+    is written there."""
     boundaries = [config.num_train_steps, (step // config.steps_per_loop + 1) * config.steps_per_loop,
                   (step // config.save_checkpoints_steps + 1) * config.save_checkpoints_steps]
+    boundaries += [end for _, _, end in config.phase_steps() if end > step]
+    if undecided and step < config.num_warmup_steps:
+        boundaries.append(config.num_warmup_steps)
     if config.eval_every_steps:
         boundaries.append((step // config.eval_every_steps + 1) * config.eval_every_steps)
     if config.no_dropout_after_step is not None and step < config.no_dropout_after_step:
@@ -242,6 +252,7 @@ class Setup:
     jit: bool
     peak_flops: object      # one replica's peak FLOP/s, or None where the device is unknown
     dtype_choice: object = None  # albert_tf.runtime.precision.DtypeChoice: why `dtype` (kept in the run record)
+    budget_steps: int | None = None  # --budget-hours: the step count decided (kept in the run record)
     data_sizes: dict = dataclasses.field(default_factory=dict)  # {flag: {file: bytes}} at start (check_inputs)
     init_source: object = None   # --init's InitSource (albert_tf.checkpoints.handles), resolved once; None without
     step_manager: object = None  # the CheckpointManager of MODEL_DIR/steps (--keep-step-checkpoints), set by build
@@ -284,13 +295,17 @@ def prepare(config: PretrainConfig):
 
 
 def build(config: PretrainConfig, setup):
-    """The model, LAMB and its schedule (variables created under the strategy: mirrored / on TPU) and the
-    checkpoint manager, restored from this run's latest checkpoint or --init. Returns
-    (model, optimizer, schedule, manager)."""
+    """The model, the optimizer (--optimizer) and its schedule (--schedule; with --budget-hours its total deferred:
+    training/schedules.py), variables created under the strategy (mirrored / on TPU), and the checkpoint manager,
+    restored from this run's latest checkpoint or --init. Returns (model, optimizer, schedule, manager)."""
     with setup.strategy.scope():
+        schedule = make_schedule(config.schedule, config.learning_rate, config.num_train_steps,
+                                 config.num_warmup_steps, config.poly_power, config.decay_start, config.decay_length,
+                                 deferred_total=config.budget_hours is not None)
         model, optimizer, schedule = build_model_and_optimizer(
             setup.model_config, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            config.poly_power, setup.batch.streams, remat=config.remat)
+            config.poly_power, setup.batch.streams, remat=config.remat, schedule=schedule,
+            optimizer=config.optimizer)
     # Every worker takes part in a multi-worker save; only the chief's copy is kept.
     checkpoint_dir = config.model_dir if setup.chief else os.path.join(
         config.model_dir, f".worker_{setup.strategy.cluster_resolver.task_id}")
@@ -313,6 +328,9 @@ def save(config: PretrainConfig, setup, manager, step):
         pretrained.write_files(config.model_dir, setup.model_config, config.spm_model)
         run_config.write_record(layout.ModelDir(config.model_dir).run_record, run_config.run_record(config),
                                 setup.dtype_choice)
+        if setup.budget_steps is not None:  # (a record written before the count was decided gets it now)
+            run_config.add_to_record(layout.ModelDir(config.model_dir).run_record,
+                                     **{HOURS_RECORD_KEY: setup.budget_steps})
     managers = [manager] + ([setup.step_manager] if setup.step_manager is not None
                             and step % config.save_checkpoints_steps == 0 else [])
     for each in managers:
@@ -339,11 +357,11 @@ def remove_partial_save(directory, step):
             pass
 
 
-def run_steps(train_loop, iterator, num_steps, training):
-    """One compiled call of `num_steps` steps. Returns (sums {key: float}, wall seconds)."""
-    start = time.time()
+def run_steps(train_loop, iterator, num_steps, training, clock=time.time):
+    """One compiled call of `num_steps` steps. Returns (sums {key: float}, seconds by `clock`)."""
+    start = clock()
     sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
-    return sums, time.time() - start
+    return sums, clock() - start
 
 
 def non_finite(sums, first, last, manager):
@@ -386,15 +404,112 @@ def agree(strategy, num_steps, save_now, stop_now):
     unchanged. Returns (num_steps, save_now, stop_now)."""
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return num_steps, save_now, stop_now
-    chief_part = tf.constant([num_steps, int(save_now), int(stop_now)], tf.int32)
-    other_part = tf.constant([0, 0, int(stop_now)], tf.int32)
+    agreed = summed_over_workers(strategy, [num_steps, int(save_now), int(stop_now)], [0, 0, int(stop_now)])
+    return int(agreed[0]), bool(agreed[1]), bool(agreed[2])
+
+
+def summed_over_workers(strategy, chief_values, other_values):
+    """The sum over a multi-worker strategy's workers of int vectors: the chief's `chief_values`, every other
+    worker's `other_values` (one small all-reduce). Returns a numpy array."""
+    chief_part = tf.constant(chief_values, tf.int32)
+    other_part = tf.constant(other_values, tf.int32)
 
     def proposal():  # replica 0 of the group lives on the chief
         first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
         return tf.where(first, chief_part, other_part)
 
-    agreed = strategy.reduce("sum", strategy.run(proposal), axis=None).numpy()
-    return int(agreed[0]), bool(agreed[1]), bool(agreed[2])
+    return strategy.reduce("sum", strategy.run(proposal), axis=None).numpy()
+
+
+# ---------------------------------------------------------------------------------------------- the run's length
+def steps_for_hours(hours, seconds_per_step):
+    """The steps `hours` of training steps buy at `seconds_per_step`: floor(hours × 3600 / seconds_per_step)
+    (start-up, compilation, saves and evaluations not counted)."""
+    return int(hours * 3600.0 / seconds_per_step)
+
+
+def decide_hours(config: PretrainConfig, setup, schedule, step, seconds_per_step):
+    """--budget-hours turned into the run's step count, once, from `seconds_per_step` (the chief's, on every
+    worker): the schedule's deferred total is set, the count is kept for the run record (setup.budget_steps).
+    Refuses a count within the steps already trained or the warm-up. Returns the config of that length."""
+    steps = steps_for_hours(config.budget_hours, seconds_per_step)
+    if isinstance(setup.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        steps = int(summed_over_workers(setup.strategy, [steps], [0])[0])
+    if steps <= max(step, config.num_warmup_steps):
+        raise ValueError(f"--budget-hours {config.budget_hours:g} buys {steps:,} steps at the measured "
+                         f"{seconds_per_step:.4g} s per step, not more than the warm-up ({config.num_warmup_steps:,} "
+                         "steps): give more hours or fewer warm-up steps")
+    schedule.set_total(steps)
+    setup.budget_steps = steps
+    print(f"--budget-hours {config.budget_hours:g}: {seconds_per_step:.4g} s per step measured at step {step}: "
+          f"{steps:,} steps", flush=True)
+    return dataclasses.replace(config, num_train_steps=steps)
+
+
+def recorded_hours(config: PretrainConfig, setup, schedule):
+    """A --budget-hours run's config of the count its run record holds (a resume; the schedule's total set), or
+    the config as it is while no count was decided."""
+    if config.budget_hours is None:
+        return config
+    recorded = (run_config.read_record(layout.ModelDir(config.model_dir).run_record) or {}).get(HOURS_RECORD_KEY)
+    if recorded is None:
+        return config
+    schedule.set_total(recorded)
+    setup.budget_steps = recorded
+    return dataclasses.replace(config, num_train_steps=recorded)
+
+
+HOURS_RECORD_KEY = "budget_hours_steps"  # the run record's key of a --budget-hours run's step count
+
+
+# ---------------------------------------------------------------------------------------------- the phases
+@dataclasses.dataclass
+class PhaseLoop:
+    """The phase that trains a span of steps (--phases; a run without is one phase): its compiled loop and its
+    input pipeline positioned at the step within the phase. One per phase, made when the run enters it: one trace
+    (one compile) per phase's static shapes."""
+    phase: object      # settings.run_length.Phase, its batch set
+    first: int         # the phase's steps: first..end-1
+    end: int
+    batch: BatchPlan
+    iterator: object
+    loop: object
+    flops_per_example: float
+
+
+def phase_config(config: PretrainConfig, phase):
+    """The config one phase reads its data and batch from: the run's at the phase's length, batch and records."""
+    return dataclasses.replace(config, max_seq_length=phase.seq_length, batch_size=phase.batch_size,
+                               train_data=config.phase_data_of(phase), phases=None, phase_data={},
+                               budget_tokens=None, budget_hours=None)
+
+
+def phase_flag(config: PretrainConfig, phase):
+    """The flag of `phase`'s records: --train-data for the longest, else --phase-data SEQ."""
+    return "--train-data" if phase.seq_length == config.max_seq_length else f"--phase-data {phase.seq_length}"
+
+
+def phase_loop(config: PretrainConfig, setup, model, optimizer, step):
+    """The PhaseLoop of the phase that trains `step`: its data positioned at `step` − the phase's first step (the
+    data order of a phase is a function of the seed and the step within it), its batch plan (the streams the
+    model was built with must divide it), its train step and compiled loop."""
+    phase, first, end = next(p for p in config.phase_steps() if p[1] <= step < p[2])
+    one = dataclasses.replace(phase_config(config, phase), streams=setup.batch.streams)  # the model's streams
+    batch = plan_batches(one, setup.batch.replicas, setup.on_tpu)
+    counts = record_counts(one, one.train_data, setup.chief) if step > first else None
+    sizes = setup.data_sizes[phase_flag(config, phase)]
+    known = counts or record_index.known_counts(list(sizes), list(sizes.values()),
+                                                layout.ModelDir(config.model_dir).record_counts)
+    iterator = iter(setup.strategy.distribute_datasets_from_function(make_dataset_fn(
+        one, setup.model_config, one.train_data, batch.global_batch, True, skip_global_batches=step - first,
+        counts=counts, known_counts=(list(sizes), known))))  # positioned, not skipped
+    loop = make_train_loop(setup.strategy, make_train_step(
+        model, optimizer, batch.global_batch, setup.jit, batch.accumulation_steps), SUM_KEYS)
+    if config.phases:
+        print(f"phase {phase.seq_length}:{phase.fraction:g}: steps {first + 1}..{end} at sequence length "
+              f"{phase.seq_length}, global batch {batch.global_batch}", flush=True)
+    return PhaseLoop(phase, first, end, batch, iterator, loop, costs.training_flops_per_example(
+        setup.model_config, phase.seq_length, config.max_predictions))
 
 
 def make_evaluation(config: PretrainConfig, setup, model, step):
@@ -415,44 +530,44 @@ def make_evaluation(config: PretrainConfig, setup, model, step):
     return evaluation
 
 
+def start_line(config: PretrainConfig, setup, step):
+    """The line a run prints before its first step: what trains, from where to where, on what."""
+    batch = setup.batch
+    undecided = config.budget_hours is not None and setup.budget_steps is None
+    return (f"training {setup.model_config.num_hidden_layers}-layer ALBERT from step {step} to "
+            + ("the step --budget-hours buys (decided after the first steps)" if undecided
+               else f"{config.num_train_steps}")
+            + f" on {batch.replicas} replica(s) ({type(setup.strategy).__name__}), global batch {batch.global_batch}, "
+            f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {batch.streams}"
+            f"{', remat' if config.remat else ''}"
+            + (f", {batch.accumulation_steps} accumulated micro-batches of {batch.micro_batch} per replica"
+               if batch.accumulation_steps > 1 else ""))
+
+
 def train(config: PretrainConfig, setup, model, optimizer, schedule, manager, stop, started,  # pylint: disable=R0913
-          watchdog):
+          watchdog, clock=time.time):
     """The loop (`watchdog` is beaten after each call, save and evaluation). Each compiled call runs
     1..--steps-per-loop steps and about LOOP_SECONDS of wall time (loop.LoopLength): between calls the host acts
     on a stop signal, the save clock and progress. After a call: the progress line, the metrics row when a
-    --steps-per-loop span ends, a checkpoint and an evaluation when due. Returns a PretrainResult."""
+    --steps-per-loop span ends, a checkpoint and an evaluation when due; at a phase's end the next phase's loop
+    (PhaseLoop). A --budget-hours run without a recorded count decides it after its second call (`clock` times the
+    calls), within the warm-up. Returns a PretrainResult."""
     strategy, step, rows = setup.strategy, int(optimizer.iterations.numpy()), {}
-    counts = record_counts(config, config.train_data, setup.chief) if step else None
-    sizes = setup.data_sizes["--train-data"]
-    known = counts or record_index.known_counts(list(sizes), list(sizes.values()),
-                                                layout.ModelDir(config.model_dir).record_counts)
-    train_iterator = iter(strategy.distribute_datasets_from_function(make_dataset_fn(
-        config, setup.model_config, config.train_data, setup.batch.global_batch, True, skip_global_batches=step,
-        counts=counts, known_counts=(list(sizes), known))))  # positioned, not skipped
-    train_loop = make_train_loop(strategy, make_train_step(
-        model, optimizer, setup.batch.global_batch, setup.jit, setup.batch.accumulation_steps), SUM_KEYS)
+    current = phase_loop(config, setup, model, optimizer, step)
     evaluation = make_evaluation(config, setup, model, step)
     log = MetricsLog(config.model_dir, setup.chief)
     log.truncate_after(step)
-    flops_per_example = costs.training_flops_per_example(setup.model_config, config.max_seq_length,
-                                                         config.max_predictions)
-    batch = setup.batch
-    print(f"training {setup.model_config.num_hidden_layers}-layer ALBERT from step {step} to "
-          f"{config.num_train_steps} on {batch.replicas} replica(s) ({type(strategy).__name__}), global batch "
-          f"{batch.global_batch}, "
-          f"dtype {setup.dtype}, xla {'yes' if setup.jit or setup.on_tpu else 'no'}, streams {batch.streams}"
-          f"{', remat' if config.remat else ''}"
-          + (f", {batch.accumulation_steps} accumulated micro-batches of {batch.micro_batch} per replica"
-             if batch.accumulation_steps > 1 else ""), flush=True)
+    print(start_line(config, setup, step), flush=True)
     lengths = LoopLength(config.steps_per_loop, LOOP_SECONDS)
-    row, last_save = TrainRow(), time.time()
-    end, training = loop_end(step, config)
+    row, last_save, calls = TrainRow(), time.time(), 0
+    undecided = config.budget_hours is not None and setup.budget_steps is None
+    end, training = loop_end(step, config, undecided)
     num_steps = lengths.next(end - step)  # 1 on every worker: the first call traces and compiles
-    with Progress(step, config.num_train_steps, batch.global_batch, started, PROGRESS_SECONDS) as progress:
+    with Progress(step, config.num_train_steps, current.batch.global_batch, started, PROGRESS_SECONDS) as progress:
         try:
             while True:
                 progress.doing(f"steps {step + 1}..{step + num_steps} running")
-                sums, seconds = run_steps(train_loop, train_iterator, num_steps, training)
+                sums, seconds = run_steps(current.loop, current.iterator, num_steps, training, clock)
                 watchdog.beat()
                 stop.at_once = None  # trained: from now on a signal saves first
                 lengths.record(num_steps, seconds)
@@ -460,17 +575,25 @@ def train(config: PretrainConfig, setup, model, optimizer, schedule, manager, st
                 if error:
                     print(error, file=sys.stderr, flush=True)
                     return result(config, "non-finite", step, manager, rows, exit_code=exit_codes.NON_FINITE)
-                step += num_steps
+                step, calls = step + num_steps, calls + 1
+                if undecided and (calls == 2 or step >= config.num_warmup_steps):  # the compiled call, then one
+                    config, undecided = decide_hours(config, setup, schedule, step, seconds / num_steps), False
+                    progress.total_steps, current.end = config.num_train_steps, config.num_train_steps  # one phase
                 progress.advanced(step)
                 row.add(sums, num_steps, seconds)
                 done = step >= config.num_train_steps
-                next_end, next_training = loop_end(step, config)
+                metrics = row.metrics(current.phase.seq_length, current.batch, float(schedule(step - 1)),
+                                      current.flops_per_example, setup.peak_flops)  # (before a phase switch)
+                if not done and step >= current.end:  # the phase switch: the next phase's loop, compiled anew
+                    current, lengths = phase_loop(config, setup, model, optimizer, step), LoopLength(
+                        config.steps_per_loop, LOOP_SECONDS)
+                    progress.batch_size = current.batch.global_batch
+                next_end, next_training = loop_end(step, config, undecided)
                 save_by_clock = 0 < config.save_checkpoints_secs <= time.time() - last_save
                 next_steps, save_by_clock, stopping = agree(strategy, 0 if done else lengths.next(next_end - step),
                                                             save_by_clock, stop.requested is not None and not done)
                 if step == end or stopping:
-                    rows[TRAIN_SPLIT] = row.metrics(config.max_seq_length, batch, float(schedule(step - 1)),
-                                                    flops_per_example, setup.peak_flops)
+                    rows[TRAIN_SPLIT] = metrics
                     log.write(TRAIN_SPLIT, step, rows[TRAIN_SPLIT])
                     row = TrainRow()
                 if step % config.save_checkpoints_steps == 0 or done or save_by_clock or stopping:
@@ -529,20 +652,22 @@ def result(config: PretrainConfig, status, step, manager, rows, exit_code=0):
                           exit_code=exit_code)
 
 
-def run(config: PretrainConfig, exits):
+def run(config: PretrainConfig, exits, clock=time.time):
     """Pretrains as `config` (a PretrainConfig) says; returns a PretrainResult. `exits` (the CLI): a signal before
     the first step has finished exits the process at once (nothing to save), and a second SIGINT aborts it
     (runtime.signals.StopSignal). Keras' global dtype policy, which the run sets to its compute
-    dtype, is restored when it ends: a notebook's later models (or a test's) are not built in the run's dtype."""
+    dtype, is restored when it ends: a notebook's later models (or a test's) are not built in the run's dtype.
+    `clock` times the compiled calls (the step rate a --budget-hours run turns into its count; a test's fake
+    clock)."""
     policy = keras.mixed_precision.global_policy()
     try:
         with random_state.kept():  # the global generators the run seeds, given back as they were
-            return _run(config, exits)
+            return _run(config, exits, clock)
     finally:
         keras.mixed_precision.set_global_policy(policy)
 
 
-def _run(config: PretrainConfig, exits):
+def _run(config: PretrainConfig, exits, clock=time.time):
     """The body of `run`."""
     started = time.time()
     at_once = "before the first training step finished, nothing to save" if exits else None
@@ -558,6 +683,7 @@ def _run(config: PretrainConfig, exits):
                 setup = prepare(config)
                 stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
                 model, optimizer, schedule, manager = build(config, setup)
+                config = recorded_hours(config, setup, schedule)  # a --budget-hours resume: its recorded count
             except distribute.RUNTIME_ERRORS as e:  # the runtime or a peer went away while starting
                 raise runtime_lost("pretrain", e, None, None) from None
             step = int(optimizer.iterations.numpy())
@@ -566,4 +692,4 @@ def _run(config: PretrainConfig, exits):
                       f"{config.num_train_steps}): nothing to train; raise --num-train-steps to train further",
                       flush=True)
                 return result(config, "complete", step, manager, recorded_rows(config.model_dir, step))
-            return train(config, setup, model, optimizer, schedule, manager, stop, started, watchdog)
+            return train(config, setup, model, optimizer, schedule, manager, stop, started, watchdog, clock)

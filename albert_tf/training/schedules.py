@@ -10,16 +10,49 @@
                  `decay_start` of the steps and lasts `decay_length` of them (warmup-stable-decay: a run can be
                  extended or cut before its decay starts without restarting)
 
-`make_schedule(kind, ...)` builds one by its `pretrain --schedule` name.
+`make_schedule(kind, ...)` builds one by its `pretrain --schedule` name (the names: settings.pretrain_config's
+SCHEDULES).
+
+A run whose length is learned after it starts (`pretrain --budget-hours`: the step count comes from the step rate
+measured after compilation) builds its schedule with `deferred_total=True`: the total is then a float32 variable
+read inside the compiled step, assigned once by `set_total(steps)` (no new trace, no recompile). Until then the
+schedule must only be called within its warm-up, whose values do not depend on the total (every schedule here warms
+up linearly from 0 to the peak over `num_warmup_steps`, whatever the total). The variable is the schedule's own,
+not the optimizer's: checkpoints hold the same objects either way, and the run record holds the count.
 """
 import keras
 from keras import ops
 
-SCHEDULES = ("polynomial", "linear", "one-cycle", "wsd")  # pretrain --schedule's names; the first is the default
+from albert_tf.settings.pretrain_config import DECAY_LENGTH, DECAY_START, SCHEDULES
+
+
+class _Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    """What every schedule here shares: `num_train_steps` (an int) and, with a deferred total, the variable that
+    holds it in the compiled step."""
+
+    total_variable = None
+
+    def defer_total(self):
+        """Holds the total in a float32 variable (created under the caller's strategy scope), assigned by
+        set_total; the current total stands until then (the warm-up does not read it)."""
+        self.total_variable = keras.Variable(float(self.num_train_steps), trainable=False,  # float32
+                                             name="schedule_total")
+        return self
+
+    def set_total(self, num_train_steps):
+        """The run's total, learned after it started: checked as the constructor checks it (ValueError), then
+        assigned to the deferred variable."""
+        type(self)(**{**self.get_config(), "num_train_steps": int(num_train_steps)})  # the constructor's checks
+        self.num_train_steps = int(num_train_steps)
+        self.total_variable.assign(float(num_train_steps))
+
+    def total(self):
+        """The total as the formulas read it: the deferred variable, else the number."""
+        return float(self.num_train_steps) if self.total_variable is None else self.total_variable.value
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+class WarmupPolynomialDecay(_Schedule):
     """lr(step) for step = the number of updates already applied (0 on the first update, as the original's
     global_step):
 
@@ -54,8 +87,8 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.start_warmup_step = int(start_warmup_step)
 
     def __call__(self, step):
-        step = ops.cast(step, "float32")
-        progress = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
+        step, total = ops.cast(step, "float32"), self.total()
+        progress = ops.minimum(step, total) / total
         decayed = ((self.peak_learning_rate - self.end_learning_rate) * ops.power(1.0 - progress, self.power)
                    + self.end_learning_rate)
         if not self.num_warmup_steps:
@@ -75,7 +108,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         }
 
 
-class _WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
+class _WarmupThenDecay(_Schedule):
     """Linear warm-up from 0 to the peak over `num_warmup_steps` (step 0: lr 0), then `decay(step)`, reaching 0 at
     `num_train_steps` and staying there."""
 
@@ -93,7 +126,7 @@ class _WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
         raise NotImplementedError
 
     def __call__(self, step):
-        step = ops.minimum(ops.cast(step, "float32"), float(self.num_train_steps))
+        step = ops.minimum(ops.cast(step, "float32"), self.total())
         after = self.decay(step)
         if not self.num_warmup_steps:
             return after
@@ -102,7 +135,7 @@ class _WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def decay_progress(self, step, start):
         """0 at step `start`, 1 at num_train_steps (clipped to [0, 1])."""
-        return ops.clip((step - start) / max(float(self.num_train_steps) - start, 1.0), 0.0, 1.0)
+        return ops.clip((step - start) / ops.maximum(self.total() - start, 1.0), 0.0, 1.0)
 
     def get_config(self):
         return {"peak_learning_rate": self.peak_learning_rate, "num_train_steps": self.num_train_steps,
@@ -134,7 +167,8 @@ class WarmupStableDecay(_WarmupThenDecay):
     peak · (1 − (step − S) / (decay_length · T)) down to 0 at S + decay_length · T, and 0 after. decay_start ≥ W / T
     and decay_start + decay_length ≤ 1."""
 
-    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, decay_start=0.9, decay_length=0.1):
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, decay_start=DECAY_START,
+                 decay_length=DECAY_LENGTH):
         super().__init__(peak_learning_rate, num_train_steps, num_warmup_steps)
         if not 0 < decay_length <= 1 or not 0 <= decay_start <= 1 - decay_length + 1e-9:
             raise ValueError(f"decay_start {decay_start} and decay_length {decay_length}: expected fractions of the "
@@ -146,22 +180,26 @@ class WarmupStableDecay(_WarmupThenDecay):
         self.decay_length = float(decay_length)
 
     def decay(self, step):
-        start, length = self.decay_start * self.num_train_steps, self.decay_length * self.num_train_steps
+        start, length = self.decay_start * self.total(), self.decay_length * self.total()
         return self.peak_learning_rate * (1.0 - ops.clip((step - start) / length, 0.0, 1.0))
 
     def get_config(self):
         return {**super().get_config(), "decay_start": self.decay_start, "decay_length": self.decay_length}
 
 
-def make_schedule(kind, peak_learning_rate, num_train_steps, num_warmup_steps=0, poly_power=1.0, decay_start=0.9,
-                  decay_length=0.1):
+def make_schedule(kind, peak_learning_rate, num_train_steps, num_warmup_steps=0, poly_power=1.0,
+                  decay_start=DECAY_START, decay_length=DECAY_LENGTH, deferred_total=False):
     """The schedule named `kind` (one of SCHEDULES); `poly_power` is polynomial's, `decay_start` and
-    `decay_length` (fractions of num_train_steps) wsd's."""
+    `decay_length` (fractions of num_train_steps) wsd's; `deferred_total`: the total in a variable, assigned later
+    by set_total (num_train_steps stands until then)."""
     if kind == "polynomial":
-        return WarmupPolynomialDecay(peak_learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
-    if kind == "wsd":
-        return WarmupStableDecay(peak_learning_rate, num_train_steps, num_warmup_steps, decay_start, decay_length)
-    classes = {"linear": WarmupLinearToZero, "one-cycle": WarmupCosineToZero}
-    if kind not in classes:
+        schedule = WarmupPolynomialDecay(peak_learning_rate, num_train_steps, num_warmup_steps, power=poly_power)
+    elif kind == "wsd":
+        schedule = WarmupStableDecay(peak_learning_rate, num_train_steps, num_warmup_steps, decay_start,
+                                     decay_length)
+    elif kind in ("linear", "one-cycle"):
+        schedule = {"linear": WarmupLinearToZero, "one-cycle": WarmupCosineToZero}[kind](
+            peak_learning_rate, num_train_steps, num_warmup_steps)
+    else:
         raise ValueError(f"schedule {kind!r}: expected one of {', '.join(SCHEDULES)}")
-    return classes[kind](peak_learning_rate, num_train_steps, num_warmup_steps)
+    return schedule.defer_total() if deferred_total else schedule
