@@ -6,12 +6,15 @@ import typing
 from albert_tf import run_config
 from albert_tf.runtime import devices
 from albert_tf.settings import defaults
-from albert_tf.settings.pretrain_config import PretrainConfig, check_predictions, over_recipe, read_recipe
+from albert_tf.settings.pretrain_config import (RECIPES, PretrainConfig, check_phase_lengths, check_predictions,
+                                                decide_length, over_recipe, read_recipe)
 
 # The PretrainConfig fields a plan reads (its flags are pretrain's: a plan's flags paste into pretrain's command).
 PLAN_PRETRAIN_FIELDS = ("config", "config_overrides", "batch_size", "max_seq_length", "max_predictions",
-                        "num_train_steps", "learning_rate", "dtype", "remat", "gradient_accumulation_steps",
-                        "cpu_replicas")
+                        "num_train_steps", "budget_tokens", "budget_hours", "phases", "learning_rate", "dtype",
+                        "remat", "gradient_accumulation_steps", "cpu_replicas")
+# What --compare RECIPE keeps of the plan: the model, the slice and the assumptions (the rest is the recipe's).
+COMPARE_KEEPS = ("config", "config_overrides", "topology", "dtype", "cpu_replicas", "mfu", "price_per_chip_hour")
 
 
 def _plan_fields():
@@ -29,6 +32,12 @@ def _plan_fields():
                                                  "machine: its memory, --cpu-replicas replicas)")),
         *(borrowed[name] for name in PLAN_PRETRAIN_FIELDS[1:]),
         ("mfu", float, run_config.option(defaults.MFU, "fraction of the peak FLOP/s sustained")),
+        ("price_per_chip_hour", float | None, run_config.option(
+            None, "the price of one chip for one hour (any currency): the plan adds the chip-hours' cost")),
+        ("compare", str | None, run_config.option(
+            None, "a second recipe (a name or a .json file, as --recipe) planned on the same --config, --set, "
+                  "--topology, --dtype, --mfu and price, printed beside this run: steps, tokens, hours, chip-hours, "
+                  "cost")),
         ("json", bool, run_config.option(False, "print one JSON object instead of text")),
         ("recipe", str | None, run_config.option(None, "the pretraining recipe the run starts from, as pretrain's "
                                                        "--recipe (its values, then the flags)")),
@@ -71,11 +80,25 @@ def plan_cores(config):
 
 def _check(config):
     """PlanConfig's ranges and combinations (none reads a file): pretrain's positive sizes, --max-predictions within
-    --max-seq-length, --cpu-replicas >= 1, --mfu a fraction, a known --topology whose cores split the batch."""
+    --max-seq-length, --phases and the budgets as pretrain checks them (--budget-tokens sets --num-train-steps),
+    --budget-hours on a TPU only, --cpu-replicas >= 1, --mfu a fraction, a price >= 0, a --compare recipe's name,
+    a known --topology whose cores split the batch."""
     run_config.check_minimum(config, PLAN_POSITIVE_FIELDS, 1, "positive")
     run_config.check_minimum(config, ("cpu_replicas",), 1, ">= 1")
     check_predictions(config)
+    if config.phases:
+        check_phase_lengths(config)
+    decide_length(config)
+    if config.budget_hours is not None and config.topology == devices.CPU_TOPOLOGY:
+        raise ValueError(f"--budget-hours with --topology {devices.CPU_TOPOLOGY}: the plan turns hours into steps at "
+                         "its estimated step time, which it has for a TPU slice only (pretrain measures this "
+                         "machine's)")
     check_fraction("--mfu", config.mfu)
+    if config.price_per_chip_hour is not None and not config.price_per_chip_hour >= 0:
+        raise ValueError(f"--price-per-chip-hour {config.price_per_chip_hour}: expected a price >= 0")
+    if config.compare is not None and config.compare not in RECIPES and not config.compare.endswith(".json"):
+        raise ValueError(f"--compare {config.compare!r}: unknown; expected one of {', '.join(RECIPES)} or a .json "
+                         "file")
     if config.topology:  # (a missing --topology is refused after the ranges)
         check_split(config.batch_size, plan_cores(config), config.gradient_accumulation_steps, config.topology)
 
@@ -110,5 +133,5 @@ def from_recipe(recipe, **values):
                       recipe=recipe)
 
 
-__all__ = ["PlanConfig", "PlanResult", "from_recipe", "PLAN_PRETRAIN_FIELDS", "check_split", "check_fraction",
+__all__ = ["PlanConfig", "PlanResult", "from_recipe", "PLAN_PRETRAIN_FIELDS", "COMPARE_KEEPS", "check_split", "check_fraction",
            "plan_cores"]

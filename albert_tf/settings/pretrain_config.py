@@ -31,7 +31,7 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime.signals import LOOP_SECONDS
 from albert_tf.settings.defaults import MASKED_LM_PROB, PAPER, SEED
-from albert_tf.settings.run_length import parse_phases, phase_bounds, phases_or_one, steps_for_tokens
+from albert_tf.settings.run_length import parse_phases, phase_bounds, run_phases, steps_for_tokens
 from albert_tf.settings.runtime_options import RuntimeOptions
 
 COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
@@ -168,25 +168,9 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
                             **{f"--phase-data {seq}": glob for seq, glob in self.phase_data.items()}})
 
     def decide_length(self):
-        """The run's length: --budget-tokens sets --num-train-steps (run_length.steps_for_tokens; a
-        --num-train-steps other than its default and that count is refused: give one); --budget-hours leaves it to
-        the run (a warm-up of at least HOURS_WARMUP steps, in which the rate is measured; one phase); one budget at
-        most."""
-        if self.budget_tokens is not None and self.budget_hours is not None:
-            raise ValueError("--budget-tokens and --budget-hours are exclusive: give one budget")
-        run_config.check_minimum(self, ("budget_tokens",), 1, "positive")
-        if self.budget_hours is not None and not self.budget_hours > 0:
-            raise ValueError(f"--budget-hours must be positive, got {self.budget_hours}")
-        default = run_config.default_for(self, "num_train_steps")
-        if self.budget_tokens is not None:
-            steps = steps_for_tokens(self.run_phases(), self.budget_tokens, self.batch_size)
-            if self.num_train_steps not in (default, steps):
-                raise ValueError(f"--num-train-steps {self.num_train_steps:,} and --budget-tokens "
-                                 f"{self.budget_tokens:,} ({steps:,} steps) disagree: give one")
-            self.num_train_steps = steps
-        if self.budget_hours is not None and self.phases:
-            raise ValueError("--budget-hours and --phases are exclusive: the count is decided from the first "
-                             "phase's step rate, before the later phases' are known; give --budget-tokens")
+        """The run's length (decide_length: one budget at most, --budget-tokens sets --num-train-steps); with
+        --budget-hours a warm-up of at least HOURS_WARMUP steps, in which the rate is measured."""
+        decide_length(self)
         if self.budget_hours is not None and self.num_warmup_steps < HOURS_WARMUP:
             raise ValueError(f"--budget-hours needs --num-warmup-steps >= {HOURS_WARMUP}, got "
                              f"{self.num_warmup_steps}: the step rate is measured within the warm-up, whose "
@@ -216,15 +200,8 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
             if self.phase_data:
                 raise ValueError("--phase-data needs --phases")
             return
-        phases = parse_phases(self.phases)
-        longest = max(p.seq_length for p in phases)
-        if longest != self.max_seq_length:
-            raise ValueError(f"--phases {self.phases}: the longest phase ({longest}) must be --max-seq-length "
-                             f"({self.max_seq_length}), the length of --train-data's records")
-        for phase in phases:
-            if self.max_predictions > phase.seq_length:
-                raise ValueError(f"--max-predictions {self.max_predictions} exceeds the phase length "
-                                 f"{phase.seq_length} of --phases {self.phases}")
+        phases = check_phase_lengths(self)
+        longest = self.max_seq_length  # (the longest phase's)
         wanted = sorted(str(p.seq_length) for p in phases if p.seq_length != longest)
         if sorted(self.phase_data) != wanted:
             raise ValueError(f"--phases {self.phases}: give the records of each shorter phase, --phase-data SEQ=GLOB "
@@ -232,8 +209,7 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
 
     def run_phases(self):
         """The run's phases (run_length.Phase, each with its batch): --phases, or one phase of --max-seq-length."""
-        return [dataclasses.replace(p, batch_size=p.batch_size or self.batch_size)
-                for p in phases_or_one(self.phases, self.max_seq_length)]
+        return run_phases(self.phases, self.max_seq_length, self.batch_size)
 
     def phase_steps(self):
         """[(Phase, first step, end step)] of the run (run_length.phase_bounds over --num-train-steps)."""
@@ -265,6 +241,44 @@ def check_predictions(config):
     if config.max_predictions > config.max_seq_length:
         raise ValueError(f"--max-predictions {config.max_predictions} exceeds --max-seq-length "
                          f"{config.max_seq_length}")
+
+
+def check_phase_lengths(config):
+    """--phases of `config` (a PretrainConfig or a PlanConfig; run_length.parse_phases) with the longest phase at
+    --max-seq-length (--train-data's records) and --max-predictions within every phase's length. Returns the
+    phases."""
+    phases = parse_phases(config.phases)
+    longest = max(p.seq_length for p in phases)
+    if longest != config.max_seq_length:
+        raise ValueError(f"--phases {config.phases}: the longest phase ({longest}) must be --max-seq-length "
+                         f"({config.max_seq_length}), the length of --train-data's records")
+    for phase in phases:
+        if config.max_predictions > phase.seq_length:
+            raise ValueError(f"--max-predictions {config.max_predictions} exceeds the phase length "
+                             f"{phase.seq_length} of --phases {config.phases}")
+    return phases
+
+
+def decide_length(config):
+    """The run's length of `config` (a PretrainConfig or a PlanConfig: pretrain's flags): one budget at most;
+    --budget-tokens sets --num-train-steps (run_length.steps_for_tokens over the run's phases; a --num-train-steps
+    other than its default and that count is refused: give one); --budget-hours leaves it to the run (one phase)."""
+    if config.budget_tokens is not None and config.budget_hours is not None:
+        raise ValueError("--budget-tokens and --budget-hours are exclusive: give one budget")
+    run_config.check_minimum(config, ("budget_tokens",), 1, "positive")
+    if config.budget_hours is not None and not config.budget_hours > 0:
+        raise ValueError(f"--budget-hours must be positive, got {config.budget_hours}")
+    default = run_config.default_for(config, "num_train_steps")
+    if config.budget_tokens is not None:
+        steps = steps_for_tokens(run_phases(config.phases, config.max_seq_length, config.batch_size),
+                                 config.budget_tokens, config.batch_size)
+        if config.num_train_steps not in (default, steps):
+            raise ValueError(f"--num-train-steps {config.num_train_steps:,} and --budget-tokens "
+                             f"{config.budget_tokens:,} ({steps:,} steps) disagree: give one")
+        config.num_train_steps = steps
+    if config.budget_hours is not None and config.phases:
+        raise ValueError("--budget-hours and --phases are exclusive: the count is decided from the first "
+                         "phase's step rate, before the later phases' are known; give --budget-tokens")
 
 
 def paper_warmup(num_train_steps):
@@ -395,4 +409,4 @@ __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "re
            "replaced_in_recipe", "SCHEDULES", "DECAY_START", "DECAY_LENGTH", "PRETRAIN_OPTIMIZERS", "LENGTH_FIELDS",
            "HOURS_WARMUP",
            "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
-           "paper_warmup"]
+           "check_phase_lengths", "decide_length", "paper_warmup"]

@@ -7,6 +7,8 @@
                                      round(F × steps), F the fractions of phases 0..i summed, rounded half up
     tokens_of(phases, steps)         the tokens a run of `steps` steps trains on (batch × seq summed over its steps)
     steps_for_tokens(phases, T)      the fewest steps whose tokens reach T (without phases: ceil(T / (batch × seq)))
+    steps_for_hours(H, seconds)      the steps H hours of steps buy at `seconds` per step (pretrain: measured; plan:
+                                     estimated)
 
 A run without --phases is one phase: (max_seq_length, 1.0, batch_size).
 """
@@ -86,10 +88,22 @@ def steps_for_tokens(phases, tokens, batch_size):
     return steps
 
 
+def steps_for_hours(hours, seconds_per_step):
+    """The steps `hours` of training steps buy at `seconds_per_step`: floor(hours × 3600 / seconds_per_step)
+    (start-up, compilation, saves and evaluations not counted)."""
+    return int(hours * 3600.0 / seconds_per_step)
+
+
 def phases_or_one(phases_text, seq_length):
     """The run's phases: parse_phases(`phases_text`), or without --phases one phase of `seq_length` for all steps."""
     return parse_phases(phases_text) if phases_text else [Phase(seq_length, 1.0)]
 
 
-__all__ = ["Phase", "parse_phases", "phase_bounds", "tokens_of", "steps_for_tokens", "phases_or_one",
-           "round_half_up"]
+def run_phases(phases_text, seq_length, batch_size):
+    """The run's phases, each with its batch: phases_or_one, a phase without its own batch given `batch_size`."""
+    return [dataclasses.replace(p, batch_size=p.batch_size or batch_size)
+            for p in phases_or_one(phases_text, seq_length)]
+
+
+__all__ = ["Phase", "parse_phases", "phase_bounds", "tokens_of", "steps_for_tokens", "steps_for_hours",
+           "phases_or_one", "run_phases", "round_half_up"]

@@ -545,8 +545,8 @@ def _peak_note(plan):
             f"{g.devices_per_chip} TensorFlow device(s) per chip")
 
 
-def report(plan):
-    """The plan as readable text (several lines)."""
+def report(plan, run_lines=()):
+    """The plan as readable text (several lines); `run_lines` (the run's figures) go before the command to paste."""
     counts, macs = plan["parameter_counts"], plan["forward_macs_per_example"]
     unit, where = plan["device"], _where(plan)
     memory = "RAM" if plan["topology"] == CPU_TOPOLOGY else "HBM"
@@ -601,7 +601,7 @@ def report(plan):
                   + (" including the recomputed forward" if plan["remat"] else "")]
         if plan["total_time_s"] is not None and plan["recommended"] is None:  # else: the recommended plan's total
             lines.append(f"      {plan['steps']:,} steps: {total_text(plan['total_time_s'])}")
-    lines += ["", learning_rate_note(plan)]
+    lines += ["", learning_rate_note(plan), *run_lines]
     option = plan["recommended"]
     if option is not None:
         time = ""

@@ -43,6 +43,7 @@ from albert_tf.files import check_input_file, check_output_dir, exists, read_tex
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
 from albert_tf.runtime import devices, exit_codes, lock, precision, random_state
 from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult
+from albert_tf.settings.run_length import steps_for_hours
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
 from albert_tf.text import vocabulary
@@ -422,12 +423,6 @@ def summed_over_workers(strategy, chief_values, other_values):
 
 
 # ---------------------------------------------------------------------------------------------- the run's length
-def steps_for_hours(hours, seconds_per_step):
-    """The steps `hours` of training steps buy at `seconds_per_step`: floor(hours × 3600 / seconds_per_step)
-    (start-up, compilation, saves and evaluations not counted)."""
-    return int(hours * 3600.0 / seconds_per_step)
-
-
 def decide_hours(config: PretrainConfig, setup, schedule, step, seconds_per_step):
     """--budget-hours turned into the run's step count, once, from `seconds_per_step` (the chief's, on every
     worker): the schedule's deferred total is set, the count is kept for the run record (setup.budget_steps).
