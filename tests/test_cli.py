@@ -109,8 +109,9 @@ def _parser(command):
 # pretrain's --decay-start/--decay-length need --schedule wsd, its phases' longest is --max-seq-length (512 + 3), a
 # shorter one needs its --phase-data, a token budget buys more steps than the warm-up (3125 + 3) and wsd's decay
 # starts after it. pretrain's lengths exclude each other (a typed --num-train-steps, --budget-tokens, --budget-hours),
-# and --budget-hours --phases.
+# and --budget-hours --phases; plan's too, and its --compare is a recipe.
 IN_RANGE = {("plan", "topology"): "v3-8", ("plan", "batch_size"): 4096 + 32,
+            ("plan", "budget_tokens"): 10**11, ("plan", "phases"): "256:0.5,515:0.5", ("plan", "compare"): "paper_v1",
             ("pretrain", "schedule"): "wsd", ("pretrain", "budget_tokens"): 10**11,
             ("pretrain", "phases"): "256:0.5,515:0.5", ("pretrain", "phase_data"): {"256": "gs://x/phase_data"},
             ("finetune", "warmup_proportion"): 0.5, ("finetune", "albert_dropout"): 0.5,
@@ -119,6 +120,7 @@ IN_RANGE = {("plan", "topology"): "v3-8", ("plan", "batch_size"): 4096 + 32,
 # of no group), which together set every field.
 EXCLUSIVE = {"pretrain": [("tpu", "num_train_steps"), ("cpu_replicas", "budget_tokens", "phases", "phase_data"),
                           ("budget_hours",)],
+             "plan": [("num_train_steps",), ("budget_tokens", "phases"), ("budget_hours",)],
              "finetune": [("tpu",), ("length_bucket", "cpu_replicas")],
              "convert": [("release", "cache_dir"), ("source", "checkpoint", "config", "spm_model"),
                          ("to", "init", "spm_model")]}

@@ -52,7 +52,8 @@ def topology_setup(cfg):
 def recommended_config(cfg, plan, option, recipe_values=None):
     """The recommended run as a PretrainConfig: the recipe's values (`recipe_values`, read_recipe's), the plan's
     pretrain settings, the option's flags (with --phases its memory flags only), and stand-ins for the data (each
-    shorter phase's too) and the model dir (gs:// and --tpu on a TPU topology); a warm-up (the recipe's or the default) as long as the run becomes the paper's share of it."""
+    shorter phase's too) and the model dir (gs:// and --tpu on a TPU topology); a warm-up (the recipe's or the
+    default) as long as the run becomes the paper's share of it."""
     values = {**(recipe_values or {}), **{name: getattr(cfg, name) for name in PLAN_PRETRAIN_FIELDS}}
     fields = {run_config.flag_of(f): f.name for f in dataclasses.fields(PretrainConfig)}
     phased_flags = ("--batch-size", "--max-seq-length") if cfg.phases else ()  # (--phases holds them)

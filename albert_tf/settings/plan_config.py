@@ -133,5 +133,5 @@ def from_recipe(recipe, **values):
                       recipe=recipe)
 
 
-__all__ = ["PlanConfig", "PlanResult", "from_recipe", "PLAN_PRETRAIN_FIELDS", "COMPARE_KEEPS", "check_split", "check_fraction",
-           "plan_cores"]
+__all__ = ["PlanConfig", "PlanResult", "from_recipe", "PLAN_PRETRAIN_FIELDS", "COMPARE_KEEPS", "check_split",
+           "check_fraction", "plan_cores"]
