@@ -395,6 +395,22 @@ def run_python(code, timeout=600, **env):
                           text=True, timeout=timeout, check=False)
 
 
+def plan_refuses(cli, argv, message):
+    """`albert-tf plan` of a small valid run (albert_base, v3-32, batch 4096, seq 512) with `argv`'s flags over it
+    (a flag of the run replaced, others added) exits 2 with one error line containing `message` (`cli`: the conftest
+    fixture)."""
+    args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--max-seq-length": "512"}
+    extra = []
+    for flag, value in zip(argv[::2], argv[1::2]):
+        if flag in args:
+            args[flag] = value
+        else:
+            extra += [flag, value]
+    code, out, err = cli("plan", *[x for kv in args.items() for x in kv], *extra)
+    assert code == 2 and not out
+    assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1, err
+
+
 def error_lines(stderr):
     """Our lines in a process's stderr (`albert-tf ...`; TensorFlow's start-up lines and progress left out)."""
     return [line for line in stderr.splitlines() if line.startswith("albert-tf")]

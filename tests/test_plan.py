@@ -252,16 +252,7 @@ def test_cli_text_says_how_flops_are_counted(cli):
     (["--set", "hidden_size=100"], "--set: AlbertConfig field 'hidden_size': 100 is not divisible by"),
 ])
 def test_cli_errors(cli, argv, message):
-    args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--max-seq-length": "512"}
-    extra = []
-    for flag, value in zip(argv[::2], argv[1::2]):
-        if flag in args:
-            args[flag] = value
-        else:
-            extra += [flag, value]
-    code, out, err = cli("plan", *[x for kv in args.items() for x in kv], *extra)
-    assert code == 2 and not out
-    assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1
+    helpers.plan_refuses(cli, argv, message)
 
 
 def test_json_and_no_tensorflow_import():

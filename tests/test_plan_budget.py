@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+import helpers
 from albert_tf.config import AlbertConfig
 from albert_tf.settings.pretrain_config import PretrainConfig
 from albert_tf.training import costs, run_costs
@@ -144,13 +145,4 @@ def test_phased_command_pastes_into_pretrain(cli):
     (["--topology", "cpu", "--budget-hours", "1"], "--budget-hours with --topology cpu"),
 ])
 def test_bad_input_is_one_line(cli, argv, message):
-    args = {"--config": "albert_base", "--topology": "v3-32", "--batch-size": "4096", "--max-seq-length": "512"}
-    extra = []
-    for flag, value in zip(argv[::2], argv[1::2]):
-        if flag in args:
-            args[flag] = value
-        else:
-            extra += [flag, value]
-    code, out, err = cli("plan", *[x for kv in args.items() for x in kv], *extra)
-    assert code == 2 and not out
-    assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1, err
+    helpers.plan_refuses(cli, argv, message)
