@@ -4,10 +4,12 @@ cost model: albert_tf/training/costs.py; the devices: albert_tf/runtime/devices.
     result = albert_tf.plan(albert_tf.jobs.plan.from_recipe("paper_v2", config="albert_xxlarge", topology="v3-512"))
     result.plan["fits"], result.pretrain_config      # the estimate; the recommended run as a PretrainConfig
 
-Its flags are `albert-tf pretrain`'s (the same PretrainConfig fields: --batch-size, --max-seq-length, --recipe,
---set, ...), so a plan's command line pastes into pretrain's and back; the recommended command is printed from a
-PretrainConfig (run_config.to_argv). `--topology cpu` plans a run on this machine: its memory holds every replica
-(`--cpu-replicas`), with the overhead and slack `pretrain` checks it against.
+A run's length and phases are pretrain's (--num-train-steps, --budget-tokens, --budget-hours at the estimated step
+time, --phases); --price-per-chip-hour adds chip-hours and cost, --compare RECIPE a second run beside it
+(albert_tf/training/run_costs.py). Its flags are `albert-tf pretrain`'s (the same PretrainConfig fields: --batch-size,
+--max-seq-length, --recipe, --set, ...), so a plan's command line pastes into pretrain's and back; the recommended
+command is printed from a PretrainConfig (run_config.to_argv). `--topology cpu` plans a run on this machine: its
+memory holds every replica (`--cpu-replicas`), with the overhead and slack `pretrain` checks it against.
 """
 import dataclasses
 import json

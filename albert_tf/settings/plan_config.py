@@ -1,5 +1,6 @@
-"""`albert-tf plan`'s settings and result: `PlanConfig` (pretrain's fields that a plan reads, with the same flags, the
-topology and the MFU), `PlanResult`, and `from_recipe`. The call: albert_tf/jobs/plan.py. No TensorFlow."""
+"""`albert-tf plan`'s settings and result: `PlanConfig` (pretrain's fields that a plan reads, with the same flags and
+checks, the length and phases among them; the topology, the MFU, the price of a chip-hour, a recipe to compare),
+`PlanResult`, and `from_recipe`. The call: albert_tf/jobs/plan.py. No TensorFlow."""
 import dataclasses
 import typing
 
@@ -117,9 +118,10 @@ PlanConfig.__doc__ = ("The settings of `albert-tf plan`: pretrain's that a plan 
 
 @dataclasses.dataclass
 class PlanResult:
-    """What `albert_tf.plan` returns. plan: the estimate (training.costs.estimate's dict, with `pretrain_command`
-    when an option fits); pretrain_config: the recommended run as a PretrainConfig (None when nothing fits);
-    exit_code: 0."""
+    """What `albert_tf.plan` returns. plan: the estimate (training.run_costs.estimate_run's dict: costs.estimate's
+    of the phase with the most memory, the run's phases, steps, tokens, hours, chip-hours and cost, `compare` with
+    --compare, `pretrain_command` when an option fits); pretrain_config: the recommended run as a PretrainConfig
+    (None when nothing fits); exit_code: 0."""
     plan: dict
     pretrain_config: PretrainConfig | None = None
     exit_code: int = 0
