@@ -96,9 +96,9 @@ def test_input_pipelines_setting_is_checked():
 
 
 def test_the_reference_feeds_each_replica_its_own_pipeline():
-    """PerReplicaInputStrategy calls dataset_fn once per replica with that replica's InputContext."""
+    """PipelinesInputStrategy calls dataset_fn once per pipeline with that pipeline's InputContext."""
     devices = [d.name for d in tf.config.list_logical_devices("CPU")][:1]
-    strategy = distribute.PerReplicaInputStrategy(devices)
+    strategy = distribute.PipelinesInputStrategy(devices, 1)
     contexts = []
 
     def dataset_fn(context):
@@ -107,3 +107,73 @@ def test_the_reference_feeds_each_replica_its_own_pipeline():
 
     batch = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
     assert contexts == [(0, 1)] and strategy.experimental_local_results(batch)[0].numpy().tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("topology, shape", [
+    ("v5litepod-16", (2, 8)), ("v5litepod-256", (2, 8)),   # v5e: 8 chips per host, a device per chip
+    ("v4-16", (2, 4)), ("v4-32", (2, 4)),                  # v4: 4 chips per host, a device per chip (4 hosts → 2)
+    ("v5p-16", (2, 4)), ("v3-32", (2, 8)), ("v2-32", (2, 8))])  # v2/v3: 4 chips of 2 cores per host
+def test_a_slice_is_rehearsed_as_two_hosts_of_its_devices_per_host(topology, shape):
+    assert rehearsal.rehearsal_shape(topology) == shape
+
+
+@pytest.mark.parametrize("topology, says", [
+    ("v5litepod-8", "--topology v5litepod-8: one host (8 TensorFlow devices): no pod to rehearse"),
+    ("v4-8", "--topology v4-8: one host (4 TensorFlow devices)"),
+    ("v6e-16", "v6e-16: TPU v6e is refused"), ("v4-12", "v4-12: not a TPU v4 slice")])
+def test_a_one_host_or_unknown_slice_is_refused(topology, says):
+    with pytest.raises(ValueError) as raised:
+        rehearsal.rehearsal_shape(topology)
+    assert str(raised.value).startswith(says) and "\n" not in str(raised.value)
+
+
+def test_replicas_in_sync_come_from_each_workers_plan_line():
+    logs = ["dtype float32\nplan: 38.4K parameters, 8 replica(s) x 1 examples, 0.00 GiB per replica\n",
+            "plan: 38.4K parameters, 16 replica(s) x 2 examples, 0.00 GiB per replica\n", "nothing\n"]
+    assert rehearsal.replicas_in_sync(logs) == [8, 16, None]
+
+
+HOSTS_SCRIPT = """
+import json, os, sys
+import tensorflow as tf
+from albert_tf.training import distribute
+strategy = distribute.create_strategy(cpu_replicas=int(sys.argv[1]), environ=os.environ)
+contexts = []
+def dataset_fn(context):  # pipeline i: 100 i, 100 i + 1, ...; per-replica batch 2
+    contexts.append([context.input_pipeline_id, context.num_input_pipelines, context.num_replicas_in_sync])
+    start = 100 * context.input_pipeline_id
+    return tf.data.Dataset.range(start, start + 50).batch(context.get_per_replica_batch_size(2 * 4))
+batch = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
+step = tf.function(lambda b: strategy.run(
+    lambda x: tf.distribute.get_replica_context().all_reduce("sum", tf.reduce_sum(x)), args=(b,)))
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "contexts": contexts,
+                  "batches": [x.numpy().tolist() for x in strategy.experimental_local_results(batch)],
+                  "sums": [int(x) for x in strategy.experimental_local_results(step(batch))]}))
+"""
+
+
+def test_two_workers_of_two_cpu_replicas_feed_and_sum_as_the_reference_with_two_pipelines(tmp_path):
+    """The rehearsal's shape: 2 workers (TF_CONFIG) of `--cpu-replicas 2` each are 4 replicas, one input pipeline
+    per worker feeding its 2 replicas; the one-process reference (`--cpu-replicas 4`, ALBERT_TF_INPUT_PIPELINES=2)
+    gives each pair of replicas the same pipeline's batches. Hand-computed: pipeline 0 yields 0,1 | 2,3 and pipeline
+    1 yields 100,101 | 102,103; the all-reduced sum is 412 on every replica."""
+    import os  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    script = tmp_path / "hosts.py"
+    script.write_text(HOSTS_SCRIPT)
+    ports = rehearsal.free_ports(2)
+    base = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", distribute.PIPELINES_ENV)}
+    base["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    runs = [subprocess.Popen([sys.executable, str(script), "2"], stdout=subprocess.PIPE, text=True,
+                             env={**base, "TF_CONFIG": rehearsal.tf_config(ports, i)}) for i in range(2)]
+    runs.append(subprocess.Popen([sys.executable, str(script), "4"], stdout=subprocess.PIPE, text=True,
+                                 env={**base, distribute.PIPELINES_ENV: "2"}))
+    outs = [json.loads(run.communicate(timeout=300)[0].strip().splitlines()[-1]) for run in runs]
+    worker0, worker1, reference = outs
+    assert [w["replicas"] for w in outs] == [4, 4, 4]
+    assert worker0["contexts"] == [[0, 2, 4]] and worker1["contexts"] == [[1, 2, 4]]
+    assert reference["contexts"] == [[0, 2, 4], [1, 2, 4]]
+    assert worker0["batches"] + worker1["batches"] == reference["batches"] == [[0, 1], [2, 3], [100, 101], [102, 103]]
+    assert worker0["sums"] == worker1["sums"] == [412, 412] and reference["sums"] == [412] * 4
