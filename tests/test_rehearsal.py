@@ -1,6 +1,8 @@
-"""The pod rehearsal on CPU (albert_tf.training.rehearsal): 2 local workers under MultiWorkerMirroredStrategy run
-the same `albert-tf pretrain`, a SIGTERM to one stops both at one saved step, the rerun resumes, and the final
-weights equal a one-process run with as many CPU replicas, each fed as its worker is. Plus its small parts."""
+"""The pod rehearsal on CPU (albert_tf.training.rehearsal): 2 local workers under MultiWorkerMirroredStrategy, each
+with a slice's devices per host as CPU replicas, run the same `albert-tf pretrain`, a SIGTERM to one stops both at
+one saved step, the rerun resumes, and the final weights equal a one-process run with as many CPU replicas, each
+pipeline's replicas fed as its worker's are; a worker SIGKILLed mid-run ends the others and the relaunch resumes.
+The slow ones rehearse a v5e-shaped slice and a v4-shaped one. Plus its small parts."""
 import json
 
 import pytest
@@ -9,38 +11,47 @@ import tensorflow as tf
 import helpers as ph
 from albert_tf.training import distribute, rehearsal
 
-SEQ, PRED, FILES, WORKERS = 32, 5, 4, 2
+SEQ, PRED, FILES = 32, 5, 4
+# The slow tests' shapes, from the device table: v5litepod-16 (2 hosts x 8 chips) scaled to 4 devices per host, the
+# most this shared machine compiles in the slow suite's time; v4-32 (4 hosts x 4 chips) on 2 hosts.
+V5E_SHAPE = rehearsal.rehearsal_shape("v5litepod-16", max_devices_per_host=4)
+V4_SHAPE = rehearsal.rehearsal_shape("v4-32")
 
 
-@pytest.mark.slow  # five TensorFlow processes (a reference alongside 2 workers, then 2 workers): ~3-5 minutes
-def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path):
+@pytest.mark.slow  # five TensorFlow processes (a reference alongside 2 workers, then 2 workers): ~5-10 minutes
+def test_a_v5e_shaped_pod_stops_together_resumes_and_equals_the_one_process_run(tmp_path):
+    """2 workers x 4 CPU replicas (v5litepod-16's shape, scaled): 8 replicas in sync on each worker, one input
+    pipeline per worker, the eval split over 2 pipelines of 4 replicas counting every record once."""
+    workers, replicas = V5E_SHAPE
     for f in range(FILES):
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
     ph.write_records(str(tmp_path / "eval-0.tfrecord"), 21, SEQ, PRED, seed=99)  # one file, 2 workers: split by record
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
-            "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 4,
-            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
+            "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 8,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 24, "--num-warmup-steps", 2,
             "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
-    report = rehearsal.rehearse(args, WORKERS, str(tmp_path / "runs"), alongside=True)
+    report = rehearsal.rehearse(args, workers, str(tmp_path / "runs"), alongside=True, replicas=replicas)
     assert report["failures"] == [], report
     print(f"rehearsal: {json.dumps(report)}")
     stopped = report["stopped_at"][0]
-    assert report["stopped_at"] == [stopped] * WORKERS and 0 < stopped < 40  # stopped together, mid-run
+    assert (workers, replicas) == (2, 4) and report["replicas"] == [8, 8]
+    assert report["stopped_at"] == [stopped] * workers and 0 < stopped < 24  # stopped together, mid-run
     assert sorted(report["pipelines"]) == ["1/2", "2/2"] and report["leftovers"] == []
-    assert report["final_checkpoint"] == "ckpt-40" and report["max_abs_diff"] <= 1e-5
-    # eval on 2 hosts (one file, 21 records: split by record, the last batches padded) == eval on one process
-    assert 40 in report["eval_steps"] and report["eval_max_rel_diff"] <= 1e-5
+    assert report["final_checkpoint"] == "ckpt-24" and report["max_abs_diff"] <= 1e-5
+    # eval on 2 hosts of 4 replicas (one file, 21 records: split by record, the last batches padded) == eval on one
+    # process
+    assert 24 in report["eval_steps"] and report["eval_max_rel_diff"] <= 1e-5
     pod = tmp_path / "runs" / "pod"
     rows = [json.loads(line) for line in (pod / "metrics.jsonl").read_text().splitlines()]
     for split in ("train", "eval"):  # one row per (split, step): the chief's only
         steps = [r["step"] for r in rows if r["split"] == split]
         assert steps == sorted(set(steps)), (split, steps)
-    assert {r["step"] for r in rows if r["split"] == "train"} >= {stopped, 40}
+    assert {r["step"] for r in rows if r["split"] == "train"} >= {stopped, 24}
 
 
 @pytest.mark.slow  # two launches of 2 workers (compiles of a minute or more each on this shared machine)
-def test_a_worker_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes_from_the_last_checkpoint(tmp_path):
-    """SIGKILL to worker 1 (no handler runs: a host that goes away) 12 s after the chief's first checkpoint, with a
+def test_a_v4_shaped_host_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes(tmp_path):
+    """2 workers x 4 CPU replicas (v4-32's 4 chips per host, on 2 hosts). SIGKILL to worker 1 (no handler runs: a host that goes away) 12 s after the chief's first checkpoint, with a
     save every 5 s by the clock: the chief exits 76 within seconds (the coordination service's heartbeats; the
     collectives are bounded by --collective-timeout-secs besides), having saved by the clock in between; the
     relaunch of both workers resumes from the last checkpoint and finishes."""
@@ -48,13 +59,15 @@ def test_a_worker_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes_
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
     save_secs = 5
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
-            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 400, "--num-warmup-steps", 2,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 160, "--num-warmup-steps", 2,
             "--steps-per-loop", 10, "--save-checkpoints-steps", 100000, "--save-checkpoints-secs", save_secs,
             "--learning-rate", 0.01, "--collective-timeout-secs", 30]
-    report = rehearsal.lose_a_worker([str(a) for a in args], WORKERS, str(tmp_path / "runs"), kill_delay=12.0,
-                                     exit_bound=60)
+    workers, replicas = V4_SHAPE
+    report = rehearsal.lose_a_worker([str(a) for a in args], workers, str(tmp_path / "runs"), kill_delay=12.0,
+                                     exit_bound=60, replicas=replicas)
     print(f"worker loss: {json.dumps(report)}")
     assert report["failures"] == [], report
+    assert (workers, replicas) == (2, 4) and report["replicas"] == [8, 8]
     assert report["exit_codes"] == [76, -9] and report["seconds_to_exit"][0] <= 60
     # saved by the clock after the first checkpoint, so the loss is bounded by the save interval and one call
     assert report["saved_step"] > report["first_saved_step"] and report["checkpoint_age_at_kill_s"] <= save_secs + 10
