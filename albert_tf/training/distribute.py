@@ -62,6 +62,8 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeou
         split_cpu(cpu_replicas)
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
         pipelines = input_pipelines(environ.get(PIPELINES_ENV, "per-worker"), cpu_replicas)
+        if pipelines == 1:
+            return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
         return PipelinesInputStrategy(devices, pipelines, cross_device_ops=tf.distribute.ReductionToOneDevice())
     if tf.config.list_physical_devices("GPU"):
         return tf.distribute.MirroredStrategy()
