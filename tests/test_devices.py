@@ -78,9 +78,11 @@ def test_every_row_has_a_status_and_the_supported_ones_a_slice_and_an_image_suff
 @pytest.mark.parametrize("kind, generation, peak", [
     ("TPU v3", "v3", 61.5e12), ("tpu v4", "v4", 275e12), ("tpu v5litepod", "v5e", 197e12),
     ("TPU v5 lite", "v5e", 197e12), ("tpu v5p", "v5p", 459e12), ("tpu v6e", "v6e", 918e12),
+    ("TPU v4", "v4", 275e12), ("TPU v5", "v5p", 459e12), ("TPU v6 lite", "v6e", 918e12), ("TPU v2", "v2", 22.5e12),
     ("NVIDIA H100 80GB HBM3", None, 989e12), ("a CPU", None, None)])
 def test_a_device_description_finds_its_row_and_peak(kind, generation, peak):
-    """What distribute.local_device_kind reports ("tpu " + the accelerator type's prefix, or a GPU's name)."""
+    """What distribute.local_device_kind reports ("tpu " + the accelerator type's prefix, or a GPU's name) and the
+    device kinds TPU runtimes name ("TPU v5 lite" is v5e, "TPU v5" v5p: the longer name wins)."""
     found = devices.generation_for(kind)
     assert (found.name if found else None) == generation and devices.peak_flops_for(kind) == peak
 
@@ -120,3 +122,38 @@ def test_the_module_prints_devices_and_hosts_for_the_shell():
     bad = run("v5litepod-3")
     assert bad.returncode == 2 and not bad.stdout
     assert bad.stderr.startswith("error: v5litepod-3: not a TPU v5e slice: expected one of v5litepod-1")
+
+
+@pytest.mark.parametrize("accelerator, replicas, generation, hbm_gib, peak_tflops, hosts", [
+    ("v3-32", 32, "v3", 16, 61.5, 4),            # a device is a TensorCore: half a chip
+    ("v4-32", 16, "v4", 32, 275, 4),             # a device is a chip (megacore)
+    ("v5litepod-16", 16, "v5e", 16, 197, 2),
+    ("v5p-16", 8, "v5p", 95, 459, 2),
+    ("v5p-16", 16, "v5p", 47.5, 229.5, 2),       # were TensorFlow to see both cores: the chip shared by two
+])
+def test_a_running_slice_takes_its_figures_per_device_from_the_table(accelerator, replicas, generation, hbm_gib,
+                                                                      peak_tflops, hosts):
+    running = devices.running_tpu(accelerator, replicas)
+    assert running.generation.name == generation and running.slice.hosts == hosts
+    assert running.hbm_per_device == int(hbm_gib * GIB) and running.peak_per_device == pytest.approx(peak_tflops * 1e12)
+    assert running.line.startswith(f"TPU: {accelerator}, TPU {generation}:") and "\n" not in running.line
+    assert ("the device table says" in running.line) == (replicas != devices.parse_topology(accelerator).devices)
+
+
+@pytest.mark.parametrize("kind, image, generation, hbm_gib", [
+    ("TPU v5 lite", None, "v5e", 16), ("TPU v4", None, "v4", 32), ("TPU v3", None, "v3", 16),
+    (None, "tpu-vm-tf-2.18.0-pod-pjrt-v5e-and-v6", "v5e", 16),   # v6e, the suffix's other generation, is refused
+    (None, "tpu-vm-tf-2.18.0-pjrt-v5p-and-below", None, None),    # v2 .. v5p: no one generation
+    (None, "tpu-vm-tf-2.18.0-pjrt", None, None), (None, None, None, None)])
+def test_without_an_accelerator_type_the_device_kind_or_the_image_suffix_says_the_generation(kind, image,
+                                                                                            generation, hbm_gib):
+    running = devices.running_tpu(None, 8, device_kind=kind, image=image)
+    assert (running.generation.name if running.generation else None) == generation and running.slice is None
+    assert running.hbm_per_device == (hbm_gib * GIB if hbm_gib else None)
+    if generation is None:
+        assert running.peak_per_device is None and "TPU_ACCELERATOR_TYPE" in running.line
+
+
+def test_the_accelerator_type_wins_over_the_device_kind_and_image():
+    running = devices.running_tpu("v4-8", 4, device_kind="TPU v3", image="tpu-vm-tf-2.18.0-pjrt-v5e-and-v6")
+    assert running.generation.name == "v4" and running.hbm_per_device == 32 * GIB

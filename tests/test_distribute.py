@@ -242,3 +242,96 @@ def test_error_summary_keeps_the_line_that_says_what_happened():
                        "sending heartbeats):")
     assert distribute.error_summary(tf.errors.InternalError(None, None, "x" * 500), limit=40) == (
         "InternalError: " + "x" * 22 + "...")
+
+
+# ---------------------------------------------------------------------------------------------- which TPU runs
+class _Client:
+    """The Cloud TPU API's answer for a named slice (TensorFlow's client asks nodes.get): an accelerator type, or a
+    failure."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def accelerator_type(self):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _strategy(client):
+    return types.SimpleNamespace(cluster_resolver=types.SimpleNamespace(_cloud_tpu_client=client),
+                                 num_replicas_in_sync=16)
+
+
+def test_the_accelerator_type_comes_from_the_environment_then_the_api_then_the_vm_metadata():
+    asked = []
+
+    def metadata(path):
+        asked.append(path)
+        return "v5litepod-16"
+
+    api = _strategy(_Client("v4-32"))
+    assert distribute.tpu_accelerator_type(api, {"TPU_ACCELERATOR_TYPE": "v3-32"}, metadata) == "v3-32"
+    assert distribute.tpu_accelerator_type(api, {"ACCELERATOR_TYPE": "v5p-16"}, metadata) == "v5p-16"
+    assert distribute.tpu_accelerator_type(api, {}, metadata) == "v4-32" and not asked
+    failing = _strategy(_Client(RuntimeError("HttpError 503")))
+    assert distribute.tpu_accelerator_type(failing, {}, metadata) == "v5litepod-16"
+    assert asked == [distribute.METADATA_ACCELERATOR]
+    assert distribute.tpu_accelerator_type(failing, {}, lambda path: None) is None
+
+
+def test_tpu_local_asks_the_vm_metadata():
+    """TensorFlow's own resolver for `--tpu local` holds a client without an API (no accelerator_type)."""
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+    strategy = types.SimpleNamespace(cluster_resolver=resolver, num_replicas_in_sync=4)
+    assert distribute.tpu_accelerator_type(strategy, {}, lambda path: "v4-8") == "v4-8"
+    running = distribute.running_tpu(strategy, {}, lambda path: "v4-8")
+    assert running.slice.name == "v4-8" and running.hbm_per_device == 32 * 2 ** 30
+
+
+def test_the_image_names_the_generation_when_nothing_else_does():
+    running = distribute.running_tpu(_strategy(_Client(None)), {distribute.IMAGE_ENV: "tpu-vm-tf-2.18.0-pod-pjrt-"
+                                                                "v5e-and-v6"}, lambda path: None)
+    assert running.generation.name == "v5e" and running.slice is None and running.hbm_per_device == 16 * 2 ** 30
+
+
+def test_the_vm_metadata_is_read_from_the_metadata_server_with_its_header():
+    """A metadata server on loopback (GCE_METADATA_HOST, as TensorFlow's client allows) answers only requests that
+    carry `Metadata-Flavor: Google`, as Google's does."""
+    import http.server  # pylint: disable=import-outside-toplevel
+    import threading  # pylint: disable=import-outside-toplevel
+
+    class Metadata(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  (the handler's name)
+            ok = self.headers.get("Metadata-Flavor") == "Google" and self.path == f"/{distribute.METADATA_ACCELERATOR}"
+            body = b"v5litepod-16" if ok else b"forbidden"
+            self.send_response(200 if ok else 403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Metadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        environ = {"GCE_METADATA_HOST": f"127.0.0.1:{server.server_port}"}
+        assert distribute.vm_metadata(distribute.METADATA_ACCELERATOR, environ) == "v5litepod-16"
+        assert distribute.vm_metadata("computeMetadata/v1/other", environ) is None  # a 403 is no answer
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert distribute.vm_metadata(distribute.METADATA_ACCELERATOR, environ, timeout=0.5) is None  # nobody there
+
+
+@pytest.mark.parametrize("value, replicas, pipelines", [
+    ("per-worker", 8, 1), ("per-replica", 8, 8), ("2", 8, 2), ("4", 8, 4), ("1", 3, 1)])
+def test_input_pipelines_of_a_cpu_replicas_run(value, replicas, pipelines):
+    assert distribute.input_pipelines(value, replicas) == pipelines
+
+
+@pytest.mark.parametrize("value", ["3", "0", "per-host", ""])
+def test_input_pipelines_that_do_not_divide_the_replicas_are_refused(value):
+    with pytest.raises(ValueError, match=f"ALBERT_TF_INPUT_PIPELINES={value}: expected per-worker"):
+        distribute.input_pipelines(value, 8)

@@ -131,24 +131,25 @@ def _identity(row_ids, row_types, row_labels):
     return row_ids.tobytes() + row_types.tobytes() + row_labels.tobytes()
 
 
-@pytest.mark.parametrize("pipelines", [1, 4, pytest.param(32, marks=pytest.mark.slow),
-                                       pytest.param(64, marks=pytest.mark.slow)])  # 32, 64: ~1 s per pipeline
-def test_eval_counts_every_record_once_on_any_number_of_pipelines(data, pipelines):
+@pytest.mark.parametrize("pipelines, per_host", [
+    (1, 2), (4, 2), (2, 4), (2, 8),  # 2 hosts of 4 devices (v4, v5p), of 8 (v2, v3, v5e): the table's devices per host
+    pytest.param(32, 2, marks=pytest.mark.slow), pytest.param(64, 2, marks=pytest.mark.slow)])  # ~1 s per pipeline
+def test_eval_counts_every_record_once_on_any_number_of_pipelines(data, pipelines, per_host):
     files = data["eval", False]
     counts = record_index.count_records(files)
     records = _all_records(files)
     expected = [_identity(*(x.astype(np.int32) for x in r))
                 for r in zip(records["input_ids"], records["segment_ids"], records["masked_lm_ids"])]
     assert len(set(expected)) == len(expected) == sum(EVAL_COUNTS)
-    global_batch = 4 * pipelines  # 2 replicas per pipeline, per-replica batch 2
+    global_batch = 2 * per_host * pipelines  # per_host replicas per pipeline, per-replica batch 2
     steps = dataset.eval_steps(sum(EVAL_COUNTS), global_batch)
     eval_step = pretrain_step.make_eval_step(_fake_model, global_batch)
     seen, sums = [], None
     for pipeline_id in range(pipelines):
         batches = _numpy(pretraining_dataset(files, seq_length=SEQ, max_predictions=PRED, batch_size=global_batch,
-                                             is_training=False, input_context=_context(pipelines, pipeline_id),
-                                             seed=0, record_counts=counts))
-        assert len(batches) == steps * 2  # every pipeline: the same number of steps (2 replicas each)
+                                             is_training=False, seed=0, record_counts=counts,
+                                             input_context=_context(pipelines, pipeline_id, per_host)))
+        assert len(batches) == steps * per_host  # every pipeline: the same number of steps (per_host replicas each)
         for batch in batches:
             assert batch["input_word_ids"].shape == (2, SEQ)
             real = batch["sentence_order_weights"] > 0

@@ -1,6 +1,8 @@
-"""The pod rehearsal on CPU (albert_tf.training.rehearsal): 2 local workers under MultiWorkerMirroredStrategy run
-the same `albert-tf pretrain`, a SIGTERM to one stops both at one saved step, the rerun resumes, and the final
-weights equal a one-process run with as many CPU replicas, each fed as its worker is. Plus its small parts."""
+"""The pod rehearsal on CPU (albert_tf.training.rehearsal): 2 local workers under MultiWorkerMirroredStrategy, each
+with a slice's devices per host as CPU replicas, run the same `albert-tf pretrain`, a SIGTERM to one stops both at
+one saved step, the rerun resumes, and the final weights equal a one-process run with as many CPU replicas, each
+pipeline's replicas fed as its worker's are; a worker SIGKILLed mid-run ends the others and the relaunch resumes.
+The slow ones rehearse a v5e-shaped slice and a v4-shaped one. Plus its small parts."""
 import json
 
 import pytest
@@ -9,38 +11,47 @@ import tensorflow as tf
 import helpers as ph
 from albert_tf.training import distribute, rehearsal
 
-SEQ, PRED, FILES, WORKERS = 32, 5, 4, 2
+SEQ, PRED, FILES = 32, 5, 4
+# The slow tests' shapes, from the device table: v5litepod-16 (2 hosts x 8 chips) scaled to 4 devices per host, the
+# most this shared machine compiles in the slow suite's time; v4-32 (4 hosts x 4 chips) on 2 hosts.
+V5E_SHAPE = rehearsal.rehearsal_shape("v5litepod-16", max_devices_per_host=4)
+V4_SHAPE = rehearsal.rehearsal_shape("v4-32")
 
 
-@pytest.mark.slow  # five TensorFlow processes (a reference alongside 2 workers, then 2 workers): ~3-5 minutes
-def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path):
+@pytest.mark.slow  # five TensorFlow processes (a reference alongside 2 workers, then 2 workers): ~5-10 minutes
+def test_a_v5e_shaped_pod_stops_together_resumes_and_equals_the_one_process_run(tmp_path):
+    """2 workers x 4 CPU replicas (v5litepod-16's shape, scaled): 8 replicas in sync on each worker, one input
+    pipeline per worker, the eval split over 2 pipelines of 4 replicas counting every record once."""
+    workers, replicas = V5E_SHAPE
     for f in range(FILES):
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
     ph.write_records(str(tmp_path / "eval-0.tfrecord"), 21, SEQ, PRED, seed=99)  # one file, 2 workers: split by record
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
-            "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 4,
-            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 40, "--num-warmup-steps", 2,
+            "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 8,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 24, "--num-warmup-steps", 2,
             "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
-    report = rehearsal.rehearse(args, WORKERS, str(tmp_path / "runs"), alongside=True)
+    report = rehearsal.rehearse(args, workers, str(tmp_path / "runs"), alongside=True, replicas=replicas)
     assert report["failures"] == [], report
     print(f"rehearsal: {json.dumps(report)}")
     stopped = report["stopped_at"][0]
-    assert report["stopped_at"] == [stopped] * WORKERS and 0 < stopped < 40  # stopped together, mid-run
+    assert (workers, replicas) == (2, 4) and report["replicas"] == [8, 8]
+    assert report["stopped_at"] == [stopped] * workers and 0 < stopped < 24  # stopped together, mid-run
     assert sorted(report["pipelines"]) == ["1/2", "2/2"] and report["leftovers"] == []
-    assert report["final_checkpoint"] == "ckpt-40" and report["max_abs_diff"] <= 1e-5
-    # eval on 2 hosts (one file, 21 records: split by record, the last batches padded) == eval on one process
-    assert 40 in report["eval_steps"] and report["eval_max_rel_diff"] <= 1e-5
+    assert report["final_checkpoint"] == "ckpt-24" and report["max_abs_diff"] <= 1e-5
+    # eval on 2 hosts of 4 replicas (one file, 21 records: split by record, the last batches padded) == eval on one
+    # process
+    assert 24 in report["eval_steps"] and report["eval_max_rel_diff"] <= 1e-5
     pod = tmp_path / "runs" / "pod"
     rows = [json.loads(line) for line in (pod / "metrics.jsonl").read_text().splitlines()]
     for split in ("train", "eval"):  # one row per (split, step): the chief's only
         steps = [r["step"] for r in rows if r["split"] == split]
         assert steps == sorted(set(steps)), (split, steps)
-    assert {r["step"] for r in rows if r["split"] == "train"} >= {stopped, 40}
+    assert {r["step"] for r in rows if r["split"] == "train"} >= {stopped, 24}
 
 
 @pytest.mark.slow  # two launches of 2 workers (compiles of a minute or more each on this shared machine)
-def test_a_worker_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes_from_the_last_checkpoint(tmp_path):
-    """SIGKILL to worker 1 (no handler runs: a host that goes away) 12 s after the chief's first checkpoint, with a
+def test_a_v4_shaped_host_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes(tmp_path):
+    """2 workers x 4 CPU replicas (v4-32's 4 chips per host, on 2 hosts). SIGKILL to worker 1 (no handler runs: a host that goes away) 12 s after the chief's first checkpoint, with a
     save every 5 s by the clock: the chief exits 76 within seconds (the coordination service's heartbeats; the
     collectives are bounded by --collective-timeout-secs besides), having saved by the clock in between; the
     relaunch of both workers resumes from the last checkpoint and finishes."""
@@ -48,13 +59,15 @@ def test_a_worker_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes_
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
     save_secs = 5
     args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
-            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 400, "--num-warmup-steps", 2,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 160, "--num-warmup-steps", 2,
             "--steps-per-loop", 10, "--save-checkpoints-steps", 100000, "--save-checkpoints-secs", save_secs,
             "--learning-rate", 0.01, "--collective-timeout-secs", 30]
-    report = rehearsal.lose_a_worker([str(a) for a in args], WORKERS, str(tmp_path / "runs"), kill_delay=12.0,
-                                     exit_bound=60)
+    workers, replicas = V4_SHAPE
+    report = rehearsal.lose_a_worker([str(a) for a in args], workers, str(tmp_path / "runs"), kill_delay=12.0,
+                                     exit_bound=60, replicas=replicas)
     print(f"worker loss: {json.dumps(report)}")
     assert report["failures"] == [], report
+    assert (workers, replicas) == (2, 4) and report["replicas"] == [8, 8]
     assert report["exit_codes"] == [76, -9] and report["seconds_to_exit"][0] <= 60
     # saved by the clock after the first checkpoint, so the loss is bounded by the save interval and one call
     assert report["saved_step"] > report["first_saved_step"] and report["checkpoint_age_at_kill_s"] <= save_secs + 10
@@ -96,9 +109,9 @@ def test_input_pipelines_setting_is_checked():
 
 
 def test_the_reference_feeds_each_replica_its_own_pipeline():
-    """PerReplicaInputStrategy calls dataset_fn once per replica with that replica's InputContext."""
+    """PipelinesInputStrategy calls dataset_fn once per pipeline with that pipeline's InputContext."""
     devices = [d.name for d in tf.config.list_logical_devices("CPU")][:1]
-    strategy = distribute.PerReplicaInputStrategy(devices)
+    strategy = distribute.PipelinesInputStrategy(devices, 1)
     contexts = []
 
     def dataset_fn(context):
@@ -107,3 +120,73 @@ def test_the_reference_feeds_each_replica_its_own_pipeline():
 
     batch = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
     assert contexts == [(0, 1)] and strategy.experimental_local_results(batch)[0].numpy().tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("topology, shape", [
+    ("v5litepod-16", (2, 8)), ("v5litepod-256", (2, 8)),   # v5e: 8 chips per host, a device per chip
+    ("v4-16", (2, 4)), ("v4-32", (2, 4)),                  # v4: 4 chips per host, a device per chip (4 hosts → 2)
+    ("v5p-16", (2, 4)), ("v3-32", (2, 8)), ("v2-32", (2, 8))])  # v2/v3: 4 chips of 2 cores per host
+def test_a_slice_is_rehearsed_as_two_hosts_of_its_devices_per_host(topology, shape):
+    assert rehearsal.rehearsal_shape(topology) == shape
+
+
+@pytest.mark.parametrize("topology, says", [
+    ("v5litepod-8", "--topology v5litepod-8: one host (8 TensorFlow devices): no pod to rehearse"),
+    ("v4-8", "--topology v4-8: one host (4 TensorFlow devices)"),
+    ("v6e-16", "v6e-16: TPU v6e is refused"), ("v4-12", "v4-12: not a TPU v4 slice")])
+def test_a_one_host_or_unknown_slice_is_refused(topology, says):
+    with pytest.raises(ValueError) as raised:
+        rehearsal.rehearsal_shape(topology)
+    assert str(raised.value).startswith(says) and "\n" not in str(raised.value)
+
+
+def test_replicas_in_sync_come_from_each_workers_plan_line():
+    logs = ["dtype float32\nplan: 38.4K parameters, 8 replica(s) x 1 examples, 0.00 GiB per replica\n",
+            "plan: 38.4K parameters, 16 replica(s) x 2 examples, 0.00 GiB per replica\n", "nothing\n"]
+    assert rehearsal.replicas_in_sync(logs) == [8, 16, None]
+
+
+HOSTS_SCRIPT = """
+import json, os, sys
+import tensorflow as tf
+from albert_tf.training import distribute
+strategy = distribute.create_strategy(cpu_replicas=int(sys.argv[1]), environ=os.environ)
+contexts = []
+def dataset_fn(context):  # pipeline i: 100 i, 100 i + 1, ...; per-replica batch 2
+    contexts.append([context.input_pipeline_id, context.num_input_pipelines, context.num_replicas_in_sync])
+    start = 100 * context.input_pipeline_id
+    return tf.data.Dataset.range(start, start + 50).batch(context.get_per_replica_batch_size(2 * 4))
+batch = next(iter(strategy.distribute_datasets_from_function(dataset_fn)))
+step = tf.function(lambda b: strategy.run(
+    lambda x: tf.distribute.get_replica_context().all_reduce("sum", tf.reduce_sum(x)), args=(b,)))
+print(json.dumps({"replicas": strategy.num_replicas_in_sync, "contexts": contexts,
+                  "batches": [x.numpy().tolist() for x in strategy.experimental_local_results(batch)],
+                  "sums": [int(x) for x in strategy.experimental_local_results(step(batch))]}))
+"""
+
+
+def test_two_workers_of_two_cpu_replicas_feed_and_sum_as_the_reference_with_two_pipelines(tmp_path):
+    """The rehearsal's shape: 2 workers (TF_CONFIG) of `--cpu-replicas 2` each are 4 replicas, one input pipeline
+    per worker feeding its 2 replicas; the one-process reference (`--cpu-replicas 4`, ALBERT_TF_INPUT_PIPELINES=2)
+    gives each pair of replicas the same pipeline's batches. Hand-computed: pipeline 0 yields 0,1 | 2,3 and pipeline
+    1 yields 100,101 | 102,103; the all-reduced sum is 412 on every replica."""
+    import os  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    script = tmp_path / "hosts.py"
+    script.write_text(HOSTS_SCRIPT)
+    ports = rehearsal.free_ports(2)
+    base = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", distribute.PIPELINES_ENV)}
+    base["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    runs = [subprocess.Popen([sys.executable, str(script), "2"], stdout=subprocess.PIPE, text=True,
+                             env={**base, "TF_CONFIG": rehearsal.tf_config(ports, i)}) for i in range(2)]
+    runs.append(subprocess.Popen([sys.executable, str(script), "4"], stdout=subprocess.PIPE, text=True,
+                                 env={**base, distribute.PIPELINES_ENV: "2"}))
+    outs = [json.loads(run.communicate(timeout=300)[0].strip().splitlines()[-1]) for run in runs]
+    worker0, worker1, reference = outs
+    assert [w["replicas"] for w in outs] == [4, 4, 4]
+    assert worker0["contexts"] == [[0, 2, 4]] and worker1["contexts"] == [[1, 2, 4]]
+    assert reference["contexts"] == [[0, 2, 4], [1, 2, 4]]
+    assert worker0["batches"] + worker1["batches"] == reference["batches"] == [[0, 1], [2, 3], [100, 101], [102, 103]]
+    assert worker0["sums"] == worker1["sums"] == [412, 412] and reference["sums"] == [412] * 4

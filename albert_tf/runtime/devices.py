@@ -85,7 +85,8 @@ GENERATIONS = {g.name: g for g in (
                f"({EXAMPLES_2025})", kinds=("tpu v5 lite", "tpu v5litepod")),
     Generation("v5p", "v5p", "cores", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 12288), 2, 1, 4,
                95 * GIB, 459e12, ("-v5p-and-below",), QUEUED_RESOURCES, ("us-central1-a", "us-east5-a"),
-               f"{TESTED_HERE}; no public TensorFlow run found (one TensorFlow device per chip assumed, as on v4)"),
+               f"{TESTED_HERE}; no public TensorFlow run found (one TensorFlow device per chip assumed, as on v4)",
+               kinds=("tpu v5",)),  # JAX's name of a v5p device; "tpu v5 lite" (v5e) is matched first, as longer
     Generation("v6e", "v6e", "chips", (1, 4, 8, 16, 32, 64, 128, 256), 1, 1, 4, 32 * GIB, 918e12,
                ("-v5e-and-v6",), QUEUED_RESOURCES, ("us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b"),
                "reported broken by others", kinds=("tpu v6 lite",),
@@ -115,11 +116,18 @@ class Slice:
         return self.devices // self.hosts
 
 
+def generation_of_type(name):
+    """The Generation of an accelerator type's prefix ("v4-32" → v4, "v6e-8" → v6e, refused ones included), or
+    None."""
+    prefix = (name or "").rpartition("-")[0].lower()
+    return next((g for g in GENERATIONS.values() if g.prefix == prefix), None)
+
+
 def parse_topology(name):
     """The Slice of an accelerator type ("v5litepod-256" → 256 devices on 32 hosts); one-line ValueError (naming the
     valid sizes, or why a generation is refused and the way forward) otherwise."""
-    prefix, _, size = (name or "").rpartition("-")
-    generation = next((g for g in GENERATIONS.values() if g.prefix == prefix.lower()), None)
+    size = (name or "").rpartition("-")[2]
+    generation = generation_of_type(name)
     if generation is None:
         raise ValueError(f"{name}: not a TPU slice; expected PREFIX-N: {TOPOLOGY_GRAMMAR}")
     if generation.refused:
@@ -178,11 +186,6 @@ def topology_hosts(topology):
 # Earlier names, kept for their callers: the TensorFlow devices of a slice are v3's cores.
 topology_cores = topology_devices
 TOPOLOGIES = {name: topology_devices(name) for g in SUPPORTED for name in g.slice_names()}  # name → devices
-V3_PEAK_FLOPS_PER_CHIP = PAPER_GENERATION.peak_per_chip
-V3_CORES_PER_CHIP = PAPER_GENERATION.cores_per_chip
-V3_CORES_PER_HOST = PAPER_GENERATION.cores_per_chip * PAPER_GENERATION.chips_per_host
-V3_PEAK_FLOPS_PER_CORE = PAPER_GENERATION.peak_per_device
-V3_HBM_PER_CORE = PAPER_GENERATION.hbm_per_device
 # The share of a device's memory the plan may take: the rest is left to XLA's temporaries and the runtime.
 HBM_USABLE_FRACTION = 0.9
 CPU_TOPOLOGY = "cpu"  # `plan --topology cpu`: this machine
@@ -211,6 +214,59 @@ def generation_for(device_kind):
     kind = (device_kind or "").lower()
     names = sorted(((k, g) for g in GENERATIONS.values() for k in _kinds(g)), key=lambda kg: -len(kg[0]))
     return next((g for k, g in names if k in kind), None)
+
+
+def generation_of_image(image):
+    """The one supported Generation a TensorFlow TPU image's hardware suffix names ("...-pjrt-v5e-and-v6" → v5e: v6e
+    is refused), or None (no suffix, a suffix several generations share such as -v5p-and-below, another name)."""
+    found = parse_image(image)
+    named = [g for g in SUPPORTED if found is not None and found.hardware and found.fits(g)]
+    return named[0] if len(named) == 1 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningTpu:
+    """What a run on a TPU takes from the table: its generation and slice (None where unknown) and the HBM and bf16
+    peak of one TensorFlow device (None: no memory check, no MFU); `line` says which and from where."""
+    generation: Generation | None
+    slice: Slice | None
+    hbm_per_device: int | None
+    peak_per_device: float | None
+    line: str
+
+
+def running_tpu(accelerator_type, replicas, device_kind=None, image=None):
+    """The RunningTpu of a TPU run over `replicas` TensorFlow devices. The generation comes from the accelerator type
+    ("v4-32": the slice's, from the Cloud TPU API, the VM's metadata or $TPU_ACCELERATOR_TYPE), else from a device
+    description ("TPU v4", "TPU v5 lite"), else from the image's hardware suffix. With the slice known, per-device
+    figures are the slice's chips shared by the devices TensorFlow sees (the table's devices per chip is an
+    assumption for v5p: a difference is said, and TensorFlow's count wins)."""
+    source = f"accelerator type {accelerator_type}" if accelerator_type else None
+    generation = generation_of_type(accelerator_type)
+    try:
+        found = parse_topology(accelerator_type) if generation is not None and not generation.refused else None
+    except ValueError:
+        found = None
+    if generation is None and device_kind:
+        generation, source = generation_for(device_kind), f"device kind {device_kind!r}"
+    if generation is None and image:
+        generation, source = generation_of_image(image), f"image {image}"
+    if generation is None:
+        return RunningTpu(None, None, None, None, (
+            f"TPU generation unknown ({replicas} TensorFlow devices; no accelerator type from the Cloud TPU API, the "
+            "VM's metadata or $TPU_ACCELERATOR_TYPE): no memory check, no MFU; export TPU_ACCELERATOR_TYPE=TYPE "
+            "(e.g. v4-32) to give it"))
+    if found is None:
+        line = (f"TPU: {generation.label} (from the {source}), {replicas} TensorFlow devices of "
+                f"{generation.hbm_per_device / GIB:g} GiB HBM each")
+        return RunningTpu(generation, None, generation.hbm_per_device, generation.peak_per_device, line)
+    line = (f"TPU: {found.name}, {generation.label}: {found.chips} chips on {found.hosts} host(s), {replicas} "
+            f"TensorFlow devices of {found.chips * generation.hbm_per_chip / replicas / GIB:g} GiB HBM each")
+    if found.devices != replicas:
+        line += (f" (the device table says {found.devices}: {generation.devices_per_chip} per chip; the figures per "
+                 "device follow TensorFlow's count)")
+    return RunningTpu(generation, found, found.chips * generation.hbm_per_chip // replicas,
+                      found.chips * generation.peak_per_chip / replicas, line)
 
 
 def peak_flops_for(device_kind):

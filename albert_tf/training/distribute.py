@@ -4,11 +4,13 @@
                         (`--tpu local` on a TPU VM: no remote connection); connect_tpu tells a failure that may pass
                         (exit 76) from a bad name or setup (exit 2)
     TF_CONFIG set       MultiWorkerMirroredStrategy (GPU/CPU clusters), collectives bounded by
-                        --collective-timeout-secs
+                        --collective-timeout-secs; with --cpu-replicas N each worker's CPU is split into N replicas
+                        (CpuReplicasWorkerStrategy: a pod host's devices, as the pod rehearsal runs them)
     --cpu-replicas N    the CPU split into N logical devices + MirroredStrategy: the distributed path without
                         accelerators (must run before TensorFlow initializes its devices); one input pipeline for
-                        all replicas, or one per replica with ALBERT_TF_INPUT_PIPELINES=per-replica (as N
-                        single-replica hosts read: the pod rehearsal's reference, albert_tf.training.rehearsal)
+                        all replicas, one per replica with ALBERT_TF_INPUT_PIPELINES=per-replica, or P pipelines of
+                        N/P consecutive replicas each with ALBERT_TF_INPUT_PIPELINES=P (as P hosts of N/P devices
+                        read: the pod rehearsal's reference, albert_tf.training.rehearsal)
     local GPUs          MirroredStrategy over all of them
     otherwise           the default (one-device) strategy
 """
@@ -18,6 +20,7 @@ import os
 import re
 
 import tensorflow as tf
+from tensorflow.python.distribute import collective_all_reduce_strategy, device_util
 
 from albert_tf.runtime import cluster, devices, host_xla, requirements
 from albert_tf.runtime.exit_codes import RuntimeLost
@@ -51,32 +54,53 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeou
         except json.JSONDecodeError as e:
             raise ValueError(f"TF_CONFIG: not valid JSON ({e})") from None
         options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=collective_timeout_secs or None)
+        if cpu_replicas and cpu_replicas > 1:
+            split_cpu(cpu_replicas)
+            return CpuReplicasWorkerStrategy(options)
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if cpu_replicas:
-        if cpu_replicas < 1:
-            raise ValueError(f"--cpu-replicas must be >= 1, got {cpu_replicas}")
-        cpus = tf.config.list_physical_devices("CPU")
-        try:
-            tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(cpu_replicas)])
-        except RuntimeError:
-            # Devices already initialized: fine if they are already split the same way.
-            if len(tf.config.list_logical_devices("CPU")) != cpu_replicas:
-                raise ValueError(
-                    f"--cpu-replicas {cpu_replicas}: TensorFlow already initialized its devices in this process; "
-                    f"run in a fresh process") from None
+        split_cpu(cpu_replicas)
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-        pipelines = environ.get(PIPELINES_ENV, "per-worker")
-        if pipelines not in ("per-worker", "per-replica"):
-            raise ValueError(f"{PIPELINES_ENV}={pipelines}: expected per-worker (the default) or per-replica")
-        mirrored = PerReplicaInputStrategy if pipelines == "per-replica" else tf.distribute.MirroredStrategy
-        return mirrored(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+        pipelines = input_pipelines(environ.get(PIPELINES_ENV, "per-worker"), cpu_replicas)
+        if pipelines == 1:
+            return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+        return PipelinesInputStrategy(devices, pipelines, cross_device_ops=tf.distribute.ReductionToOneDevice())
     if tf.config.list_physical_devices("GPU"):
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()
 
 
 PIPELINES_ENV = "ALBERT_TF_INPUT_PIPELINES"
+
+
+def split_cpu(replicas):
+    """Splits this process's CPU into `replicas` logical devices (before TensorFlow initializes them; afterwards
+    only if they are already split so). Initializes nothing: a multi-worker strategy must configure its collectives
+    before TensorFlow starts."""
+    if replicas < 1:
+        raise ValueError(f"--cpu-replicas must be >= 1, got {replicas}")
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)])
+    except RuntimeError:
+        # Devices already initialized: fine if they are already split the same way.
+        if len(tf.config.list_logical_devices("CPU")) != replicas:
+            raise ValueError(
+                f"--cpu-replicas {replicas}: TensorFlow already initialized its devices in this process; "
+                f"run in a fresh process") from None
+
+
+def input_pipelines(value, replicas):
+    """The input pipelines of a `--cpu-replicas` run from $ALBERT_TF_INPUT_PIPELINES: per-worker (1), per-replica
+    (`replicas`) or a number dividing `replicas`."""
+    found = {"per-worker": 1, "per-replica": replicas}.get(value)
+    if found is None and value.isdigit() and int(value) >= 1 and replicas % int(value) == 0:
+        found = int(value)
+    if found is None:
+        raise ValueError(f"{PIPELINES_ENV}={value}: expected per-worker (the default), per-replica or a number of "
+                         f"pipelines dividing --cpu-replicas {replicas}")
+    return found
 
 # What the runtime raises when a TPU host, the TPU runtime or a peer worker goes away under a running program (a
 # preempted pod slice, a killed worker noticed by the coordination service's heartbeats, a collective timed out):
@@ -143,17 +167,45 @@ def connect_tpu(tpu, make_resolver=None):
         raise mapped from None
 
 
-class PerReplicaInputStrategy(tf.distribute.MirroredStrategy):
-    """A MirroredStrategy whose distribute_datasets_from_function gives replica i its own input pipeline
-    (InputContext(num_input_pipelines=N, input_pipeline_id=i)): one process feeding its N replicas as N
-    single-replica workers (or hosts) feed theirs, so that it computes what they compute."""
+class PipelinesInputStrategy(tf.distribute.MirroredStrategy):
+    """A MirroredStrategy whose distribute_datasets_from_function runs `pipelines` input pipelines, pipeline i
+    feeding replicas i*K .. i*K+K-1 (K = replicas / pipelines; InputContext(num_input_pipelines=pipelines,
+    input_pipeline_id=i)): one process feeding its replicas as that many hosts of K devices feed theirs, so that it
+    computes what they compute. One pipeline: MirroredStrategy's own input."""
+
+    def __init__(self, devices, pipelines=1, **kwargs):
+        super().__init__(devices, **kwargs)
+        self._pipelines = pipelines
 
     def distribute_datasets_from_function(self, dataset_fn, options=None):
-        if options is None:
-            options = tf.distribute.InputOptions(
-                experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
-                experimental_place_dataset_on_device=False, experimental_fetch_to_device=True)
+        if self._pipelines > 1 and options is None:  # each group of replicas its own "host", all on this CPU
+            extended, host = self.extended, device_util.canonicalize("/device:CPU:0")
+            each = len(extended.worker_devices) // self._pipelines
+            extended._input_workers_devices = tuple(  # pylint: disable=protected-access
+                (host, tuple(extended.worker_devices[i:i + each]))
+                for i in range(0, len(extended.worker_devices), each))
         return super().distribute_datasets_from_function(dataset_fn, options)
+
+
+class _CpuReplicasExtended(collective_all_reduce_strategy.CollectiveAllReduceExtended):
+    """MultiWorkerMirroredStrategy's workings with this worker's logical CPU devices as its replicas (TensorFlow's
+    own takes one CPU per worker: it counts GPUs and TPUs only)."""
+
+    def _initialize_local_devices(self, cluster_resolver, worker_device):
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        local = len(tf.config.get_logical_device_configuration(cpu) or [cpu])  # this process's, not its peers'
+        return tuple(f"{worker_device}/device:CPU:{i}" for i in range(local)), "CPU"
+
+
+class CpuReplicasWorkerStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """MultiWorkerMirroredStrategy over TF_CONFIG's workers, each with its CPU split into replicas (split_cpu first):
+    one input pipeline per worker feeding its replicas, one all-reduce over all of them, as a TPU pod's hosts feed
+    theirs. The pod rehearsal's shape of a slice (hosts x devices per host)."""
+
+    def __init__(self, communication_options=None):  # pylint: disable=super-init-not-called
+        tf.distribute.Strategy.__init__(self, _CpuReplicasExtended(
+            self, cluster_resolver=None,
+            communication_options=communication_options or tf.distribute.experimental.CommunicationOptions()))
 
 
 def is_tpu_strategy(strategy):
@@ -298,7 +350,53 @@ def local_device_kind():
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         return tf.config.experimental.get_device_details(gpus[0]).get("device_name")
-    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE") or os.environ.get("ACCELERATOR_TYPE")
+    accelerator = _accelerator_env(os.environ)
     if accelerator:  # e.g. "v3-8", "v4-32"
         return "tpu " + accelerator.split("-")[0]
     return None
+
+
+def _accelerator_env(environ):
+    return (environ.get("TPU_ACCELERATOR_TYPE") or environ.get("ACCELERATOR_TYPE") or "").strip()
+
+
+# The TPU VM's own description (the GCE metadata server, as TensorFlow's Cloud TPU client and JAX read it): the
+# accelerator type of the whole slice on every one of its hosts.
+METADATA_ACCELERATOR = "computeMetadata/v1/instance/attributes/accelerator-type"
+
+
+def vm_metadata(path, environ=None, timeout=2.0):
+    """The GCE metadata server's answer at `path` (its text), or None (not on a Google VM, no answer in `timeout`
+    s); GCE_METADATA_HOST names another server, as TensorFlow's Cloud TPU client allows."""
+    import urllib.request  # pylint: disable=import-outside-toplevel
+
+    host = (environ if environ is not None else os.environ).get("GCE_METADATA_HOST") or "metadata.google.internal"
+    request = urllib.request.Request(f"http://{host}/{path}", headers={"Metadata-Flavor": "Google"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310  (a fixed http URL)
+            return answer.read().decode().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def tpu_accelerator_type(strategy, environ=None, metadata=vm_metadata):
+    """The accelerator type of the TPU a TPUStrategy runs on ("v4-32"), or None: $TPU_ACCELERATOR_TYPE (or
+    $ACCELERATOR_TYPE) when set, else the Cloud TPU API's answer for the slice `--tpu NAME` names (TensorFlow's TPU
+    client, which the resolver holds), else the VM's metadata (`metadata(path)`: a TPU VM's `--tpu local`)."""
+    environ = os.environ if environ is None else environ
+    found = _accelerator_env(environ)
+    if not found:
+        client = getattr(getattr(strategy, "cluster_resolver", None), "_cloud_tpu_client", None)
+        try:  # a remote TPU's client asks the API; a local one (`--tpu local`) has no accelerator_type
+            found = client.accelerator_type() if hasattr(client, "accelerator_type") else None
+        except Exception:  # pylint: disable=broad-except  # the API did not answer: the metadata may
+            found = None
+    return found or metadata(METADATA_ACCELERATOR) or None
+
+
+def running_tpu(strategy, environ=None, metadata=vm_metadata):
+    """devices.running_tpu of a TPUStrategy: its accelerator type (tpu_accelerator_type), its TensorFlow devices
+    and the image the launch names ($ALBERT_TF_TPU_IMAGE)."""
+    environ = os.environ if environ is None else environ
+    return devices.running_tpu(tpu_accelerator_type(strategy, environ, metadata), strategy.num_replicas_in_sync,
+                               image=environ.get(IMAGE_ENV))

@@ -282,11 +282,14 @@ def prepare(config: PretrainConfig):
     dtype = choice.dtype
     if not on_tpu and not use_gpu:
         check_host_memory(config, model_config, batch, dtype)
-    peak = devices.peak_flops_for(distribute.local_device_kind())
+    peak, memory = devices.peak_flops_for(distribute.local_device_kind()), None
+    if on_tpu:  # the figures of one TensorFlow device of the running generation (a TensorCore or a chip)
+        tpu = distribute.running_tpu(strategy)
+        print(tpu.line, flush=True)
+        peak, memory = tpu.peak_per_device, tpu.hbm_per_device
     print(costs.summary_line(costs.estimate(
         model_config, batch.global_batch, config.max_seq_length, config.max_predictions, cores=batch.replicas,
-        dtype=dtype, steps=config.num_train_steps, peak_flops_per_core=peak,
-        memory_per_core=devices.V3_HBM_PER_CORE if on_tpu else None, remat=config.remat,
+        dtype=dtype, steps=config.num_train_steps, peak_flops_per_core=peak, memory_per_core=memory, remat=config.remat,
         accumulation_steps=batch.accumulation_steps)), flush=True)
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(config.seed)

@@ -1,18 +1,24 @@
 """A TPU pod rehearsed on one CPU machine: N local worker processes (MultiWorkerMirroredStrategy, TF_CONFIG on
-loopback ports) run the same `albert-tf pretrain` command, as a pod's hosts each run an input pipeline.
+loopback ports) run the same `albert-tf pretrain` command, as a pod's hosts each run an input pipeline; each worker
+has D CPU replicas (`--cpu-replicas D`: distribute.CpuReplicasWorkerStrategy), as a host has D TensorFlow devices.
 
     python -m albert_tf.training.rehearsal --train-data 'records/train-*' --work-dir /tmp/rehearsal [--workers 2]
+    python -m albert_tf.training.rehearsal --train-data 'records/train-*' --work-dir /tmp/v4 --topology v4-32
+
+--topology takes a slice's shape from the device table (albert_tf/runtime/devices.py): its hosts (at most 2 here,
+the machine's share) x its TensorFlow devices per host (`rehearsal_shape`).
 
 What it runs and checks (exit 1 and one line per failed check otherwise):
-  1. reference: one process, `--cpu-replicas N` with one input pipeline per replica (ALBERT_TF_INPUT_PIPELINES=
-     per-replica: replica i reads what worker i reads), uninterrupted to the last step (before the workers, or,
+  1. reference: one process, `--cpu-replicas N*D` with one input pipeline per D replicas (ALBERT_TF_INPUT_PIPELINES=
+     N: replicas i*D .. i*D+D-1 read what worker i reads), uninterrupted to the last step (before the workers, or,
      with `rehearse(..., alongside=True)`, at the same time: the workers wait on each other, the reference fills
      that time);
   2. N workers; once the chief has logged its first loop, SIGTERM to ONE worker (the last): all of them must agree to
      stop, save the same step and exit 75 (stopped on a signal after saving, albert_tf/runtime/exit_codes.py);
   3. the same N workers again: they resume from that checkpoint to the last step.
-Then: every worker had its own input pipeline (i/N, all distinct); the model dir holds only the chief's files (no
-worker leftovers); the final checkpoint equals the reference's (max |diff| over the model and optimizer variables).
+Then: every worker ran N*D replicas and had its own input pipeline (i/N, all distinct); the model dir holds only
+the chief's files (no worker leftovers); the final checkpoint equals the reference's (max |diff| over the model and
+optimizer variables).
 
 With --lose-a-worker SECONDS, a host lost instead (`lose_a_worker`): the last worker is SIGKILLed mid-run, the
 others must exit 76 within a bound (the coordination service notices the missing heartbeats), and a relaunch of
@@ -32,7 +38,7 @@ import time
 
 from albert_tf import layout
 from albert_tf.layout import CHECKPOINT_STATE_FILE, EVAL_SPLIT, METRICS_FILE, TRAIN_SPLIT
-from albert_tf.runtime import exit_codes
+from albert_tf.runtime import devices, exit_codes
 
 # The model dir's own files (the chief's); anything else is a worker's leftover.
 MODEL_DIR_FILES = layout.ModelDir.names()
@@ -67,15 +73,33 @@ def pretrain_command(pretrain_args):
     return [sys.executable, "-m", "albert_tf", "pretrain", *map(str, pretrain_args)]
 
 
-def start_workers(pretrain_args, workers, log_prefix):
-    """Starts `workers` processes running the same pretrain command, each with its TF_CONFIG (fresh ports).
-    Returns [(Popen, log path)]; each worker's stdout and stderr go to LOG_PREFIX-worker-I.log."""
+# The most hosts a rehearsal runs: worker processes share this machine's cores.
+MAX_HOSTS = 2
+
+
+def rehearsal_shape(topology, max_hosts=MAX_HOSTS, max_devices_per_host=8):
+    """(hosts, devices per host) of a slice's rehearsal, from the device table: its hosts, at most `max_hosts`, x
+    its TensorFlow devices per host, at most `max_devices_per_host` ("v4-32": 4 hosts x 4 → 2 x 4; "v5litepod-16":
+    2 x 8). One-line ValueError for a name the table refuses or a one-host slice (nothing crosses hosts: a
+    one-process `--cpu-replicas D` run is its rehearsal)."""
+    found = devices.parse_topology(topology)
+    if found.hosts < 2:
+        raise ValueError(f"--topology {topology}: one host ({found.devices} TensorFlow devices): no pod to rehearse; "
+                         f"a one-process `albert-tf pretrain --cpu-replicas {found.devices}` run has its shape")
+    return min(found.hosts, max_hosts), min(found.devices_per_host, max_devices_per_host)
+
+
+def start_workers(pretrain_args, workers, log_prefix, replicas=1):
+    """Starts `workers` processes running the same pretrain command, each with its TF_CONFIG (fresh ports) and
+    `replicas` CPU replicas. Returns [(Popen, log path)]; each worker's stdout and stderr go to
+    LOG_PREFIX-worker-I.log."""
     ports = free_ports(workers)
+    command = pretrain_command([*pretrain_args, *(["--cpu-replicas", replicas] if replicas > 1 else [])])
     started = []
     for index in range(workers):
         log_path = f"{log_prefix}-worker-{index}.log"
         with open(log_path, "w", encoding="utf-8") as log:
-            proc = subprocess.Popen(pretrain_command(pretrain_args), stdout=log, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                     env=_environment({"TF_CONFIG": tf_config(ports, index)}))
         started.append((proc, log_path))
     return started
@@ -152,6 +176,13 @@ def stop_steps(logs):
     return found
 
 
+def replicas_in_sync(logs):
+    """Each worker's replicas in sync, from its plan line ("plan: ..., 8 replica(s) x 1 examples"), None where it
+    printed none."""
+    found = [re.search(r"^plan: .*?, (\d+) replica\(s\) x ", text, re.M) for text in logs]
+    return [int(match.group(1)) if match else None for match in found]
+
+
 def input_pipelines(logs):
     """Each worker's "input pipeline I/N" (as printed by pretrain), None where it printed none."""
     found = []
@@ -163,6 +194,8 @@ def input_pipelines(logs):
 
 def leftovers(model_dir):
     """Names in the model dir that are not the chief's files (checkpoints, config, vocabulary, metrics, events)."""
+    if not os.path.isdir(model_dir):
+        return [f"(no model dir: {model_dir})"]
     return sorted(n for n in os.listdir(model_dir) if n not in MODEL_DIR_FILES and not n.startswith("ckpt-"))
 
 
@@ -180,13 +213,13 @@ def max_abs_diff(checkpoint_a, checkpoint_b):
     return max(float(np.max(np.abs(a.get_tensor(n).astype(np.float64) - b.get_tensor(n)))) for n in names)
 
 
-def start_reference(pretrain_args, workers, reference_dir, log_path):
-    """Starts the one-process reference run: `--cpu-replicas N`, one input pipeline per replica (replica i reads
-    what worker i reads). Returns (Popen, log path); its stdout and stderr go to the log."""
+def start_reference(pretrain_args, workers, reference_dir, log_path, replicas=1):
+    """Starts the one-process reference run: `--cpu-replicas N*D`, N input pipelines of D replicas each (replicas
+    i*D .. i*D+D-1 read what worker i reads). Returns (Popen, log path); its stdout and stderr go to the log."""
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
-            pretrain_command([*pretrain_args, "--model-dir", reference_dir, "--cpu-replicas", workers]),
-            stdout=log, stderr=subprocess.STDOUT, env=_environment({"ALBERT_TF_INPUT_PIPELINES": "per-replica"}))
+            pretrain_command([*pretrain_args, "--model-dir", reference_dir, "--cpu-replicas", workers * replicas]),
+            stdout=log, stderr=subprocess.STDOUT, env=_environment({"ALBERT_TF_INPUT_PIPELINES": str(workers)}))
     return proc, log_path
 
 
@@ -199,18 +232,21 @@ def reference_finished(reference, timeout, fail):
     return code == 0
 
 
-def run_the_pod(pod_args, workers, work_dir, timeout, report):
-    """The rehearsal's two launches of `workers` processes (rehearse): the first stopped by a SIGTERM to the last
-    worker, the second resumed to the end; what they did goes into `report` (stop steps, input pipelines,
-    leftovers) and what went wrong into report["failures"]."""
+def run_the_pod(pod_args, workers, work_dir, timeout, report, replicas=1):
+    """The rehearsal's two launches of `workers` processes of `replicas` replicas (rehearse): the first stopped by a
+    SIGTERM to the last worker, the second resumed to the end; what they did goes into `report` (stop steps,
+    replicas in sync, input pipelines, leftovers) and what went wrong into report["failures"]."""
     fail, pod_dir = report["failures"].append, pod_args[pod_args.index("--model-dir") + 1]
-    first = start_workers(pod_args, workers, os.path.join(work_dir, "run1"))
+    first = start_workers(pod_args, workers, os.path.join(work_dir, "run1"), replicas)
     if not interrupt_one(first, pod_dir, workers - 1, timeout):
         fail("the workers ended (or hung) before the chief logged its first loop: nothing to interrupt")
     codes = wait_all(first, timeout)
     logs = [read(path) for _, path in first]
     report["stopped_at"] = stop_steps(logs)
+    report["replicas"] = replicas_in_sync(logs)
     report["pipelines"] = input_pipelines(logs)
+    if report["replicas"] != [workers * replicas] * workers:
+        fail(f"replicas in sync per worker {report['replicas']}: want {workers} x {replicas} on each")
     if codes != [exit_codes.STOPPED] * workers:
         fail(f"after SIGTERM to worker {workers - 1}, the workers exited {codes} (want all {exit_codes.STOPPED}; "
              "None: hung)")
@@ -219,7 +255,7 @@ def run_the_pod(pod_args, workers, work_dir, timeout, report):
     if sorted(report["pipelines"], key=str) != sorted(f"{i + 1}/{workers}" for i in range(workers)):
         fail(f"input pipelines {report['pipelines']}: want one each, 1/{workers} .. {workers}/{workers}")
 
-    second = start_workers(pod_args, workers, os.path.join(work_dir, "run2"))
+    second = start_workers(pod_args, workers, os.path.join(work_dir, "run2"), replicas)
     codes = wait_all(second, timeout)
     logs = [read(path) for _, path in second]
     if codes != [0] * workers:
@@ -231,21 +267,23 @@ def run_the_pod(pod_args, workers, work_dir, timeout, report):
         fail(f"files in the model dir that are not the chief's: {report['leftovers']}")
 
 
-def rehearse(pretrain_args, workers, work_dir, timeout=900, alongside=False):
+def rehearse(pretrain_args, workers, work_dir, timeout=900, alongside=False, replicas=1):
     """Runs the rehearsal (see the module docstring) with `pretrain_args` (no --model-dir: one per run is made
-    under `work_dir`). `alongside`: the reference runs at the same time as the workers instead of before them.
-    Returns a report dict; `failures` lists what went wrong (empty: all checks passed)."""
+    under `work_dir`) on `workers` workers of `replicas` CPU replicas each. `alongside`: the reference runs at the
+    same time as the workers instead of before them. Returns a report dict; `failures` lists what went wrong
+    (empty: all checks passed)."""
     os.makedirs(work_dir, exist_ok=True)
     reference_dir, pod_dir = os.path.join(work_dir, "reference"), os.path.join(work_dir, "pod")
-    report = {"workers": workers, "failures": []}
+    report = {"workers": workers, "replicas_per_worker": replicas, "failures": []}
     fail = report["failures"].append
 
-    reference = start_reference(pretrain_args, workers, reference_dir, os.path.join(work_dir, "reference.log"))
+    reference = start_reference(pretrain_args, workers, reference_dir, os.path.join(work_dir, "reference.log"),
+                                replicas)
     if not alongside and not reference_finished(reference, timeout, fail):
         return report
 
     try:
-        run_the_pod([*pretrain_args, "--model-dir", pod_dir], workers, work_dir, timeout, report)
+        run_the_pod([*pretrain_args, "--model-dir", pod_dir], workers, work_dir, timeout, report, replicas)
     except BaseException:
         reference[0].kill()  # (alongside: still running)
         raise
@@ -316,8 +354,8 @@ def exit_times(started, since, timeout):
     return [(*ended[i], noticed.get(i)) for i in range(len(started))]
 
 
-def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=120, timeout=900):
-    """A host lost mid-run, rehearsed: N workers run; `kill_delay` s after the chief's first checkpoint the last
+def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=120, timeout=900, replicas=1):
+    """A host lost mid-run, rehearsed: N workers (of `replicas` CPU replicas each) run; `kill_delay` s after the chief's first checkpoint the last
     worker is SIGKILLed (no signal handler runs, as when a TPU host goes away). The chief must exit within
     `exit_bound` s with exit_codes.RUNTIME_LOST (the coordination service notices the missing heartbeats and
     aborts the collectives; --collective-timeout-secs bounds a hung peer), then all N workers are started again and
@@ -327,9 +365,9 @@ def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=1
     os.makedirs(work_dir, exist_ok=True)
     model_dir = os.path.join(work_dir, "lost")
     args = [*pretrain_args, "--model-dir", model_dir]
-    report = {"workers": workers, "failures": []}
+    report = {"workers": workers, "replicas_per_worker": replicas, "failures": []}
     fail = report["failures"].append
-    first = start_workers(args, workers, os.path.join(work_dir, "lost1"))
+    first = start_workers(args, workers, os.path.join(work_dir, "lost1"), replicas)
     report["first_saved_step"] = wait_for_checkpoint(first, model_dir, timeout)
     if report["first_saved_step"] is None:
         fail("the workers ended (or hung) before the chief's first checkpoint: nothing to lose")
@@ -344,6 +382,9 @@ def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=1
     report["exit_codes"] = [code for code, _, _ in ends]
     report["seconds_to_exit"] = [seconds for _, seconds, _ in ends]
     report["seconds_to_error_line"] = [seconds for _, _, seconds in ends]
+    report["replicas"] = replicas_in_sync([read(path) for _, path in first])
+    if report["replicas"] != [workers * replicas] * workers:
+        fail(f"replicas in sync per worker {report['replicas']}: want {workers} x {replicas} on each")
     report["reached_step"] = lost_after_step(read(first[0][1]))
     report["saved_step"] = saved_step(model_dir)
     survivors = report["exit_codes"][:-1]
@@ -356,7 +397,7 @@ def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=1
         return report
     report["steps_lost"] = report["reached_step"] - report["saved_step"]
 
-    second = start_workers(args, workers, os.path.join(work_dir, "lost2"))
+    second = start_workers(args, workers, os.path.join(work_dir, "lost2"), replicas)
     codes = wait_all(second, timeout)
     logs = [read(path) for _, path in second]
     resumed = re.search(r"resumed from \S*ckpt-(\d+) at step", logs[0])
@@ -375,11 +416,16 @@ def main(argv=None):
         epilog="Flags after `--` go to every pretrain run (e.g. -- --max-seq-length 128 --max-predictions 20).")
     parser.add_argument("--train-data", required=True, help="glob of pretraining TFRecords, >= --workers files")
     parser.add_argument("--work-dir", required=True, help="where the runs' model dirs and worker logs go")
-    parser.add_argument("--workers", type=int, default=2, help="local worker processes (2-4)")
+    parser.add_argument("--workers", type=int, default=2, help="local worker processes (2-8), one replica each")
+    parser.add_argument("--topology", default=None, metavar="SLICE",
+                        help="instead of --workers: the shape of a slice of the device table, hosts (at most "
+                             f"{MAX_HOSTS}) x TensorFlow devices per host, e.g. v5litepod-16 (2 x 8), v4-32 (2 x 4); "
+                             f"{devices.TOPOLOGY_GRAMMAR}")
     parser.add_argument("--config", default="albert_tiny")
     parser.add_argument("--steps", type=int, default=None,
                         help="--num-train-steps of every run (default: 40; 400 with --lose-a-worker)")
-    parser.add_argument("--batch-size", type=int, default=8, help="global batch, a multiple of --workers")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="global batch, a multiple of the replicas (default: 8, or the replicas if more)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds each run may take")
     parser.add_argument("--lose-a-worker", type=float, default=None, metavar="SECONDS",
                         help="instead: SIGKILL the last worker SECONDS after the chief's first checkpoint (saves "
@@ -388,30 +434,38 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:len(argv) - len(extra) - (1 if "--" in argv else 0)])
-    if not 2 <= args.workers <= 8 or args.batch_size % args.workers:
-        parser.error(f"--workers {args.workers} --batch-size {args.batch_size}: want 2-8 workers dividing the batch")
+    workers, replicas = args.workers, 1
+    if args.topology:
+        try:
+            workers, replicas = rehearsal_shape(args.topology)
+        except ValueError as e:
+            parser.error(str(e))
+    batch_size = args.batch_size or max(8, workers * replicas)
+    if not 2 <= workers <= 8 or batch_size % (workers * replicas):
+        parser.error(f"{workers} workers x {replicas} replicas, --batch-size {batch_size}: want 2-8 workers and "
+                     "a batch the replicas divide")
     losing = args.lose_a_worker is not None
     pretrain_args = ["--config", args.config, "--train-data", args.train_data, "--batch-size",
-                     args.batch_size, "--num-train-steps", args.steps or (400 if losing else 40), "--num-warmup-steps",
+                     batch_size, "--num-train-steps", args.steps or (400 if losing else 40), "--num-warmup-steps",
                      2, "--learning-rate", 0.01]
     if losing:
         pretrain_args += ["--steps-per-loop", 10, "--save-checkpoints-steps", 100000, "--save-checkpoints-secs", 5,
                           "--collective-timeout-secs", 60, *extra]
-        report = lose_a_worker(list(map(str, pretrain_args)), args.workers, args.work_dir, args.lose_a_worker,
-                               timeout=args.timeout)
+        report = lose_a_worker(list(map(str, pretrain_args)), workers, args.work_dir, args.lose_a_worker,
+                               timeout=args.timeout, replicas=replicas)
     else:
         pretrain_args += ["--steps-per-loop", 2, "--save-checkpoints-steps", 4, *extra]
-        report = rehearse(pretrain_args, args.workers, args.work_dir, args.timeout)
+        report = rehearse(pretrain_args, workers, args.work_dir, args.timeout, replicas=replicas)
     print(json.dumps({k: v for k, v in report.items() if k != "failures"}))
     for failure in report["failures"]:
         print(f"rehearsal: FAILED: {failure}", file=sys.stderr)
     if losing and not report["failures"]:
-        print(f"rehearsal: worker {args.workers - 1} killed; the others exited {report['exit_codes'][:-1]} after "
+        print(f"rehearsal: worker {workers - 1} killed; the others exited {report['exit_codes'][:-1]} after "
               f"{report['seconds_to_exit'][:-1]} s; the relaunch resumed from step {report['resumed_step']}, "
               f"{report['steps_lost']} steps lost (the last checkpoint was {report['checkpoint_age_at_kill_s']} s "
               "old at the kill)")
     elif not report["failures"]:
-        print(f"rehearsal: {args.workers} workers stopped together at step {report['stopped_at'][0]}, resumed, and "
+        print(f"rehearsal: {workers} workers x {replicas} replicas stopped together at step {report['stopped_at'][0]}, resumed, and "
               f"ended within {report['max_abs_diff']:.3g} of the one-process run")
     return 1 if report["failures"] else 0
 
