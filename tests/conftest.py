@@ -18,7 +18,7 @@ import helpers  # noqa: E402  pylint: disable=wrong-import-position
 # figures only rank.
 LONG_TESTS = {
     "test_remat_accumulation.py::test_cli_remat_and_accumulation_under_four_cpu_replicas": 6.4,
-    "test_rehearsal.py::test_a_worker_lost_mid_run": 6,
+    "test_rehearsal.py::test_a_v4_shaped_host_lost_mid_run": 6,
     "test_finetune_dtype.py::test_bfloat16_fine_tune_reaches_the_float32_accuracy": 3,
     "test_finetune.py::test_briefly_pretrained_model": 3,
     "test_finetune_collapse.py::test_the_default_optimizer_does_not_collapse_where_the_original_does": 3.5,
