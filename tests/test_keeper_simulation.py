@@ -265,9 +265,24 @@ def test_the_promises_hold_over_500_random_sequences(tmp_path):
     check_many(500, 47, tmp_path)
 
 
+# Sequence 309 of seed 4747 (below, as found) breaks P4: after a describe outage, a 503 on a delete and an unhealthy
+# slice recreated, "done" deleted the new slice while worker 0's run there had not stopped 0. Open: the keeper's
+# bounded wait for "stopped 0" or this checker's reading of it is wrong; whichever, it is not settled yet.
+P4_FOUND = "issue 47, P4: done deleted a slice whose run had not stopped 0 (sequence 309 of seed 4747); open"
+
+
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=P4_FOUND)
 def test_the_promises_hold_over_1000_more_random_sequences(tmp_path):
     check_many(1000, 4747, tmp_path)
+
+
+@pytest.mark.xfail(strict=True, reason=P4_FOUND)
+def test_the_p4_sequence_found_by_the_slow_run(tmp_path):
+    """The minimal reproducer the slow run printed: passes once P4 holds there (then drop both marks)."""
+    run_sequence(Sequence(capacity="preemptible", start="new", allow_replace=False,
+                          events=[(24, "describe_outage", 6), (28, "delete_503", 0), (59, "unhealthy", 0)]),
+                 tmp_path)
 
 
 def test_a_broken_promise_is_caught_and_shrunk(tmp_path, monkeypatch):
