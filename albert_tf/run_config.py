@@ -119,11 +119,6 @@ POSITIVE = (lambda value: value > 0, "positive")  # check_range's (ok, expected)
 FRACTION = (lambda value: 0 <= value < 1, "in [0, 1)")  # ... of a fraction below 1 (a dropout, a warm-up share)
 
 
-def default(cls, name):
-    """The default of run config `cls`'s field `name`: for a library's own default that is the flag's."""
-    return default_of(next(f for f in dataclasses.fields(cls) if f.name == name))
-
-
 def base_type(cls, field):
     """(type, optional): the field's annotation without `| None` (a dict stays dict)."""
     annotation = typing.get_type_hints(cls)[field.name]

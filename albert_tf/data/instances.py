@@ -95,14 +95,14 @@ def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
     """The generation settings (the create-data flags, with their defaults)."""
-    max_seq_length: int = run_config.default(CreateDataConfig, "max_seq_length")
-    max_predictions: int = run_config.default(CreateDataConfig, "max_predictions")
-    masked_lm_prob: float = run_config.default(CreateDataConfig, "masked_lm_prob")
-    ngram: int = run_config.default(CreateDataConfig, "ngram")
-    dupe_factor: int = run_config.default(CreateDataConfig, "dupe_factor")
-    short_seq_prob: float = run_config.default(CreateDataConfig, "short_seq_prob")
-    seed: int = run_config.default(CreateDataConfig, "seed")
-    mask: bool = not run_config.default(CreateDataConfig, "no_mask")
+    max_seq_length: int = run_config.default_for(CreateDataConfig, "max_seq_length")
+    max_predictions: int = run_config.default_for(CreateDataConfig, "max_predictions")
+    masked_lm_prob: float = run_config.default_for(CreateDataConfig, "masked_lm_prob")
+    ngram: int = run_config.default_for(CreateDataConfig, "ngram")
+    dupe_factor: int = run_config.default_for(CreateDataConfig, "dupe_factor")
+    short_seq_prob: float = run_config.default_for(CreateDataConfig, "short_seq_prob")
+    seed: int = run_config.default_for(CreateDataConfig, "seed")
+    mask: bool = not run_config.default_for(CreateDataConfig, "no_mask")
 
     def validate(self):
         """Returns self, or refuses a value out of its range (settings.create_data_config.INSTANCE_RANGES)."""

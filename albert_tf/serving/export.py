@@ -49,7 +49,7 @@ def export_dtype(flag, config, seq_length, probe=None):
 
 
 def export_encoder(init, output_base, version=None, seq_length=128, spm_model=None, overwrite=False, warmup=True,
-                   cased=None, dtype=run_config.default(ExportConfig, "dtype")):
+                   cased=None, dtype=run_config.default_for(ExportConfig, "dtype")):
     """`albert-tf export` as a function; returns the path of BASE/N. init: a pretrained-model directory, or the
     InitSource of any handle (albert_tf.checkpoints.handles.resolve_init, which the job calls once and passes on): a
     model dir, an export (exported again, e.g. at another length or dtype), a released model's name, a Hugging Face

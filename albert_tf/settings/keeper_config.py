@@ -127,7 +127,7 @@ class KeepAliveConfig:  # pylint: disable=too-many-instance-attributes
 
 def flag(name):
     """The command line's spelling of KeepAliveConfig's field `name` (its messages name flags so)."""
-    return run_config.flag_of(_FIELDS[name])
+    return run_config.flag_for(KeepAliveConfig, name)
 
 
 def check_pretrain_flags(words):
@@ -153,7 +153,5 @@ class KeepAliveResult:
     line: str
     state_file: str | None = None
 
-
-_FIELDS = {field.name: field for field in dataclasses.fields(KeepAliveConfig)}
 
 __all__ = ["KeepAliveConfig", "KeepAliveResult", "flag", "check_pretrain_flags", "OWNED_BY_KEEPER"]

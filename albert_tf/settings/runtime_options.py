@@ -38,11 +38,6 @@ class RuntimeOptions:
         if self.tpu:
             check_cloud_paths(paths or {})
 
-    @property
-    def runtime(self):
-        """The block alone, as a RuntimeOptions (what training.distribute needs)."""
-        return RuntimeOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RuntimeOptions)})
-
 
 def check_cloud_paths(paths):
     """With --tpu the TPU workers read and write Cloud Storage only; refuses anything else.
