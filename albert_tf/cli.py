@@ -5,7 +5,8 @@ job modules import no TensorFlow at their top, so `albert-tf COMMAND --help` is 
 Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 1 an unexpected error, 2 bad flags or data,
 3 non-finite loss, 4 keep-alive stopped on purpose (its last lines say why), 69 a bucket not reachable, 74 an output
 not writable (disk full), 75 stopped on a signal after saving, 76 the runtime or a peer (a worker) went away, 77 the
-output is locked by another run, 78 a bucket refused access, 130 Ctrl-C, 143 SIGTERM with nothing kept. Each ends with one line on stderr; a traceback only with
+output is locked by another run, 78 access refused (a path not writable, a read-only filesystem, a bucket's
+credentials), 130 Ctrl-C, 143 SIGTERM with nothing kept. Each ends with one line on stderr; a traceback only with
 --verbose.
 """
 import argparse

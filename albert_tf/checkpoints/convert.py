@@ -17,6 +17,7 @@ from albert_tf.checkpoints import pretrained, releases, tensors
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import count_params
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.runtime import leftovers
 
 
 def convert(source, checkpoint, output, config=None, spm_model=None, log=print, cased=None):
@@ -52,7 +53,8 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
         model, checkpoint, heads_optional=True)
     for w in warnings:
         log(messages.line("warning", w, "convert"))
-    pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
+    with leftovers.new_directory(output, "--output"):  # what a killed conversion into it left goes first
+        pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
     return model
 
 

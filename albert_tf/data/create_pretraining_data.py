@@ -31,10 +31,10 @@ import threading
 import time
 
 from albert_tf import messages
-from albert_tf.runtime import exit_codes, lock
+from albert_tf.runtime import exit_codes, leftovers, lock
 from albert_tf.text import AlbertTokenizer
 from albert_tf.text.vocabulary import SPM_FILE
-from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files, temp_path_for
+from albert_tf.files import check_input_file, check_output_prefix, exists, listdir, match_files, temp_path_for
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
 from albert_tf.data.corpus import check_text_files
@@ -83,22 +83,6 @@ def shard_paths(output_prefix, num_shards):
 
 
 # ---------------------------------------------------------------------------------------------- the output prefix
-def _names_in(directory):
-    """The names in `directory` (local or a URL); [] when it does not exist."""
-    directory = directory or "."
-    if is_url(directory):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        return [n.rstrip("/") for n in tf.io.gfile.listdir(directory)] if tf.io.gfile.isdir(directory) else []
-    return os.listdir(directory) if os.path.isdir(directory) else []
-
-
-def _some(paths, shown=4):
-    """'3 file(s): a, b, c' / '12 file(s): a, b, c, d and 8 more'."""
-    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
-    return f"{len(paths)} file(s): {', '.join(paths[:shown])}{more}"
-
-
 def earlier_shards(output_prefix, outputs, overwrite):
     """The shards of an earlier run of `output_prefix` (PREFIX-SSSSS-of-NNNNN.tfrecord) that this run's `outputs`
     would not replace, which a glob over the prefix would mix in. Refused (ValueError naming them) unless
@@ -107,7 +91,7 @@ def earlier_shards(output_prefix, outputs, overwrite):
     directory, name = os.path.split(output_prefix)
     shard = re.compile(re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord")
     ours = {os.path.basename(p) for p in outputs}
-    stale = sorted(n for n in _names_in(directory) if shard.fullmatch(n) and n not in ours)
+    stale = sorted(n for n in listdir(directory or ".") if shard.fullmatch(n) and n not in ours)
     if not stale:
         return []
     index = record_index.index_path(output_prefix)
@@ -118,31 +102,25 @@ def earlier_shards(output_prefix, outputs, overwrite):
     unknown = [os.path.join(directory, n) for n in stale if n not in listed]
     stale = [os.path.join(directory, n) for n in stale]
     if unknown:
-        raise ValueError(f"--output {output_prefix}: {_some(unknown)} named like its shards, not listed in its "
+        raise ValueError(f"--output {output_prefix}: {leftovers.some(unknown)} named like its shards, not listed in its "
                          f"record-count index {index}, so not known to be create-data's: move or delete them "
                          "yourself, or choose another --output")
     if not overwrite:
         raise ValueError(f"--output {output_prefix}: an earlier run's shards that this run (--num-shards "
                          f"{len(outputs)}) would not replace, and that a glob over the prefix would mix in: "
-                         f"{_some(stale)}; pass --overwrite to remove them once this run succeeds, or choose "
+                         f"{leftovers.some(stale)}; pass --overwrite to remove them once this run succeeds, or choose "
                          "another --output")
     return stale
 
 
 def remove_leftover_temps(output_prefix):
-    """Removes the temporary files that interrupted runs of `output_prefix` left: .NAME-SSSSS-of-NNNNN.tfrecord.tmp-*
-    and the index's (albert_tf.files.temp_path_for's names, only those). Call it holding the prefix's lock (no live
-    run writes them). Returns the removed paths."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
+    """Removes the temporary files that interrupted runs of `output_prefix` left: .NAME-SSSSS-of-NNNNN.tfrecord.tmp-*,
+    the index's and the lock's (albert_tf.files.temp_path_for's names, only those). Call it holding the prefix's
+    lock (no live run writes them). Returns [(path, bytes)] (albert_tf.runtime.leftovers.remove)."""
     directory, name = os.path.split(output_prefix)
-    index = os.path.basename(record_index.index_path(output_prefix))
-    temp = re.compile(r"\.(" + re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord|" + re.escape(index) +
-                      r")\.tmp-[0-9a-f]{12}")
-    removed = [os.path.join(directory, n) for n in sorted(_names_in(directory)) if temp.fullmatch(n)]
-    for path in removed:
-        tf.io.gfile.remove(path)
-    return removed
+    names = (re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord", re.escape(os.path.basename(
+        record_index.index_path(output_prefix))), re.escape(f".{name}{lock.LOCK_FILE}"))
+    return leftovers.remove(directory or ".", "|".join(names))
 
 
 def _read_lines(path):
@@ -390,8 +368,7 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix: its temp files are ours to remove
         removed = remove_leftover_temps(output_prefix)
         if removed and progress:
-            messages.say("note", f"removed the temporary files of an interrupted earlier run: {_some(removed)}",
-                         "create-data")
+            messages.say("note", leftovers.note_text(removed), "create-data")
         summary = _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents,
                          stale)
     if progress:

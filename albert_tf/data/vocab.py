@@ -27,6 +27,7 @@ import contextlib
 import io
 import os
 import random
+import re
 
 import sentencepiece as spm
 
@@ -34,13 +35,14 @@ from albert_tf import messages
 from albert_tf.data import vocab_trainer
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
-from albert_tf.runtime import lock
+from albert_tf.runtime import leftovers, lock
 from albert_tf.settings.defaults import SEED
 from albert_tf.settings.vocab_config import (  # noqa: F401  (their one home)
     CONTROL_SYMBOLS, DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT, USER_DEFINED_SYMBOLS, check_vocab_size)
 from albert_tf.text import normalize, vocabulary
 
 CHARACTER_COVERAGE = 0.99995
+TRAINER_WORK = "vocab"  # the trainer's work folders: albert_tf_vocab_* (albert_tf.runtime.leftovers)
 # --vocab-size auto: one piece per this many distinct words seen at least twice, rounded to a thousand, in
 # [AUTO_SMALLEST, AUTO_LARGEST]: 1,000 for the quickstart's corpus (6,200 lines, 4,600 such words), 15,000 for the
 # copyright files Debian packages install (360,000 lines, 17 MB, 60,000 such words), 30,000 (the paper's) for a
@@ -163,8 +165,20 @@ def train_vocab(input_pattern, output_prefix, vocab_size=DEFAULT_VOCAB_SIZE, low
     check_text_files(files)
     check_no_vocabulary(output_prefix, overwrite)
     with lock.prefix_lock(output_prefix, "--output-prefix"):  # one run per prefix
+        remove_leftovers(output_prefix)
         return _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_accents, max_sentences,
                       seed, line_limit, progress)
+
+
+def remove_leftovers(output_prefix):
+    """Removes what a killed run of `output_prefix` left (albert_tf.runtime.leftovers) and says so in one note: the
+    temporaries of its files and of its lock beside them, and the trainer's work folders of runs that are gone.
+    Call it holding the prefix's lock."""
+    directory, name = os.path.split(os.fspath(output_prefix))
+    names = [os.path.basename(path) for path in vocabulary_files(output_prefix).values()]
+    names.append(f".{name}{lock.LOCK_FILE}")
+    leftovers.note(leftovers.remove(directory or ".", "|".join(re.escape(n) for n in names))
+                   + leftovers.remove_abandoned(TRAINER_WORK))
 
 
 def vocabulary_files(output_prefix):
@@ -219,14 +233,15 @@ def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_acc
     stats["sampled"] = len(sample)
     model = io.BytesIO()
     try:  # in a child process: Ctrl-C stops it at once (vocab_trainer)
-        model.write(vocab_trainer.train_in_child(
-            sample, progress=progress, vocab_size=vocab_size, model_type="unigram",
-            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-            control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
-            character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
-            num_threads=TRAINER_THREADS, hard_vocab_limit=auto is None,
-            max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
-        ))
+        with leftovers.private_temp_dir(TRAINER_WORK) as work:
+            model.write(vocab_trainer.train_in_child(
+                sample, progress=progress, work_dir=work, vocab_size=vocab_size, model_type="unigram",
+                pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
+                character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
+                num_threads=TRAINER_THREADS, hard_vocab_limit=auto is None,
+                max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
+            ))
     except RuntimeError as e:
         message = str(e)
         if "Vocabulary size" in message or "vocab_size" in message:

@@ -28,6 +28,7 @@ loss. Exit codes: albert_tf/runtime/exit_codes.py.
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 
@@ -41,7 +42,7 @@ from albert_tf.data.pretraining_input import (changed_files, check_records, data
                                               record_counts)
 from albert_tf.files import check_input_file, check_output_dir, exists, read_text
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
-from albert_tf.runtime import devices, exit_codes, lock, precision, random_state
+from albert_tf.runtime import devices, exit_codes, leftovers, lock, precision, random_state
 from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult
 from albert_tf.settings.run_length import steps_for_hours
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
@@ -52,7 +53,7 @@ from albert_tf.training.batch_plan import BatchPlan, plan_batches
 from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, make_train_loop
 from albert_tf.training.pretrain_step import (EVAL_KEYS, SUM_KEYS, build_model_and_optimizer, make_eval_step,
                                               make_train_step, metrics_from_sums)
-from albert_tf.training.run import runtime_lost
+from albert_tf.training.run import remove_leftovers, runtime_lost
 from albert_tf.training.schedules import make_schedule
 
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
@@ -337,28 +338,18 @@ def save(config: PretrainConfig, setup, manager, step):
                                      **{HOURS_RECORD_KEY: setup.budget_steps})
     managers = [manager] + ([setup.step_manager] if setup.step_manager is not None
                             and step % config.save_checkpoints_steps == 0 else [])
-    for each in managers:
-        try:
-            each.save(checkpoint_number=step)
-        except tf.errors.OpError:  # a full disk: the half-written save goes, the last complete one stays
-            remove_partial_save(each.directory, step)
-            raise
+    for each in managers:  # a failed save (a full disk) leaves nothing: the last complete one stays
+        leftovers.save_checkpoint(each, step)
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
 
 
-def remove_partial_save(directory, step):
-    """Removes what a failed save of `step` left in `directory` (TensorFlow's CKPT_temp directory, the files of a
-    checkpoint the `checkpoint` state file does not name): the state file still names the last complete save."""
-    prefix = os.path.join(directory, f"ckpt-{step}")
-    for path in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
-        try:
-            if tf.io.gfile.isdir(path):
-                tf.io.gfile.rmtree(path)
-            else:
-                tf.io.gfile.remove(path)
-        except tf.errors.OpError:
-            pass
+def leftover_places(model_dir):
+    """Where a killed run of `model_dir` leaves temporaries (training.run.remove_leftovers): the files it writes
+    atomically and its checkpoints', at the top; the step saves' in steps/."""
+    names = (*layout.ModelDir.names(), os.path.basename(vocabulary.casing_path(layout.SPM_FILE)), lock.LOCK_FILE)
+    return ((model_dir, "|".join(re.escape(n) for n in names), True),
+            (layout.ModelDir(model_dir).step_checkpoints, None, True))
 
 
 def run_steps(train_loop, iterator, num_steps, training, clock=time.time):
@@ -676,7 +667,8 @@ def _run(config: PretrainConfig, exits, clock=time.time):
         check_before_lock(config)
         # The lock before the strategy: a second client started by mistake on a TPU is refused before it connects
         # to the TPU and initializes (resets) it under the running job.
-        with lock.output_lock(config.model_dir, "--model-dir"):  # one run per model dir (albert_tf.runtime.lock)
+        with lock.output_lock(config.model_dir, "--model-dir") as held:  # one run per model dir (runtime.lock)
+            remove_leftovers(held, leftover_places(config.model_dir))
             try:
                 setup = prepare(config)
                 stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler
