@@ -8,9 +8,11 @@ Fixtures are in tests/conftest.py.
 
 Nothing here downloads anything; everything is generated from a seed.
 """
+import contextlib
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -409,6 +411,29 @@ def plan_refuses(cli, argv, message):
     code, out, err = cli("plan", *[x for kv in args.items() for x in kv], *extra)
     assert code == 2 and not out
     assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1, err
+
+
+@contextlib.contextmanager
+def file_size_limit(limit):
+    """Inside the block every file this process writes is limited to `limit` bytes (RLIMIT_FSIZE's soft limit): a
+    write past it fails at the operating system's write call, TensorFlow's C++ writers included, with EFBIG ("File
+    too large"), as a write fails on a full disk. SIGXFSZ is ignored meanwhile, so the write returns the error."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def tree(directory):
+    """The sorted relative paths of every file and folder under `directory` ([] when it does not exist)."""
+    found = []
+    for folder, folders, names in os.walk(directory):
+        found += [os.path.relpath(os.path.join(folder, n), directory) for n in folders + names]
+    return sorted(found)
 
 
 def error_lines(stderr):

@@ -326,8 +326,14 @@ def test_sigkill_after_an_epoch_then_resume_equals_uninterrupted(tmp_path, rando
                                          tmp_path / "killed" / "checkpoints" / "checkpoint")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not (tmp_path / "killed" / "eval_results.json").exists()
+    # what a kill in the middle of a save leaves (TensorFlow's temporaries): the resumed run removes it
+    leftover = tmp_path / "killed" / "checkpoints" / "ckpt-2_temp"
+    leftover.mkdir()
+    (leftover / "part-00000-of-00001.data-00000-of-00001.tempstate1").write_bytes(b"x" * 100)
     resumed = helpers.run_cli("finetune", _finetune_args(data, random_init, tmp_path / "killed"))
     assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
+    assert (f"albert-tf finetune: note: removed the temporary files of an interrupted earlier run: 1 file(s): "
+            f"{leftover}/ (100 bytes)") in resumed.stderr and not leftover.exists()
     results = [json.loads((tmp_path / name / "eval_results.json").read_text()) for name in ("whole", "killed")]
     assert results[0] == results[1]
     import tensorflow as tf  # pylint: disable=import-outside-toplevel

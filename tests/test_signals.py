@@ -216,7 +216,7 @@ def test_a_later_run_removes_the_temp_files_a_killed_run_left_and_only_those(tmp
                                            out_dir / "train", "--max-seq-length", 64, "--num-shards", 2])
     assert "taking over the stale lock" in proc.stderr
     removed = ", ".join(str(out_dir / n) for n in left[:2])
-    assert f"removed the temporary files of an interrupted earlier run: 2 file(s): {removed}\n" in proc.stderr
+    assert f"removed the temporary files of an interrupted earlier run: 2 file(s): {removed} (" in proc.stderr
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(
         others + [".train.record_counts.json", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"])
 
