@@ -102,8 +102,8 @@ def earlier_shards(output_prefix, outputs, overwrite):
     unknown = [os.path.join(directory, n) for n in stale if n not in listed]
     stale = [os.path.join(directory, n) for n in stale]
     if unknown:
-        raise ValueError(f"--output {output_prefix}: {leftovers.some(unknown)} named like its shards, not listed in its "
-                         f"record-count index {index}, so not known to be create-data's: move or delete them "
+        raise ValueError(f"--output {output_prefix}: {leftovers.some(unknown)} named like its shards, not listed in "
+                         f"its record-count index {index}, so not known to be create-data's: move or delete them "
                          "yourself, or choose another --output")
     if not overwrite:
         raise ValueError(f"--output {output_prefix}: an earlier run's shards that this run (--num-shards "
