@@ -201,8 +201,8 @@ def _run(files, tokenizer, output_prefix, outputs, stale, *, num_shards, options
     stats = _instances.BlockStats(**{k: v for k, v in totals.items() if k in vars(_instances.BlockStats())})
     stats.replaced_bytes = sum(replaced.values())
     tally = local.FileTally(files, [m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list])
-    for index, path in enumerate(files):
-        tally.add(path, by_file.get(f"{index} instances", 0), 0, by_file.get(f"{index} skipped_bytes", 0))
+    for file_index, path in enumerate(files):
+        tally.add(path, by_file.get(f"{file_index} instances", 0), 0, by_file.get(f"{file_index} skipped_bytes", 0))
     tally.skipped_documents = stats.skipped_documents
     error = None
     if stats.documents == 0:

@@ -511,7 +511,8 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
             records, block_stats = block_result
             stats.add(block_stats)
             tally.add(path, block_stats.instances, block_stats.skipped_documents, block_stats.skipped_bytes)
-            tally.check(max_skipped_share)
+            if stats.instances:  # a corpus of which nothing makes an instance is told so at the end
+                tally.check(max_skipped_share)
             if block_stats.replaced_bytes:
                 replaced[path] = replaced.get(path, 0) + block_stats.replaced_bytes
             shards.write(records)
@@ -527,6 +528,7 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
             pool.run(blocks, consume)
         shards.close()
         _check_made_instances(stats, files)
+        tally.check(max_skipped_share)
         shards.publish(stale, record_index.vocabulary_entry(tokenizer))
     finally:
         with _signals_ignored(STOP_SIGNALS):  # a second Ctrl-C or SIGTERM does not cut the clean-up short
