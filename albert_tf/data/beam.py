@@ -122,7 +122,7 @@ def build_pipeline(pipeline, files, model_proto, output_prefix, *, num_shards, o
     written = (
         pipeline
         | "Files" >> beam.Create(list(enumerate(files)))
-        | "ReadBlocks" >> beam.FlatMap(_read_blocks, block_documents, options.max_seq_length)
+        | "ReadBlocks" >> beam.FlatMap(_read_blocks, block_documents, _instances.piece_bytes(options))
         | "Distribute" >> beam.Reshuffle()
         | "BuildRecords" >> beam.ParDo(_BuildRecords(model_proto, lower_case, options, keep_accents))
         | "AssignShard" >> beam.Map(lambda record: (zlib.crc32(record) % num_shards, record))

@@ -518,7 +518,7 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
             shards.write(records)
             bar.update(counter.total, stats)
 
-        blocks = _blocks(files, counter, block_documents, options.max_seq_length)
+        blocks = _blocks(files, counter, block_documents, _instances.piece_bytes(options))
         if workers == 1:
             processor = _instances.BlockProcessor(tokenizer, options)
             for path, block in blocks:

@@ -62,15 +62,21 @@ class Block:  # pylint: disable=too-many-instance-attributes
     split_lines: int = 0
 
 
+def piece_bytes(options):
+    """The longest piece (UTF-8 bytes) create-data cuts a long line into: half of --max-seq-length, so that even at
+    one token a byte (text its vocabulary barely knows) a piece is at most half an instance, and a chunk holds two
+    or more pieces to split into A and B; at the usual 3-4 bytes a token it holds 6-8."""
+    return max(4, options.max_seq_length // 2)
+
+
 def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=BLOCK_BYTES, piece_bytes=None):
     """Groups an iterable of raw lines (bytes) of one file into Blocks.
 
     The original format: one sentence per line, blank (whitespace-only) lines between documents. Invalid UTF-8 is
     replaced by U+FFFD and counted in `Block.replaced_bytes`. A line longer than LONG_LINE bytes (vocab's limit:
     a paragraph, or a whole text on one line) is cut into sentences as vocab cuts it (corpus.split_long_line), in
-    pieces of at most `piece_bytes` (create-data passes its --max-seq-length: about a quarter of an instance's
-    tokens at 3–4 bytes a token, so that a chunk holds several sentences to split into A and B), each piece a
-    sentence of its own; None: lines are taken as they are.
+    pieces of at most `piece_bytes` (create-data's: `piece_bytes`), each piece a sentence of its own; None: lines
+    are taken as they are.
     """
     documents, sizes, current, size, block_index, first, replaced, split = [], [], [], 0, 0, 0, 0, 0
     document_size = 0
