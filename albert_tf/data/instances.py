@@ -22,8 +22,11 @@ Deliberate differences, so that memory stays bounded and the output is determini
   * the original shuffles all documents and all instances of the corpus in memory; here instances are shuffled
     within a block and dealt round-robin to the shards (the input pipeline shuffles files and records anyway);
   * the fallback's "random other document" is drawn from the same block (up to 256 documents), not the corpus;
-  * documents with fewer than two sentences are skipped (counted and reported): they cannot make a sentence-order
-    pair, and the original would only pair them with a random document under label 1;
+  * documents with fewer than two sentences are skipped (counted, their bytes and the files that made nothing
+    reported): they cannot make a sentence-order pair, and the original would only pair them with a random document
+    under label 1;
+  * a line longer than LONG_LINE bytes is cut into sentences as `vocab` cuts it (`iter_blocks`), where the original
+    takes it as one sentence (and truncates it);
   * the original draws n-gram sizes from numpy's unseeded global generator; here everything is seeded.
 """
 import dataclasses
