@@ -97,7 +97,9 @@ def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=
         replaced += bad
         line = line.strip()
         if line:
-            pieces = split_long_line(line, LONG_LINE, piece_bytes) if piece_bytes else [line]
+            # at most 4 bytes a character: a line of up to LONG_LINE / 4 characters fits without encoding it
+            long = piece_bytes and 4 * len(line) > LONG_LINE
+            pieces = split_long_line(line, LONG_LINE, piece_bytes) if long else [line]
             split += len(pieces) > 1
             current.extend(pieces)
             size += len(raw)
