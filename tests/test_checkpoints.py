@@ -94,12 +94,19 @@ def test_convert_refuses_config_that_disagrees(tmp_path, tf1, capsys):
     assert "ffn_1/intermediate/dense/kernel' has shape (16, 32), the model expects (16, 48)" in capsys.readouterr().err
 
 
-def test_convert_hf_pretraining_checkpoint(tmp_path):
+def test_convert_hf_pretraining_checkpoint(tmp_path, capsys):
     weights = ref.random_weights(SMALL, np.random.default_rng(7))
     hf_dir = str(tmp_path / "hf")
     write_hf_checkpoint(hf_dir, SMALL, ref.hf_names(weights, SMALL))
     out = str(tmp_path / "out")
+    killed = tmp_path / ".out.tmp-0123456789ab"  # what a conversion killed mid-write leaves: removed by the next
+    killed.mkdir()
+    (killed / "ckpt-0.index").write_bytes(b"x" * 10)
+    (tmp_path / ".other.tmp-0123456789ab").write_bytes(b"x")  # another output's: kept
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
+    assert (f"albert-tf convert: note: removed the temporary files of an interrupted earlier run: 1 file(s): "
+            f"{killed}/ (10 bytes)\n") in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == [".other.tmp-0123456789ab", "hf", "out"]
     model = AlbertPretrainer.from_pretrained(out)
     batch = make_inputs(SMALL)
     diff = compare(model(batch, training=False), reference(weights, SMALL, batch), batch["input_mask"])

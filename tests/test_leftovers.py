@@ -227,6 +227,17 @@ def test_convert_to_hf_removes_a_killed_runs_temporaries_and_leaves_none_on_a_fu
     assert sorted(os.listdir(tmp_path)) == [f".hf2.tmp-{TEMP}"]
 
 
+def test_create_data_removes_a_killed_runs_temporaries(tmp_path, cli, corpus_file, tiny_spm_model):
+    """Its shards', its index's and its lock's temporaries; another prefix's stay (a real kill: test_signals.py)."""
+    out = tmp_path / "data"
+    _make(out, [f".train-00000-of-00002.tfrecord.tmp-{TEMP}", f"..train.record_counts.json.tmp-{TEMP}",
+                f"..train.albert_tf.lock.tmp-{TEMP}", f".eval-00000-of-00001.tfrecord.tmp-{TEMP}"])
+    code, _, err = cli("create-data", "--input", corpus_file, "--spm-model", tiny_spm_model, "--output",
+                       out / "train", "--max-seq-length", 32)
+    assert code == 0 and "3 file(s)" in _note(err, "create-data") and "(3.0 kB)" in err, err
+    assert sorted(p for p in os.listdir(out) if ".tmp-" in p) == [f".eval-00000-of-00001.tfrecord.tmp-{TEMP}"]
+
+
 def test_vocab_removes_a_killed_runs_temporaries(tmp_path, cli, corpus_file, monkeypatch):
     """The prefix's temporaries (a kill between writing them and renaming) and the trainer's folder of a run that
     is gone; another prefix's temporaries stay. (vocab on a full disk: test_faults.py.)"""
