@@ -39,6 +39,25 @@ def test_unknown_subcommand_is_a_usage_error(capsys):
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["plan", "--toplogy", "v3-8"], "unknown --toplogy; did you mean --topology? (the following arguments are "
+                                    "required: --config, --topology)"),
+    (["pretrain", "--confg", "x.json", "--train-data=d", "--model-dir", "m"],
+     "unknown --confg; did you mean --config? (the following arguments are required: --config)"),
+    (["plan", "--config", "albert_base", "--frobnicate=1"],  # nothing close: named all the same
+     "unknown --frobnicate (the following arguments are required: --topology)"),
+    (["plan", "--config", "albert_base", "--topo", "cpu", "--remta"],  # --topo: argparse's prefix of --topology
+     "unrecognized arguments: --remta; did you mean --remat?"),
+])
+def test_a_misspelled_required_flag_is_named_with_its_closest(argv, line, capsys):
+    """Issue 48 D10. Before: `plan --toplogy v3-8` said only "the following arguments are required: --config,
+    --topology", neither the misspelling nor the flag it was meant to be."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"albert-tf {argv[0]}: error: {line}\n"
+
+
 def test_quickstart_end_to_end(tmp_path):
     """The README's first command, with fewer steps: vocab → create-data → pretrain on the built-in corpus, then
     finetune on the document task built from it, and one raw-text request through the fine-tuned export."""
