@@ -6,7 +6,7 @@ Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 1 an une
 3 non-finite loss, 4 keep-alive stopped on purpose (its last lines say why), 69 a bucket not reachable, 74 an output
 not writable (disk full), 75 stopped on a signal after saving, 76 the runtime or a peer (a worker) went away, 77 the
 output is locked by another run, 78 a bucket refused access, 130 Ctrl-C, 143 SIGTERM with nothing kept. Each ends with one line on stderr; a traceback only with
---verbose.
+--verbose. Flags and the input files a job's `preflight` checks are refused before TensorFlow is imported.
 """
 import argparse
 import os
@@ -80,12 +80,16 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def _run_job(job):
-    """The CLI's run of `job`: its config from the parsed flags, then its `cli(config)` (the exit code) or its
-    Python call's result's exit code."""
+    """The CLI's run of `job`: its config from the parsed flags, its `preflight(config)` (the checks of its inputs
+    that need no TensorFlow: bad input is answered before TensorFlow's import, which takes seconds), TensorFlow
+    imported quietly, then its `cli(config)` (the exit code) or its Python call's result's exit code."""
     def run(args):
         module = job.load()
         from_args = getattr(module, "config_from_args", None)
         config = from_args(args) if from_args else run_config.config_from_args(job.config_class(), args)
+        if hasattr(module, "preflight"):
+            module.preflight(config)
+        quiet_tensorflow(job.name, args.verbose)
         if hasattr(module, "cli"):
             return module.cli(config)
         return getattr(module, job.function)(config).exit_code
@@ -180,7 +184,6 @@ def _main(argv):
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
-        quiet_tensorflow(args.command, args.verbose)
         with messages.command(args.command):  # library warnings and notes name the command
             return args._run(args) or exit_codes.DONE
     except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code

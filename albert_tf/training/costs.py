@@ -259,9 +259,7 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
     _check_positive(batch_size=global_batch, max_seq_length=seq_length, max_predictions=max_predictions, cores=cores,
                     gradient_accumulation_steps=accumulation_steps)
     check_split(global_batch, cores, accumulation_steps, topology)
-    if seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
-                         f"{config.max_position_embeddings}")
+    config.check_seq_length(seq_length)
     if max_predictions > seq_length:
         raise ValueError(f"--max-predictions {max_predictions} exceeds --max-seq-length {seq_length}")
     if dtype not in DTYPE_BYTES:

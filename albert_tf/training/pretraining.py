@@ -74,9 +74,7 @@ def check_inputs(config: PretrainConfig, model_config):
     an AlbertConfig) against the flags, the vocabulary, the records, the model dir's own config and --init's model.
     Returns ({flag: {file: size at start}} for --train-data, each --phase-data and --eval-data, --init's InitSource
     or None)."""
-    if config.max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {config.max_seq_length} exceeds the config's max_position_embeddings "
-                         f"{model_config.max_position_embeddings}")
+    model_config.check_seq_length(config.max_seq_length)
     if config.spm_model:
         vocabulary.check_vocabulary(model_config, config.spm_model)
     sizes = {"--train-data": check_records(config.train_data, "--train-data", config, model_config.vocab_size)}
