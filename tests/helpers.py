@@ -45,6 +45,36 @@ def make_sentence(rng, min_words=4, max_words=14):
     return " ".join(words) + rng.choice([".", ".", ".", "!", "?"])
 
 
+def _gb2312_level1():
+    """The 3,755 most common Chinese characters (GB2312's level 1, rows 16-55, in its pinyin order)."""
+    return [bytes([row, cell]).decode("gb2312") for row in range(0xB0, 0xD8) for cell in range(0xA1, 0xFF)
+            if (row, cell) < (0xD7, 0xFA)]
+
+
+def cjk_sentences(count, script="zh", seed=0):
+    """`count` sentences of real characters, without spaces, each ending in 。！ or ？ (as Chinese and Japanese text
+    does): "zh" draws GB2312's common characters with Zipf-like frequencies (a few hundred make most of the text,
+    as in real Chinese; thousands appear), "ja" mixes hiragana, katakana and those characters, with the comma 、."""
+    rng = random.Random(seed)
+    han = _gb2312_level1()
+    rng.shuffle(han)
+    weights = [1 / (rank + 10) for rank in range(len(han))]
+    kana = [chr(c) for c in range(0x3041, 0x3094)] + [chr(c) for c in range(0x30A1, 0x30F5)]
+    out = []
+    for _ in range(count):
+        n = rng.randint(6, 30)
+        if script == "zh":
+            chars = rng.choices(han, weights, k=n)
+            comma = "，"
+        else:
+            chars = [rng.choice(kana) if rng.random() < 0.6 else rng.choices(han, weights)[0] for _ in range(n)]
+            comma = "、"
+        if n > 12:
+            chars.insert(rng.randint(4, n - 4), comma)
+        out.append("".join(chars) + rng.choice("。。。！？"))
+    return out
+
+
 def write_corpus(path, num_docs=30, min_sents=3, max_sents=12, seed=0):
     """Writes the original format: one sentence per line, a blank line between documents. Returns the path."""
     rng = random.Random(seed)

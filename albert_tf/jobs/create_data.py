@@ -47,10 +47,11 @@ def create_data(config):
         summary = creation.create_pretraining_data(
             config.input, config.spm_model, config.output, num_shards=config.num_shards,
             options=instance_options(config), workers=config.workers, lower_case=lower_case,
-            overwrite=config.overwrite)
+            overwrite=config.overwrite, max_skipped_share=config.max_skipped_share)
     stats = dataclasses.asdict(summary.stats)
     return CreateDataResult(list(summary.output_files), stats.get("instances", 0), stats.get("tokens", 0), stats,
-                            dict(summary.replaced_by_file), summary.seconds)
+                            dict(summary.replaced_by_file), summary.seconds,
+                            skipped_files=list(summary.skipped_files))
 
 
 def _run_on_beam(config, lower_case):
@@ -63,7 +64,8 @@ def _run_on_beam(config, lower_case):
         raise ValueError(f"--beam needs Apache Beam: pip install 'albert_tf[beam]' ({e})") from None
     return beam.run_pipeline(config.input, config.spm_model, config.output, num_shards=config.num_shards,
                              options=instance_options(config), lower_case=lower_case,
-                             pipeline_options=PipelineOptions(config.beam_options), overwrite=config.overwrite)
+                             pipeline_options=PipelineOptions(config.beam_options), overwrite=config.overwrite,
+                             max_skipped_share=config.max_skipped_share)
 
 
 def add_extra_arguments(parser):

@@ -129,6 +129,10 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
                                     "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "
                                     "directory; not an export (it holds no heads)", aliases=("--init-checkpoint",))
     spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
+    allow_unchecked_records: bool = option(
+        False, "read records that carry no vocabulary fingerprint (no record-count index DIR/.NAME.record_counts.json "
+               "beside them, as the original tool's, or an older release's index), unchecked against the vocabulary; "
+               "without it they are refused when a vocabulary is known")
     seed: int = option(SEED, "seeds the data order and masking (the model init too)", same_on_resume=True)
     collective_timeout_secs: float = option(
         COLLECTIVE_TIMEOUT_SECS, "multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer "

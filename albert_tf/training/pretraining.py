@@ -89,7 +89,8 @@ def check_inputs(config: PretrainConfig, model_config):
     vocabulary.check_same_vocabulary(config.model_dir, config.spm_model)  # the vocabulary is part of the model
     spm_model = config.spm_model or vocabulary.spm_model_path(config.model_dir)
     for flag, files in sizes.items():  # records tokenized with another vocabulary are refused
-        note = pretraining_input.check_record_vocabulary(list(files), flag, spm_model)
+        note = pretraining_input.check_record_vocabulary(list(files), flag, spm_model,
+                                                         config.allow_unchecked_records)
         if note:
             messages.say("note", note, "pretrain")
     return sizes, source
