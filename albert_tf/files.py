@@ -3,7 +3,7 @@
 Reading: local paths go through the standard library, URLs through tf.io.gfile, so light tools (`albert-tf plan`,
 `vocab`, create-data's workers, the task readers) never import TensorFlow for local files.
 
-    is_url / exists / isdir / isfile / glob / listdir / size / open_text / read_text
+    is_url / is_local / exists / isdir / isfile / glob / listdir / size / open_text / read_text
     match_files(patterns, flag)        every --input / --train-data / file-pattern argument
     check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
     check_output_prefix(prefix, flag)  an output file-name prefix that names a directory: one clear error
@@ -32,6 +32,11 @@ import uuid
 def is_url(path):
     """True for a URL (gs://..., any tf.io.gfile scheme), read through tf.io.gfile; False for a local path."""
     return "://" in os.fspath(path)
+
+
+def is_local(*paths):
+    """True when none of `paths` (None skipped) is a URL: what can be checked without importing TensorFlow."""
+    return not any(is_url(path) for path in paths if path is not None)
 
 
 def _gfile(path):

@@ -278,13 +278,15 @@ def test_a_misspelled_flag_is_one_line_naming_the_closest(cli, capsys):
                                        "or auto, got 'many'\n")
 
 
-def test_an_unexpected_error_is_one_line_and_exit_1_unless_verbose(cli, monkeypatch):
+def test_an_unexpected_error_is_one_line_and_exit_1_unless_verbose(cli, monkeypatch, tmp_path):
     from albert_tf.jobs import vocab as vocab_job  # pylint: disable=import-outside-toplevel
 
     def broken(config):
         raise KeyError("lost")
     monkeypatch.setattr(vocab_job, "vocab", broken)
-    code, _, err = cli("vocab", "--input", "x", "--output-prefix", "y")
+    (tmp_path / "x").write_text("a sentence.\n")  # past vocab.preflight's check of --input
+    args = ("vocab", "--input", tmp_path / "x", "--output-prefix", tmp_path / "y")
+    code, _, err = cli(*args)
     assert (code, err) == (1, "albert-tf vocab: error: KeyError: 'lost' (run with --verbose for the traceback)\n")
     with pytest.raises(KeyError):
-        cli("vocab", "--input", "x", "--output-prefix", "y", "--verbose")
+        cli(*args, "--verbose")

@@ -17,6 +17,7 @@ from albert_tf.checkpoints import pretrained, releases, tensors
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import count_params
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.settings.convert_config import source_config
 from albert_tf.runtime import leftovers
 
 
@@ -27,25 +28,13 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     output = os.fspath(output).rstrip("/")
     if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
         raise ValueError(f"{output}: output directory exists and is not empty; give a new or empty directory")
-    if source == "tf1":
-        if config is None:
-            config = os.path.join(os.path.dirname(checkpoint), pretrained.CONFIG_FILE)
-            if not tf.io.gfile.exists(config):
-                raise ValueError(f"--config is required: no {pretrained.CONFIG_FILE} beside {checkpoint}")
-        cfg = AlbertConfig.from_json_file(config)
-    elif source == "hf":
-        if not tf.io.gfile.isdir(checkpoint):
-            raise FileNotFoundError(f"--checkpoint {checkpoint}: not a directory (a Hugging Face ALBERT directory "
-                                    "holds config.json and model.safetensors)")
-        hf_config = os.path.join(checkpoint, "config.json")
-        if config is None and not tf.io.gfile.exists(hf_config):
-            raise FileNotFoundError(f"{hf_config}: no such file (a Hugging Face ALBERT directory holds config.json "
-                                    "and model.safetensors; or give --config)")
-        cfg = AlbertConfig.from_json_file(config) if config else tensors.config_from_hf(hf_config)
-        if spm_model is None and tf.io.gfile.exists(os.path.join(checkpoint, "spiece.model")):
-            spm_model = os.path.join(checkpoint, "spiece.model")
+    config_file = source_config(source, checkpoint, config)
+    if source == "tf1" or config:
+        cfg = AlbertConfig.from_json_file(config_file)
     else:
-        raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
+        cfg = tensors.config_from_hf(config_file)
+    if source == "hf" and spm_model is None and tf.io.gfile.exists(os.path.join(checkpoint, "spiece.model")):
+        spm_model = os.path.join(checkpoint, "spiece.model")
     lower_case = tensors.release_casing(source, checkpoint, cased, spm_model)
     keep_accents = tensors.release_accents(source, checkpoint, spm_model)
     model = AlbertPretrainer(cfg)

@@ -53,8 +53,7 @@ import urllib.error
 import urllib.request
 import zlib
 
-from albert_tf import __version__
-from albert_tf.files import temp_path_for
+from albert_tf import __version__, files
 from albert_tf.runtime import faults, leftovers
 from albert_tf.settings.convert_config import (  # noqa: F401  (their one home)
     CACHE_ENV, HF_PREFIX, NAMES, SIZES, canonical_name)
@@ -66,6 +65,27 @@ MARKER = "release.json"
 HF_FILES = ["config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]
 TIMEOUT_S = 60
 CHUNK = 1 << 20
+
+
+# What a handle (--init) may be, for the line that refuses one (albert_tf.checkpoints.handles)
+EXPECTED = ("a pretrained-model directory, an `albert-tf export` BASE or BASE/N, a Hugging Face ALBERT directory "
+            f"or a released model's name: {', '.join(NAMES)}, hf:OWNER/NAME")
+
+
+def check_handle(handle, flag="--init"):
+    """The first look at a handle (albert_tf.checkpoints.handles), which needs no TensorFlow for a local path: an
+    existing directory, or else a released model's name. Returns (its path without a trailing /, the release's
+    canonical name or None). FileNotFoundError in one line naming `flag` and what was expected otherwise."""
+    path = os.fspath(handle).rstrip("/")
+    if not files.exists(path):
+        try:
+            return path, canonical_name(path)
+        except ValueError:
+            raise FileNotFoundError(f"{flag} {path}: no such directory and not a released model's name (expected "
+                                    f"{EXPECTED})") from None
+    if not files.isdir(path):
+        raise FileNotFoundError(f"{flag} {path}: a file, not a directory (expected {EXPECTED})")
+    return path, None
 
 
 class ReleaseUnavailable(FileNotFoundError):
@@ -151,7 +171,7 @@ def unpack(archive, unpacked):
     `unpacked`, with release.json written last. Returns ReleaseFiles; ValueError naming the archive and what is
     wrong."""
     _check_gzip(archive)
-    tmp = temp_path_for(unpacked)
+    tmp = files.temp_path_for(unpacked)
     try:
         with tarfile.open(archive, "r:gz") as tar:
             members = tar.getmembers()

@@ -10,15 +10,20 @@ a Hugging Face ALBERT directory (albert_tf/checkpoints/to_hf.py) or a keras-hub 
     albert_tf.convert(albert_tf.ConvertConfig(init="model", to="hf", output="hf_dir"))    # transformers reads it
     albert_tf.convert(albert_tf.ConvertConfig(init="model", to="keras-hub", output="kh"))  # keras-hub's from_preset
 """
+from albert_tf import files
+from albert_tf.checkpoints import releases
+from albert_tf.settings.convert_config import ConvertConfig, ConvertResult, source_config
 
-from albert_tf.files import check_input_file
-from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
 
-
-def _check_files(config):
-    """The files the flags name, before anything is read or written (ConvertConfig checked the flags themselves)."""
-    if config.spm_model:
-        check_input_file(config.spm_model, "--spm-model", "spm.model" if config.to else "spiece.model")
+def preflight(config):
+    """The files the flags name, before anything is read or written and before TensorFlow's import (local paths;
+    ConvertConfig checked the flags themselves): --spm-model, --init (with --to), --checkpoint and --config."""
+    if config.spm_model and files.is_local(config.spm_model):
+        files.check_input_file(config.spm_model, "--spm-model", "spm.model" if config.to else "spiece.model")
+    if config.to and files.is_local(config.init):
+        releases.check_handle(config.init)
+    if config.source and files.is_local(config.checkpoint, config.config):
+        source_config(config.source, config.checkpoint, config.config)
 
 
 def _convert_outward(config):
@@ -35,7 +40,7 @@ def _convert_outward(config):
 def convert(config):
     """Converts as `config` (a ConvertConfig) says; progress lines on stderr, the result line on stdout. Returns a
     ConvertResult."""
-    _check_files(config)
+    preflight(config)
     if config.to:
         return _convert_outward(config)
     from albert_tf.checkpoints import convert as work  # pylint: disable=import-outside-toplevel  (TensorFlow)
@@ -56,4 +61,4 @@ def convert(config):
     return ConvertResult(output, parameters, encoder)
 
 
-__all__ = ["ConvertConfig", "ConvertResult", "convert"]
+__all__ = ["ConvertConfig", "ConvertResult", "convert", "preflight"]

@@ -285,6 +285,24 @@ def decide_length(config):
                          "phase's step rate, before the later phases' are known; give --budget-tokens")
 
 
+def at_pod_defaults(config):
+    """Whether `config` (a PretrainConfig or a PlanConfig) is left at the pod recipe's batch and steps (4096 ×
+    125,000: PretrainConfig's defaults, the paper's run), which `pretrain` refuses on a CPU (check_cpu_run)."""
+    return all(getattr(config, name) == run_config.default_for(PretrainConfig, name)
+               for name in ("batch_size", "num_train_steps"))
+
+
+def check_cpu_run(config):
+    """Refuses a run on this machine's CPU left at the pod recipe's batch and steps (weeks here): one line asking
+    for both, and where to size them."""
+    if at_pod_defaults(config):
+        raise ValueError(
+            f"--batch-size {config.batch_size} and --num-train-steps {config.num_train_steps:,} are the pod recipe's "
+            "defaults (weeks of training on a CPU); give both for this machine, e.g. --batch-size 32 "
+            "--num-train-steps 2000 --num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu` says "
+            "how long they take here and prints a run of about an hour that fits)")
+
+
 def paper_warmup(num_train_steps):
     """The paper's share of warm-up steps, 2.5 % (3,125 of 125,000), for a run of `num_train_steps`."""
     return num_train_steps * 25 // 1000

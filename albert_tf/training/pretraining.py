@@ -43,7 +43,7 @@ from albert_tf.data.pretraining_input import (changed_files, check_records, data
 from albert_tf.files import check_input_file, check_output_dir, exists, read_text
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
 from albert_tf.runtime import devices, exit_codes, leftovers, lock, precision, random_state
-from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult
+from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult, check_cpu_run
 from albert_tf.settings.run_length import steps_for_hours
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
@@ -75,9 +75,7 @@ def check_inputs(config: PretrainConfig, model_config):
     an AlbertConfig) against the flags, the vocabulary, the records, the model dir's own config and --init's model.
     Returns ({flag: {file: size at start}} for --train-data, each --phase-data and --eval-data, --init's InitSource
     or None)."""
-    if config.max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {config.max_seq_length} exceeds the config's max_position_embeddings "
-                         f"{model_config.max_position_embeddings}")
+    model_config.check_seq_length(config.max_seq_length)
     if config.spm_model:
         vocabulary.check_vocabulary(model_config, config.spm_model)
     sizes = {"--train-data": check_records(config.train_data, "--train-data", config, model_config.vocab_size)}
@@ -186,21 +184,6 @@ def restore(manager, model, config: PretrainConfig, source):
             raise ValueError(f"--init {config.init}: {e}") from None
         return f"initialized the weights from {path}"
     return None
-
-
-# PretrainConfig's defaults of these fields are the paper's pod run (read from the fields, not written again here)
-POD_DEFAULTS = {name: run_config.default_for(PretrainConfig, name) for name in ("batch_size", "num_train_steps")}
-
-
-def check_cpu_run(config: PretrainConfig):
-    """Refuses a run on this machine's CPU left at the pod recipe's batch and steps (4096 x 125,000: weeks here):
-    one line asking for both, and where to size them."""
-    if all(getattr(config, name) == value for name, value in POD_DEFAULTS.items()):
-        raise ValueError(
-            f"--batch-size {config.batch_size} and --num-train-steps {config.num_train_steps:,} are the pod recipe's "
-            "defaults (weeks of training on a CPU); give both for this machine, e.g. --batch-size 32 "
-            "--num-train-steps 2000 --num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu "
-            "--batch-size B --num-train-steps N` says what fits and how long it takes)")
 
 
 def check_host_memory(config: PretrainConfig, model_config, batch: BatchPlan, dtype, total=None):
