@@ -203,20 +203,25 @@ def test_hf_round_trip_is_the_identity(script_spm, tmp_path):
 
 
 def test_hf_tokenizers_give_albert_tf_ids(tiny, tmp_path):
-    """transformers' AlbertTokenizer (SentencePiece), AlbertTokenizerFast (tokenizer.json) and AutoTokenizer, loaded
-    from the written directory, give AlbertTokenizer's ids, [CLS] a [SEP] b [SEP] included, on text of several
-    scripts, uppercase and the digit-comma rule's pieces."""
+    """transformers' AutoTokenizer (tokenizer.json, transformers 4 and 5) and transformers 4's AlbertTokenizer
+    (SentencePiece) and AlbertTokenizerFast (tokenizer.json), loaded from the written directory, give
+    AlbertTokenizer's ids, [CLS] a [SEP] b [SEP] included, on text of several scripts, uppercase (Greek's final
+    sigma) and the digit-comma rule's pieces. (transformers 5's AlbertTokenizer class builds a normalizer of its own:
+    tests/test_hf_tokenizer.py counts where it differs.)"""
     transformers = _require("transformers")
     from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
 
     directory, _, _, _ = tiny
     _convert(directory, "hf", tmp_path / "hf")
     ours = AlbertTokenizer(os.path.join(directory, "spm.model"))
-    for cls in (transformers.AlbertTokenizer, transformers.AlbertTokenizerFast, transformers.AutoTokenizer):
+    classes = [transformers.AutoTokenizer]
+    if transformers.__version__.startswith("4."):
+        classes += [transformers.AlbertTokenizer, transformers.AlbertTokenizerFast]
+    for cls in classes:
         theirs = cls.from_pretrained(str(tmp_path / "hf"))
-        # transformers lowercases character by character, so an uppercase Greek word-final Σ gives σ there and ς
-        # in albert_tf (str.lower, as the original ALBERT): the uppercase Greek line is left out
-        for text in TEXTS + [t.upper() for t in TEXTS if "γλώσσα" not in t] + ["9,000, 12,5, a,b 3,"]:
+        for text in TEXTS + [t.upper() for t in TEXTS] + ["9,000, 12,5, a,b 3,"]:
+            if cls is transformers.AlbertTokenizer and "ΓΛΏΣΣΑ" in text:
+                continue  # its tokenize() lowercases character by character first: a word-final Σ gives σ, not ς
             assert theirs(text, add_special_tokens=False)["input_ids"] == ours.encode(text), (cls.__name__, text)
         pair = theirs(TEXTS[1], TEXTS[3])
         packed = ours.pack(TEXTS[1], TEXTS[3], seq_length=len(pair["input_ids"]))

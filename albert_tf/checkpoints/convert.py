@@ -64,10 +64,17 @@ def hf_vocabulary(directory, spm_model, log):
     """Yields the SentencePiece model of the Hugging Face directory `directory`: `spm_model` (--spm-model) when
     given, else its spiece.model, else (what transformers 5's save_pretrained writes: tokenizer.json only) one built
     from its tokenizer.json (albert_tf.checkpoints.hf_tokenizer.spm_from_hf), in a temporary file removed after the
-    block. Neither, or a tokenizer.json that no SentencePiece model holds: ValueError naming --spm-model."""
+    block; a tokenizer.json that no SentencePiece model holds: ValueError naming --spm-model. Neither file: None,
+    with a warning naming --spm-model."""
     own = os.path.join(directory, hf_tokenizer.HF_SPM_FILE)
     if spm_model is not None or tf.io.gfile.exists(own):
         yield spm_model or own
+        return
+    if not tf.io.gfile.exists(os.path.join(directory, hf_tokenizer.HF_TOKENIZER_FILE)):
+        log(messages.line("warning", f"{directory} holds no {hf_tokenizer.HF_SPM_FILE} and no "
+                          f"{hf_tokenizer.HF_TOKENIZER_FILE}: the model directory gets no vocabulary, which "
+                          "finetune and export need; give it with --spm-model", "convert"))
+        yield None
         return
     built = hf_tokenizer.spm_from_hf(directory)
     with tempfile.TemporaryDirectory(prefix="albert_tf-vocab-") as tmp:

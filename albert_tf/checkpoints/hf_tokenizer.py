@@ -23,7 +23,8 @@ docs/fine-tuning.md gives how often on real text):
   * SentencePiece (the AlbertTokenizer of transformers 4) meets ties between orders of pieces that are powers of one
     string ("=" + "====" and "====" + "=") and breaks them by float32 rounding; albert_tf puts each such run in
     ascending order (`canonical_order`), as tokenizers' exact sums do;
-  * the AlbertTokenizer of transformers 4 keeps words longer than MAX_WORD_CHARS characters whole;
+  * the AlbertTokenizer of transformers 4 keeps words longer than MAX_WORD_CHARS characters whole, and its
+    tokenize() lowercases character by character before ALBERT's preprocessing (a word-final Σ gives σ, not ς);
   * the AlbertTokenizer class of transformers 5 rebuilds its normalizer: every nonspacing mark dropped (Devanagari's
     vowel signs too), lowercasing character by character (Greek final sigma), Hangul left decomposed.
 
@@ -49,6 +50,8 @@ TOKENIZER_FILES = (HF_SPM_FILE, HF_TOKENIZER_CONFIG_FILE, HF_TOKENIZER_FILE, HF_
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4 (albert_tf.text.sentencepiece)
 SPECIAL = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
            "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+# SentencePiece's normalization rules that are NFKC (and more): its default nmt_nfkc, Google's ALBERT vocabularies'
+NFKC_RULES = ("nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf")
 DIGIT_COMMA_PENALTY = 100.0  # subtracted from a digit-comma piece's score in tokenizer.json (transformers' value)
 # Python's str.lower() (Unicode's Final_Sigma): Σ after a cased letter, not followed by one (case-ignorable
 # characters such as "'" and "." skipped on both sides) lowercases to ς. \K starts the match at Σ.
@@ -85,15 +88,16 @@ def _replace(pattern, content, regex=True):
     return {"type": "Replace", "pattern": {"Regex" if regex else "String": pattern}, "content": content}
 
 
-def normalizer_steps(charsmap, lower_case, keep_accents):
+def normalizer_steps(charsmap, composes, lower_case, keep_accents):
     """tokenizer.json's normalizer steps: albert_tf.text.normalize, then SentencePiece's own normalizer.
 
     Whitespace as str.split sees it; each word cut to its first MAX_WORD_CHARS characters; `` and '' to "; NFKD with
     the marks unicodedata.combining names dropped (tokenizers' StripAccents drops every nonspacing mark), or NFKC
     with keep_accents; lowercasing with Python's final sigma (tokenizers' Lowercase maps Σ to σ everywhere); then
-    SentencePiece's normalizer: NFKC first (tokenizers' Precompiled composes only within graphemes shorter than 6
-    bytes, so decomposed Hangul would stay jamo), the model's own character map (`charsmap`, bytes, or None), its
-    whitespace: runs of spaces to one, none at either end (an NFKD may leave one, as "´" -> " ́" does)."""
+    SentencePiece's normalizer: NFKC first when its rules are NFKC's (`composes`: tokenizers' Precompiled composes
+    only within graphemes shorter than 6 bytes, so decomposed Hangul would stay jamo), the model's own character map
+    (`charsmap`, bytes, or None), its whitespace: runs of spaces to one, none at either end (an NFKD may leave one,
+    as "´" -> " ́" does)."""
     whitespace, combining = unicode_classes()
     steps = [_replace(whitespace + "+", " "), {"type": "Strip", "strip_left": True, "strip_right": True},
              _replace(f"(?<=[^ ]{{{MAX_WORD_CHARS}}})[^ ]+", ""),
@@ -104,7 +108,8 @@ def normalizer_steps(charsmap, lower_case, keep_accents):
         steps += [{"type": "NFKD"}, _replace(combining, "")]
     if lower_case:
         steps += [_replace(FINAL_SIGMA, "\u03c2"), {"type": "Lowercase"}]
-    steps.append({"type": "NFKC"})
+    if composes:
+        steps.append({"type": "NFKC"})
     if charsmap:
         steps.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()})
     return steps + [_replace(" {2,}", " "), {"type": "Strip", "strip_left": True, "strip_right": True}]
@@ -120,7 +125,9 @@ def tokenizer_json(spm_model, lower_case, keep_accents):
     for i in range(tokenizer.vocab_size):
         piece, score = sp.id_to_piece(i), float(sp.get_score(i))
         vocab.append([piece, score - DIGIT_COMMA_PENALTY if is_digit_comma(piece) else score])
-    charsmap = proto_field(proto_field(tokenizer.model_proto, 3), 2)  # normalizer_spec.precompiled_charsmap
+    spec = proto_field(tokenizer.model_proto, 3)  # normalizer_spec: its name, its precompiled_charsmap
+    composes = proto_field(spec, 1).decode("utf-8", "replace") in NFKC_RULES
+    charsmap = proto_field(spec, 2)
     metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
     digit_comma = sorted((p for p, _ in vocab if is_digit_comma(p)), key=lambda p: (-len(p), p))
     pre_tokenizer = metaspace
@@ -137,7 +144,8 @@ def tokenizer_json(spm_model, lower_case, keep_accents):
     return {
         "version": "1.0", "truncation": None, "padding": None,
         "added_tokens": [{"id": i, **added_token(p)} for i, p in enumerate(SPECIAL_PIECES)],
-        "normalizer": {"type": "Sequence", "normalizers": normalizer_steps(charsmap, lower_case, keep_accents)},
+        "normalizer": {"type": "Sequence",
+                       "normalizers": normalizer_steps(charsmap, composes, lower_case, keep_accents)},
         "pre_tokenizer": pre_tokenizer,
         "post_processor": {
             "type": "TemplateProcessing",
@@ -161,17 +169,23 @@ def unexpressed_rules(spm_model):
     this vocabulary: its digit-comma pieces and its pieces that can tie (powers of one string), with their counts."""
     tokenizer = AlbertTokenizer(spm_model)
     digit_comma = sorted(tokenizer.digit_comma_ids)
-    tying = [i for i, root in enumerate(tokenizer.run_root) if root >= 0]
+    tying = sorted((i for i, root in enumerate(tokenizer.run_root) if root >= 0),
+                   key=lambda i: (tokenizer.run_power[i] < 2, i))  # examples: "==" before "="
 
-    def examples(ids):
-        return f" such as {', '.join(repr(tokenizer.id_to_piece(i)) for i in ids[:2])}" if ids else ""
+    def pieces(ids, what):
+        examples = ", ".join(repr(tokenizer.id_to_piece(i)) for i in ids[:2])
+        return f"the {len(ids)} {what} such as {examples}"
 
-    return (f"transformers' tokenizers cannot follow every rule of albert_tf's: AutoTokenizer (tokenizer.json) "
-            f"does not split the {len(digit_comma)} digit-comma pieces{examples(digit_comma)} as ALBERT does; "
-            f"transformers 4's SentencePiece AlbertTokenizer breaks ties among the {len(tying)} pieces that repeat "
-            f"one string{examples(tying)} by float rounding and keeps words past {MAX_WORD_CHARS} characters whole; "
-            "transformers 5's AlbertTokenizer class rebuilds its own normalizer (load with AutoTokenizer); how "
-            "often on real text: docs/fine-tuning.md")
+    parts = []
+    if digit_comma:
+        parts.append("AutoTokenizer (tokenizer.json) does not always split "
+                     f"{pieces(digit_comma, 'digit-comma pieces')} as ALBERT does")
+    slow = [f"breaks ties among {pieces(tying, 'pieces that repeat one string')} by float rounding"] if tying else []
+    slow += [f"keeps words past {MAX_WORD_CHARS} characters whole", "lowercases a word-final Σ to σ"]
+    parts.append(f"transformers 4's SentencePiece AlbertTokenizer {', '.join(slow[:-1])} and {slow[-1]}")
+    parts.append("transformers 5's AlbertTokenizer class builds a normalizer of its own (load with AutoTokenizer)")
+    return (f"transformers' tokenizers cannot follow every rule of albert_tf's: {'; '.join(parts)}; how often on real "
+            "text: docs/fine-tuning.md")
 
 
 def tokenizer_files(spm_model, lower_case, keep_accents, max_length):
@@ -316,4 +330,5 @@ def _charsmap(values):
 
 
 __all__ = ["TOKENIZER_FILES", "tokenizer_json", "tokenizer_config", "special_tokens_map", "write_tokenizer_files",
-           "unexpressed_rules", "spm_from_hf", "write_json", "tokenizer_files", "json_bytes", "proto_field", "is_digit_comma"]
+           "unexpressed_rules", "spm_from_hf", "write_json", "tokenizer_files", "json_bytes", "proto_field",
+           "is_digit_comma"]
