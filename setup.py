@@ -6,9 +6,11 @@ TENSORFLOW = ["tensorflow>=2.18,<2.22", "tensorflow-text>=2.18,<2.22"]
 SERVING = ["tensorflow-serving-api>=2.18,<2.22"]
 TEST = ["pytest>=8,<10", "pytest-xdist>=3,<4"]
 # The other libraries' own code, for tests/test_interop.py (`convert --to hf|keras-hub` checked by transformers and
-# keras-hub): torch pinned to the 2.13 CPU wheel's range; keras-hub needs tensorflow-text >= 2.20, so these stay out
-# of `test` (the TPU-wheel and TensorFlow 2.18 environments of CI install `test`). About a minute of installing.
-INTEROP = ["torch>=2.13,<2.14", "transformers>=4.57,<5", "keras-hub>=0.32,<0.33"]
+# keras-hub): torch pinned to the 2.13 CPU wheel's range; transformers 5 (PyTorch and safetensors: it removed
+# TensorFlow), whose tokenizers tests/test_hf_tokenizer.py checks too (CI checks transformers 4.57's in a small
+# environment of its own: .ci/run); keras-hub needs tensorflow-text >= 2.20, so these stay out of `test` (the
+# TPU-wheel and TensorFlow 2.18 environments of CI install `test`). About a minute of installing.
+INTEROP = ["torch>=2.13,<2.14", "transformers>=5.24,<6", "keras-hub>=0.32,<0.33"]
 # What TPUClusterResolver(tpu=NAME) imports on a pod slice to ask the Cloud TPU API for the slice's hosts:
 # TensorFlow's tpu/client/client.py imports `googleapiclient.discovery` and `oauth2client.client` (TensorFlow
 # tries the cloud-tpu-client package first, whose last release is from 2020; its fallback needs only these two).

@@ -47,6 +47,21 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
     items.sort(key=lambda item: -minutes(item))
 
 
+# Lines a test records with `record_property("summary", LINE)` (counts worth reading in a passing run, such as
+# tests/test_hf_tokenizer.py's), printed after the run; xdist carries them from its workers.
+_SUMMARIES = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _SUMMARIES.extend(value for name, value in report.user_properties if name == "summary")
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in _SUMMARIES:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def tiny_spm_model(tmp_path_factory):
     """Path to a tiny SentencePiece model (vocab 300) with ALBERT's special ids."""

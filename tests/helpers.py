@@ -9,6 +9,8 @@ Fixtures are in tests/conftest.py.
 Nothing here downloads anything; everything is generated from a seed.
 """
 import contextlib
+import glob
+import gzip
 import json
 import os
 import random
@@ -177,6 +179,28 @@ EQUALITY_TEXTS = [
     "short " + "Ab" * 150 + " é" * 3 + "\u00a0" + "é" * 260 + "\tz " + "x" * 255 + "7, " + "y" * 256 + "3.0,",
     "ﬁ" * 257 + " " + "e\u0301" * 140 + " " + "`" * 259 + "'" * 3 + " ΟΔΟΣ" * 80 + "Σ tail",
 ]
+
+
+# The documentation Debian installs: the Python documentation's reST sources and the Linux kernel's Documentation
+# (gzipped .rst and .txt, translations included): real text with code, numbers and punctuation.
+DOC_CORPUS_INSTALL = "apt-get install -y python3-doc linux-doc-6.12"
+
+
+def doc_corpus_lines(stride=1):
+    """Every `stride`-th non-blank line (str.splitlines) of python3-doc's _sources/**/*.txt, then of linux-doc's
+    Documentation/**/*.rst.gz and *.txt.gz, each set in sorted path order, UTF-8 with bad bytes replaced; [] when
+    either package is missing."""
+    python = sorted({os.path.realpath(p)
+                     for p in glob.glob("/usr/share/doc/python3*/html/_sources/**/*.txt", recursive=True)})
+    linux = sorted(p for p in glob.glob("/usr/share/doc/linux-doc-*/Documentation/**/*.gz", recursive=True)
+                   if p.endswith((".rst.gz", ".txt.gz")))
+    if not python or not linux:
+        return []
+    lines = []
+    for path in python + linux:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+            lines += [line for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[::stride]
 
 
 # ------------------------------------------------------------------------------------ pretraining records

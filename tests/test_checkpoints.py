@@ -1,5 +1,6 @@
 """`albert-tf convert`: checkpoints written in the original TF1 names / Hugging Face names reproduce the numpy
 reference after import; bad checkpoints are refused with errors naming each tensor."""
+import json
 import os
 
 import numpy as np
@@ -8,8 +9,8 @@ import pytest
 import numpy_albert as ref
 from albert_tf import AlbertEncoder, AlbertPretrainer
 from albert_tf.cli import main as cli_main
-from helpers import (SMALL, compare, make_inputs, run_cli, write_config, write_hf_checkpoint,
-                     write_tf1_checkpoints)
+from helpers import (EQUALITY_TEXTS, SMALL, compare, error_lines, make_inputs, run_cli, write_config,
+                     write_hf_checkpoint, write_tf1_checkpoints)
 
 
 def _broken(weights):
@@ -104,14 +105,85 @@ def test_convert_hf_pretraining_checkpoint(tmp_path, capsys):
     (killed / "ckpt-0.index").write_bytes(b"x" * 10)
     (tmp_path / ".other.tmp-0123456789ab").write_bytes(b"x")  # another output's: kept
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
+    err = capsys.readouterr().err
     assert (f"albert-tf convert: note: removed the temporary files of an interrupted earlier run: 1 file(s): "
-            f"{killed}/ (10 bytes)\n") in capsys.readouterr().err
+            f"{killed}/ (10 bytes)\n") in err
     assert sorted(os.listdir(tmp_path)) == [".other.tmp-0123456789ab", "hf", "out"]
+    assert "holds no spiece.model and no tokenizer.json: the model directory gets no vocabulary" in err
     model = AlbertPretrainer.from_pretrained(out)
     batch = make_inputs(SMALL)
     diff = compare(model(batch, training=False), reference(weights, SMALL, batch), batch["input_mask"])
     print(f"hf convert: max|diff|={diff:.2e}")
     assert diff < 1e-5
+
+
+def _hf_dir_without_spiece(directory, spm_model, tokenizer=None):
+    """A Hugging Face ALBERT directory as transformers 5's save_pretrained writes it: weights, config.json,
+    tokenizer_config.json and tokenizer.json (`tokenizer`, default: what `convert --to hf` writes for `spm_model`),
+    no spiece.model."""
+    from albert_tf.checkpoints import hf_tokenizer  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    cfg = dict(SMALL, vocab_size=AlbertTokenizer(spm_model).vocab_size)
+    write_hf_checkpoint(directory, cfg, ref.hf_names(ref.random_weights(cfg, np.random.default_rng(9)), cfg))
+    files = hf_tokenizer.tokenizer_files(spm_model, True, False, 32)
+    with open(os.path.join(directory, "tokenizer_config.json"), "wb") as f:
+        f.write(files["tokenizer_config.json"])
+    with open(os.path.join(directory, "tokenizer.json"), "wb") as f:
+        f.write(files["tokenizer.json"] if tokenizer is None else json.dumps(tokenizer).encode())
+    return directory
+
+
+def test_convert_hf_without_spiece_model_builds_the_vocabulary_from_tokenizer_json(tmp_path, tiny_spm_model,
+                                                                                   corpus_file, capsys):
+    """transformers 5 saves tokenizer.json only: its Unigram pieces, scores (the digit-comma pieces' 100 given back)
+    and special pieces become the model directory's spm.model, which gives the original vocabulary's ids. Before,
+    the model directory had no vocabulary and nothing said so."""
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    hf_dir = _hf_dir_without_spiece(str(tmp_path / "hf"), tiny_spm_model)
+    out = str(tmp_path / "out")
+    assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
+    assert "its vocabulary built from tokenizer.json" in capsys.readouterr().err
+    built, original = AlbertTokenizer(os.path.join(out, "spm.model")), AlbertTokenizer(tiny_spm_model)
+    with open(corpus_file, encoding="utf-8") as f:
+        texts = f.read().splitlines() + EQUALITY_TEXTS + ["9,000, 12,5, a,b 3,"]
+    assert built.encode(texts) == original.encode(texts)
+    assert [built.id_to_piece(i) for i in range(built.vocab_size)] == [
+        original.id_to_piece(i) for i in range(original.vocab_size)]
+    assert built.lower_case and not built.keep_accents
+
+
+@pytest.mark.parametrize("model, message", [
+    ({"type": "WordPiece", "vocab": {"[UNK]": 0}}, "model type 'WordPiece', expected 'Unigram'"),
+    ({"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0]]}, "expected ALBERT's"),
+])
+def test_convert_hf_refuses_a_tokenizer_json_no_sentencepiece_model_holds(tmp_path, tiny_spm_model, cli, model,
+                                                                          message):
+    hf_dir = _hf_dir_without_spiece(str(tmp_path / "hf"), tiny_spm_model, tokenizer={"model": model})
+    code, _, err = cli("convert", "--from", "hf", "--checkpoint", hf_dir, "--output", tmp_path / "out")
+    assert code == 2 and len(error_lines(err)) == 1, err
+    assert message in err and "give the SentencePiece model with --spm-model" in err
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_convert_full_disk_line_names_the_output(tmp_path, tiny_spm_model, cli, monkeypatch):
+    """TensorFlow's checkpoint writer on a full disk puts its op's name before the file's: the line names the output
+    directory (before: "could not be written: no space left on device", no path)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    def full(self, *args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "{{function_node __wrapped__SaveV2_dtypes_34_device_/job:localhost/replica:0/task:0/device:"
+                        f"CPU:0}}}} {tmp_path}/.out.tmp-0123456789ab/ckpt-0_temp/part-00000-of-00001.data-00000-of-"
+                        "00001.tempstate11249904752931702859; No space left on device [Op:SaveV2]")
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", full)
+    hf_dir = _hf_dir_without_spiece(str(tmp_path / "hf"), tiny_spm_model)
+    code, _, err = cli("convert", "--from", "hf", "--checkpoint", hf_dir, "--output", tmp_path / "out")
+    assert code == 74 and error_lines(err) == [
+        f"albert-tf convert: error: {tmp_path / 'out'}: could not be written: no space left on device; free space "
+        "(or choose another output), then run again"], err
 
 
 def test_convert_hf_encoder_only_checkpoint(tmp_path, capsys):

@@ -48,3 +48,15 @@ def test_help_shows_the_parsed_default():
     entry = _option_blocks(proc.stdout)["--vocab-size"]
     assert entry.endswith("pieces, special ones included; auto: sized from the corpus (at most what it holds) "
                           "(default: 30000)"), entry
+
+
+def test_each_command_summary_names_what_it_does(capsys, monkeypatch):
+    """`albert-tf --help` lists each command with its summary; convert's names `--to` too (before: importing only)."""
+    from albert_tf import cli  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setenv("COLUMNS", "250")  # each summary on its command's line
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    convert = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("convert"))
+    assert "--to" in convert and "transformers or keras-hub" in convert

@@ -68,6 +68,18 @@ def test_import_tensorflow_without_tensorflow_says_what_to_install():
     assert 'pip install "albert_tf[tf]"' in last and 'pip install "albert_tf[tpu]"' in last
 
 
+def test_asking_whether_tensorflow_is_installed_is_answered_none():
+    """Other libraries ask importlib.util.find_spec (transformers asks about tensorflow_text when imported): without
+    TensorFlow the answer is None, as from Python's own finders, not the advice, which only an import gets. Before,
+    `import albert_tf` then `import transformers` failed on a machine without tensorflow-text."""
+    code = (f"import sys, importlib.util; sys.path.insert(0, {REPO!r}); import albert_tf; "
+            "print(importlib.util.find_spec('tensorflow'), importlib.util.find_spec('tensorflow_text')); "
+            "import tensorflow_text")
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "None None\n"
+    assert "No module named 'tensorflow_text': albert_tf needs TensorFlow" in result.stderr.strip().splitlines()[-1]
+
+
 def test_the_hint_is_consulted_only_after_every_other_finder():
     meta_path = [object()]
     finder = requirements.install_import_hint(meta_path)

@@ -7,13 +7,15 @@ readers and the rules of what must fit are albert_tf.checkpoints.tensors; a chec
 tensors at all (an encoder-only export such as Hugging Face `AlbertModel`) is converted with the heads at their
 initialization and a warning that says so.
 """
+import contextlib
 import os
 import sys
+import tempfile
 
 import tensorflow as tf
 
 from albert_tf import messages
-from albert_tf.checkpoints import pretrained, releases, tensors
+from albert_tf.checkpoints import hf_tokenizer, pretrained, releases, tensors
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import count_params
 from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -33,18 +35,45 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
         cfg = AlbertConfig.from_json_file(config_file)
     else:
         cfg = tensors.config_from_hf(config_file)
-    if source == "hf" and spm_model is None and tf.io.gfile.exists(os.path.join(checkpoint, "spiece.model")):
-        spm_model = os.path.join(checkpoint, "spiece.model")
-    lower_case = tensors.release_casing(source, checkpoint, cased, spm_model)
-    keep_accents = tensors.release_accents(source, checkpoint, spm_model)
-    model = AlbertPretrainer(cfg)
-    warnings = (tensors.load_tf1_checkpoint if source == "tf1" else tensors.load_hf_checkpoint)(
-        model, checkpoint, heads_optional=True)
-    for w in warnings:
-        log(messages.line("warning", w, "convert"))
-    with leftovers.new_directory(output, "--output"):  # what a killed conversion into it left goes first
+    with contextlib.ExitStack() as stack:
+        if source == "hf":
+            spm_model = stack.enter_context(hf_vocabulary(checkpoint, spm_model, log))
+        lower_case = tensors.release_casing(source, checkpoint, cased, spm_model)
+        keep_accents = tensors.release_accents(source, checkpoint, spm_model)
+        model = AlbertPretrainer(cfg)
+        warnings = (tensors.load_tf1_checkpoint if source == "tf1" else tensors.load_hf_checkpoint)(
+            model, checkpoint, heads_optional=True)
+        for w in warnings:
+            log(messages.line("warning", w, "convert"))
+        stack.enter_context(leftovers.new_directory(output, "--output"))  # what a killed conversion left goes first
         pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
     return model
+
+
+@contextlib.contextmanager
+def hf_vocabulary(directory, spm_model, log):
+    """Yields the SentencePiece model of the Hugging Face directory `directory`: `spm_model` (--spm-model) when
+    given, else its spiece.model, else (what transformers 5's save_pretrained writes: tokenizer.json only) one built
+    from its tokenizer.json (albert_tf.checkpoints.hf_tokenizer.spm_from_hf), in a temporary file removed after the
+    block; a tokenizer.json that no SentencePiece model holds: ValueError naming --spm-model. Neither file: None,
+    with a warning naming --spm-model."""
+    own = os.path.join(directory, hf_tokenizer.HF_SPM_FILE)
+    if spm_model is not None or tf.io.gfile.exists(own):
+        yield spm_model or own
+        return
+    if not tf.io.gfile.exists(os.path.join(directory, hf_tokenizer.HF_TOKENIZER_FILE)):
+        log(messages.line("warning", f"{directory} holds no {hf_tokenizer.HF_SPM_FILE} and no "
+                          f"{hf_tokenizer.HF_TOKENIZER_FILE}: the model directory gets no vocabulary, which "
+                          "finetune and export need; give it with --spm-model", "convert"))
+        yield None
+        return
+    built = hf_tokenizer.spm_from_hf(directory)
+    with tempfile.TemporaryDirectory(prefix="albert_tf-vocab-") as tmp:
+        path = os.path.join(tmp, hf_tokenizer.HF_SPM_FILE)
+        with open(path, "wb") as f:
+            f.write(built)
+        log(f"{directory}: no {hf_tokenizer.HF_SPM_FILE}; its vocabulary built from {hf_tokenizer.HF_TOKENIZER_FILE}")
+        yield path
 
 
 def log_to_stderr(message):

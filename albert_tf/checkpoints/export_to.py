@@ -5,8 +5,8 @@ import json
 
 from albert_tf import files
 from albert_tf.checkpoints import to_hf, to_keras_hub
+from albert_tf.checkpoints.hf_tokenizer import unexpressed_rules  # noqa: F401  (convert --to hf's note)
 from albert_tf.checkpoints.load import load_model
-from albert_tf.modeling.base import count_params
 from albert_tf.runtime import leftovers
 from albert_tf.text import vocabulary
 
@@ -27,7 +27,9 @@ def export(init, target, output, spm_model=None, cased=None):
     """Writes the model of `init` for `target` ("hf" or "keras-hub") into the new directory `output`; `spm_model`:
     the vocabulary when `init` holds none (else `init`'s); `cased`: the --cased/--uncased flag, weighed against the
     vocabulary's record. What the target cannot hold is refused (ValueError, one line) before anything is
-    written. Returns (the model written, the file names written)."""
+    written. Returns (the file names written, the parameters written, those of the encoder among them: for
+    keras-hub the backbone, which holds no pretraining heads), counted as the target's own loader counts them,
+    and the vocabulary written (None without one)."""
     if target not in ("hf", "keras-hub"):
         raise ValueError(f"--to must be 'hf' or 'keras-hub', got {target!r}")
     model, source = load_model(init)
@@ -42,13 +44,10 @@ def export(init, target, output, spm_model=None, cased=None):
     # what a killed conversion into `output` left goes first
     with leftovers.new_directory(output, "--output", work=() if target == "hf" else (to_keras_hub.WORK,)):
         if target == "hf":
-            written = to_hf.write_hf(model, output, spm_model, lower_case=lower_case,
-                                     keep_accents=keep_accents(spm_model) if spm_model else False)
+            written, parameters, encoder = to_hf.write_hf(
+                model, output, spm_model, lower_case=lower_case,
+                keep_accents=keep_accents(spm_model) if spm_model else False)
         else:
-            written = to_keras_hub.write_keras_hub(model, output, spm_model)
-    return model, written
-
-
-def parameter_counts(model):
-    """(parameters of `model`, of its encoder)."""
-    return count_params(model), count_params(getattr(model, "encoder", model))
+            written, parameters = to_keras_hub.write_keras_hub(model, output, spm_model)
+            encoder = parameters
+    return written, parameters, encoder, spm_model

@@ -62,7 +62,8 @@ BASE_URL = "https://storage.googleapis.com/albert_models"
 URL_ENV = "ALBERT_TF_RELEASES_URL"
 PARAMETERS = {"base": "12M", "large": "18M", "xlarge": "60M", "xxlarge": "235M"}  # the paper, Table 1
 MARKER = "release.json"
-HF_FILES = ["config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"]
+# tokenizer.json: the vocabulary of a repository that transformers 5 saved (no spiece.model), built from it by convert
+HF_FILES = ["config.json", "model.safetensors", "spiece.model", "tokenizer.json", "tokenizer_config.json"]
 TIMEOUT_S = 60
 CHUNK = 1 << 20
 
@@ -460,7 +461,8 @@ class _Progress:
 # ---------------------------------------------------------------------------------------------------- Hugging Face
 def fetch_hf(name, log=None):
     """The local snapshot directory of hub id `name` ('hf:OWNER/NAME'), downloaded by huggingface_hub into its
-    cache (or found there offline): config.json, model.safetensors, spiece.model, tokenizer_config.json."""
+    cache (or found there offline): config.json, model.safetensors, spiece.model, tokenizer.json,
+    tokenizer_config.json (HF_FILES)."""
     log = log or _stderr
     repo_id = canonical_name(name)[len(HF_PREFIX):]
     try:

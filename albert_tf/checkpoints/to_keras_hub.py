@@ -121,7 +121,7 @@ def assign_backbone(backbone, encoder):
 def write_keras_hub(model, output, spm_model=None):
     """Writes the encoder of `model` (an AlbertEncoder, or a pretrainer / task model holding `.encoder`) as a new
     keras-hub preset directory `output`, atomically, with the AlbertTokenizer of `spm_model` when given. Returns
-    the list of top-level file names written."""
+    (the top-level file names written, the backbone's parameters: what keras-hub's `from_preset` loads)."""
     encoder = getattr(model, "encoder", model)
     check_keras_hub(encoder.config)
     check_output_dir(output, "--output")
@@ -139,4 +139,4 @@ def write_keras_hub(model, output, spm_model=None):
                 tf.io.gfile.makedirs(target)
                 for name in names:
                     tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target, name), overwrite=True)
-        return sorted(os.listdir(local))
+        return sorted(os.listdir(local)), backbone.count_params()

@@ -66,7 +66,7 @@ JOBS = (
     Job("finetune", "finetune", "FinetuneConfig", "FinetuneResult",
         "fine-tune on GLUE, SQuAD or RACE with model.fit"),
     Job("convert", "convert", "ConvertConfig", "ConvertResult",
-        "import a released TF1 / TF-Hub / Hugging Face checkpoint"),
+        "import a released TF1 / TF-Hub / Hugging Face checkpoint; --to: write one for transformers or keras-hub"),
     Job("plan", "plan", "PlanConfig", "PlanResult",
         "parameters, per-core memory, FLOPs and time of a pretraining run (no TF)", tensorflow=False),
     Job("export", "export", "ExportConfig", "ExportResult", "write a SavedModel for TF Serving that takes raw text"),

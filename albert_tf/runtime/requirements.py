@@ -8,10 +8,11 @@ missing, without importing TensorFlow.
 
 `install_import_hint()` (run by `import albert_tf`) puts a finder at the end of sys.meta_path that is consulted only
 when Python finds no `tensorflow` / `tensorflow_text` module anywhere: it turns the bare "No module named
-'tensorflow'" into an error that says what to install.
+'tensorflow'" of an import into an error that says what to install (importlib.util.find_spec still answers None).
 """
 import importlib.abc
 import importlib.metadata
+import importlib.util
 import re
 import sys
 
@@ -60,14 +61,26 @@ def tensorflow_text_advice():
 
 
 class _MissingTensorFlowFinder(importlib.abc.MetaPathFinder):
-    """Last on sys.meta_path: reached only when no other finder has the module."""
+    """Last on sys.meta_path: reached only when no other finder has the module. An import gets the advice; a
+    library asking whether the module is installed (importlib.util.find_spec, as transformers asks about
+    tensorflow_text when it is imported) gets None, as from Python's own finders."""
 
     MESSAGES = {"tensorflow": lambda: NO_TENSORFLOW, "tensorflow_text": tensorflow_text_advice}
 
     def find_spec(self, fullname, path=None, target=None):  # pylint: disable=unused-argument
-        if fullname in self.MESSAGES:
+        if fullname in self.MESSAGES and not _asked_by_find_spec():
             raise ModuleNotFoundError(f"No module named {fullname!r}: {self.MESSAGES[fullname]()}", name=fullname)
         return None
+
+
+def _asked_by_find_spec():
+    """Whether importlib.util.find_spec is on the stack (a question, not an import)."""
+    frame, question = sys._getframe(1), importlib.util.find_spec.__code__  # pylint: disable=protected-access
+    while frame is not None:
+        if frame.f_code is question:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def install_import_hint(meta_path=None):

@@ -10,40 +10,19 @@ Build them with `make_tokenizer` / `make_offset_encoder` (their resources are cr
 inside a tf.function) and attach them to the tf.Module you export, so a SavedModel tracks their resources.
 """
 import functools
-import unicodedata
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.text.normalize import MAX_WORD_CHARS, joining_codepoints
+from albert_tf.text.normalize import MAX_WORD_CHARS, char_class, joining_codepoints, unicode_classes
 from albert_tf.text.segments import segment_lengths
-
-
-def _char_class(codepoints):
-    """An RE2 character class matching exactly the given code points (sorted ints)."""
-    ranges = []
-    for c in codepoints:
-        if ranges and ranges[-1][1] == c - 1:
-            ranges[-1][1] = c
-        else:
-            ranges.append([c, c])
-    return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]"
-
-
-@functools.lru_cache(maxsize=None)
-def unicode_classes():
-    """RE2 classes for Python's notion of whitespace (str.split) and of combining marks (unicodedata.combining)."""
-    all_chars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    whitespace = [c for c in all_chars if chr(c).isspace()]
-    combining = [c for c in all_chars if unicodedata.combining(chr(c))]
-    return _char_class(whitespace), _char_class(combining)
 
 
 @functools.lru_cache(maxsize=None)
 def joining_class():
     """An RE2 class of the characters NFKC may join to the one before them (normalize.joining_codepoints)."""
-    return _char_class(sorted(joining_codepoints()))
+    return char_class(sorted(joining_codepoints()))
 
 
 class InGraphTokenizer(tf.Module):

@@ -166,6 +166,28 @@ def _whitespace_codepoints():
     return np.asarray([c for c in range(0x110000) if chr(c).isspace()], np.uint32)
 
 
+def char_class(codepoints):
+    """A regular-expression class matching exactly the given code points (sorted ints), in the `\\x{HEX}` syntax that
+    RE2 (TensorFlow's regex ops) and Oniguruma (Hugging Face tokenizers' Replace) both read."""
+    ranges = []
+    for c in codepoints:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def unicode_classes():
+    """Classes (`char_class`) for Python's notion of whitespace (str.split) and of combining marks
+    (unicodedata.combining)."""
+    all_chars = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    whitespace = [c for c in all_chars if chr(c).isspace()]
+    combining = [c for c in all_chars if unicodedata.combining(chr(c))]
+    return char_class(whitespace), char_class(combining)
+
+
 def as_text(text):
     """str as is; bytes (e.g. from a tf.data iterator) decoded as UTF-8, bad bytes replaced by U+FFFD."""
     if isinstance(text, (bytes, bytearray)):

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from albert_tf.tasks.squad import data as squad
 from albert_tf.tasks.squad.scoring import MAX_ANSWER_LENGTH, N_BEST
-from albert_tf.text.in_graph import make_offset_encoder, unicode_classes
+from albert_tf.text.in_graph import make_offset_encoder
+from albert_tf.text.normalize import unicode_classes
 
 
 def squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride, max_query_length):
