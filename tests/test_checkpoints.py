@@ -168,8 +168,9 @@ def test_convert_hf_refuses_a_tokenizer_json_no_sentencepiece_model_holds(tmp_pa
 
 
 def test_convert_full_disk_line_names_the_output(tmp_path, tiny_spm_model, cli, monkeypatch):
-    """TensorFlow's checkpoint writer on a full disk puts its op's name before the file's: the line names the output
-    directory (before: "could not be written: no space left on device", no path)."""
+    """TensorFlow's checkpoint writer on a full disk puts its op's name before the file's: the line names the file in
+    the output directory that the temporary stands for (before: "could not be written: no space left on device", no
+    path)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     def full(self, *args, **kwargs):
@@ -182,7 +183,8 @@ def test_convert_full_disk_line_names_the_output(tmp_path, tiny_spm_model, cli, 
     hf_dir = _hf_dir_without_spiece(str(tmp_path / "hf"), tiny_spm_model)
     code, _, err = cli("convert", "--from", "hf", "--checkpoint", hf_dir, "--output", tmp_path / "out")
     assert code == 74 and error_lines(err) == [
-        f"albert-tf convert: error: {tmp_path / 'out'}: could not be written: no space left on device; free space "
+        f"albert-tf convert: error: {tmp_path / 'out' / 'ckpt-0'}: could not be written: no space left on device; "
+        "free space "
         "(or choose another output), then run again"], err
 
 

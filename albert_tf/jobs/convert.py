@@ -10,12 +10,9 @@ a Hugging Face ALBERT directory (albert_tf/checkpoints/to_hf.py) or a keras-hub 
     albert_tf.convert(albert_tf.ConvertConfig(init="model", to="hf", output="hf_dir"))    # transformers reads it
     albert_tf.convert(albert_tf.ConvertConfig(init="model", to="keras-hub", output="kh"))  # keras-hub's from_preset
 """
-import contextlib
-
 from albert_tf import files
 from albert_tf.checkpoints import releases
 from albert_tf.messages import say
-from albert_tf.runtime import exit_codes, faults
 from albert_tf.settings.convert_config import ConvertConfig, ConvertResult, source_config
 
 
@@ -30,25 +27,11 @@ def preflight(config):
         source_config(config.source, config.checkpoint, config.config)
 
 
-@contextlib.contextmanager
-def _output_named(output):
-    """A full disk (or quota) while writing `output`, whose fault line names no path (TensorFlow's checkpoint writer
-    puts its op's name before the file's): the line names `output`."""
-    try:
-        yield
-    except Exception as e:
-        fault = faults.classify(e)
-        if isinstance(fault, exit_codes.OutputFailed) and str(fault).startswith("could not be written"):
-            raise exit_codes.OutputFailed(f"{output}: {fault}") from e
-        raise
-
-
 def _convert_outward(config):
     from albert_tf.checkpoints import export_to  # pylint: disable=import-outside-toplevel  (TensorFlow)
 
-    with _output_named(config.output):
-        written, parameters, encoder, spm_model = export_to.export(config.init, config.to, config.output,
-                                                                   spm_model=config.spm_model, cased=config.cased)
+    written, parameters, encoder, spm_model = export_to.export(config.init, config.to, config.output,
+                                                               spm_model=config.spm_model, cased=config.cased)
     if config.to == "hf" and spm_model:
         say("note", export_to.unexpressed_rules(spm_model))
     print(f"wrote {config.output} ({config.to}: {', '.join(written)}): {parameters:,} parameters "
@@ -70,9 +53,8 @@ def convert(config):
                                                    log)
     else:
         output = config.output
-        with _output_named(output):
-            model = work.convert(config.source, config.checkpoint, output, config=config.config,
-                                 spm_model=config.spm_model, log=log, cased=config.cased)
+        model = work.convert(config.source, config.checkpoint, output, config=config.config,
+                             spm_model=config.spm_model, log=log, cased=config.cased)
     if model is None:
         print(f"{output}: already converted")
         return ConvertResult(output, reused=True)
