@@ -241,7 +241,7 @@ def test_training_streams_sum_each_shared_gradient_in_a_fixed_order():
     cfg, _, model, batch = _model_and_batch(training_streams=3)
     hidden, inner = cfg["hidden_size"], cfg["intermediate_size"]
     kernel_shapes = {(hidden, 3 * hidden), (hidden, hidden), (hidden, inner), (inner, hidden)}
-    vector_shapes = {(hidden,), (3 * hidden,), (inner,), (4 * hidden + 3 * hidden,), (inner + 3 * hidden,)}
+    vector_shapes = {(hidden,), (3 * hidden,), (inner,), (6 * hidden,), (inner + 3 * hidden,)}  # and concatenated
     labels = np.random.default_rng(6).integers(0, SMALL["vocab_size"], batch["masked_lm_positions"].shape)
 
     @tf.function
