@@ -5,8 +5,9 @@ job modules import no TensorFlow at their top, so `albert-tf COMMAND --help` is 
 Exit codes (albert_tf/runtime/exit_codes.py, one meaning each): 0 done, 1 an unexpected error, 2 bad flags or data,
 3 non-finite loss, 4 keep-alive stopped on purpose (its last lines say why), 69 a bucket not reachable, 74 an output
 not writable (disk full), 75 stopped on a signal after saving, 76 the runtime or a peer (a worker) went away, 77 the
-output is locked by another run, 78 a bucket refused access, 130 Ctrl-C, 143 SIGTERM with nothing kept. Each ends with one line on stderr; a traceback only with
---verbose.
+output is locked by another run, 78 access refused (a path not writable, a read-only filesystem, a bucket's
+credentials), 130 Ctrl-C, 143 SIGTERM with nothing kept. Each ends with one line on stderr; a traceback only with
+--verbose. Flags and the input files a job's `preflight` checks are refused before TensorFlow is imported.
 """
 import argparse
 import os
@@ -38,31 +39,58 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose errors are one line, `PROG: error: MESSAGE` (no usage dump: `--help` shows it), exit
-    2; an unrecognized flag names the closest valid one ("did you mean --vocab-size?"). The top-level parser hands
-    an unrecognized flag to the chosen command's parser (`chosen`), so that the line names the command."""
+    2; an unrecognized flag names the closest valid one ("did you mean --vocab-size?"), also when argparse stops
+    first at a required flag that is missing (a misspelled required flag: "unknown --toplogy: did you mean
+    --topology? (the following arguments are required: --topology)"). The top-level parser hands an unrecognized
+    flag to the chosen command's parser (`chosen`), so that the line names the command."""
 
     chosen = None
+    words = ()  # the words this parser was last given (parse_known_args): where a missing flag's misspelling is
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):
         if message.startswith("unrecognized arguments") and self.chosen is not None and self.chosen is not self:
             self.chosen.error(message)
-        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+        if message.startswith(("the following arguments are required", "one of the arguments")):
+            unknown = self._unknown_flags()
+            if unknown:
+                message = f"unknown {unknown[0]}{self._suggestion(unknown)} ({message})"
+                self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message}\n")
+        elif message.startswith("unrecognized arguments"):
+            message += self._suggestion(message.split(":", 1)[1].split())
+        self.exit(exit_codes.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
-    def _suggestion(self, message):
-        """"; did you mean --x?" for the first unrecognized flag close to one of this parser's, else ""."""
-        if not message.startswith("unrecognized arguments"):
-            return ""
-        flags = [f for action in self._actions for f in action.option_strings if f.startswith("--")]
-        return run_config.did_you_mean(message.split(":", 1)[1].split(), flags)
+    def _flags(self):
+        """This parser's --long flags (deprecated spellings included)."""
+        return [f for action in self._actions for f in action.option_strings if f.startswith("--")]
+
+    def _unknown_flags(self):
+        """The --words given (before a `--`) that are none of this parser's flags nor a prefix of one (argparse
+        takes an unambiguous prefix), without their =VALUE."""
+        flags = self._flags()
+        given = self.words[:self.words.index("--")] if "--" in self.words else self.words
+        names = [word.split("=", 1)[0] for word in given if word.startswith("--") and word != "--"]
+        return [name for name in names if not any(flag.startswith(name) for flag in flags)]
+
+    def _suggestion(self, words):
+        """"; did you mean --x?" for the first of the flags `words` close to one of this parser's, else ""."""
+        return run_config.did_you_mean(words, self._flags())
 
 
 def _run_job(job):
-    """The CLI's run of `job`: its config from the parsed flags, then its `cli(config)` (the exit code) or its
-    Python call's result's exit code."""
+    """The CLI's run of `job`: its config from the parsed flags, its `preflight(config)` (the checks of its inputs
+    that need no TensorFlow: bad input is answered before TensorFlow's import, which takes seconds), TensorFlow
+    imported quietly, then its `cli(config)` (the exit code) or its Python call's result's exit code."""
     def run(args):
         module = job.load()
         from_args = getattr(module, "config_from_args", None)
         config = from_args(args) if from_args else run_config.config_from_args(job.config_class(), args)
+        if hasattr(module, "preflight"):
+            module.preflight(config)
+        quiet_tensorflow(job.name, args.verbose)
         if hasattr(module, "cli"):
             return module.cli(config)
         return getattr(module, job.function)(config).exit_code
@@ -157,7 +185,6 @@ def _main(argv):
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
-        quiet_tensorflow(args.command, args.verbose)
         with messages.command(args.command):  # library warnings and notes name the command
             return args._run(args) or exit_codes.DONE
     except exit_codes.ExitError as e:  # a lock held by another run (77), the runtime gone (76): one line, its code

@@ -113,6 +113,12 @@ class AlbertConfig:
     def head_size(self):
         return self.hidden_size // self.num_attention_heads
 
+    def check_seq_length(self, seq_length):
+        """Refuses a --max-seq-length `seq_length` longer than this config's positions, in one line."""
+        if seq_length > self.max_position_embeddings:
+            raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
+                             f"{self.max_position_embeddings}")
+
     def group_of_layer(self, layer_index):
         """The parameter group that applied layer `layer_index` uses: int(i·G/L), as the original."""
         return int(layer_index * self.num_hidden_groups / self.num_hidden_layers)

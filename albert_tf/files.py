@@ -3,7 +3,7 @@
 Reading: local paths go through the standard library, URLs through tf.io.gfile, so light tools (`albert-tf plan`,
 `vocab`, create-data's workers, the task readers) never import TensorFlow for local files.
 
-    is_url / exists / isdir / isfile / glob / open_text / read_text
+    is_url / is_local / exists / isdir / isfile / glob / listdir / size / open_text / read_text
     match_files(patterns, flag)        every --input / --train-data / file-pattern argument
     check_output_dir(path, flag)       an output directory (or prefix) that a file stands in for: one clear error
     check_output_prefix(prefix, flag)  an output file-name prefix that names a directory: one clear error
@@ -16,18 +16,27 @@ filesystems, a weaker guarantee: see `atomic_directory`).
     atomic_write_text / atomic_copy    the same for a str / a copy of another file
     atomic_directory(path)             a temp directory to fill, moved onto `path` on success (marker files last)
     temp_path_for(path)                a temp sibling name, for writers that need a path (TFRecordWriter)
+    remove(path)                       a file, or a folder with all it holds
 
-Temp names are hidden siblings, `.NAME.tmp-<12 hex>`.
+Temp names are hidden siblings, `.NAME.tmp-<12 hex>` (`temp_names` matches those of given names); what a killed
+run leaves of them, the next run of the same output removes (albert_tf.runtime.leftovers).
 """
 import contextlib
 import glob as _glob
 import os
+import re
+import shutil
 import uuid
 
 
 def is_url(path):
     """True for a URL (gs://..., any tf.io.gfile scheme), read through tf.io.gfile; False for a local path."""
     return "://" in os.fspath(path)
+
+
+def is_local(*paths):
+    """True when none of `paths` (None skipped) is a URL: what can be checked without importing TensorFlow."""
+    return not any(is_url(path) for path in paths if path is not None)
 
 
 def _gfile(path):
@@ -68,6 +77,40 @@ def glob(pattern):
     """Sorted paths matching pattern."""
     gfile = _gfile(pattern)
     return sorted(gfile.glob(pattern) if gfile else _glob.glob(pattern))
+
+
+def listdir(path):
+    """The names in the folder `path` (no trailing "/"); [] when it is not a folder."""
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    if gfile:
+        return [name.rstrip("/") for name in gfile.listdir(path)] if gfile.isdir(path) else []
+    return os.listdir(path) if os.path.isdir(path) else []
+
+
+def size(path):
+    """The bytes of the file `path`, or of every file under the folder `path`."""
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    if gfile:
+        if not gfile.isdir(path):
+            return gfile.stat(path).length
+        return sum(gfile.stat(os.path.join(d, n)).length for d, _, names in gfile.walk(path) for n in names)
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names)
+
+
+def remove(path):
+    """Removes the file `path`, or the folder `path` with everything in it."""
+    path = os.fspath(path)
+    gfile = _gfile(path)
+    if gfile:
+        (gfile.rmtree if gfile.isdir(path) else gfile.remove)(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.remove(path)
 
 
 def open_text(path):
@@ -189,6 +232,12 @@ def temp_path_for(path):
     """A temporary hidden sibling name for `path` (for writers that need a path, such as TFRecordWriter)."""
     head, tail = os.path.split(os.fspath(path))
     return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+def temp_names(names):
+    """The pattern (re.fullmatch) of the names `temp_path_for` gives the temporaries of the files named by the
+    regular expression `names` (e.g. r"\\d+": an export's versions): .NAME.tmp-<12 hex>."""
+    return re.compile(r"\.(?:" + names + r")\.tmp-[0-9a-f]{12}")
 
 
 @contextlib.contextmanager

@@ -144,6 +144,7 @@ def _worker_ours(args):
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf import AlbertClassifier  # pylint: disable=import-outside-toplevel
     from albert_tf.tasks import budget as budgets  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import finetuning  # pylint: disable=import-outside-toplevel
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
     keras.utils.set_random_seed(args.seed)

@@ -84,7 +84,7 @@ def _write_data(directory, shards, per_shard):
 def _checkpoint_at(model_dir, step):
     """A model dir holding the tiny model's checkpoint with the optimizer's step counter at `step`."""
     from albert_tf.config import load_config  # pylint: disable=import-outside-toplevel
-    from albert_tf.training import pretraining  # pylint: disable=import-outside-toplevel
+    from albert_tf.training import pretrain_step  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel

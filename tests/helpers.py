@@ -8,11 +8,13 @@ Fixtures are in tests/conftest.py.
 
 Nothing here downloads anything; everything is generated from a seed.
 """
+import contextlib
 import glob
 import gzip
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -45,6 +47,36 @@ def make_sentence(rng, min_words=4, max_words=14):
     words = [rng.choice(_WORDS) for _ in range(n)]
     words[0] = words[0].capitalize()
     return " ".join(words) + rng.choice([".", ".", ".", "!", "?"])
+
+
+def _gb2312_level1():
+    """The 3,755 most common Chinese characters (GB2312's level 1, rows 16-55, in its pinyin order)."""
+    return [bytes([row, cell]).decode("gb2312") for row in range(0xB0, 0xD8) for cell in range(0xA1, 0xFF)
+            if (row, cell) < (0xD7, 0xFA)]
+
+
+def cjk_sentences(count, script="zh", seed=0):
+    """`count` sentences of real characters, without spaces, each ending in 。！ or ？ (as Chinese and Japanese text
+    does): "zh" draws GB2312's common characters with Zipf-like frequencies (a few hundred make most of the text,
+    as in real Chinese; thousands appear), "ja" mixes hiragana, katakana and those characters, with the comma 、."""
+    rng = random.Random(seed)
+    han = _gb2312_level1()
+    rng.shuffle(han)
+    weights = [1 / (rank + 10) for rank in range(len(han))]
+    kana = [chr(c) for c in range(0x3041, 0x3094)] + [chr(c) for c in range(0x30A1, 0x30F5)]
+    out = []
+    for _ in range(count):
+        n = rng.randint(6, 30)
+        if script == "zh":
+            chars = rng.choices(han, weights, k=n)
+            comma = "，"
+        else:
+            chars = [rng.choice(kana) if rng.random() < 0.6 else rng.choices(han, weights)[0] for _ in range(n)]
+            comma = "、"
+        if n > 12:
+            chars.insert(rng.randint(4, n - 4), comma)
+        out.append("".join(chars) + rng.choice("。。。！？"))
+    return out
 
 
 def write_corpus(path, num_docs=30, min_sents=3, max_sents=12, seed=0):
@@ -433,6 +465,29 @@ def plan_refuses(cli, argv, message):
     code, out, err = cli("plan", *[x for kv in args.items() for x in kv], *extra)
     assert code == 2 and not out
     assert err.startswith("albert-tf plan: error: ") and message in err and err.count("\n") == 1, err
+
+
+@contextlib.contextmanager
+def file_size_limit(limit):
+    """Inside the block every file this process writes is limited to `limit` bytes (RLIMIT_FSIZE's soft limit): a
+    write past it fails at the operating system's write call, TensorFlow's C++ writers included, with EFBIG ("File
+    too large"), as a write fails on a full disk. SIGXFSZ is ignored meanwhile, so the write returns the error."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def tree(directory):
+    """The sorted relative paths of every file and folder under `directory` ([] when it does not exist)."""
+    found = []
+    for folder, folders, names in os.walk(directory):
+        found += [os.path.relpath(os.path.join(folder, n), directory) for n in folders + names]
+    return sorted(found)
 
 
 def error_lines(stderr):

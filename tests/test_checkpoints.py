@@ -100,9 +100,16 @@ def test_convert_hf_pretraining_checkpoint(tmp_path, capsys):
     hf_dir = str(tmp_path / "hf")
     write_hf_checkpoint(hf_dir, SMALL, ref.hf_names(weights, SMALL))
     out = str(tmp_path / "out")
+    killed = tmp_path / ".out.tmp-0123456789ab"  # what a conversion killed mid-write leaves: removed by the next
+    killed.mkdir()
+    (killed / "ckpt-0.index").write_bytes(b"x" * 10)
+    (tmp_path / ".other.tmp-0123456789ab").write_bytes(b"x")  # another output's: kept
     assert cli_main(["convert", "--from", "hf", "--checkpoint", hf_dir, "--output", out]) == 0
-    assert "holds no spiece.model and no tokenizer.json: the model directory gets no vocabulary" in (
-        capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert (f"albert-tf convert: note: removed the temporary files of an interrupted earlier run: 1 file(s): "
+            f"{killed}/ (10 bytes)\n") in err
+    assert sorted(os.listdir(tmp_path)) == [".other.tmp-0123456789ab", "hf", "out"]
+    assert "holds no spiece.model and no tokenizer.json: the model directory gets no vocabulary" in err
     model = AlbertPretrainer.from_pretrained(out)
     batch = make_inputs(SMALL)
     diff = compare(model(batch, training=False), reference(weights, SMALL, batch), batch["input_mask"])
@@ -161,8 +168,9 @@ def test_convert_hf_refuses_a_tokenizer_json_no_sentencepiece_model_holds(tmp_pa
 
 
 def test_convert_full_disk_line_names_the_output(tmp_path, tiny_spm_model, cli, monkeypatch):
-    """TensorFlow's checkpoint writer on a full disk puts its op's name before the file's: the line names the output
-    directory (before: "could not be written: no space left on device", no path)."""
+    """TensorFlow's checkpoint writer on a full disk puts its op's name before the file's: the line names the file in
+    the output directory that the temporary stands for (before: "could not be written: no space left on device", no
+    path)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     def full(self, *args, **kwargs):
@@ -175,7 +183,8 @@ def test_convert_full_disk_line_names_the_output(tmp_path, tiny_spm_model, cli, 
     hf_dir = _hf_dir_without_spiece(str(tmp_path / "hf"), tiny_spm_model)
     code, _, err = cli("convert", "--from", "hf", "--checkpoint", hf_dir, "--output", tmp_path / "out")
     assert code == 74 and error_lines(err) == [
-        f"albert-tf convert: error: {tmp_path / 'out'}: could not be written: no space left on device; free space "
+        f"albert-tf convert: error: {tmp_path / 'out' / 'ckpt-0'}: could not be written: no space left on device; "
+        "free space "
         "(or choose another output), then run again"], err
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from albert_tf import __version__, cli, jobs, run_config
-from helpers import run_cli
+from helpers import run_cli, run_program
 
 
 @pytest.mark.parametrize("name", sorted(jobs.BY_NAME))
@@ -37,6 +37,59 @@ def test_unknown_subcommand_is_a_usage_error(capsys):
         cli.main(["frobnicate"])
     assert info.value.code == 2
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["plan", "--toplogy", "v3-8"], "unknown --toplogy; did you mean --topology? (the following arguments are "
+                                    "required: --config, --topology)"),
+    (["pretrain", "--confg", "x.json", "--train-data=d", "--model-dir", "m"],
+     "unknown --confg; did you mean --config? (the following arguments are required: --config)"),
+    (["plan", "--config", "albert_base", "--frobnicate=1"],  # nothing close: named all the same
+     "unknown --frobnicate (the following arguments are required: --topology)"),
+    (["plan", "--config", "albert_base", "--topo", "cpu", "--remta"],  # --topo: argparse's prefix of --topology
+     "unrecognized arguments: --remta; did you mean --remat?"),
+])
+def test_a_misspelled_required_flag_is_named_with_its_closest(argv, line, capsys):
+    """Issue 48 D10. Before: `plan --toplogy v3-8` said only "the following arguments are required: --config,
+    --topology", neither the misspelling nor the flag it was meant to be."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err == f"albert-tf {argv[0]}: error: {line}\n"
+
+
+def test_bad_input_is_answered_before_tensorflow_is_imported(tmp_path):
+    """Issue 48 D17: each job's typical bad input (a path that is not there, a file where a directory goes, a
+    --max-seq-length the config cannot hold) gets its one line and exit 2 with TensorFlow not imported (it takes
+    seconds). Before: the CLI imported TensorFlow first, and `vocab --input missing.txt` answered in 8-13 s."""
+    afile, missing = tmp_path / "afile", tmp_path / "missing"
+    afile.write_text("one line\n")
+    pretrain = ["--config", "albert_tiny", "--model-dir", tmp_path / "model", "--batch-size", 8, "--num-train-steps",
+                10, "--num-warmup-steps", 1, "--max-predictions", 5]
+    handle = (f"--init {missing}: no such directory and not a released model's name (expected a pretrained-model "
+              "directory")
+    cases = [
+        (["vocab", "--input", missing / "corpus.txt", "--output-prefix", tmp_path / "spm"],
+         f"--input '{missing}/corpus.txt' matches no file"),
+        (["create-data", "--input", afile, "--spm-model", missing / "spm.model", "--output", tmp_path / "d" / "train"],
+         f"--spm-model {missing}/spm.model: no such file"),
+        (["pretrain", *pretrain, "--train-data", f"{missing}/train-*", "--max-seq-length", 64],
+         f"--train-data '{missing}/train-*' matches no file"),
+        (["pretrain", *pretrain, "--train-data", afile, "--max-seq-length", 512],
+         "--max-seq-length 512 exceeds the config's max_position_embeddings 128"),
+        (["finetune", "--task", "sst2", "--data-dir", tmp_path, "--init", missing, "--output", tmp_path / "ft"], handle),
+        (["export", "--init", missing, "--output", tmp_path / "export"], handle),
+        (["convert", "--from", "hf", "--checkpoint", missing, "--output", tmp_path / "c"],
+         f"--checkpoint {missing}: not a directory"),
+        (["quickstart", "--output", afile], f"--output {afile} is a file; expected a directory"),
+    ]
+    assert {argv[0] for argv, _ in cases} == {job.name for job in jobs.JOBS if job.tensorflow}
+    proc = run_program("bad_input_imports", json.dumps([[str(word) for word in argv] for argv, _ in cases]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for (argv, line), run in zip(cases, json.loads(proc.stdout)):
+        assert run["rc"] == 2 and run["stderr"].startswith(f"albert-tf {argv[0]}: error: {line}"), (argv, run)
+        assert run["stderr"].count("\n") == 1, run["stderr"]
+        assert not run["tensorflow"], f"{argv[0]} imported TensorFlow before its bad-input line"
 
 
 def test_quickstart_end_to_end(tmp_path):

@@ -1,12 +1,16 @@
 """Reading corpus text (albert_tf.data.corpus): long lines cut into sentences, UTF-16 / UTF-32 files refused with
 one line by vocab, create-data and the Beam pipeline."""
+import gzip
+import os
 import random
 import re
+import sys
 
 import pytest
 
 import helpers
-from albert_tf.data.corpus import check_text_files, split_long_line, wide_encoding
+from albert_tf.data.corpus import (HEAD_BYTES, binary_kind, check_head, check_text_files, split_long_line,
+                                   wide_encoding)
 
 
 def test_long_line_cut_at_sentence_ends_then_spaces_then_characters():
@@ -24,6 +28,21 @@ def test_long_line_cut_at_sentence_ends_then_spaces_then_characters():
     assert split_long_line('He said "stop." (Then left.) And so on and on', 20) == [
         'He said "stop."', "(Then left.)", "And so on and on"]
     assert split_long_line("short", 20) == ["short"]  # fits: as it is
+
+
+def test_a_long_line_is_cut_into_pieces_of_the_piece_limit():
+    """create-data's cut (hand-worked): a line longer than `limit` is cut into pieces of at most `piece_limit`
+    bytes, by the same rules (sentence ends, Chinese and Japanese ones without a space after them included); a
+    line that fits `limit` stays whole, however long its sentences."""
+    line = "One two. Three four five. Six seven eight nine ten eleven."
+    assert split_long_line(line, 30, 20) == ["One two.", "Three four five.", "Six seven eight nine", "ten eleven."]
+    assert split_long_line(line, 100, 20) == [line]
+    # 。！？ end a sentence (3 bytes a character): no two of these sentences fit a 20-byte piece together
+    assert split_long_line("这是句子。你好吗？很好！日本語です。", 30, 20) == [
+        "这是句子。", "你好吗？", "很好！", "日本語です。"]
+    assert split_long_line("短い。短い。", 30, 20) == ["短い。短い。"]  # fits: as it is
+    with pytest.raises(ValueError, match="a line limit must hold a character"):
+        split_long_line(line, 30, 3)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -51,6 +70,36 @@ def test_wide_encodings_are_told_by_their_bom_or_their_nul_bytes():
     assert wide_encoding(b"\xef\xbb\xbf" + text.encode("utf-8")) is None  # UTF-8's own BOM is fine
     assert wide_encoding(b"nul\x00 inside a line of text, once or twice\x00\n") is None
     assert wide_encoding(b"") is None
+
+
+def test_binary_files_are_told_from_text_in_any_encoding():
+    """Executables, archives and images are binary (a signature, NUL bytes that are no UTF-16 / UTF-32 text, or
+    control bytes text does not hold); text is not, in UTF-8, UTF-16 or UTF-32 (BOM or not, Chinese in UTF-16
+    without a NUL byte), or a man page with its overstrike (backspaces) and terminal colours (escapes)."""
+    elf = open(os.path.realpath(sys.executable), "rb").read(HEAD_BYTES)
+    assert elf.startswith(b"\x7fELF") and binary_kind(elf) == "an ELF executable or library"
+    assert binary_kind(elf[64:]).startswith("NUL bytes in ")  # past its signature: still no text
+    assert binary_kind(gzip.compress(b"text " * 1000)) == "gzip-compressed"
+    assert binary_kind(random.Random(0).randbytes(HEAD_BYTES)).startswith("control bytes in ")
+    text = "A line of English text.\nAnother one, then a third.\n" * 60
+    for encoding in ("utf-8", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"):
+        assert binary_kind(text.encode(encoding)[:HEAD_BYTES]) is None, encoding
+    chinese = "".join(helpers.cjk_sentences(200))
+    for encoding in ("utf-8", "utf-16-le", "utf-16-be", "gb18030"):
+        assert binary_kind(chinese.encode(encoding)[:HEAD_BYTES]) is None, encoding
+    man = "LS(1)\n\nN\bNA\bAM\bME\bE\n       ls - list \x1b[1mdirectory\x1b[0m contents\n" * 40
+    assert binary_kind(man.encode("utf-8")) is None
+    with pytest.raises(ValueError, match=r"^f looks like UTF-16; convert it"):  # no BOM, no NUL: still told
+        check_head("f", chinese.encode("utf-16-le")[:HEAD_BYTES])
+
+
+def test_a_binary_file_is_called_binary_in_one_line(tmp_path, cli):
+    """The issue's case: an ELF executable given as corpus was "like UTF-32; convert it (iconv -f UTF-32 ...)"."""
+    code, out, err = cli("vocab", "--input", sys.executable, "--output-prefix", tmp_path / "v" / "spm")
+    assert (code, out) == (2, "")
+    assert err == (f"albert-tf vocab: error: {sys.executable} is a binary file, not text (an ELF executable or "
+                   "library): give UTF-8 text files, one sentence per line\n")
+    assert not (tmp_path / "v").exists()
 
 
 @pytest.fixture

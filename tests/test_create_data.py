@@ -14,7 +14,7 @@ import tensorflow as tf
 import helpers
 import albert_tf
 from albert_tf.data import instances, record_index
-from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data
+from albert_tf.data.create_pretraining_data import InstanceOptions, create_pretraining_data, sop_balance_warning
 from albert_tf.data.corpus import decode_utf8
 from albert_tf.data.features import feature_spec
 from albert_tf.text import CLS_ID, MASK_ID, SEP_ID
@@ -284,6 +284,114 @@ def test_all_documents_too_short(tmp_path, tiny_spm_model):
     err = _refusal(tmp_path, tiny_spm_model, tmp_path / "s.txt")
     assert "all 2 documents" in err and "fewer than 2 sentences" in err and "s.txt" in err
     assert not glob.glob(str(tmp_path / "o" / "*"))
+
+
+GPL = "/usr/share/common-licenses/GPL-3"  # real, messy English (Debian's base-files installs it)
+
+
+def _one_line(text):
+    return " ".join(text.split())
+
+
+def test_a_text_on_one_line_is_cut_into_sentences_not_skipped(tmp_path, tiny_spm_model, capsys):
+    """The issue's case: a file that is one long line (a licence, a man page joined into one line) was a document
+    of one sentence, skipped (the summary said only "skipped (fewer than 2 sentences)"), while vocab cut the same
+    line into sentences and learned from it. Now create-data cuts it as vocab does, at sentence ends (. ! ? and
+    Chinese / Japanese 。！？), into pieces of at most half --max-seq-length bytes: the English licence's tokens all
+    reach the records (the reference: the tokenizer's count for the whole line), in balanced sentence-order pairs,
+    and the Chinese and Japanese lines make instances too."""
+    with open(GPL, encoding="utf-8") as f:
+        texts = {"gpl.txt": _one_line(f.read()), "ja.txt": "".join(helpers.cjk_sentences(400, "ja", seed=1)),
+                 "zh.txt": "".join(helpers.cjk_sentences(400, "zh", seed=2))}
+    (tmp_path / "in").mkdir()
+    for name, text in texts.items():
+        assert len(text.encode("utf-8")) > 4192 and "\n" not in text
+        (tmp_path / "in" / name).write_text(text + "\n", encoding="utf-8")
+    options = InstanceOptions(max_seq_length=SEQ, max_predictions=PRED, mask=False)
+    summary = create_pretraining_data(str(tmp_path / "in" / "gpl.txt"), tiny_spm_model, str(tmp_path / "o" / "d"),
+                                      options=options, progress=False)
+    _, rec = _read(summary.output_files)
+    tokenizer = AlbertTokenizer(tiny_spm_model)
+    in_records = int(rec["input_mask"].sum()) - 3 * len(rec["input_mask"])
+    assert 0.95 < in_records / len(tokenizer.encode(texts["gpl.txt"])) < 1.05
+    assert 0.4 < rec["next_sentence_labels"].mean() < 0.6
+    last = tokenizer.encode("Public License instead of this License.")  # the licence's last sentence
+    flat = rec["input_ids"].ravel().tolist()
+    assert any(flat[i:i + len(last)] == last for i in range(len(flat)))
+
+    summary = create_pretraining_data(str(tmp_path / "in" / "*.txt"), tiny_spm_model, str(tmp_path / "o" / "e"),
+                                      options=options)
+    assert (summary.stats.documents, summary.stats.skipped_documents, summary.stats.split_lines) == (3, 0, 3)
+    assert "3 line(s) longer than 4192 bytes cut into sentences (as vocab cuts them)" in capsys.readouterr().out
+    assert summary.stats.instances > len(rec["input_mask"]) + 50  # the Chinese and Japanese made instances too
+
+
+def test_skipped_files_are_named_with_their_sizes_and_too_much_skipped_text_stops_the_run(tmp_path, tiny_spm_model,
+                                                                                           cli):
+    """Documents of one sentence are skipped (they make no sentence-order pair): the summary counts their bytes and
+    names every file that made no instance, with its size; past --max-skipped-share of the input's bytes
+    (default 0.05) the run stops, exit 2, one line naming the file, no shard written."""
+    (tmp_path / "in").mkdir()
+    helpers.write_corpus(str(tmp_path / "in" / "b_good.txt"), num_docs=12)
+    short = tmp_path / "in" / "c_short.txt"
+    short.write_text("\n\n".join(f"Heading number {i} of the list." for i in range(20)) + "\n", encoding="utf-8")
+    (tmp_path / "in" / "a_empty.txt").write_bytes(b"")
+    sizes = {p.name: p.stat().st_size for p in (tmp_path / "in").iterdir()}
+    skipped_bytes = sum(len(f"Heading number {i} of the list.\n") for i in range(20))  # the lines as read
+    assert 0.05 < skipped_bytes / sum(sizes.values()) < 0.5
+    args = ["create-data", "--input", tmp_path / "in" / "*.txt", "--spm-model", tiny_spm_model, "--max-seq-length",
+            SEQ, "--max-predictions", PRED]
+    code, out, err = cli(*args, "--output", tmp_path / "o" / "d")
+    assert (code, out) == (2, "")
+    assert err == (f"albert-tf create-data: error: skipped text: 20 document(s) with fewer than 2 sentences hold "
+                   f"{skipped_bytes:,} of the input's {sum(sizes.values()):,} bytes "
+                   f"({100 * skipped_bytes / sum(sizes.values()):.1f}%), more than --max-skipped-share 0.05; most in "
+                   f"{short} ({skipped_bytes:,} of its {sizes['c_short.txt']:,} bytes): put one sentence per line "
+                   "and a blank line between documents, or raise the flag (1: never stop); no shard written\n")
+    assert not (tmp_path / "o").exists() or not os.listdir(tmp_path / "o")
+    code, out, err = cli(*args, "--output", tmp_path / "o" / "d", "--max-skipped-share", 1)
+    assert code == 0, err
+    assert (f"skipped (fewer than 2 sentences) 20: {skipped_bytes:,} of the input's {sum(sizes.values()):,} bytes"
+            in out)
+    assert (f"skipped 2 file(s) that made no instance (every document shorter than 2 sentences, or no text): "
+            f"{tmp_path / 'in' / 'a_empty.txt'} (0 bytes), {short} ({sizes['c_short.txt']:,} bytes)\n") in out
+    assert cli(*args, "--output", tmp_path / "o" / "e", "--max-skipped-share", 1.5)[0] == 2
+
+
+def test_a_one_document_corpus_is_warned_about_its_sop_balance(tmp_path, tiny_spm_model, cli):
+    """The issue's case: one document whose lines (paragraphs) are each as long as an instance makes one-sentence
+    chunks, whose B comes from the same document and which are always labelled 1: 65% of the labels are 1, and
+    nothing said so. Now a warning names the share and the cause. A corpus of many documents of short sentences
+    gets none."""
+    with open(GPL, encoding="utf-8") as f:
+        paragraphs = [_one_line(p) for p in f.read().split("\n\n") if p.strip()]
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    code, out, err = cli("create-data", "--input", corpus, "--spm-model", tiny_spm_model, "--output",
+                         tmp_path / "o" / "d", "--max-seq-length", SEQ, "--max-predictions", PRED)
+    assert code == 0
+    labels = _read([str(tmp_path / "o" / "d-00000-of-00001.tfrecord")])[1]["next_sentence_labels"]
+    share = labels.mean()
+    assert share > 0.6 and "documents 1, skipped" in out
+    warning = [line for line in err.splitlines() if "SOP labels" in line]
+    assert len(warning) == 1 and warning[0].startswith(
+        f"albert-tf create-data: warning: SOP labels out of balance: {100 * share:.0f}% of the {len(labels)} "
+        "instances are labelled 1 (swapped or random B), not about 50%: ")
+    assert "took their B from the same document (the corpus is one document" in warning[0]
+    code, _, err = cli("create-data", "--input", helpers.write_corpus(str(tmp_path / "many.txt")), "--spm-model",
+                       tiny_spm_model, "--output", tmp_path / "o2" / "d", "--max-seq-length", SEQ)
+    assert code == 0 and "SOP labels" not in err
+
+
+def test_sop_balance_warning_by_hand():
+    """Warned when the one-sentence chunks (always label 1) move the share of 1 more than 0.1 from 0.5, or the
+    labels drawn are further than 0.1 and than chance explains (3 standard deviations: 0.34 at 20 instances)."""
+    stats = instances.BlockStats
+    assert sop_balance_warning(stats(documents=9, instances=100, swapped=50, random_next=18)) is None  # 0.59
+    assert "another document" in sop_balance_warning(stats(documents=9, instances=100, swapped=61, random_next=22))
+    assert sop_balance_warning(stats(documents=9, instances=20, swapped=16, random_next=0)) is None  # 0.3 < 0.34
+    assert "80% of the 2000 instances" in sop_balance_warning(stats(documents=9, instances=2000, swapped=1600))
+    assert sop_balance_warning(stats()) is None
 
 
 def test_invalid_utf8_is_replaced_counted_and_reported(tmp_path, tiny_spm_model, capsys):

@@ -4,6 +4,7 @@ Cloud TPU client, with only the API's HTTP answers faked."""
 import functools
 import types
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -335,3 +336,26 @@ def test_input_pipelines_of_a_cpu_replicas_run(value, replicas, pipelines):
 def test_input_pipelines_that_do_not_divide_the_replicas_are_refused(value):
     with pytest.raises(ValueError, match=f"ALBERT_TF_INPUT_PIPELINES={value}: expected per-worker"):
         distribute.input_pipelines(value, 8)
+
+
+def test_cpu_replica_sums_do_not_depend_on_what_else_holds_the_values():
+    """The `--cpu-replicas` reduction gives the same bits whichever of the replicas' values are still held
+    elsewhere (here: function arguments) and which are fresh intermediates. TensorFlow's AddN, the default
+    reduction's sum, adds first a fresh buffer it can reuse, so its bits change with that (checked here, so that
+    the test can fail); in a training step what is still held depends on the timing of concurrent ops."""
+    from tensorflow.python.distribute.values import PerReplica  # pylint: disable=import-outside-toplevel
+
+    values = [tf.constant([v] * 4, tf.float32) for v in (1.0, 2.0 ** -24, 2.0 ** -24, 0.0)]  # rounding: order
+    sums = {"ours": distribute.cpu_replica_sums(), "add_n": tf.distribute.ReductionToOneDevice()}
+
+    def reduce_with(name, fresh):
+        @tf.function(autograph=False)
+        def run(*args):
+            per_replica = PerReplica([tf.abs(a) if i in fresh else a for i, a in enumerate(args)])
+            return sums[name].reduce(tf.distribute.ReduceOp.SUM, per_replica, "/cpu:0")
+        return tuple(run(*values).numpy())
+
+    arrangements = [(), (2, 3), (1, 2), (0, 3), (0, 1, 2, 3)]
+    ours = {reduce_with("ours", fresh) for fresh in arrangements}
+    assert ours == {tuple(np.sum(np.stack([v.numpy() for v in values]), axis=0, dtype=np.float32))}
+    assert len({reduce_with("add_n", fresh) for fresh in arrangements}) > 1

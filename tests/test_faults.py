@@ -12,6 +12,7 @@ import signal
 import pytest
 import tensorflow as tf
 
+import helpers
 from albert_tf.runtime import exit_codes, faults
 
 NO_HOST = ("Error executing an HTTP request: libcurl code 6 meaning 'Could not resolve hostname', error details: "
@@ -39,6 +40,33 @@ def test_each_fault_class_has_its_code_and_one_line():
         (tf.errors.FailedPreconditionError(None, None, NO_HOST), 69,
          "gs://some-bucket/spm: not reachable (Could not resolve host: www.googleapis.com)"),
         (tf.errors.PermissionDeniedError(None, None, FORBIDDEN), 78, "gs://some-bucket/spm: access refused"),
+    ]
+    # TensorFlow's texts as it raised them on a full and on a read-only tmpfs: before, the save's line named no path
+    # (D18) and a read-only or forbidden path was "free space" (74) or exit 1 (D14)
+    save = "{{function_node __wrapped__SaveV2_dtypes_99_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
+    cases += [
+        (tf.errors.ResourceExhaustedError(None, None, f"{save}out/model/ckpt-4_temp/part-00000-of-00001.data-00000-"
+                                                      "of-00001.tempstate11981488040702586744; No space left on "
+                                                      "device [Op:SaveV2]"), 74,
+         "out/model/ckpt-4: could not be written: no space left on device; free space"),
+        (tf.errors.ResourceExhaustedError(None, None, "base/.1.tmp-c668d5f371d7/saved_model.pb.tmpc116acb5c50848fc"
+                                                      "9642cf126655c7e6; No space left on device"), 74,
+         "base/1/saved_model.pb: could not be written: no space left on device"),
+        (tf.errors.OutOfRangeError(None, None, f"{save}/o/best/ckpt-1_temp/part-00000-of-00001.data-00000-of-"
+                                               "00001.tempstate4549039356148674697; File too large [Op:SaveV2]"), 74,
+         "/o/best/ckpt-1: could not be written: file too large"),
+        (OSError(errno.EROFS, "Read-only file system", "ro/.spm.albert_tf.lock"), 78,
+         "ro/.spm.albert_tf.lock: access refused (read-only file system): a matter of permission, not of space; "
+         "choose an output on a writable filesystem, then run again"),
+        (PermissionError(errno.EACCES, "Permission denied", "/data/out"), 78,
+         "/data/out: access refused (permission denied): a matter of permission, not of space; give this user "
+         "access to it (its permissions or owner) or choose another path, then run again"),
+        (OSError(errno.EPERM, "Operation not permitted", "/data/out/x"), 78,
+         "/data/out/x: access refused (operation not permitted)"),
+        (tf.errors.PermissionDeniedError(None, None, "ro/.hf.tmp-fb668acee6f7; Read-only file system"), 78,
+         "ro/hf: access refused (read-only file system)"),
+        (tf.errors.PermissionDeniedError(None, None, "locked/.hf.tmp-806c233f535e; Permission denied"), 78,
+         "locked/hf: access refused (permission denied)"),
     ]
     for error, code, start in cases:
         fault = faults.classify(error)
@@ -113,6 +141,39 @@ def test_vocab_on_a_full_disk_exits_74_in_one_line(tmp_path, cli, corpus_file, m
     monkeypatch.setattr(tf.io.gfile, "GFile", full)
     code, _, err = cli("vocab", "--input", corpus_file, "--output-prefix", tmp_path / "spm", "--vocab-size", 100)
     assert code == 74 and "could not be written: no space left on device" in _one_error_line(err, "vocab"), err
+
+
+# ---------------------------------------------------------------------------------------------- a path not writable
+def test_every_job_reports_a_folder_it_may_not_write_as_access_refused(tmp_path, corpus_file, tiny_spm_model,
+                                                                      pretrain_data, random_init):
+    """A real refusal: each job writes into a folder of mode 0o555, run as a user whom the permission bits bind
+    (as root: without CAP_DAC_OVERRIDE, tests/programs/permission_bound_cli.py). Before: exit 1 and a
+    PermissionError / PermissionDeniedError line (on a read-only filesystem: exit 74 and "free space")."""
+    import finetune_helpers  # pylint: disable=import-outside-toplevel
+
+    sst2 = finetune_helpers.write_sst2(str(tmp_path / "sst2"), num_train=16, num_dev=8)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    locked.chmod(0o555)  # whatever the umask
+    commands = {
+        "vocab": ["--input", corpus_file, "--output-prefix", locked / "spm", "--vocab-size", 100],
+        "create-data": ["--input", corpus_file, "--spm-model", tiny_spm_model, "--output", locked / "data" / "train"],
+        "pretrain": helpers.pretrain_args(pretrain_data, locked / "model", steps=2),
+        "finetune": ["--task", "sst2", "--data-dir", sst2, "--init", random_init, "--output", locked / "out"],
+        "convert": ["--init", random_init, "--to", "hf", "--output", locked / "hf"],
+        "export": ["--init", random_init, "--output", locked / "export", "--no-warmup"],
+    }
+    argv = []
+    for command, args in commands.items():
+        argv += (["--then"] if argv else []) + [command] + [str(a) for a in args]
+    proc = helpers.run_program("permission_bound_cli", *argv)
+    assert proc.stdout.splitlines() == ["exit 78"] * len(commands), proc.stdout + proc.stderr
+    lines = helpers.error_lines(proc.stderr)
+    assert len(lines) == len(commands), proc.stderr
+    for command, line in zip(commands, lines):
+        assert line.startswith(f"albert-tf {command}: error: {locked}/") and ": access refused (permission " \
+            "denied): a matter of permission, not of space; give this user access to it" in line, line
+    assert os.listdir(locked) == []
 
 
 # ---------------------------------------------------------------------------------------------- gs://
@@ -217,13 +278,15 @@ def test_a_misspelled_flag_is_one_line_naming_the_closest(cli, capsys):
                                        "or auto, got 'many'\n")
 
 
-def test_an_unexpected_error_is_one_line_and_exit_1_unless_verbose(cli, monkeypatch):
+def test_an_unexpected_error_is_one_line_and_exit_1_unless_verbose(cli, monkeypatch, tmp_path):
     from albert_tf.jobs import vocab as vocab_job  # pylint: disable=import-outside-toplevel
 
     def broken(config):
         raise KeyError("lost")
     monkeypatch.setattr(vocab_job, "vocab", broken)
-    code, _, err = cli("vocab", "--input", "x", "--output-prefix", "y")
+    (tmp_path / "x").write_text("a sentence.\n")  # past vocab.preflight's check of --input
+    args = ("vocab", "--input", tmp_path / "x", "--output-prefix", tmp_path / "y")
+    code, _, err = cli(*args)
     assert (code, err) == (1, "albert-tf vocab: error: KeyError: 'lost' (run with --verbose for the traceback)\n")
     with pytest.raises(KeyError):
-        cli("vocab", "--input", "x", "--output-prefix", "y", "--verbose")
+        cli(*args, "--verbose")

@@ -62,8 +62,8 @@ def test_a_cpu_run_at_the_pod_recipes_batch_and_steps_is_refused(pretrain_data, 
     assert err.splitlines() == [
         "albert-tf pretrain: error: --batch-size 4096 and --num-train-steps 125,000 are the pod recipe's defaults "
         "(weeks of training on a CPU); give both for this machine, e.g. --batch-size 32 --num-train-steps 2000 "
-        "--num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu --batch-size B --num-train-steps N` "
-        "says what fits and how long it takes)"]
+        "--num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu` says how long they take here and "
+        "prints a run of about an hour that fits)"]
     assert not (tmp_path / "m").exists()
 
 

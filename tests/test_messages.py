@@ -270,5 +270,6 @@ def test_library_warnings_and_notes_name_the_command(tmp_path, cli, monkeypatch)
         messages.line("info", "x")
     monkeypatch.setattr(vocab_job, "vocab", lambda config: messages.say("note", "taking over the stale lock L")
                         or vocab_job.VocabResult("m", "v", "c", 0))
-    code, _, err = cli("vocab", "--input", "x", "--output-prefix", tmp_path / "v")
+    (tmp_path / "x.txt").write_text("a sentence.\n")  # past vocab.preflight's check of --input
+    code, _, err = cli("vocab", "--input", tmp_path / "x.txt", "--output-prefix", tmp_path / "v")
     assert (code, err) == (0, "albert-tf vocab: note: taking over the stale lock L\n")

@@ -305,7 +305,7 @@ def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(cli, monkeypatc
         got = json.loads(out)
         need = costs.host_need_bytes(base, batch, 128, 20)
         assert code == 0 and got["fits"] is (need <= total) and got["dtype"] == "float32" and got["cores"] == 1
-        assert got["step_time_s"] is None  # no peak FLOP/s for a CPU
+        assert got["step_time_s"] > 0  # at this machine's measured matmul rate
         command = got["pretrain_command"]
         assert command.endswith("--train-data 'data/train-*' --model-dir model") and "--tpu" not in command
         if not got["fits"]:
@@ -317,6 +317,45 @@ def test_cpu_topology_is_this_machine_with_pretrains_memory_rule(cli, monkeypatc
                             "--batch-size", "16", "--max-seq-length", "128")
     assert code == 0 and "this machine's CPU (2 replica(s))" in out and "GiB RAM" in out
     assert "--cpu-replicas 2" in out.rstrip().splitlines()[-1]
+
+
+def test_plan_on_cpu_says_the_time_and_prints_a_command_pretrain_accepts(cli, monkeypatch):
+    """Issue 48 D13. Before: `plan --topology cpu` printed no time for a CPU, and at the pod recipe's batch and steps
+    (4096 x 125,000) it recommended `--gradient-accumulation-steps 256` at those, which pretrain refuses on a CPU,
+    its refusal sending the user back to the plan "for how long it takes". Now: the time at this machine's measured
+    matmul rate (here a 40 GFLOP/s machine of 16 GiB), and a command of about an hour that pretrain's own parser
+    and CPU checks (its rule for the pod recipe's batch and steps, its memory check) accept."""
+    from albert_tf import cli as albert_cli  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import plan as plan_job  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs import pretrain  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.pretrain_config import check_cpu_run  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.batch_plan import plan_batches  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretraining import check_host_memory  # pylint: disable=import-outside-toplevel
+
+    rate, total = 40e9, 16 * 2 ** 30
+    monkeypatch.setattr(costs, "host_total_bytes", lambda: total)
+    monkeypatch.setattr(plan_job, "_MEASURED", {"rate": rate}, raising=False)  # (before: no such measurement)
+    code, out, _ = cli("plan", "--config", "albert_base", "--topology", "cpu", "--max-seq-length", "128")
+    assert code == 0
+    base = AlbertConfig.from_preset("albert_base")
+    per_example = costs.training_flops_per_example(base, 128, 20)
+    pod_step = 4096 * per_example / (0.5 * rate)  # the pod recipe's step at MFU 0.5: 3.8 h, by hand
+    assert 3.8 * 3600 < pod_step < 3.9 * 3600
+    assert f"time: {pod_step / 3600:.3g} h per step at MFU 0.5 of 40 GFLOP/s peak (this machine's float32" in out
+    assert f"125,000 steps: {costs.total_text(125_000 * pod_step)}" in out and "55 years" in out  # 54.8
+    assert out.startswith("note: pretrain refuses the pod recipe's --batch-size 4096 and --num-train-steps 125,000 on a "
+                          "CPU (55 years here, estimated); the command at the end is a run of about 1 h here")
+    command = shlex.split(out.rstrip().splitlines()[-1])
+    assert command[:2] == ["albert-tf", "pretrain"]
+    config = pretrain.config_from_args(albert_cli.build_parser(["pretrain"]).parse_args(command[1:]))
+    check_cpu_run(config)  # not the pod recipe's batch and steps
+    model = base.replace(vocab_size=base.vocab_size)
+    check_host_memory(config, model, plan_batches(config, 1, False), "float32", total=total)
+    batch, steps = config.batch_size, config.num_train_steps
+    assert (batch, config.learning_rate) == (64, 0.00022)  # 0.00176 * sqrt(64 / 4096) = 0.00022
+    assert costs.host_need_bytes(model, 2 * batch, 128, 20) > total  # the largest power of two that fits: 16.03 GiB
+    step = batch * per_example / (0.5 * rate)  # 216 s
+    assert steps == int(3600 / step) == 16 and 0.9 * 3600 < steps * step <= 3600  # about an hour at that step time
 
 
 def test_host_batch_that_fits():

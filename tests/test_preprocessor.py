@@ -17,14 +17,15 @@ def tokenizer(tiny_spm_model):
     return AlbertTokenizer(tiny_spm_model)
 
 
-def _classifier(tokenizer, num_classes=2, seq_length=24, seed=0):
+def _classifier(tokenizer, num_classes=2, seq_length=24, seed=0, fused=True):
     import keras  # pylint: disable=import-outside-toplevel
 
     from albert_tf import AlbertClassifier, AlbertConfig, AlbertEncoder, AlbertPreprocessor  # pylint: disable=import-outside-toplevel
 
     keras.utils.set_random_seed(seed)
     config = AlbertConfig.from_preset("albert_tiny").replace(vocab_size=tokenizer.vocab_size)
-    return AlbertClassifier(AlbertEncoder(config), num_classes, preprocessor=AlbertPreprocessor(tokenizer, seq_length))
+    return AlbertClassifier(AlbertEncoder(config, fused=fused), num_classes,
+                            preprocessor=AlbertPreprocessor(tokenizer, seq_length))
 
 
 def test_preprocessor_ids_equal_pack(tokenizer):
@@ -47,6 +48,48 @@ def test_preprocessor_ids_equal_pack(tokenizer):
     dataset = tf.data.Dataset.from_tensor_slices((TEXTS_A, TEXTS_B)).batch(4).map(lambda a, b: preprocessor((a, b)))
     rows = np.concatenate([batch["input_word_ids"].numpy() for batch in dataset])
     np.testing.assert_array_equal(rows, tokenizer.pack(TEXTS_A, TEXTS_B, seq_length=20)["input_word_ids"])
+
+
+def test_fit_evaluate_and_predict_take_text_as_people_pass_it(tokenizer):
+    """Issue 48 D6: fit's x and validation_data, evaluate and predict take numpy arrays of str, of bytes and of
+    objects, Python lists, text pairs and tf.data of strings, as keras-hub's task models do. The reference: the same
+    model on the ids `AlbertTokenizer.pack` gives (Python-side), its loss by hand; trained at learning rate 0, so
+    that every validation loss is the reference's. Eager (run_eagerly): what is checked is how the data gets in,
+    not the compiled step (test_classifier_fits_and_predicts_on_strings), and tracing would take a minute. Before:
+    validation_data=(numpy str, y) failed with "Invalid dtype: str...", a list with "tuple index out of range"."""
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    model = _classifier(tokenizer, seq_length=16, fused=False)  # (the fused training path's kernels: compiled)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True), run_eagerly=True)
+    a, b = np.array(TEXTS_A[:4]), np.array(TEXTS_B[:4])
+    labels = np.array([0, 1, 1, 0])
+    reference = {}
+    for kind, ids in (("single", tokenizer.pack(list(a), seq_length=16)),
+                      ("pairs", tokenizer.pack(list(a), list(b), seq_length=16))):
+        logits = model.predict(ids, verbose=0).astype(np.float64)
+        log_probabilities = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        reference[kind] = (-log_probabilities[np.arange(4), labels].mean(), logits)
+    forms = {"numpy str": (a, "single"), "numpy object": (a.astype(object), "single"),
+             "numpy bytes": (np.char.encode(a, "utf-8"), "single"), "list": (list(a), "single"),
+             "pair": ((a, b), "pairs")}
+    for name, (x, kind) in forms.items():
+        loss, logits = reference[kind]
+        history = model.fit(x, labels, validation_data=(x, labels), batch_size=4, epochs=1, verbose=0)
+        np.testing.assert_allclose(history.history["val_loss"], [loss], rtol=1e-5, err_msg=name)
+        if name in ("numpy str", "list", "pair"):  # (the others reach evaluate as validation_data above)
+            np.testing.assert_allclose(model.evaluate(x, labels, verbose=0), loss, rtol=1e-5, err_msg=name)
+        np.testing.assert_allclose(model.predict(x, verbose=0), logits, atol=1e-5, err_msg=name)
+    # validation_data given positionally, as a list; tf.data of strings (pairs) for x and validation_data
+    history = model.fit(a, labels, 4, 1, 0, None, 0.0, [list(a), labels])
+    np.testing.assert_allclose(history.history["val_loss"], [reference["single"][0]], rtol=1e-5)
+    dataset = tf.data.Dataset.from_tensor_slices(((a, b), labels)).batch(4)
+    history = model.fit(dataset, validation_data=dataset, epochs=1, verbose=0, shuffle=False)
+    np.testing.assert_allclose(history.history["val_loss"], [reference["pairs"][0]], rtol=1e-5)
+    np.testing.assert_allclose(model.evaluate(dataset, verbose=0), reference["pairs"][0], rtol=1e-5)
+    texts = dataset.map(lambda x, y: {"text_a": x[0], "text_b": x[1]})  # (a tuple would read as (x, y))
+    np.testing.assert_allclose(model.predict(texts, verbose=0), reference["pairs"][1], atol=1e-5)
 
 
 @pytest.mark.slow

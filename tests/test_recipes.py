@@ -165,9 +165,12 @@ def test_typed_flags_win_over_cpu_small_and_set_changes_one_key(capsys):
 
 
 def test_plan_on_cpu_points_to_cpu_small_and_its_command_repeats_it(capsys):
-    assert main(["plan", "--config", "albert_base", "--topology", "cpu"]) == 0
+    assert main(["plan", "--config", "albert_base", "--topology", "cpu", "--batch-size", "32"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith(
         "note: for a pretraining this machine can do in about an hour, plan and run --recipe cpu_small")
+    assert main(["plan", "--config", "albert_base", "--topology", "cpu"]) == 0  # the pod recipe's batch and steps
+    note = capsys.readouterr().out.splitlines()[0]
+    assert note.startswith("note: pretrain refuses the pod recipe's") and "--recipe cpu_small" in note
     assert main(["plan", "--config", "albert_base", "--topology", "cpu", "--recipe", "cpu_small"]) == 0
     out = capsys.readouterr().out
     command = out.rstrip().splitlines()[-1].strip()

@@ -1,5 +1,6 @@
 """`albert-tf vocab` / train_vocab: end to end on a generated corpus, sampling, and each bad-input message."""
 import glob
+import io
 import json
 import os
 import pathlib
@@ -9,8 +10,8 @@ import pytest
 
 import helpers
 from albert_tf import cli
-from albert_tf.data.vocab import (USER_DEFINED_SYMBOLS, sample_sentences, suggest_vocab_size, train_vocab,
-                                  vocab_lines)
+from albert_tf.data.vocab import (CHARACTER_COVERAGE, RESERVED_IDS, USER_DEFINED_SYMBOLS, required_characters,
+                                  sample_sentences, suggest_vocab_size, train_vocab, vocab_lines)
 from albert_tf.text.vocabulary import read_casing, resolve_lower_case
 from albert_tf.text import AlbertTokenizer, normalize
 from helpers import EQUALITY_TEXTS
@@ -251,6 +252,54 @@ def test_vocab_size_auto_fits_a_small_corpus(corpus_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["vocab", "--input", "x", "--output-prefix", prefix, "--vocab-size", "many"])
     assert "expected a number of pieces or auto, got 'many'" in capsys.readouterr().err
+
+
+def _spm_required_pieces(sample):
+    """What SentencePiece itself says a sample needs: its refusal of a vocabulary too small for the characters it
+    must keep ("Vocabulary size is smaller than required_chars. 100 vs N"), N being those and the special pieces."""
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(RuntimeError) as refused:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sample), model_writer=io.BytesIO(), vocab_size=100, model_type="unigram",
+            character_coverage=CHARACTER_COVERAGE, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            control_symbols="[CLS],[SEP],[MASK]", user_defined_symbols=list(USER_DEFINED_SYMBOLS), minloglevel=2)
+    return int(re.search(r"required_chars\. 100 vs (\d+)", str(refused.value)).group(1))
+
+
+def test_vocab_size_auto_fits_a_chinese_corpus(tmp_path):
+    """Chinese has no spaces between words and thousands of characters: auto's word count gave 1,000 pieces, which
+    SentencePiece refused ("1000 vs 3686") with advice naming its own --character_coverage, which albert-tf does not
+    have. Now auto gives room for every character SentencePiece must keep (its own count, the reference) and the
+    special pieces, and a number too small is refused naming a size that fits, not a flag we lack."""
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("\n".join(helpers.cjk_sentences(1500, "zh")) + "\n", encoding="utf-8")
+    sample, _ = sample_sentences([str(corpus)], 10_000)
+    needed = _spm_required_pieces(sample)
+    assert required_characters(sample) + RESERVED_IDS == needed > 2000
+    stats = train_vocab(str(corpus), str(tmp_path / "auto"), vocab_size="auto")
+    assert stats["auto"] >= needed * 1.25 and stats["auto"] % 1000 == 0
+    assert AlbertTokenizer(stats["model"]).vocab_size >= needed
+    with pytest.raises(ValueError) as refused:
+        train_vocab(str(corpus), str(tmp_path / "small"), vocab_size=1000)
+    message = str(refused.value)
+    assert "character_coverage" not in message and len(message.splitlines()) == 1
+    assert f"--vocab-size 1000 is smaller than the {needed:,} pieces the corpus's characters need" in message
+    assert int(re.search(r"pass --vocab-size (\d+) or more", message).group(1)) >= needed
+
+
+def test_vocabs_cased_flag_is_described_as_making_the_record(capsys):
+    """vocab makes the vocabulary and its record: its --cased / --uncased help cannot say "as recorded beside the
+    SentencePiece model" (create-data's and finetune's help, which read a record, do)."""
+    with pytest.raises(SystemExit):
+        cli.main(["vocab", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "as recorded" not in text
+    assert ("--cased the new vocabulary keeps case (default: lowercased); recorded in PREFIX.casing.json, which "
+            "every later step follows --uncased the new vocabulary is lowercased (the default)") in text
+    with pytest.raises(SystemExit):
+        cli.main(["create-data", "--help"])
+    assert "default: as recorded beside the SentencePiece model" in " ".join(capsys.readouterr().out.split())
 
 
 # ------------------------------------------------------------------------------------------- long lines

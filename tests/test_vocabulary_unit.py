@@ -5,6 +5,7 @@ pretrain refuses records made with another vocabulary."""
 import hashlib
 import json
 import os
+import shutil
 
 import pytest
 
@@ -127,11 +128,46 @@ def test_pretrain_refuses_records_of_another_vocabulary(corpus, tmp_path):
     assert not os.path.exists(tmp_path / "model" / "albert_config.json")
 
 
-def test_records_without_a_fingerprint_are_accepted_with_a_note(pretrain_data, tiny_spm_model):
-    """Records of the original tool (no index) or an older release (an index without "vocabulary"): one note."""
+def test_records_without_a_fingerprint_are_refused_unless_allowed(pretrain_data, tiny_spm_model):
+    """Records of the original tool (no index) cannot be checked against the vocabulary: refused in one line naming
+    the file and what it lacks; --allow-unchecked-records reads them, with one note. No vocabulary: nothing to
+    check."""
     from albert_tf.data import pretraining_input  # pylint: disable=import-outside-toplevel
 
     files = [os.path.join(pretrain_data, "train.tfrecord")]
-    note = pretraining_input.check_record_vocabulary(files, "--train-data", tiny_spm_model)
+    with pytest.raises(ValueError) as refused:
+        pretraining_input.check_record_vocabulary(files, "--train-data", tiny_spm_model)
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1 and message.startswith(f"--train-data: {files[0]} carries no vocabulary")
+    assert "no record-count index beside it" in message and "--allow-unchecked-records" in message
+    note = pretraining_input.check_record_vocabulary(files, "--train-data", tiny_spm_model, allow_unchecked=True)
     assert len(note.splitlines()) == 1 and "no vocabulary fingerprint" in note and tiny_spm_model in note
     assert pretraining_input.check_record_vocabulary(files, "--train-data", None) is None
+
+
+def test_shards_copied_without_their_index_are_refused(corpus, tmp_path, cli):
+    """The issue's case: `cp data/*.tfrecord elsewhere/` leaves the hidden index behind, and records of another
+    vocabulary trained with only a note. Now pretrain exits 2 with one line naming the shard and the index it
+    lacks, before the model dir gets a file; with the index copied along the records are checked, and the other
+    vocabulary's refused."""
+    first = train_vocab(corpus, str(tmp_path / "a"), vocab_size=120)["model"]
+    other = train_vocab(corpus, str(tmp_path / "b"), vocab_size=120, seed=9, max_sentences=50)["model"]
+    options = InstanceOptions(max_seq_length=helpers.PRETRAIN_SEQ, max_predictions=helpers.PRETRAIN_PRED)
+    create_pretraining_data(corpus, first, str(tmp_path / "data" / "train"), progress=False, options=options)
+    os.makedirs(tmp_path / "copy")
+    shard = "train-00000-of-00001.tfrecord"
+    os.link(tmp_path / "data" / shard, tmp_path / "copy" / shard)  # cp data/*.tfrecord copy/: no hidden index
+    helpers.PRETRAIN_TINY.replace(vocab_size=120).to_json_file(str(tmp_path / "albert_config.json"))
+    args = helpers.pretrain_args(str(tmp_path), tmp_path / "model", steps=1, train_data=tmp_path / "copy" / shard,
+                                 spm_model=other)
+    code, _, err = cli("pretrain", *args)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (f"albert-tf pretrain: error: --train-data: {tmp_path / 'copy' / shard} carries no vocabulary "
+                   f"fingerprint, so cannot be checked against {other}: no record-count index beside it "
+                   f"({tmp_path / 'copy' / '.train.record_counts.json'}: create-data writes it, hidden, beside its "
+                   "shards; `cp DIR/*.tfrecord` leaves it behind); copy the index along, or pass "
+                   "--allow-unchecked-records to read them unchecked (records of the original tool)\n")
+    assert not os.path.exists(tmp_path / "model" / "albert_config.json")
+    shutil.copy(tmp_path / "data" / ".train.record_counts.json", tmp_path / "copy")  # the index along: checked
+    code, _, err = cli("pretrain", *args)
+    assert code == 2 and ".train.record_counts.json records that its shards were tokenized with" in err

@@ -19,6 +19,8 @@ from albert_tf.checkpoints import hf_tokenizer, pretrained, releases, tensors
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.base import count_params
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.settings.convert_config import source_config
+from albert_tf.runtime import leftovers
 
 
 def convert(source, checkpoint, output, config=None, spm_model=None, log=print, cased=None):
@@ -28,23 +30,11 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
     output = os.fspath(output).rstrip("/")
     if tf.io.gfile.exists(output) and tf.io.gfile.listdir(output):
         raise ValueError(f"{output}: output directory exists and is not empty; give a new or empty directory")
-    if source == "tf1":
-        if config is None:
-            config = os.path.join(os.path.dirname(checkpoint), pretrained.CONFIG_FILE)
-            if not tf.io.gfile.exists(config):
-                raise ValueError(f"--config is required: no {pretrained.CONFIG_FILE} beside {checkpoint}")
-        cfg = AlbertConfig.from_json_file(config)
-    elif source == "hf":
-        if not tf.io.gfile.isdir(checkpoint):
-            raise FileNotFoundError(f"--checkpoint {checkpoint}: not a directory (a Hugging Face ALBERT directory "
-                                    "holds config.json and model.safetensors)")
-        hf_config = os.path.join(checkpoint, "config.json")
-        if config is None and not tf.io.gfile.exists(hf_config):
-            raise FileNotFoundError(f"{hf_config}: no such file (a Hugging Face ALBERT directory holds config.json "
-                                    "and model.safetensors; or give --config)")
-        cfg = AlbertConfig.from_json_file(config) if config else tensors.config_from_hf(hf_config)
+    config_file = source_config(source, checkpoint, config)
+    if source == "tf1" or config:
+        cfg = AlbertConfig.from_json_file(config_file)
     else:
-        raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
+        cfg = tensors.config_from_hf(config_file)
     with contextlib.ExitStack() as stack:
         if source == "hf":
             spm_model = stack.enter_context(hf_vocabulary(checkpoint, spm_model, log))
@@ -55,6 +45,7 @@ def convert(source, checkpoint, output, config=None, spm_model=None, log=print, 
             model, checkpoint, heads_optional=True)
         for w in warnings:
             log(messages.line("warning", w, "convert"))
+        stack.enter_context(leftovers.new_directory(output, "--output"))  # what a killed conversion left goes first
         pretrained.save(model, output, spm_model=spm_model, lower_case=lower_case, keep_accents=keep_accents)
     return model
 

@@ -7,6 +7,7 @@ from albert_tf import files
 from albert_tf.checkpoints import to_hf, to_keras_hub
 from albert_tf.checkpoints.hf_tokenizer import unexpressed_rules  # noqa: F401  (convert --to hf's note)
 from albert_tf.checkpoints.load import load_model
+from albert_tf.runtime import leftovers
 from albert_tf.text import vocabulary
 
 
@@ -39,10 +40,14 @@ def export(init, target, output, spm_model=None, cased=None):
     recorded = (vocabulary.read_casing(spm_model) if spm_model and spm_model != source.spm_model
                 else source.lower_case)
     lower_case = vocabulary.resolve_lower_case(recorded, cased, spm_model or init)
-    if target == "hf":
-        written, parameters, encoder = to_hf.write_hf(model, output, spm_model, lower_case=lower_case,
-                                                      keep_accents=keep_accents(spm_model) if spm_model else False)
-    else:
-        written, parameters = to_keras_hub.write_keras_hub(model, output, spm_model)
-        encoder = parameters
+    files.check_output_dir(output, "--output")
+    # what a killed conversion into `output` left goes first
+    with leftovers.new_directory(output, "--output", work=() if target == "hf" else (to_keras_hub.WORK,)):
+        if target == "hf":
+            written, parameters, encoder = to_hf.write_hf(
+                model, output, spm_model, lower_case=lower_case,
+                keep_accents=keep_accents(spm_model) if spm_model else False)
+        else:
+            written, parameters = to_keras_hub.write_keras_hub(model, output, spm_model)
+            encoder = parameters
     return written, parameters, encoder, spm_model

@@ -31,8 +31,7 @@ from albert_tf.serving.saved_model import ASSETS_EXTRA, SAVED_MODEL_FILE, keras_
 from albert_tf.text import vocabulary
 
 KINDS = ("model_dir", "export", "release", "hf")
-EXPECTED = ("a pretrained-model directory, an `albert-tf export` BASE or BASE/N, a Hugging Face ALBERT directory "
-            f"or a released model's name: {', '.join(releases.NAMES)}, hf:OWNER/NAME")
+EXPECTED = releases.EXPECTED  # what a handle may be
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,16 +55,9 @@ def is_hf_directory(path):
 def resolve_init(handle, flag="--init"):
     """The InitSource of `handle` (see the module's docstring). FileNotFoundError or ValueError in one line naming
     `flag`, the handle and what was expected when it is none of them."""
-    path = os.fspath(handle).rstrip("/")
-    if not tf.io.gfile.exists(path):
-        try:
-            name = releases.canonical_name(path)
-        except ValueError:
-            raise FileNotFoundError(f"{flag} {path}: no such directory and not a released model's name (expected "
-                                    f"{EXPECTED})") from None
+    path, name = releases.check_handle(handle, flag)
+    if name:
         return _release_source(name)
-    if not tf.io.gfile.isdir(path):
-        raise FileNotFoundError(f"{flag} {path}: a file, not a directory (expected {EXPECTED})")
     if is_hf_directory(path):
         return _hf_source(path)
     exported = tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))

@@ -31,6 +31,8 @@ The cache (a local directory: --cache-dir, else $ALBERT_TF_CACHE, else ~/.cache/
     releases/NAME.tar.gz                       a whole, checked tarball (or one put there by hand), unpacked next
                                                and then removed
     releases/NAME/                             the unpacked release, with release.json listing its files and sizes
+    releases/.NAME.tmp-<12 hex>/               a tarball being unpacked (what a killed unpacking left, the next
+                                               fetch of NAME removes, with a note)
     releases/.NAME.lock                        one process at a time fetches NAME
 A release found unpacked is used without any network access. $ALBERT_TF_RELEASES_URL replaces the base URL (tests
 serve a tarball from loopback). Hugging Face downloads stay in Hugging Face's own cache (HF_HOME).
@@ -51,7 +53,8 @@ import urllib.error
 import urllib.request
 import zlib
 
-from albert_tf import __version__
+from albert_tf import __version__, files
+from albert_tf.runtime import faults, leftovers
 from albert_tf.settings.convert_config import (  # noqa: F401  (their one home)
     CACHE_ENV, HF_PREFIX, NAMES, SIZES, canonical_name)
 
@@ -63,6 +66,27 @@ MARKER = "release.json"
 HF_FILES = ["config.json", "model.safetensors", "spiece.model", "tokenizer.json", "tokenizer_config.json"]
 TIMEOUT_S = 60
 CHUNK = 1 << 20
+
+
+# What a handle (--init) may be, for the line that refuses one (albert_tf.checkpoints.handles)
+EXPECTED = ("a pretrained-model directory, an `albert-tf export` BASE or BASE/N, a Hugging Face ALBERT directory "
+            f"or a released model's name: {', '.join(NAMES)}, hf:OWNER/NAME")
+
+
+def check_handle(handle, flag="--init"):
+    """The first look at a handle (albert_tf.checkpoints.handles), which needs no TensorFlow for a local path: an
+    existing directory, or else a released model's name. Returns (its path without a trailing /, the release's
+    canonical name or None). FileNotFoundError in one line naming `flag` and what was expected otherwise."""
+    path = os.fspath(handle).rstrip("/")
+    if not files.exists(path):
+        try:
+            return path, canonical_name(path)
+        except ValueError:
+            raise FileNotFoundError(f"{flag} {path}: no such directory and not a released model's name (expected "
+                                    f"{EXPECTED})") from None
+    if not files.isdir(path):
+        raise FileNotFoundError(f"{flag} {path}: a file, not a directory (expected {EXPECTED})")
+    return path, None
 
 
 class ReleaseUnavailable(FileNotFoundError):
@@ -117,6 +141,7 @@ def fetch_release(name, cache=None, log=None):
         files = cached_release(unpacked)
         if files:
             return files
+        leftovers.note(leftovers.remove(root, re.escape(name)))  # a killed unpacking's .NAME.tmp-*
         downloaded = not os.path.exists(archive)
         if downloaded:
             download(release_url(name), archive, log)
@@ -147,8 +172,7 @@ def unpack(archive, unpacked):
     `unpacked`, with release.json written last. Returns ReleaseFiles; ValueError naming the archive and what is
     wrong."""
     _check_gzip(archive)
-    tmp = f"{unpacked}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = files.temp_path_for(unpacked)
     try:
         with tarfile.open(archive, "r:gz") as tar:
             members = tar.getmembers()
@@ -167,6 +191,8 @@ def unpack(archive, unpacked):
         shutil.rmtree(unpacked, ignore_errors=True)  # an incomplete earlier one (no complete marker)
         os.rename(os.path.join(tmp, top), unpacked)
     except (tarfile.TarError, EOFError, OSError) as e:
+        if faults.classify(e) is not None:  # a full disk, a cache this user may not write: said as such
+            raise
         raise ValueError(f"{archive}: not a readable tar.gz ({e})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

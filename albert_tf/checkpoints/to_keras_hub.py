@@ -12,18 +12,18 @@ head, with LayerNorm epsilon 1e-5 instead of ALBERT's 1e-12, and no sentence-ord
 written. What AlbertBackbone cannot hold is refused in one line (`check_keras_hub`).
 """
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.files import atomic_directory, check_output_dir
+from albert_tf.runtime import leftovers
 
 # keras-hub's file names (keras_hub/src/utils/preset_utils.py); `save_to_preset` writes them
 KERAS_HUB_CONFIG_FILE = "config.json"
 KERAS_HUB_WEIGHTS_FILE = "model.weights.h5"
 KERAS_HUB_TOKENIZER_FILE = "tokenizer.json"
+WORK = "keras_hub"  # the preset is saved in a work folder first: albert_tf_keras_hub_* (albert_tf.runtime.leftovers)
 
 
 def _keras_hub():
@@ -128,8 +128,7 @@ def write_keras_hub(model, output, spm_model=None):
     keras_hub = _keras_hub()
     backbone = keras_hub.models.AlbertBackbone(**backbone_kwargs(encoder.config), dtype="float32")
     assign_backbone(backbone, encoder)
-    local = tempfile.mkdtemp(prefix="albert_tf_keras_hub_")
-    try:
+    with leftovers.private_temp_dir(WORK) as local:  # a killed run's: removed by the next (leftovers.new_directory)
         backbone.save_to_preset(local)  # keras-hub's saver: config.json, metadata.json, model.weights.h5
         if spm_model:
             with tf.io.gfile.GFile(spm_model, "rb") as f:
@@ -141,5 +140,3 @@ def write_keras_hub(model, output, spm_model=None):
                 for name in names:
                     tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target, name), overwrite=True)
         return sorted(os.listdir(local)), backbone.count_params()
-    finally:
-        shutil.rmtree(local, ignore_errors=True)

@@ -114,7 +114,7 @@ RUN = {
     exit_codes.UNEXPECTED: (RELAUNCH, "an unexpected error: counted against --max-restarts"),
     exit_codes.BAD_INPUT: (STOP, "bad flags or data"),
     exit_codes.OUTPUT_FAILED: (STOP, "an output could not be written (a full disk)"),
-    exit_codes.NOT_AUTHORISED: (STOP, "a bucket refused access: the credentials need fixing"),
+    exit_codes.ACCESS_REFUSED: (STOP, "access refused: a path not writable, or a bucket's credentials need fixing"),
     exit_codes.NON_FINITE: (STOP, "non-finite loss"),
     exit_codes.INTERRUPTED: (STOP, "someone pressed Ctrl-C"),
     exit_codes.TERMINATED: (RELAUNCH, "ended by SIGTERM before it could save: it resumes from the last checkpoint"),

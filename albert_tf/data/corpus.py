@@ -2,10 +2,13 @@
 
     decode_utf8(raw)                   bytes → (str, invalid bytes replaced by U+FFFD, counted)
     open_binary(path)                  a binary file object (local directly, URLs through tf.io.gfile)
-    check_text_files(files)            refuses a UTF-16 / UTF-32 file (a BOM, or NUL-heavy) or one mostly invalid
-                                       UTF-8 (naming its likely encoding: EUC-KR, Shift-JIS, ...) with one line
-    split_long_line(text, limit)       a line → pieces of at most `limit` UTF-8 bytes (sentence ends, else spaces,
-                                       else a character boundary)
+    check_text_files(files)            refuses a binary file (an executable, an archive, control bytes), a UTF-16 /
+                                       UTF-32 file (a BOM, or NUL-heavy) or one mostly invalid UTF-8 (naming its
+                                       likely encoding: EUC-KR, Shift-JIS, ...) with one line
+    split_long_line(text, limit, piece_limit)
+                                       a line longer than `limit` UTF-8 bytes → pieces of at most `piece_limit`
+                                       (sentence ends, else spaces, else a character boundary): vocab's and
+                                       create-data's one way to split a long line into sentences
 
 No process-global state (no codecs error handler to register): any number of threads or importers may decode at
 once. No TensorFlow here: create-data's worker processes import this.
@@ -55,6 +58,68 @@ def wide_encoding(head):
     return None
 
 
+# What a file's first bytes are when it is no text at all: (its first bytes, what it is).
+_SIGNATURES = ((b"\x7fELF", "an ELF executable or library"), (b"\x1f\x8b", "gzip-compressed"),
+               (b"BZh91AY&SY", "bzip2-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
+               (b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "a zip archive"), (b"7z\xbc\xaf\x27\x1c", "a 7-zip archive"), (b"%PDF-", "a PDF"),
+               (b"\x89PNG\r\n\x1a\n", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF89a", "a GIF image"),
+               (b"SQLite format 3\x00", "an SQLite database"))
+# Text holds no control characters but white space, backspace (man pages' overstrike) and escape (terminal
+# colours); random bytes hold about 10% of them: past this share of a file's first characters it is binary.
+_CONTROL_SHARE = 0.05
+_TEXT_CONTROLS = frozenset("\t\n\v\f\r\b\x1b")
+
+
+def _control_share(text):
+    """The share of `text`'s characters that are control characters text does not hold (C0 but _TEXT_CONTROLS,
+    DEL)."""
+    controls = sum(1 for c in text if (c < " " or c == "\x7f") and c not in _TEXT_CONTROLS)
+    return controls / max(1, len(text))
+
+
+def _wide_decodings(head, name):
+    """`head` decoded as each byte order of `name` ("UTF-16" / "UTF-32") that decodes it without an error (a
+    character cut at the end dropped)."""
+    width = 2 if name == "UTF-16" else 4
+    whole = head[:len(head) - len(head) % width]
+    found = []
+    for order in ("le", "be"):
+        try:
+            found.append(whole.decode(f"{name.lower()}-{order}"))
+        except UnicodeDecodeError:
+            pass
+    return found
+
+
+def binary_kind(head):
+    """What a file is whose first bytes (`head`) are no text in any encoding, or None: a known signature (ELF,
+    gzip, zip, PDF, ... `_SIGNATURES`), NUL bytes that do not decode as UTF-16 / UTF-32 text, or more than
+    _CONTROL_SHARE control characters (in UTF-8, or in the wide encoding its NULs suggest). A file with a
+    byte-order mark is text (`wide_encoding`)."""
+    for signature, name in _SIGNATURES:
+        if head.startswith(signature):
+            return name
+    if any(head.startswith(bom) for bom, _ in _BOMS):
+        return None
+    wide = wide_encoding(head)
+    if wide:
+        texts = _wide_decodings(head, wide)
+        if not any(_control_share(text) <= _CONTROL_SHARE for text in texts):
+            return f"NUL bytes in {100 * head.count(0) / len(head):.0f}% of its first {len(head):,} bytes"
+        return None
+    share = _control_share(head.decode("latin-1"))
+    if share > _CONTROL_SHARE and not _utf16_without_nuls(head):
+        return f"control bytes in {100 * share:.0f}% of its first {len(head):,} bytes"
+    return None
+
+
+def _utf16_without_nuls(head):
+    """True when `head` holds control bytes that UTF-8 text does not, yet decodes as UTF-16 text (no BOM, no NUL:
+    CJK script, whose code units have no zero byte)."""
+    return (_control_share(head.decode("latin-1")) > _CONTROL_SHARE
+            and any(_control_share(text) <= _CONTROL_SHARE for text in _wide_decodings(head, "UTF-16")))
+
+
 # A file whose first bytes are more than this share invalid UTF-8 is in another encoding: refused, not read with a
 # U+FFFD for every other character (an EUC-KR file is about 40% invalid UTF-8). A few stray bytes are replaced and
 # counted (decode_utf8), with a warning.
@@ -81,8 +146,11 @@ def likely_encoding(head):
 def check_head(path, head):
     """ValueError naming `path` when its first bytes say it is UTF-16 or UTF-32 text (see `wide_encoding`), or text
     in another encoding (more than INVALID_SHARE of them invalid UTF-8: the message names the encoding it most
-    likely is, `likely_encoding`)."""
-    name = wide_encoding(head)
+    likely is, `likely_encoding`), or no text at all (`binary_kind`)."""
+    kind = binary_kind(head)
+    if kind:
+        raise ValueError(f"{path} is a binary file, not text ({kind}): give UTF-8 text files, one sentence per line")
+    name = wide_encoding(head) or ("UTF-16" if _utf16_without_nuls(head) else None)
     if name:
         raise ValueError(f"{path} looks like {name}; convert it to UTF-8 (e.g. iconv -f {name} -t UTF-8)")
     cut = head.rfind(b"\n") + 1 or len(head)  # whole lines: a character cut at the end is not counted
@@ -123,40 +191,45 @@ def check_text_files(files, opener=None):
 # exclamation or question mark (UTF-8 bytes of 。！？), which need no space after them.
 _SENTENCE_END = re.compile(rb"[.!?][\"')\]]*\s|\xe3\x80\x82|\xef\xbc\x81|\xef\xbc\x9f")
 _SPACE = re.compile(rb"\s")
+_SPACES = re.compile(rb"\s*")
 
 
-def _last_cut(pattern, data, limit):
-    """The end of the last match of `pattern` in data[:limit + 1] that leaves at most `limit` bytes before it once
-    trailing white space is dropped, or None."""
-    cuts = [m.end() for m in pattern.finditer(data, 0, limit + 1)]
+def _last_cut(pattern, data, start, limit):
+    """The end of the last match of `pattern` in data[start:start + limit + 1] that leaves at most `limit` bytes
+    after `start` once trailing white space is dropped, or None."""
+    cuts = [m.end() for m in pattern.finditer(data, start, start + limit + 1)]
     for cut in reversed(cuts[-2:]):
-        if 0 < len(data[:cut].rstrip()) <= limit:
+        if 0 < len(data[start:cut].rstrip()) <= limit:
             return cut
     return None
 
 
-def split_long_line(text, limit):
-    """`text` (one line, str) cut into pieces of at most `limit` UTF-8 bytes each: each piece ends at the last
-    sentence end that fits, else at the last white space, else at `limit` bytes moved back to a character boundary
-    (a word longer than `limit`). White space around the cuts is dropped; nothing else is. A text that fits is
-    returned as it is: [text]."""
-    if limit < 4:
-        raise ValueError(f"a line limit must hold a character (4 bytes), got {limit}")
+def split_long_line(text, limit, piece_limit=None):
+    """`text` (one line, str) cut, when it is longer than `limit` UTF-8 bytes, into pieces of at most `piece_limit`
+    bytes each (default: `limit`): each piece ends at the last sentence end that fits, else at the last white
+    space, else at `piece_limit` bytes moved back to a character boundary (a word longer than that). White space
+    around the cuts is dropped; nothing else is. A text that fits `limit` is returned as it is: [text]. Linear in
+    the line's length.
+
+    vocab cuts a line into pieces as long as SentencePiece takes (`limit` both); create-data cuts a long line into
+    pieces of about a sentence or two, the segments its sentence-order pairs are made of."""
+    piece_limit = piece_limit or limit
+    if min(limit, piece_limit) < 4:
+        raise ValueError(f"a line limit must hold a character (4 bytes), got {min(limit, piece_limit)}")
     data = text.encode("utf-8")
     if len(data) <= limit:
         return [text]
-    pieces = []
-    while len(data) > limit:
-        cut = _last_cut(_SENTENCE_END, data, limit) or _last_cut(_SPACE, data, limit)
+    pieces, start = [], 0
+    while len(data) - start > piece_limit:
+        cut = _last_cut(_SENTENCE_END, data, start, piece_limit) or _last_cut(_SPACE, data, start, piece_limit)
         if cut is None:
-            cut = limit
+            cut = start + piece_limit
             while data[cut] & 0xC0 == 0x80:  # a UTF-8 continuation byte: the character starts before it
                 cut -= 1
-        piece = data[:cut].rstrip()
+        piece = data[start:cut].rstrip()
         if piece:
             pieces.append(piece.decode("utf-8"))
-        data = data[cut:].lstrip()
-    if data:
-        pieces.append(data.decode("utf-8"))
+        start = _SPACES.match(data, cut).end()
+    if start < len(data):
+        pieces.append(data[start:].decode("utf-8"))
     return pieces
-

@@ -30,26 +30,37 @@ import sys
 import threading
 import time
 
-from albert_tf import messages
-from albert_tf.runtime import exit_codes, lock
+from albert_tf import messages, run_config
+from albert_tf.runtime import exit_codes, leftovers, lock
 from albert_tf.text import AlbertTokenizer
 from albert_tf.text.vocabulary import SPM_FILE
-from albert_tf.files import check_input_file, check_output_prefix, exists, is_url, match_files, temp_path_for
+from albert_tf.files import check_input_file, check_output_prefix, exists, listdir, match_files, temp_path_for
 from albert_tf.data import instances as _instances
 from albert_tf.data import record_index
 from albert_tf.data.corpus import check_text_files
 from albert_tf.data.instances import InstanceOptions
+from albert_tf.settings.create_data_config import CreateDataConfig
 
 __all__ = ["InstanceOptions", "Summary", "create_pretraining_data", "match_files", "shard_paths"]
 
 
+# The SOP labels' share of 1 is 0.5 but for the one-sentence chunks, which take B from another document, always
+# label 1: when they take it past this distance from 0.5 (or the labels drawn are that far and further than chance
+# explains, 3 standard deviations) the summary warns.
+SOP_IMBALANCE = 0.1
+
+
 @dataclasses.dataclass
-class Summary:
-    """What a run wrote. `stats` holds the counts (see instances.BlockStats)."""
+class Summary:  # pylint: disable=too-many-instance-attributes
+    """What a run wrote. `stats` holds the counts (see instances.BlockStats); `input_bytes` the input files' size;
+    `skipped_files` [(path, bytes)] the input files that made no instance (every document shorter than 2
+    sentences, or no text)."""
     output_files: list
     stats: _instances.BlockStats
     replaced_by_file: dict
     seconds: float
+    input_bytes: int = 0
+    skipped_files: list = dataclasses.field(default_factory=list)
 
     def lines(self):
         s = self.stats
@@ -58,16 +69,27 @@ class Summary:
         out = [
             f"wrote {s.instances} instances ({s.tokens} tokens) to {len(self.output_files)} shard(s): "
             f"{self.output_files[0]}{' ...' if len(self.output_files) > 1 else ''}",
-            f"documents {s.documents}, skipped (fewer than 2 sentences) {s.skipped_documents}",
+            f"documents {s.documents}, skipped (fewer than 2 sentences) {s.skipped_documents}: "
+            f"{s.skipped_bytes:,} of the input's {self.input_bytes:,} bytes "
+            f"({100 * s.skipped_bytes / max(1, self.input_bytes):.1f}%)",
             f"masked fraction {masked:.4f} of non-special tokens; SOP labels: 1 (swapped or random B) {swapped:.4f}, "
             f"0 {1 - swapped:.4f}; one-sentence chunks paired with another document {s.random_next}",
             f"{s.instances / max(self.seconds, 1e-9):.0f} instances/s over {self.seconds:.1f} s",
         ]
+        if s.split_lines:
+            out.insert(2, f"{s.split_lines} line(s) longer than {_instances.LONG_LINE} bytes cut into sentences (as "
+                          "vocab cuts them), each a sentence of its own")
+        if self.skipped_files:
+            out.insert(2, f"skipped {len(self.skipped_files)} file(s) that made no instance (every document shorter "
+                          f"than 2 sentences, or no text): {_sized(self.skipped_files, len(self.skipped_files))}")
         return out
 
     def warnings(self):
-        return [messages.line("warning", f"{path}: replaced {count} bytes of invalid UTF-8 with U+FFFD", "create-data")
-                for path, count in self.replaced_by_file.items()]
+        """Invalid UTF-8 replaced, per file; SOP labels out of balance (`sop_balance_warning`)."""
+        found = [f"{path}: replaced {count} bytes of invalid UTF-8 with U+FFFD"
+                 for path, count in self.replaced_by_file.items()]
+        found += [sop_balance_warning(self.stats)] if sop_balance_warning(self.stats) else []
+        return [messages.line("warning", text, "create-data") for text in found]
 
     def print(self):
         """The summary on stdout (the result), its warnings on stderr."""
@@ -77,28 +99,75 @@ class Summary:
             print(line)
 
 
+def sop_balance_warning(stats):
+    """A warning when the records' SOP labels are out of balance, else None: the one-sentence chunks, whose B
+    comes from another document (from the same one when the corpus holds one document) and which are always
+    labelled 1, move the share of 1 more than SOP_IMBALANCE from 0.5, or the share drawn is that far and further
+    than chance explains. The warning names the cause."""
+    if not stats.instances:
+        return None
+    share = stats.swapped / stats.instances
+    expected = 0.5 + 0.5 * stats.random_next / stats.instances
+    if (expected - 0.5 <= SOP_IMBALANCE
+            and abs(share - 0.5) <= max(SOP_IMBALANCE, 3 * 0.5 / stats.instances ** 0.5)):
+        return None
+    where = ("the same document (the corpus is one document: a blank line ends a document)"
+             if stats.documents == 1 else "another document")
+    return (f"SOP labels out of balance: {100 * share:.0f}% of the {stats.instances} instances are labelled 1 "
+            f"(swapped or random B), not about 50%: {stats.random_next} one-sentence chunks (a line as long as an "
+            f"instance) took their B from {where} and are always labelled 1; more documents and one sentence per "
+            "line balance it")
+
+
+def _sized(files, shown=4):
+    """'a.txt (12,345 bytes), b.txt (0 bytes)' for [(path, bytes)], at most `shown` of them, then 'and N more'."""
+    more = f" and {len(files) - shown} more" if len(files) > shown else ""
+    return ", ".join(f"{path} ({size:,} bytes)" for path, size in files[:shown]) + more
+
+
+class FileTally:
+    """Per input file: the instances it made and the documents it had skipped (fewer than 2 sentences), with their
+    bytes. `check` stops a run whose skipped documents hold more than a share of the input."""
+
+    def __init__(self, files, sizes):
+        self.files, self.sizes = list(files), dict(zip(files, sizes))
+        self.input_bytes = sum(sizes)
+        self.instances, self.skipped_bytes, self.skipped_documents = {}, {}, 0
+
+    def add(self, path, instances, skipped_documents, skipped_bytes):
+        """Counts one block of `path`."""
+        self.instances[path] = self.instances.get(path, 0) + instances
+        self.skipped_bytes[path] = self.skipped_bytes.get(path, 0) + skipped_bytes
+        self.skipped_documents += skipped_documents
+
+    def skipped_files(self):
+        """[(path, bytes)] of the files that made no instance, in input order."""
+        return [(path, self.sizes[path]) for path in self.files if not self.instances.get(path)]
+
+    def check(self, max_share, flag="--max-skipped-share"):
+        """ValueError (one line naming the files most of it is in) once the skipped documents hold more than
+        `max_share` of the input's bytes. The count only grows as blocks are added, so a run can stop as soon as
+        it passes."""
+        skipped = sum(self.skipped_bytes.values())
+        if skipped <= max_share * self.input_bytes:
+            return
+        worst = sorted(((p, n) for p, n in self.skipped_bytes.items() if n), key=lambda item: -item[1])
+        raise ValueError(
+            f"skipped text: {self.skipped_documents} document(s) with fewer than 2 sentences hold {skipped:,} of the "
+            f"input's {self.input_bytes:,} bytes ({100 * skipped / max(1, self.input_bytes):.1f}%), more than "
+            f"{flag} {max_share:g}; most in "
+            + ", ".join(f"{path} ({n:,} of its {self.sizes[path]:,} bytes)" for path, n in worst[:4])
+            + (f" and {len(worst) - 4} more file(s)" if len(worst) > 4 else "")
+            + ": put one sentence per line and a blank line between documents, or raise the flag (1: never stop); "
+              "no shard written")
+
+
 def shard_paths(output_prefix, num_shards):
     """The output file names: PREFIX-00000-of-0000N.tfrecord (the same template as the Beam pipeline)."""
     return [f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord" for i in range(num_shards)]
 
 
 # ---------------------------------------------------------------------------------------------- the output prefix
-def _names_in(directory):
-    """The names in `directory` (local or a URL); [] when it does not exist."""
-    directory = directory or "."
-    if is_url(directory):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        return [n.rstrip("/") for n in tf.io.gfile.listdir(directory)] if tf.io.gfile.isdir(directory) else []
-    return os.listdir(directory) if os.path.isdir(directory) else []
-
-
-def _some(paths, shown=4):
-    """'3 file(s): a, b, c' / '12 file(s): a, b, c, d and 8 more'."""
-    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
-    return f"{len(paths)} file(s): {', '.join(paths[:shown])}{more}"
-
-
 def earlier_shards(output_prefix, outputs, overwrite):
     """The shards of an earlier run of `output_prefix` (PREFIX-SSSSS-of-NNNNN.tfrecord) that this run's `outputs`
     would not replace, which a glob over the prefix would mix in. Refused (ValueError naming them) unless
@@ -107,7 +176,7 @@ def earlier_shards(output_prefix, outputs, overwrite):
     directory, name = os.path.split(output_prefix)
     shard = re.compile(re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord")
     ours = {os.path.basename(p) for p in outputs}
-    stale = sorted(n for n in _names_in(directory) if shard.fullmatch(n) and n not in ours)
+    stale = sorted(n for n in listdir(directory or ".") if shard.fullmatch(n) and n not in ours)
     if not stale:
         return []
     index = record_index.index_path(output_prefix)
@@ -118,31 +187,25 @@ def earlier_shards(output_prefix, outputs, overwrite):
     unknown = [os.path.join(directory, n) for n in stale if n not in listed]
     stale = [os.path.join(directory, n) for n in stale]
     if unknown:
-        raise ValueError(f"--output {output_prefix}: {_some(unknown)} named like its shards, not listed in its "
-                         f"record-count index {index}, so not known to be create-data's: move or delete them "
+        raise ValueError(f"--output {output_prefix}: {leftovers.some(unknown)} named like its shards, not listed in "
+                         f"its record-count index {index}, so not known to be create-data's: move or delete them "
                          "yourself, or choose another --output")
     if not overwrite:
         raise ValueError(f"--output {output_prefix}: an earlier run's shards that this run (--num-shards "
                          f"{len(outputs)}) would not replace, and that a glob over the prefix would mix in: "
-                         f"{_some(stale)}; pass --overwrite to remove them once this run succeeds, or choose "
+                         f"{leftovers.some(stale)}; pass --overwrite to remove them once this run succeeds, or choose "
                          "another --output")
     return stale
 
 
 def remove_leftover_temps(output_prefix):
-    """Removes the temporary files that interrupted runs of `output_prefix` left: .NAME-SSSSS-of-NNNNN.tfrecord.tmp-*
-    and the index's (albert_tf.files.temp_path_for's names, only those). Call it holding the prefix's lock (no live
-    run writes them). Returns the removed paths."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
+    """Removes the temporary files that interrupted runs of `output_prefix` left: .NAME-SSSSS-of-NNNNN.tfrecord.tmp-*,
+    the index's and the lock's (albert_tf.files.temp_path_for's names, only those). Call it holding the prefix's
+    lock (no live run writes them). Returns [(path, bytes)] (albert_tf.runtime.leftovers.remove)."""
     directory, name = os.path.split(output_prefix)
-    index = os.path.basename(record_index.index_path(output_prefix))
-    temp = re.compile(r"\.(" + re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord|" + re.escape(index) +
-                      r")\.tmp-[0-9a-f]{12}")
-    removed = [os.path.join(directory, n) for n in sorted(_names_in(directory)) if temp.fullmatch(n)]
-    for path in removed:
-        tf.io.gfile.remove(path)
-    return removed
+    names = (re.escape(name) + r"-\d{5}-of-\d{5}\.tfrecord", re.escape(os.path.basename(
+        record_index.index_path(output_prefix))), re.escape(f".{name}{lock.LOCK_FILE}"))
+    return leftovers.remove(directory or ".", "|".join(names))
 
 
 def _read_lines(path):
@@ -172,9 +235,10 @@ class _ByteCounter:
             yield line
 
 
-def _blocks(files, counter, block_documents):
+def _blocks(files, counter, block_documents, piece_bytes):
     for file_index, path in enumerate(files):
-        for block in _instances.iter_blocks(counter.wrap(_read_lines(path)), file_index, block_documents):
+        for block in _instances.iter_blocks(counter.wrap(_read_lines(path)), file_index, block_documents,
+                                            piece_bytes=piece_bytes):
             yield path, block
 
 
@@ -349,7 +413,8 @@ class _Progress:
 
 def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shards=1, options=None, workers=1,
                             lower_case=None, progress=True, overwrite=False,
-                            block_documents=_instances.BLOCK_DOCUMENTS, keep_accents=None):
+                            block_documents=_instances.BLOCK_DOCUMENTS, keep_accents=None,
+                            max_skipped_share=run_config.default_for(CreateDataConfig, "max_skipped_share")):
     """Writes pretraining TFRecords; see the module docstring.
 
     Args:
@@ -368,18 +433,22 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
         without it they are refused), once the new ones are in place.
       block_documents: documents per block (the unit of work, of in-block shuffling and of the fallback's
         random document); part of what determines the output, like the seed.
+      max_skipped_share: the run stops (ValueError, nothing written) as soon as the documents it skips (fewer than
+        2 sentences) hold more than this share of the input's bytes (FileTally.check); 1: never.
     Returns:
       Summary.
     Raises:
       FileNotFoundError: a glob matches nothing, or the model is missing.
-      ValueError: bad options, an output prefix that is a directory or holds an earlier run's shards, a UTF-16
-        file, another live run on the prefix, an empty corpus, or no document long enough to make an instance.
+      ValueError: bad options, an output prefix that is a directory or holds an earlier run's shards, a binary or
+        UTF-16 file, another live run on the prefix, an empty corpus, no document long enough to make an instance,
+        or skipped documents past `max_skipped_share`.
     """
     options = (options or InstanceOptions()).validate()
     if num_shards < 1:
         raise ValueError(f"--num-shards must be at least 1, got {num_shards}")
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
+    check_skipped_share(max_skipped_share)
     check_output_prefix(output_prefix, "--output", "train")
     if not isinstance(spm_model, (bytes, bytearray)):
         check_input_file(spm_model, "--spm-model", SPM_FILE)
@@ -390,20 +459,23 @@ def create_pretraining_data(input_pattern, spm_model, output_prefix, *, num_shar
     with lock.prefix_lock(output_prefix, "--output"):  # one run per prefix: its temp files are ours to remove
         removed = remove_leftover_temps(output_prefix)
         if removed and progress:
-            messages.say("note", f"removed the temporary files of an interrupted earlier run: {_some(removed)}",
-                         "create-data")
-        summary = _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents,
-                         stale)
+            messages.say("note", leftovers.note_text(removed), "create-data")
+        summary = _write(files, tokenizer, output_prefix, num_shards, options, workers, progress,
+                         (block_documents, max_skipped_share), stale)
     if progress:
         summary.print()
     return summary
 
 
-def _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, block_documents, stale):
-    """The shards from the files (create_pretraining_data's work, under the prefix's lock); returns the Summary."""
+def _write(files, tokenizer, output_prefix, num_shards, options, workers, progress, reading, stale):
+    """The shards from the files (create_pretraining_data's work, under the prefix's lock); returns the Summary.
+    reading: (block_documents, max_skipped_share)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
+    block_documents, max_skipped_share = reading
+    sizes = [tf.io.gfile.stat(f).length for f in files]
+    total_bytes = sum(sizes)
+    tally = FileTally(files, sizes)
     stats = _instances.BlockStats()
     replaced = collections.OrderedDict()
     counter = _ByteCounter()
@@ -415,12 +487,15 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
         def consume(path, block_result):
             records, block_stats = block_result
             stats.add(block_stats)
+            tally.add(path, block_stats.instances, block_stats.skipped_documents, block_stats.skipped_bytes)
+            if stats.instances:  # a corpus of which nothing makes an instance is told so at the end
+                tally.check(max_skipped_share)
             if block_stats.replaced_bytes:
                 replaced[path] = replaced.get(path, 0) + block_stats.replaced_bytes
             shards.write(records)
             bar.update(counter.total, stats)
 
-        blocks = _blocks(files, counter, block_documents)
+        blocks = _blocks(files, counter, block_documents, _instances.piece_bytes(options))
         if workers == 1:
             processor = _instances.BlockProcessor(tokenizer, options)
             for path, block in blocks:
@@ -430,6 +505,7 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
             pool.run(blocks, consume)
         shards.close()
         _check_made_instances(stats, files)
+        tally.check(max_skipped_share)
         shards.publish(stale, record_index.vocabulary_entry(tokenizer))
     finally:
         with _signals_ignored(STOP_SIGNALS):  # a second Ctrl-C or SIGTERM does not cut the clean-up short
@@ -437,7 +513,14 @@ def _write(files, tokenizer, output_prefix, num_shards, options, workers, progre
                 pool.close()
             shards.discard()
     bar.update(counter.total, stats, final=True)
-    return Summary(shards.outputs, stats, dict(replaced), time.time() - start)
+    return Summary(shards.outputs, stats, dict(replaced), time.time() - start, total_bytes, tally.skipped_files())
+
+
+def check_skipped_share(max_skipped_share):
+    """Refuses a --max-skipped-share outside [0, 1]."""
+    if not 0 <= max_skipped_share <= 1:
+        raise ValueError(f"--max-skipped-share must be in [0, 1] (a share of the input's bytes), got "
+                         f"{max_skipped_share}")
 
 
 def _check_made_instances(stats, files):

@@ -22,8 +22,11 @@ Deliberate differences, so that memory stays bounded and the output is determini
   * the original shuffles all documents and all instances of the corpus in memory; here instances are shuffled
     within a block and dealt round-robin to the shards (the input pipeline shuffles files and records anyway);
   * the fallback's "random other document" is drawn from the same block (up to 256 documents), not the corpus;
-  * documents with fewer than two sentences are skipped (counted and reported): they cannot make a sentence-order
-    pair, and the original would only pair them with a random document under label 1;
+  * documents with fewer than two sentences are skipped (counted, their bytes and the files that made nothing
+    reported): they cannot make a sentence-order pair, and the original would only pair them with a random document
+    under label 1;
+  * a line longer than LONG_LINE bytes is cut into sentences as `vocab` cuts it (`iter_blocks`), where the original
+    takes it as one sentence (and truncates it);
   * the original draws n-gram sizes from numpy's unseeded global generator; here everything is seeded.
 """
 import dataclasses
@@ -35,9 +38,10 @@ import numpy as np
 
 from albert_tf import run_config
 from albert_tf.data import masking
-from albert_tf.data.corpus import decode_utf8
+from albert_tf.data.corpus import decode_utf8, split_long_line
 from albert_tf.settings.create_data_config import CreateDataConfig
 from albert_tf.settings.create_data_config import instance_range_problem
+from albert_tf.settings.vocab_config import LINE_LIMIT as LONG_LINE  # vocab's: lines it cuts into sentences
 from albert_tf.text import CLS_ID, PAD_ID, SEP_ID
 
 BLOCK_DOCUMENTS = 256
@@ -49,28 +53,42 @@ _MIX = 1_000_003
 
 
 @dataclasses.dataclass
-class Block:
-    """Up to BLOCK_DOCUMENTS documents of one file. documents[i] is a list of non-blank lines (str)."""
+class Block:  # pylint: disable=too-many-instance-attributes
+    """Up to BLOCK_DOCUMENTS documents of one file. documents[i] is a list of non-blank lines (str), sizes[i] the
+    bytes of its lines as read; split_lines: lines longer than LONG_LINE cut into pieces (`iter_blocks`)."""
     file_index: int
     block_index: int
     first_document: int
     documents: list
     replaced_bytes: int = 0
+    sizes: list = dataclasses.field(default_factory=list)
+    split_lines: int = 0
 
 
-def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=BLOCK_BYTES):
+def piece_bytes(options):
+    """The longest piece (UTF-8 bytes) create-data cuts a long line into: half of --max-seq-length, so that even at
+    one token a byte (text its vocabulary barely knows) a piece is at most half an instance, and a chunk holds two
+    or more pieces to split into A and B; at the usual 3-4 bytes a token it holds 6-8."""
+    return max(4, options.max_seq_length // 2)
+
+
+def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=BLOCK_BYTES, piece_bytes=None):
     """Groups an iterable of raw lines (bytes) of one file into Blocks.
 
     The original format: one sentence per line, blank (whitespace-only) lines between documents. Invalid UTF-8 is
-    replaced by U+FFFD and counted in `Block.replaced_bytes`.
+    replaced by U+FFFD and counted in `Block.replaced_bytes`. A line longer than LONG_LINE bytes (vocab's limit:
+    a paragraph, or a whole text on one line) is cut into sentences as vocab cuts it (corpus.split_long_line), in
+    pieces of at most `piece_bytes` (create-data's: `piece_bytes`), each piece a sentence of its own; None: lines
+    are taken as they are.
     """
-    documents, current, size, block_index, first, replaced = [], [], 0, 0, 0, 0
+    documents, sizes, current, size, block_index, first, replaced, split = [], [], [], 0, 0, 0, 0, 0
+    document_size = 0
 
     def flush():
-        nonlocal documents, size, block_index, first, replaced
-        block = Block(file_index, block_index, first, documents, replaced)
+        nonlocal documents, sizes, size, block_index, first, replaced, split
+        block = Block(file_index, block_index, first, documents, replaced, sizes, split)
         first += len(documents)
-        documents, size, replaced = [], 0, 0
+        documents, sizes, size, replaced, split = [], [], 0, 0, 0
         block_index += 1
         return block
 
@@ -79,12 +97,18 @@ def iter_blocks(lines, file_index, block_documents=BLOCK_DOCUMENTS, block_bytes=
         replaced += bad
         line = line.strip()
         if line:
-            current.append(line)
+            # at most 4 bytes a character: a line of up to LONG_LINE / 4 characters fits without encoding it
+            long = piece_bytes and 4 * len(line) > LONG_LINE
+            pieces = split_long_line(line, LONG_LINE, piece_bytes) if long else [line]
+            split += len(pieces) > 1
+            current.extend(pieces)
             size += len(raw)
+            document_size += len(raw)
             continue
         if current:  # a blank line (or the end) closes a document
             documents.append(current)
-            current = []
+            sizes.append(document_size)
+            current, document_size = [], 0
             if len(documents) >= block_documents or size >= block_bytes:
                 yield flush()
     if documents or replaced:
@@ -114,9 +138,14 @@ class InstanceOptions:
 
 @dataclasses.dataclass
 class BlockStats:
-    """Counts for the closing summary (summed over blocks)."""
+    """Counts for the closing summary (summed over blocks). text_bytes: the bytes of the documents' lines as read;
+    skipped_bytes: those of the skipped documents (fewer than two sentences); split_lines: lines longer than
+    LONG_LINE cut into sentences."""
     documents: int = 0
     skipped_documents: int = 0
+    text_bytes: int = 0
+    skipped_bytes: int = 0
+    split_lines: int = 0
     instances: int = 0
     tokens: int = 0
     masked: int = 0
@@ -242,7 +271,8 @@ class BlockProcessor:
         return flat, offsets
 
     def instances(self, block, offsets):
-        """The (a0, a1, b0, b1, label, fallback) tuples of a block, in document / round order."""
+        """(the (a0, a1, b0, b1, label, fallback) tuples of a block, in document / round order; the indices of the
+        documents skipped: fewer than two sentences)."""
         opts = self.options
         usable = [d for d, bounds in enumerate(offsets) if len(bounds) > 1]
         kept = [offsets[d] for d in usable]
@@ -254,7 +284,7 @@ class BlockProcessor:
                 seed = document_seed(opts.seed, block.file_index, block.first_document + d, dupe_round)
                 out.extend(document_instances(kept, rank, len(kept), random.Random(seed), opts.max_seq_length,
                                               opts.short_seq_prob))
-        skipped = len(block.documents) - sum(len(offsets[d]) >= 3 for d in usable)
+        skipped = [d for d in range(len(block.documents)) if len(offsets[d]) < 3]
         return out, skipped
 
     def process(self, block):
@@ -262,8 +292,9 @@ class BlockProcessor:
         opts = self.options
         flat, offsets = self.tokenize(block.documents)
         spans, skipped = self.instances(block, offsets)
-        stats = BlockStats(documents=len(block.documents), skipped_documents=skipped,
-                           replaced_bytes=block.replaced_bytes)
+        stats = BlockStats(documents=len(block.documents), skipped_documents=len(skipped),
+                           text_bytes=sum(block.sizes), skipped_bytes=sum(block.sizes[d] for d in skipped),
+                           split_lines=block.split_lines, replaced_bytes=block.replaced_bytes)
         if not spans:
             return [], stats
         rng = np.random.default_rng(block_seed(opts.seed, block.file_index, block.block_index))

@@ -109,12 +109,13 @@ def check_records(file_pattern, flag, config: PretrainConfig, vocab_size, walk=8
     return dict(zip(files, sizes))
 
 
-def check_record_vocabulary(files, flag, spm_model):
+def check_record_vocabulary(files, flag, spm_model, allow_unchecked=False):
     """Refuses records made with another vocabulary: a record-count index beside `files` whose "vocabulary"
     fingerprint (record_index.vocabulary_of) is not the SHA-256 of `spm_model` is a ValueError naming both files.
-    Returns a note (one line) for files that carry no fingerprint (no index, or an index written by an older
-    release; the original tool writes none), which are accepted, else None. Nothing is checked without a
-    vocabulary (`spm_model` None)."""
+    Files that carry no fingerprint (no index beside them: copied without it, or made by the original tool; or an
+    index an older release wrote) cannot be checked: refused in one line naming the first and what it lacks, unless
+    `allow_unchecked` (--allow-unchecked-records), which returns a note (one line) for them instead. Returns None
+    when every file was checked. Nothing is checked without a vocabulary (`spm_model` None)."""
     if not spm_model:
         return None
     wanted = record.file_fingerprint(spm_model)
@@ -133,8 +134,19 @@ def check_record_vocabulary(files, flag, spm_model):
                              "again with this vocabulary (create-data --spm-model) or pretrain with theirs")
     if not unmarked:
         return None
-    return (f"{flag}: {len(unmarked)} of {len(files)} file(s) carry no vocabulary fingerprint (made by the original "
-            f"tool or an older release; e.g. {unmarked[0]}): not checked against {spm_model}")
+    if allow_unchecked:
+        return (f"{flag}: {len(unmarked)} of {len(files)} file(s) carry no vocabulary fingerprint (e.g. "
+                f"{unmarked[0]}): not checked against {spm_model} (--allow-unchecked-records)")
+    first = unmarked[0]
+    index = entries[first][2] if first in entries else None
+    expected = record_index.shard_index(first) or "DIR/.NAME.record_counts.json for create-data's --output DIR/NAME"
+    lacks = (f"its record-count index {index} records no vocabulary (an older release wrote it)" if index else
+             f"no record-count index beside it ({expected}: create-data writes it, hidden, beside its shards; "
+             "`cp DIR/*.tfrecord` leaves it behind)")
+    more = f" and {len(unmarked) - 1} more file(s) carry" if len(unmarked) > 1 else " carries"
+    raise ValueError(f"{flag}: {first}{more} no vocabulary fingerprint, so cannot be checked against "
+                     f"{spm_model}: {lacks}; copy the index along, or pass --allow-unchecked-records to read them "
+                     "unchecked (records of the original tool)")
 
 
 _ASSERTION = re.compile(r"assertion failed: \[(.*)\]")

@@ -118,6 +118,13 @@ def index_entries(files):
 _SHARD = re.compile(r"(?P<stem>.+)-\d{5}-of-(?P<total>\d{5})\.tfrecord")
 
 
+def shard_index(path):
+    """The index create-data writes for the shard `path` (DIR/.NAME.record_counts.json for DIR/NAME-SSSSS-of-NNNNN
+    .tfrecord), or None for a file not named like its shards."""
+    match = _SHARD.fullmatch(os.path.basename(path))
+    return index_path(os.path.join(os.path.dirname(path), match["stem"])) if match else None
+
+
 def _some(paths, shown=3):
     more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
     return ", ".join(paths[:shown]) + more

@@ -1,8 +1,12 @@
 """Training ALBERT's SentencePiece vocabulary on raw text (the job: albert_tf/jobs/vocab.py, `albert-tf vocab`).
 
 `--vocab-size auto` sizes the vocabulary from the corpus (`suggest_vocab_size`: a quarter of the distinct words seen
-at least twice, between 1,000 and 30,000) as a soft limit, so that a small corpus gets a vocabulary it can fill;
-the summary says the size chosen, and `pretrain --set vocab_size=auto` takes the trained model's size.
+at least twice, between 1,000 and 30,000, and never fewer than the corpus's characters need: those SentencePiece
+must keep (`required_characters`, 99.995% of the text's characters) and the special pieces, with a quarter more for
+pieces of several characters, as Chinese or Japanese text needs, which has few spaces and thousands of characters)
+as a soft limit, so that a small corpus gets a vocabulary it can fill; the summary says the size chosen, and
+`pretrain --set vocab_size=auto` takes the trained model's size. A --vocab-size too small for the characters is
+refused with the size they need.
 
 The original's settings: unigram model, <pad> 0, <unk> 1, control symbols [CLS] [SEP] [MASK] = 2, 3, 4, no bos/eos,
 user-defined symbols ( ) " - . – £ €, character_coverage 0.99995. Each non-blank input line is one sentence, passed
@@ -25,8 +29,10 @@ pretrain refuses records made with another vocabulary.
 import collections
 import contextlib
 import io
+import math
 import os
 import random
+import re
 
 import sentencepiece as spm
 
@@ -34,19 +40,22 @@ from albert_tf import messages
 from albert_tf.data import vocab_trainer
 from albert_tf.data.corpus import check_text_files, decode_utf8, open_binary, split_long_line
 from albert_tf.files import atomic_output, check_output_prefix, exists, is_url, match_files
-from albert_tf.runtime import lock
+from albert_tf.runtime import leftovers, lock
 from albert_tf.settings.defaults import SEED
 from albert_tf.settings.vocab_config import (  # noqa: F401  (their one home)
-    CONTROL_SYMBOLS, DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT, USER_DEFINED_SYMBOLS, check_vocab_size)
+    CONTROL_SYMBOLS, DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT, RESERVED_IDS, USER_DEFINED_SYMBOLS,
+    check_vocab_size)
 from albert_tf.text import normalize, vocabulary
 
 CHARACTER_COVERAGE = 0.99995
+TRAINER_WORK = "vocab"  # the trainer's work folders: albert_tf_vocab_* (albert_tf.runtime.leftovers)
 # --vocab-size auto: one piece per this many distinct words seen at least twice, rounded to a thousand, in
 # [AUTO_SMALLEST, AUTO_LARGEST]: 1,000 for the quickstart's corpus (6,200 lines, 4,600 such words), 15,000 for the
 # copyright files Debian packages install (360,000 lines, 17 MB, 60,000 such words), 30,000 (the paper's) for a
 # large corpus.
 AUTO_WORDS_PER_PIECE = 4
 AUTO_SMALLEST, AUTO_LARGEST = 1000, 30000
+AUTO_ROOM = 0.25  # auto's room for pieces of several characters, a share of the characters' pieces
 PROGRESS_LINES = 4096  # sample_sentences reports its counts this often
 TRAINER_THREADS = 16  # SentencePiece's default; fixed, because the thread count changes the trained scores
 
@@ -111,12 +120,52 @@ def sample_sentences(files, max_sentences, lower_case=True, seed=SEED, line_limi
     return [sample[i] for i in kept], stats
 
 
+def required_characters(sample, coverage=CHARACTER_COVERAGE):
+    """How many characters SentencePiece's trainer must keep as pieces for a sample of normalized sentences: the
+    most frequent characters that together make `coverage` of all character occurrences (white space counted as
+    its space symbol ▁, one more at each sentence's start), as the trainer counts them before it refuses a
+    vocabulary smaller than they and the special pieces."""
+    counts = collections.Counter()
+    for sentence in sample:
+        counts.update("▁".join(sentence.split()))
+        counts["▁"] += 1
+    total = sum(counts.values())
+    covered = needed = 0
+    for count in sorted(counts.values(), reverse=True):
+        if covered >= coverage * total:
+            break
+        covered += count
+        needed += 1
+    return needed
+
+
 def suggest_vocab_size(sample):
-    """--vocab-size auto's size for a sample of normalized sentences (see AUTO_WORDS_PER_PIECE)."""
+    """--vocab-size auto's size for a sample of normalized sentences: AUTO_WORDS_PER_PIECE of the words seen twice,
+    in [AUTO_SMALLEST, AUTO_LARGEST], and never fewer than the `character_floor` of its `required_characters`."""
     counts = collections.Counter(word for sentence in sample for word in sentence.split())
     repeated = sum(1 for count in counts.values() if count >= 2)
     rounded = int(round(repeated / AUTO_WORDS_PER_PIECE, -3))
-    return min(AUTO_LARGEST, max(AUTO_SMALLEST, rounded))
+    return max(min(AUTO_LARGEST, max(AUTO_SMALLEST, rounded)), character_floor(required_characters(sample)))
+
+
+def character_floor(characters):
+    """The smallest size `auto` gives a corpus whose text needs `characters` characters as pieces: those, the
+    special pieces (RESERVED_IDS) and a quarter more for pieces of several characters, rounded up to a thousand."""
+    return math.ceil((characters + RESERVED_IDS) * (1 + AUTO_ROOM) / 1000) * 1000
+
+
+def _too_small(message, vocab_size, sentences):
+    """vocab's line for SentencePiece's refusal of a vocabulary smaller than the characters it must keep, in
+    albert-tf's terms (its own advice names a trainer option that albert-tf does not pass on), or None for another
+    message."""
+    found = re.search(r"required_chars\D*(\d+) vs (\d+)", message)
+    if not found:
+        return None
+    needed = int(found.group(2))
+    return (f"--vocab-size {vocab_size} is smaller than the {needed:,} pieces the corpus's characters need "
+            f"({needed - RESERVED_IDS:,} characters, one piece each, make {100 * CHARACTER_COVERAGE:g}% of the "
+            f"text of its {sentences:,} sentences; {RESERVED_IDS} special pieces): pass --vocab-size "
+            f"{character_floor(needed - RESERVED_IDS)} or more, or --vocab-size auto")
 
 
 def vocab_lines(model_proto):
@@ -163,8 +212,20 @@ def train_vocab(input_pattern, output_prefix, vocab_size=DEFAULT_VOCAB_SIZE, low
     check_text_files(files)
     check_no_vocabulary(output_prefix, overwrite)
     with lock.prefix_lock(output_prefix, "--output-prefix"):  # one run per prefix
+        remove_leftovers(output_prefix)
         return _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_accents, max_sentences,
                       seed, line_limit, progress)
+
+
+def remove_leftovers(output_prefix):
+    """Removes what a killed run of `output_prefix` left (albert_tf.runtime.leftovers) and says so in one note: the
+    temporaries of its files and of its lock beside them, and the trainer's work folders of runs that are gone.
+    Call it holding the prefix's lock."""
+    directory, name = os.path.split(os.fspath(output_prefix))
+    names = [os.path.basename(path) for path in vocabulary_files(output_prefix).values()]
+    names.append(f".{name}{lock.LOCK_FILE}")
+    leftovers.note(leftovers.remove(directory or ".", "|".join(re.escape(n) for n in names))
+                   + leftovers.remove_abandoned(TRAINER_WORK))
 
 
 def vocabulary_files(output_prefix):
@@ -219,16 +280,19 @@ def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_acc
     stats["sampled"] = len(sample)
     model = io.BytesIO()
     try:  # in a child process: Ctrl-C stops it at once (vocab_trainer)
-        model.write(vocab_trainer.train_in_child(
-            sample, progress=progress, vocab_size=vocab_size, model_type="unigram",
-            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-            control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
-            character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
-            num_threads=TRAINER_THREADS, hard_vocab_limit=auto is None,
-            max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
-        ))
+        with leftovers.private_temp_dir(TRAINER_WORK) as work:
+            model.write(vocab_trainer.train_in_child(
+                sample, progress=progress, work_dir=work, vocab_size=vocab_size, model_type="unigram",
+                pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                control_symbols=_csv(CONTROL_SYMBOLS), user_defined_symbols=_csv(USER_DEFINED_SYMBOLS),
+                character_coverage=CHARACTER_COVERAGE, input_sentence_size=0, shuffle_input_sentence=False,
+                num_threads=TRAINER_THREADS, hard_vocab_limit=auto is None,
+                max_sentence_length=max(LINE_LIMIT, stats["longest"]),  # normalizing can lengthen a piece a little
+            ))
     except RuntimeError as e:
         message = str(e)
+        if _too_small(message, vocab_size, stats["sentences"]):
+            raise ValueError(_too_small(message, vocab_size, stats["sentences"])) from None
         if "Vocabulary size" in message or "vocab_size" in message:
             raise ValueError(f"--vocab-size {vocab_size} does not fit the corpus {input_pattern!r} "
                              f"({stats['sentences']} sentences): {message}") from e

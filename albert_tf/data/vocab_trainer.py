@@ -7,9 +7,10 @@ process (this file, run by the same Python; the sentences go through its stdin):
 and on Ctrl-C (or any exception) kills the child, whose only files are in a temporary directory the parent removes,
 and raises again. The child runs in its own session (a terminal's Ctrl-C reaches only the parent), ignores SIGINT
 and dies with its parent (PR_SET_PDEATHSIG on Linux). The trainer's arguments, its input and its thread count are the same as
-in one process, so the model's bytes are too.
+in one process, so the model's bytes are too. A parent killed with kill -9 removes nothing: `vocab` gives the child
+a folder the next `vocab` run removes (albert_tf.runtime.leftovers.private_temp_dir).
 
-    train_in_child(sentences, progress=None, **trainer_arguments) -> the model's bytes
+    train_in_child(sentences, progress=None, work_dir=None, **trainer_arguments) -> the model's bytes
     Progress(stream)     `progress: ... | elapsed 12s` lines on stderr: refreshed in place on a terminal, else one
                          every 10 s
 """
@@ -147,14 +148,16 @@ def _failure(log_path, code):
     return RuntimeError(f"the SentencePiece trainer's process ended with exit code {code} ({last[0].strip()})")
 
 
-def train_in_child(sentences, progress=None, **arguments):
+def train_in_child(sentences, progress=None, work_dir=None, **arguments):
     """Trains a SentencePiece model on `sentences` (a list, emptied as it is sent) with `arguments`
     (SentencePieceTrainer.train's, but sentence_iterator / model_writer / minloglevel) in a child process (this
     file run by the same Python: no main module is imported again, as multiprocessing's spawn would); returns the
     model's bytes. `progress`: called with a text for each stage of the trainer ("trainer: EM sub_iter=1 ...").
     Raises RuntimeError with the trainer's message when it fails; on KeyboardInterrupt (or any exception) the child
-    is ended first and its files removed."""
-    with tempfile.TemporaryDirectory(prefix="albert_tf_vocab_") as work:
+    is ended first and its files removed. `work_dir`: the folder for the child's files (its log and the model),
+    which the caller removes (vocab's: albert_tf.runtime.leftovers.private_temp_dir); None: a temporary one."""
+    with (contextlib.nullcontext(work_dir) if work_dir else
+          tempfile.TemporaryDirectory(prefix="albert_tf_vocab_")) as work:
         log_path, model_path = os.path.join(work, "trainer.log"), os.path.join(work, "spm.model")
         with open(log_path, "wb") as log:
             # its own session: a terminal's Ctrl-C reaches only the parent, which ends the child

@@ -12,6 +12,11 @@ and cloud/ read too):
                          one flag of the command (`--help` is generated from them), checked on construction
     NameResult           a dataclass of what the run gives back; `exit_code` is the CLI's (runtime.exit_codes)
 
+and, where its work imports TensorFlow, `preflight(config)`: the checks of its inputs that need none (the input
+files that must exist, an output path that is a file, the model config; local paths only, gs:// needs TensorFlow's
+file system), each the line the work's own check would give, run by the CLI before it imports TensorFlow (seconds:
+`albert-tf vocab --input missing.txt` answers at once) and by the call first;
+
 and, where the command line differs from the Python call, `add_extra_arguments(parser)` (flags that are not
 settings, such as `--recipe`: where settings come from), `config_from_args(args)` and `cli(config) -> int`. A job
 module imports no TensorFlow at its top: `albert-tf COMMAND --help` builds its flags from the config alone; the

@@ -10,40 +10,28 @@ a Hugging Face ALBERT directory (albert_tf/checkpoints/to_hf.py) or a keras-hub 
     albert_tf.convert(albert_tf.ConvertConfig(init="model", to="hf", output="hf_dir"))    # transformers reads it
     albert_tf.convert(albert_tf.ConvertConfig(init="model", to="keras-hub", output="kh"))  # keras-hub's from_preset
 """
-
-import contextlib
-
-from albert_tf.files import check_input_file
+from albert_tf import files
+from albert_tf.checkpoints import releases
 from albert_tf.messages import say
-from albert_tf.runtime import exit_codes, faults
-from albert_tf.settings.convert_config import ConvertConfig, ConvertResult
+from albert_tf.settings.convert_config import ConvertConfig, ConvertResult, source_config
 
 
-def _check_files(config):
-    """The files the flags name, before anything is read or written (ConvertConfig checked the flags themselves)."""
-    if config.spm_model:
-        check_input_file(config.spm_model, "--spm-model", "spm.model" if config.to else "spiece.model")
-
-
-@contextlib.contextmanager
-def _output_named(output):
-    """A full disk (or quota) while writing `output`, whose fault line names no path (TensorFlow's checkpoint writer
-    puts its op's name before the file's): the line names `output`."""
-    try:
-        yield
-    except Exception as e:
-        fault = faults.classify(e)
-        if isinstance(fault, exit_codes.OutputFailed) and str(fault).startswith("could not be written"):
-            raise exit_codes.OutputFailed(f"{output}: {fault}") from e
-        raise
+def preflight(config):
+    """The files the flags name, before anything is read or written and before TensorFlow's import (local paths;
+    ConvertConfig checked the flags themselves): --spm-model, --init (with --to), --checkpoint and --config."""
+    if config.spm_model and files.is_local(config.spm_model):
+        files.check_input_file(config.spm_model, "--spm-model", "spm.model" if config.to else "spiece.model")
+    if config.to and files.is_local(config.init):
+        releases.check_handle(config.init)
+    if config.source and files.is_local(config.checkpoint, config.config):
+        source_config(config.source, config.checkpoint, config.config)
 
 
 def _convert_outward(config):
     from albert_tf.checkpoints import export_to  # pylint: disable=import-outside-toplevel  (TensorFlow)
 
-    with _output_named(config.output):
-        written, parameters, encoder, spm_model = export_to.export(config.init, config.to, config.output,
-                                                                   spm_model=config.spm_model, cased=config.cased)
+    written, parameters, encoder, spm_model = export_to.export(config.init, config.to, config.output,
+                                                               spm_model=config.spm_model, cased=config.cased)
     if config.to == "hf" and spm_model:
         say("note", export_to.unexpressed_rules(spm_model))
     print(f"wrote {config.output} ({config.to}: {', '.join(written)}): {parameters:,} parameters "
@@ -54,7 +42,7 @@ def _convert_outward(config):
 def convert(config):
     """Converts as `config` (a ConvertConfig) says; progress lines on stderr, the result line on stdout. Returns a
     ConvertResult."""
-    _check_files(config)
+    preflight(config)
     if config.to:
         return _convert_outward(config)
     from albert_tf.checkpoints import convert as work  # pylint: disable=import-outside-toplevel  (TensorFlow)
@@ -65,9 +53,8 @@ def convert(config):
                                                    log)
     else:
         output = config.output
-        with _output_named(output):
-            model = work.convert(config.source, config.checkpoint, output, config=config.config,
-                                 spm_model=config.spm_model, log=log, cased=config.cased)
+        model = work.convert(config.source, config.checkpoint, output, config=config.config,
+                             spm_model=config.spm_model, log=log, cased=config.cased)
     if model is None:
         print(f"{output}: already converted")
         return ConvertResult(output, reused=True)
@@ -76,4 +63,4 @@ def convert(config):
     return ConvertResult(output, parameters, encoder)
 
 
-__all__ = ["ConvertConfig", "ConvertResult", "convert"]
+__all__ = ["ConvertConfig", "ConvertResult", "convert", "preflight"]

@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 import sys
 
-from albert_tf import run_config
+from albert_tf import files, run_config
 from albert_tf.data import create_pretraining_data as creation
 from albert_tf.data.instances import InstanceOptions
 from albert_tf.runtime import exit_codes
@@ -23,6 +23,15 @@ def instance_options(config):
     return InstanceOptions(max_seq_length=config.max_seq_length, max_predictions=config.max_predictions,
                            masked_lm_prob=config.masked_lm_prob, ngram=config.ngram, dupe_factor=config.dupe_factor,
                            short_seq_prob=config.short_seq_prob, seed=config.seed, mask=not config.no_mask)
+
+
+def preflight(config):
+    """What create-data checks before it reads, for the CLI before TensorFlow's import (local paths): the output
+    prefix, the vocabulary, the input files."""
+    if files.is_local(config.input, config.spm_model, config.output):
+        files.check_output_prefix(config.output, "--output", "train")
+        files.check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
+        files.match_files(config.input)
 
 
 def create_data(config):
@@ -38,10 +47,11 @@ def create_data(config):
         summary = creation.create_pretraining_data(
             config.input, config.spm_model, config.output, num_shards=config.num_shards,
             options=instance_options(config), workers=config.workers, lower_case=lower_case,
-            overwrite=config.overwrite)
+            overwrite=config.overwrite, max_skipped_share=config.max_skipped_share)
     stats = dataclasses.asdict(summary.stats)
     return CreateDataResult(list(summary.output_files), stats.get("instances", 0), stats.get("tokens", 0), stats,
-                            dict(summary.replaced_by_file), summary.seconds)
+                            dict(summary.replaced_by_file), summary.seconds,
+                            skipped_files=list(summary.skipped_files))
 
 
 def _run_on_beam(config, lower_case):
@@ -54,7 +64,8 @@ def _run_on_beam(config, lower_case):
         raise ValueError(f"--beam needs Apache Beam: pip install 'albert_tf[beam]' ({e})") from None
     return beam.run_pipeline(config.input, config.spm_model, config.output, num_shards=config.num_shards,
                              options=instance_options(config), lower_case=lower_case,
-                             pipeline_options=PipelineOptions(config.beam_options), overwrite=config.overwrite)
+                             pipeline_options=PipelineOptions(config.beam_options), overwrite=config.overwrite,
+                             max_skipped_share=config.max_skipped_share)
 
 
 def add_extra_arguments(parser):
@@ -86,4 +97,4 @@ def cli(config):
         return exit_codes.TERMINATED if terminated else exit_codes.INTERRUPTED
 
 
-__all__ = ["CreateDataConfig", "CreateDataResult", "create_data"]
+__all__ = ["CreateDataConfig", "CreateDataResult", "create_data", "preflight"]

@@ -9,20 +9,32 @@ compute dtype) and spm.model, so an export is self-contained (`load_encoder`, `f
 --init takes any handle (albert_tf.checkpoints.handles): a model dir, an export (exported again: another length,
 dtype or warm-up), a released model's name, a Hugging Face ALBERT directory.
 """
-
-from albert_tf.files import check_input_file, check_output_dir
+from albert_tf import files
+from albert_tf.checkpoints import releases
 from albert_tf.settings.export_config import ExportConfig, ExportResult
 from albert_tf.text import vocabulary
 
 
+def preflight(config):
+    """The flags' files before --init is read (a release fetched) and before TensorFlow's import: the output is not
+    a file, --spm-model is a file, --init names a directory or a release (gs:// paths: when read)."""
+    if files.is_local(config.output):
+        files.check_output_dir(config.output, "--output")
+    if config.spm_model and files.is_local(config.spm_model):
+        files.check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
+    if files.is_local(config.init):
+        releases.check_handle(config.init)
+
+
 def export(config):
     """Exports as `config` (an ExportConfig) says; prints the path written. Returns an ExportResult."""
+    preflight(config)
     from albert_tf.checkpoints import handles  # pylint: disable=import-outside-toplevel  (TensorFlow)
     from albert_tf.serving import export as work  # pylint: disable=import-outside-toplevel
 
-    check_output_dir(config.output, "--output")  # the flags before --init is read (a release fetched)
+    files.check_output_dir(config.output, "--output")  # gs:// too, as the run reads them
     if config.spm_model:
-        check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
+        files.check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
     source = handles.resolve_init(config.init, flag="--init")  # once: the export reads the encoder from it
     path = work.export_encoder(source, config.output, version=config.version, seq_length=config.max_seq_length,
                                spm_model=config.spm_model, overwrite=config.overwrite, warmup=not config.no_warmup,
@@ -31,4 +43,4 @@ def export(config):
     return ExportResult(path)
 
 
-__all__ = ["ExportConfig", "ExportResult", "export"]
+__all__ = ["ExportConfig", "ExportResult", "export", "preflight"]

@@ -20,8 +20,8 @@ from albert_tf import run_config
 from albert_tf.runtime import devices
 from albert_tf.settings.plan_config import (COMPARE_KEEPS, PLAN_PRETRAIN_FIELDS, PlanConfig, PlanResult, from_recipe,
                                             plan_cores)
-from albert_tf.settings.pretrain_config import PretrainConfig, paper_warmup, read_recipe
-from albert_tf.settings.run_length import run_phases
+from albert_tf.settings.pretrain_config import PretrainConfig, at_pod_defaults, paper_warmup, read_recipe
+from albert_tf.settings.run_length import run_phases, steps_for_hours
 from albert_tf.training import costs, run_costs
 
 # The recommended command's stand-ins for what a plan does not know: the data and the model dir.
@@ -31,6 +31,9 @@ CPU_RECIPE_NOTE = ("note: for a pretraining this machine can do in about an hour
                    "(2 layers, 256 wide, seq 64, batch 128, dynamic masking; docs/fine-tuning-quality.md measures "
                    "what it buys)")
 TPU_PLACES = {"tpu": "TPU_NAME", "train_data": "gs://BUCKET/records/train-*", "model_dir": "gs://BUCKET/model"}
+# What `--topology cpu` at the pod recipe's batch and steps (which pretrain refuses on a CPU) recommends instead: the
+# largest power-of-two batch up to CPU_LARGEST_BATCH that fits without accumulation, for about CPU_RUN_HOURS.
+CPU_LARGEST_BATCH, CPU_RUN_HOURS = 256, 1.0
 
 
 def _planned_dtype(flag, auto):
@@ -44,11 +47,60 @@ def topology_setup(cfg):
     cores = plan_cores(cfg)
     if cfg.topology == devices.CPU_TOPOLOGY:
         total = costs.host_total_bytes()
-        # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations)
-        return (cores, None, total // cores, costs.host_usable_fraction(total), _planned_dtype(cfg.dtype, "float32"))
+        # auto on a CPU is measured when pretrain starts; the plan takes float32 (the larger activations, the float32
+        # matmul rate: the replicas share this machine's)
+        return (cores, _host_matmul_flops() / cores, total // cores, costs.host_usable_fraction(total),
+                _planned_dtype(cfg.dtype, "float32"))
     generation = devices.parse_topology(cfg.topology).generation
     return (cores, generation.peak_per_device, generation.hbm_per_device, devices.HBM_USABLE_FRACTION,
             _planned_dtype(cfg.dtype, "bfloat16"))
+
+
+_MEASURED = {}
+
+
+def _host_matmul_flops():
+    """This machine's float32 matmul rate (costs.host_matmul_flops), measured once per process."""
+    if "rate" not in _MEASURED:
+        _MEASURED["rate"] = costs.host_matmul_flops()
+    return _MEASURED["rate"]
+
+
+def cpu_sized(cfg, estimate):
+    """For `cfg` (a PlanConfig on --topology cpu) left at the pod recipe's batch and steps, which pretrain refuses
+    on a CPU, a PlanConfig of a run of about CPU_RUN_HOURS that fits this machine: the largest power-of-two global
+    batch up to CPU_LARGEST_BATCH whose memory (costs.host_need_bytes, pretrain's rule) fits without accumulation
+    (--remat as given), the learning rate square-root scaled to it unless one was given, as many steps as the hours
+    hold at its estimated step time. None when not even one example per replica fits. `estimate`: cfg's plan (its
+    dtype)."""
+    model = albert_config.resolve(cfg.config, cfg.config_overrides)
+    replicas, total = plan_cores(cfg), costs.host_total_bytes()
+    batch = CPU_LARGEST_BATCH
+    while batch >= replicas and (batch % replicas or costs.host_need_bytes(
+            model, batch, cfg.max_seq_length, cfg.max_predictions, replicas=replicas, dtype=estimate["dtype"],
+            remat=cfg.remat) > total):
+        batch //= 2
+    if batch < replicas:
+        return None
+    values = {"batch_size": batch, "gradient_accumulation_steps": 1, "budget_tokens": None, "phases": None}
+    if cfg.learning_rate == run_config.default_for(PretrainConfig, "learning_rate"):
+        values["learning_rate"] = float(f"{costs.learning_rate_for(batch):.2g}")
+    one_step = estimate_run(dataclasses.replace(cfg, **values, num_train_steps=1))
+    steps = max(1, steps_for_hours(CPU_RUN_HOURS, one_step["step_time_s"]))
+    return dataclasses.replace(cfg, **values, num_train_steps=steps)
+
+
+def cpu_note(cfg, estimate, sized):
+    """The note of a plan at the pod recipe's batch and steps on --topology cpu: what pretrain says of them, how
+    long they take here, and the run printed instead (`sized`, cpu_sized's; None: nothing fits)."""
+    said = (f"note: pretrain refuses the pod recipe's --batch-size {cfg.batch_size} and --num-train-steps "
+            f"{cfg.num_train_steps:,} on a CPU ({costs.total_text(estimate['run_time_s'])} here, estimated)")
+    if sized is None:
+        return said + "; not one example fits this machine: use a smaller --config or a shorter --max-seq-length"
+    scaled = ", the learning rate square-root scaled to it" if sized.learning_rate != cfg.learning_rate else ""
+    return (f"{said}; the command at the end is a run of about {CPU_RUN_HOURS:g} h here: --batch-size "
+            f"{sized.batch_size}{scaled}, --num-train-steps {sized.num_train_steps:,} at the estimated step time "
+            "(edit both to taste; or plan and run --recipe cpu_small, a model sized for one machine)")
 
 
 def recommended_config(cfg, plan, option, recipe_values=None):
@@ -111,14 +163,22 @@ def plan(config):
     prints nothing."""
     cfg = config
     estimate = estimate_run(cfg)
-    recommended = None
-    option = estimate["recommended"]
-    if option is not None and (len(estimate["phases"]) == 1 or option["keeps_global_batch"]):
-        recipe_values = read_recipe(cfg.recipe) if cfg.recipe else {}  # read once for both
-        recommended = recommended_config(cfg, estimate, option, recipe_values)
-        estimate["pretrain_command"] = pretrain_command(recommended, cfg.recipe, recipe_values)
-    if cfg.topology == devices.CPU_TOPOLOGY and not cfg.recipe:
+    sized, sized_estimate = cfg, estimate  # the run the printed command is of
+    if cfg.topology == devices.CPU_TOPOLOGY and at_pod_defaults(cfg):
+        sized = cpu_sized(cfg, estimate)
+        sized_estimate = sized and estimate_run(sized)
+        estimate["note"] = cpu_note(cfg, estimate, sized)
+        option = sized_estimate and sized_estimate["recommended"]
+        estimate["recommended"] = option and {**option, "keeps_global_batch": False, "steps": sized.num_train_steps,
+                                              "heading": f"a run of about {CPU_RUN_HOURS:g} h on this machine"}
+    elif cfg.topology == devices.CPU_TOPOLOGY and not cfg.recipe:
         estimate["note"] = CPU_RECIPE_NOTE
+    recommended = None
+    option = sized_estimate and sized_estimate["recommended"]
+    if option and (len(sized_estimate["phases"]) == 1 or option["keeps_global_batch"]):
+        recipe_values = read_recipe(cfg.recipe) if cfg.recipe else {}  # read once for both
+        recommended = recommended_config(sized, sized_estimate, option, recipe_values)
+        estimate["pretrain_command"] = pretrain_command(recommended, cfg.recipe, recipe_values)
     if cfg.compare:
         estimate["compare"] = [run_costs.compare_row(cfg.recipe, estimate),
                                run_costs.compare_row(cfg.compare, estimate_run(compare_config(cfg)))]

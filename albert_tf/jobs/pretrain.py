@@ -11,12 +11,34 @@ the config's fields without TensorFlow.
 """
 import shlex
 
-from albert_tf import run_config
+from albert_tf import files, run_config
+from albert_tf.checkpoints import releases
 from albert_tf.settings.pretrain_config import (RECIPES, PretrainConfig, PretrainResult, over_recipe, read_recipe,
                                                 replaced_in_recipe)
+from albert_tf.text import vocabulary
 
 
 # ---------------------------------------------------------------------------------------------- the call
+def preflight(config):
+    """What pretraining checks of its inputs that needs no TensorFlow (local paths), run first: the model dir is
+    not a file, --spm-model is a file, --config (with --set) against --max-seq-length, every records pattern
+    matches a file, --init names a directory or a release."""
+    if files.is_local(config.model_dir):
+        files.check_output_dir(config.model_dir, "--model-dir")
+    if config.spm_model and files.is_local(config.spm_model):
+        files.check_input_file(config.spm_model, "--spm-model", vocabulary.SPM_FILE)
+    if files.is_local(config.config, config.spm_model):
+        model_config = vocabulary.model_config(config.config, config.config_overrides, config.spm_model)
+        model_config.check_seq_length(config.max_seq_length)
+    patterns = {"--train-data": config.train_data, "--eval-data": config.eval_data,
+                **{f"--phase-data {seq}": pattern for seq, pattern in config.phase_data.items()}}
+    for flag, pattern in patterns.items():
+        if pattern and files.is_local(*files.split_patterns(pattern)):
+            files.match_files(pattern, flag=flag)
+    if config.init and files.is_local(config.init):
+        releases.check_handle(config.init)
+
+
 def pretrain(config):
     """Pretrains as `config` (a PretrainConfig, whose ranges were checked when it was made) says: the TPU and the
     output dir checked, the output lock, prepare (strategy, the inputs' checks, batch plan), build and restore,
@@ -26,6 +48,7 @@ def pretrain(config):
     albert_tf.runtime.exit_codes: the same config resumes), and on the main thread SIGINT / SIGTERM (a notebook's
     interrupt) stop at the end of the compiled call in flight with a checkpoint (status "stopped"; the same config
     resumes)."""
+    preflight(config)
     return _pretraining().run(config, exits=False)
 
 
@@ -76,4 +99,4 @@ def cli(config):
     return _pretraining().run(config, exits=True).exit_code
 
 
-__all__ = ["PretrainConfig", "PretrainResult", "pretrain", "RECIPES", "read_recipe", "over_recipe"]
+__all__ = ["PretrainConfig", "PretrainResult", "pretrain", "preflight", "RECIPES", "read_recipe", "over_recipe"]

@@ -16,7 +16,7 @@ import sys
 import time
 
 from albert_tf import config as albert_config
-from albert_tf import layout, run_config
+from albert_tf import files, layout, run_config
 from albert_tf.data import builtin_corpus
 from albert_tf.data.vocab import AUTO_LARGEST
 from albert_tf.jobs.create_data import create_data
@@ -88,9 +88,15 @@ def finetune_step(out, quickstart_config):
         optimizer="adamw-keras")
 
 
+def preflight(config):
+    """--output is a directory it can make (not a file), checked before TensorFlow's import."""
+    files.check_output_dir(config.output, "--output")
+
+
 def quickstart(config):
     """Runs the whole pipeline in `config.output` (a QuickstartConfig), printing each step. Returns a
     QuickstartResult (exit_code: the first failed step's)."""
+    preflight(config)
     out = os.path.abspath(config.output)
     os.makedirs(out, exist_ok=True)
     corpus = os.path.join(out, "corpus.txt")
@@ -183,4 +189,4 @@ def next_steps(export_base, memory=None):
     ]
 
 
-__all__ = ["QuickstartConfig", "QuickstartResult", "quickstart"]
+__all__ = ["QuickstartConfig", "QuickstartResult", "quickstart", "preflight"]

@@ -9,9 +9,19 @@ albert_tf/data/vocab.py, `train_vocab`).
 """
 import sys
 
+from albert_tf import files
 from albert_tf.data import vocab as vocab_training
 from albert_tf.data import vocab_trainer
 from albert_tf.settings.vocab_config import VocabConfig, VocabResult
+
+
+def preflight(config):
+    """What `vocab` checks before it reads, for the CLI before TensorFlow's import (local paths): the output
+    prefix, the input files, a vocabulary already at the prefix."""
+    if files.is_local(config.input, config.output_prefix):
+        files.check_output_prefix(config.output_prefix, "--output-prefix", "spm")
+        files.match_files(config.input)
+        vocab_training.check_no_vocabulary(config.output_prefix, config.overwrite)
 
 
 def vocab(config):
@@ -34,4 +44,4 @@ def vocab(config):
     return VocabResult(stats["model"], stats["vocab"], stats["casing"], stats["vocab_size"], stats)
 
 
-__all__ = ["VocabConfig", "VocabResult", "vocab"]
+__all__ = ["VocabConfig", "VocabResult", "vocab", "preflight"]

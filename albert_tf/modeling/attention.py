@@ -5,7 +5,7 @@ import keras
 from keras import ops
 
 from albert_tf.config import load_config
-from albert_tf.modeling.fused import masked_softmax, shared_cast, split_heads, use_fused
+from albert_tf.modeling.fused import masked_softmax, shared_cast, shared_vectors, split_heads, use_fused
 from albert_tf.modeling.primitives import split_into_heads
 from albert_tf.modeling.layers import (
     add_bias_and_norm, dense, dropout_seed, float32_values, layer_norm, seeded_dropout, split_input)
@@ -98,9 +98,10 @@ class AttentionSublayer(keras.layers.Layer):
         qkv_kernels = shared_cast(ops.concatenate([wq, wk, wv], axis=1), self.compute_dtype, uses, fused=True,
                                   streams=streams)
         output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True, streams=streams)
-        qkv_bias = ops.concatenate([bq, bk, bv], axis=0)
-        return [{"qkv_kernel": a, "output_kernel": b, "qkv_bias": qkv_bias, "output_bias": bo, "gamma": gamma,
-                 "beta": beta} for a, b in zip(qkv_kernels, output_kernels)]
+        vectors = shared_vectors([ops.concatenate([bq, bk, bv], axis=0), bo, gamma, beta], uses, fused=True,
+                                 streams=streams)
+        return [{"qkv_kernel": a, "output_kernel": b, **dict(zip(("qkv_bias", "output_bias", "gamma", "beta"), v))}
+                for a, b, v in zip(qkv_kernels, output_kernels, vectors)]
 
     def dropout_seeds(self, training):
         """The seeds of this application's two dropout masks (attention probabilities, output), each an int [2]

@@ -3,7 +3,7 @@ import keras
 from keras import ops
 
 from albert_tf.config import load_config
-from albert_tf.modeling.fused import bias_gelu, shared_cast, use_fused
+from albert_tf.modeling.fused import bias_gelu, shared_cast, shared_vectors, use_fused
 from albert_tf.modeling.layers import (
     activation, add_bias_and_norm, dense, dropout_seed, float32_values, layer_norm, split_input)
 
@@ -55,8 +55,9 @@ class FeedForwardSublayer(keras.layers.Layer):
             self.layer_norm.gamma, self.layer_norm.beta)
         input_kernels = shared_cast(wi, self.compute_dtype, uses, fused=True, streams=streams)
         output_kernels = shared_cast(wo, self.compute_dtype, uses, fused=True, streams=streams)
-        return [{"input_kernel": a, "output_kernel": b, "input_bias": bi, "output_bias": bo, "gamma": gamma,
-                 "beta": beta} for a, b in zip(input_kernels, output_kernels)]
+        vectors = shared_vectors([bi, bo, gamma, beta], uses, fused=True, streams=streams)
+        return [{"input_kernel": a, "output_kernel": b, **dict(zip(("input_bias", "output_bias", "gamma", "beta"), v))}
+                for a, b, v in zip(input_kernels, output_kernels, vectors)]
 
     def dropout_seeds(self, training):
         """The seed of this application's dropout mask, as a 1-tuple (an int [2] tensor or None)."""

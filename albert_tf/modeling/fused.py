@@ -13,6 +13,7 @@ piece is one kernel forward and one backward:
     shared_cast(w, dtype, uses, streams=1)      `uses` × `streams` copies of cast(w, dtype) whose gradients are
                                                 summed in float32 as they come (a cross-layer-shared weight, cast
                                                 once per step; an application on `streams` batch slices)
+    shared_vectors(vectors, uses, streams=1)    the same for a block's float32 biases, γ and β, in one sum
 
 With `fused=True` and the TensorFlow backend, the forward and a hand-written backward are each an XLA-compiled
 function (`tf.function(jit_compile=True)`) joined by `tf.custom_gradient`; they compute in float32 whatever the
@@ -27,6 +28,7 @@ path when called with training=True, or with training=False inside `training_ste
 dropout): `use_fused(training, layer.fused)`.
 """
 import contextlib
+import itertools
 import threading
 
 import keras
@@ -159,6 +161,26 @@ def shared_cast(value, dtype, uses, fused=False, streams=1):
         cast = ops.cast(value, dtype)
         return [cast] * (uses * streams)
     return tf_kernels()["shared_cast"](value, dtype, int(uses), int(streams))
+
+
+def shared_vectors(vectors, uses, fused=False, streams=1):
+    """`uses` × `streams` copies of the float32 `vectors` (a block's biases, γ and β: 1-D tensors), in
+    shared_cast's order, whose gradients are summed as shared_cast's are: in one fixed order, whatever order the
+    backward pass produces them in. (Left to TensorFlow, the gradients of a tensor used by more than two ops are
+    summed by one AddN, which adds first whichever input buffer it can reuse; which one that is depends on what
+    other ops still hold, so with concurrent streams the sum's rounding varied from run to run: docs/numerics.md.)
+    The vectors travel as one concatenation, so a block's vectors cost one running sum per application.
+
+    Args:
+      vectors: a list of float32 [n_i] tensors; uses, streams: Python ints ≥ 1.
+    Returns:
+      a list of `uses` × `streams` lists, each equal to `vectors`.
+    """
+    if uses * streams == 1 or not fused:
+        return [list(vectors)] * (uses * streams)
+    sizes = [int(v.shape[0]) for v in vectors]
+    copies = shared_cast(ops.concatenate(vectors, axis=0), "float32", uses, fused=True, streams=streams)
+    return [ops.split(copy, list(itertools.accumulate(sizes[:-1])), axis=0) for copy in copies]
 
 
 # ---------------------------------------------------------------------------------------------- TensorFlow kernels

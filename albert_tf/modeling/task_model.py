@@ -49,8 +49,26 @@ class TaskModel(keras.Model):
         if preprocessor is not None:
             self.input_spec = None
 
+    # keras.Model.fit's positional arguments after x and y: batch_size, epochs, verbose, callbacks, validation_split,
+    # then validation_data
+    _VALIDATION_DATA_AT = 5
+
     def fit(self, x=None, y=None, *args, **kwargs):
+        """keras.Model.fit, with raw text (Python lists, numpy arrays of str, bytes or objects) taken in x and in
+        validation_data's x as well, as tf.string tensors (`_text_tensors`)."""
+        if len(args) > self._VALIDATION_DATA_AT:
+            at = self._VALIDATION_DATA_AT
+            args = (*args[:at], self._validation_tensors(args[at]), *args[at + 1:])
+        if "validation_data" in kwargs:
+            kwargs["validation_data"] = self._validation_tensors(kwargs["validation_data"])
         return super().fit(self._text_tensors(x), y, *args, **kwargs)
+
+    def _validation_tensors(self, data):
+        """fit's validation_data with its x's raw text as tf.string tensors: (x, y) or (x, y, sample_weight), a
+        tuple or a list; a tf.data.Dataset (or None) unchanged."""
+        if self.preprocessor is not None and isinstance(data, (tuple, list)) and len(data) in (2, 3):
+            return (text_tensors(data[0]), *data[1:])
+        return data
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         return super().evaluate(self._text_tensors(x), y, *args, **kwargs)

@@ -14,17 +14,20 @@ job scheduler, a shell loop) knows what to do next without reading the log. No T
           deleted (or its last line names what still bills)
     69    a storage service (a gs:// bucket) did not answer: no network,   run again once it answers (pretrain
           DNS, an outage (after TensorFlow's own retries)                  resumes from its last checkpoint)
-    74    an output could not be written: the disk or quota is full, the   stop: free space or choose another
-          filesystem read-only or failing; nothing half-written is left    output, then run again
+    74    an output could not be written: the disk or quota is full, a     stop: free space or choose another
+          file too large, the filesystem failing; nothing half-written or  output, then run again
+          temporary is left
     75    stopped on a signal (SIGTERM) after saving                       relaunch the same command: it resumes
     76    the TPU / runtime or a peer worker went away mid-run, or the     relaunch (after the slice is back): it
           Cloud TPU API did not answer at start-up; create-data: a worker  resumes from the last checkpoint;
           process was killed (the out-of-memory killer, kill -9)           create-data starts over (fewer
                                                                            --workers if memory is short)
     77    the output directory's lock is held by another live run          wait, then retry
-    78    a storage service refused access: no credentials, or they lack   stop: fix the credentials (gcloud auth
-          permission on the bucket (HTTP 401 / 403)                        application-default login) or the
-                                                                           bucket's IAM; a retry will not help
+    78    access refused: a local path not writable (or readable) by this  stop: make the path writable (or
+          user (EACCES, EPERM, a read-only filesystem: EROFS), or a        choose another), fix the credentials
+          bucket's credentials missing or lacking permission (HTTP 401 /   (gcloud auth application-default
+          403); one line names the path                                    login) or the bucket's IAM; a retry
+                                                                           will not help
     130   interrupted (Ctrl-C, SIGINT)                                     a person asked to stop: nothing
     143   ended by SIGTERM with nothing to keep (create-data: no shard     run the same command again: it starts
           written; 128 + 15, the shell's code for it); keep-alive: ended   over (keep-alive: it resumes)
@@ -32,10 +35,10 @@ job scheduler, a shell loop) knows what to do next without reading the log. No T
 
 A command that ends with one of the exceptions below prints its one line (`albert-tf CMD: error: ...`) and exits
 with its code (albert_tf.cli); albert_tf.runtime.faults turns the operating system's and TensorFlow's errors of a
-full disk or an unanswering / refusing bucket into them.
+full disk, a path this user may not write (or a read-only filesystem) and an unanswering / refusing bucket into them.
 
 sysexits.h's numbers where one fits: 69 EX_UNAVAILABLE, 74 EX_IOERR, 75 EX_TEMPFAIL, 76 EX_PROTOCOL, 77 EX_NOPERM
-(here: the lock is another run's), 78 EX_CONFIG (here: the credentials).
+(here: the lock is another run's), 78 EX_CONFIG (here: the permissions or credentials).
 """
 
 DONE = 0
@@ -48,7 +51,7 @@ OUTPUT_FAILED = 74
 STOPPED = 75
 RUNTIME_LOST = 76
 LOCK_HELD = 77
-NOT_AUTHORISED = 78
+ACCESS_REFUSED = 78
 INTERRUPTED = 130
 TERMINATED = 143
 
@@ -79,13 +82,14 @@ class Unavailable(ExitError):
 
 
 class OutputFailed(ExitError):
-    """An output could not be written (a full disk or quota, a read-only or failing filesystem); what was half
-    written has been removed."""
+    """An output could not be written (a full disk or quota, a failing filesystem); what was half written has been
+    removed."""
 
     exit_code = OUTPUT_FAILED
 
 
-class NotAuthorised(ExitError):
-    """A storage service refused access (no credentials, or no permission on the bucket): a retry will not help."""
+class AccessRefused(ExitError):
+    """Access refused: a local path this user may not write (or read), a read-only filesystem, or a storage
+    service's credentials missing or lacking permission on the bucket. A retry will not help."""
 
-    exit_code = NOT_AUTHORISED
+    exit_code = ACCESS_REFUSED

@@ -127,8 +127,12 @@ def _create_exclusive(path, text):
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except BaseException:  # a full disk: no empty lock file is left behind
+        _remove(path)
+        raise
     return True
 
 
@@ -149,9 +153,13 @@ def _overwrite(path, text):
             f.write(text)
         return
     tmp = temp_path_for(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: the heartbeat is missed, no temporary file is left
+        _remove(tmp)
+        raise
 
 
 def _make_directory(directory, flag):
@@ -219,6 +227,17 @@ class DirectoryLock:
 
     def acquire(self):
         self._created_directory = _make_directory(self.directory, self.flag)
+        try:
+            self._take()
+        except BaseException:  # refused, or the lock file could not be written: the directory made for it goes
+            self._remove_created_directory()
+            raise
+        self._thread = threading.Thread(target=self._beat, name="albert_tf-lock-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _take(self):
+        """Creates the lock file, taking a stale one over (acquire's work once the directory is there)."""
         for _ in range(3):  # a takeover that loses a race with another taker tries again
             if _create_exclusive(self.path, self._content(time.time())):
                 if (_read(self.path) or {}).get("token") == self.token:
@@ -235,9 +254,6 @@ class DirectoryLock:
             _remove(self.path)
         else:
             raise LockHeld(f"{self.flag} {self.target}: could not take the lock {self.path}")
-        self._thread = threading.Thread(target=self._beat, name="albert_tf-lock-heartbeat", daemon=True)
-        self._thread.start()
-        return self
 
     def _beat(self):
         while not self._stop.wait(HEARTBEAT_S):
@@ -255,6 +271,10 @@ class DirectoryLock:
             self._thread.join(timeout=5)
         if (_read(self.path) or {}).get("token") == self.token:
             _remove(self.path)
+        self._remove_created_directory()
+
+    def _remove_created_directory(self):
+        """Removes the directory if this lock created it and it is empty (local paths)."""
         if self._created_directory and not files.is_url(self.directory):
             try:
                 os.rmdir(self.directory)

@@ -64,9 +64,7 @@ def export_encoder(init, output_base, version=None, seq_length=128, spm_model=No
         check_input_file(spm_model, "--spm-model", vocabulary.SPM_FILE)
     spm_model, recorded, where = _vocabulary(init, spm_model)
     config = read_config(init) if isinstance(init, str) else init.config
-    if seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
-                         f"{config.max_position_embeddings}")
+    config.check_seq_length(seq_length)
     dtype, reason = export_dtype(dtype, config, seq_length)
     if reason != "--dtype":
         print(f"albert-tf export: dtype {dtype} ({reason})", flush=True)

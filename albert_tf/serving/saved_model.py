@@ -8,7 +8,9 @@ BASE never sees half a model; on gs:// an ordered copy with saved_model.pb last 
 removed first), so a server that keys on saved_model.pb, as TF Serving does, never sees half a model either.
 An export holds BASE's lock (BASE/.albert_tf.lock, albert_tf.runtime.lock) from choosing N to moving BASE/N into
 place: a second export into the same BASE at the same time is refused (exit 77) instead of both writing BASE/1, and
-a version that appears meanwhile all the same (another tool) is never replaced without overwrite.
+a version that appears meanwhile all the same (another tool) is never replaced without overwrite. An export that
+was killed leaves its hidden BASE/.N.tmp-* folder: the next export into BASE removes it, with a note
+(albert_tf.runtime.leftovers).
 """
 import json
 import os
@@ -17,7 +19,7 @@ import re
 import tensorflow as tf
 
 from albert_tf.files import atomic_directory
-from albert_tf.runtime import lock
+from albert_tf.runtime import leftovers, lock
 
 SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_EXTRA = "assets.extra"
@@ -93,6 +95,7 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     if version is not None and int(version) < 1:
         raise ValueError(f"--version must be a positive integer, got {version}")
     with lock.DirectoryLock(output_base, "--output"):  # one export per BASE: N is chosen and filled under it
+        leftovers.note(leftovers.remove(output_base, r"\d+|" + re.escape(lock.LOCK_FILE)))  # a killed export's
         return _write_version(module, output_base, signatures, version, overwrite, warmup_requests, extra_assets)
 
 

@@ -3,9 +3,11 @@ the work: albert_tf/checkpoints/). The released models' names live here, so that
 importing the downloader (albert_tf/checkpoints/releases.py). The flag combinations and --release's name are checked
 when the config is made; the files when the conversion reads them. No TensorFlow."""
 import dataclasses
+import os
 import re
 
-from albert_tf import run_config
+from albert_tf import files, run_config
+from albert_tf.layout import CONFIG_FILE
 from albert_tf.run_config import option
 from albert_tf.settings.casing import cased_option
 
@@ -29,6 +31,29 @@ def canonical_name(name):
         raise ValueError(f"--release {name}: not a released model; expected one of {', '.join(NAMES)} or "
                          "hf:OWNER/NAME")
     return canonical
+
+
+def source_config(source, checkpoint, config=None):
+    """The config file that `--from SOURCE --checkpoint CHECKPOINT [--config CONFIG]` reads: CONFIG, else tf1's
+    albert_config.json beside the checkpoint or hf's config.json in its directory; checked to be there (no
+    TensorFlow for local paths), each refusal one line naming the flag."""
+    if config:
+        files.check_input_file(config, "--config", CONFIG_FILE)
+    if source == "tf1":
+        beside = os.path.join(os.path.dirname(checkpoint), CONFIG_FILE)
+        if config is None and not files.exists(beside):
+            raise ValueError(f"--config is required: no {CONFIG_FILE} beside {checkpoint}")
+        return config or beside
+    if source == "hf":
+        if not files.isdir(checkpoint):
+            raise FileNotFoundError(f"--checkpoint {checkpoint}: not a directory (a Hugging Face ALBERT directory "
+                                    "holds config.json and model.safetensors)")
+        hf_config = os.path.join(checkpoint, "config.json")
+        if config is None and not files.exists(hf_config):
+            raise FileNotFoundError(f"{hf_config}: no such file (a Hugging Face ALBERT directory holds config.json "
+                                    "and model.safetensors; or give --config)")
+        return config or hf_config
+    raise ValueError(f"--from must be 'tf1' or 'hf', got {source!r}")
 
 
 @dataclasses.dataclass
@@ -106,4 +131,5 @@ class ConvertResult:
     exit_code: int = 0
 
 
-__all__ = ["ConvertConfig", "ConvertResult", "TARGETS", "NAMES", "SIZES", "CACHE_ENV", "HF_PREFIX", "canonical_name"]
+__all__ = ["ConvertConfig", "ConvertResult", "TARGETS", "NAMES", "SIZES", "CACHE_ENV", "HF_PREFIX", "canonical_name",
+           "source_config"]

@@ -49,6 +49,10 @@ class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
     seed: int = option(SEED, "seeds chunking, pairing and masking")
     workers: int = option(1, "processes (the output does not depend on it)")
     no_mask: bool = option(False, "write unmasked records (for dynamic masking)")
+    max_skipped_share: float = option(
+        0.05, "stop (exit 2, no shard written) once the documents skipped for having fewer than 2 sentences (a "
+              "line is a sentence, a blank line ends a document) hold more than this share of the input's bytes; "
+              "1: never stop. The summary names every file that made no instance, with its size")
     cased: bool | None = cased_option()
     beam: bool = option(False, "run on Apache Beam (pip install albert_tf[beam]); the words after -- are Beam's "
                                "pipeline options (--runner DataflowRunner --project P --region R --temp_location "
@@ -61,11 +65,12 @@ class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
 
     def check(self):
         """The ranges and combinations that need no file: the instance settings (INSTANCE_RANGES), --num-shards
-        and --workers at least 1, Beam options only with --beam."""
+        and --workers at least 1, --max-skipped-share in [0, 1], Beam options only with --beam."""
         problem = instance_range_problem(self, lambda field: run_config.flag_for(self, field))
         if problem:
             raise ValueError(f"{problem[1]}, got {getattr(self, problem[0])}")
         run_config.check_minimum(self, ("num_shards", "workers"), 1, "at least 1")
+        run_config.check_range(self, ("max_skipped_share",), lambda value: 0 <= value <= 1, "in [0, 1]")
         if self.beam_options and not self.beam:
             raise ValueError(f"Beam pipeline options ({' '.join(self.beam_options)}) go with --beam")
 
@@ -74,7 +79,8 @@ class CreateDataConfig:  # pylint: disable=too-many-instance-attributes
 class CreateDataResult:
     """What `albert_tf.create_data` returns: the shards written, the instances and tokens in them, the counts
     (`stats`: documents, skipped_documents, masked, swapped, ...: instances.BlockStats as a dict), the bytes of
-    invalid UTF-8 replaced per file, the wall seconds, and the CLI's exit code."""
+    invalid UTF-8 replaced per file, the wall seconds, the CLI's exit code, and the input files that made no
+    instance, [(path, bytes)]."""
     output_files: list
     instances: int = 0
     tokens: int = 0
@@ -82,6 +88,7 @@ class CreateDataResult:
     replaced_bytes: dict = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     exit_code: int = 0
+    skipped_files: list = dataclasses.field(default_factory=list)
 
 
 __all__ = ["CreateDataConfig", "CreateDataResult", "INSTANCE_RANGES", "instance_range_problem"]

@@ -92,8 +92,8 @@ def _check(config):
     decide_length(config)
     if config.budget_hours is not None and config.topology == devices.CPU_TOPOLOGY:
         raise ValueError(f"--budget-hours with --topology {devices.CPU_TOPOLOGY}: the plan turns hours into steps at "
-                         "its estimated step time, which it has for a TPU slice only (pretrain measures this "
-                         "machine's)")
+                         "its estimated step time, which on a CPU rests on a matmul rate measured in a moment, too "
+                         "rough to fix a run's length by (pretrain measures this machine's step)")
     check_fraction("--mfu", config.mfu)
     if config.price_per_chip_hour is not None and not config.price_per_chip_hour >= 0:
         raise ValueError(f"--price-per-chip-hour {config.price_per_chip_hour}: expected a price >= 0")

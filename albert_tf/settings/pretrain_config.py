@@ -129,6 +129,10 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
                                     "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "
                                     "directory; not an export (it holds no heads)", aliases=("--init-checkpoint",))
     spm_model: str | None = option(None, "SentencePiece model copied into the model dir as spm.model")
+    allow_unchecked_records: bool = option(
+        False, "read records that carry no vocabulary fingerprint (no record-count index DIR/.NAME.record_counts.json "
+               "beside them, as the original tool's, or an older release's index), unchecked against the vocabulary; "
+               "without it they are refused when a vocabulary is known")
     seed: int = option(SEED, "seeds the data order and masking (the model init too)", same_on_resume=True)
     collective_timeout_secs: float = option(
         COLLECTIVE_TIMEOUT_SECS, "multi-worker runs (TF_CONFIG): a collective that waits longer than this for a peer "
@@ -279,6 +283,24 @@ def decide_length(config):
     if config.budget_hours is not None and config.phases:
         raise ValueError("--budget-hours and --phases are exclusive: the count is decided from the first "
                          "phase's step rate, before the later phases' are known; give --budget-tokens")
+
+
+def at_pod_defaults(config):
+    """Whether `config` (a PretrainConfig or a PlanConfig) is left at the pod recipe's batch and steps (4096 ×
+    125,000: PretrainConfig's defaults, the paper's run), which `pretrain` refuses on a CPU (check_cpu_run)."""
+    return all(getattr(config, name) == run_config.default_for(PretrainConfig, name)
+               for name in ("batch_size", "num_train_steps"))
+
+
+def check_cpu_run(config):
+    """Refuses a run on this machine's CPU left at the pod recipe's batch and steps (weeks here): one line asking
+    for both, and where to size them."""
+    if at_pod_defaults(config):
+        raise ValueError(
+            f"--batch-size {config.batch_size} and --num-train-steps {config.num_train_steps:,} are the pod recipe's "
+            "defaults (weeks of training on a CPU); give both for this machine, e.g. --batch-size 32 "
+            "--num-train-steps 2000 --num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu` says "
+            "how long they take here and prints a run of about an hour that fits)")
 
 
 def paper_warmup(num_train_steps):

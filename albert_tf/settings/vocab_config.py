@@ -44,7 +44,7 @@ class VocabConfig:
                                      "e.g. work/spm, not a directory)", metavar="PREFIX")
     vocab_size: int | str = option(DEFAULT_VOCAB_SIZE, "pieces, special ones included; auto: sized from the corpus "
                                                        "(at most what it holds)", parse=vocab_size_argument)
-    cased: bool | None = cased_option()  # a new vocabulary: uncased unless --cased
+    cased: bool | None = cased_option(new_vocabulary=True)  # a new vocabulary: uncased unless --cased
     keep_accents: bool = option(False, "keep accents and voicing marks (NFKC: が stays が, é stays é) instead of the "
                                        "original's NFKD with combining marks dropped (right for English); recorded "
                                        "in PREFIX.casing.json, which every later step follows")

@@ -6,6 +6,7 @@ import time
 import keras
 
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT, FinetuneDir
+from albert_tf.runtime import leftovers
 from albert_tf.runtime.signals import StopSignal
 from albert_tf.training.run import Events, progress_line
 
@@ -54,7 +55,7 @@ class EpochEnd(keras.callbacks.Callback):
         if improved:
             self.state["best_value"].assign(value)
             self.state["best_epoch"].assign(epoch + 1)
-            self.managers["best"].save(checkpoint_number=epoch + 1)
+            leftovers.save_checkpoint(self.managers["best"], epoch + 1)  # a failed save leaves nothing
         self._log(step, logs or {}, results)
         text = " ".join(f"{split}/{k}={v:.4f}" for split, m in results.items() for k, v in m.items())
         print(f"epoch {epoch + 1}/{self.budget.epochs} step {step}: loss={(logs or {}).get('loss', float('nan')):.4f} "
@@ -62,7 +63,7 @@ class EpochEnd(keras.callbacks.Callback):
         if self.watch is not None:
             self.watch.epoch_end(epoch + 1, results, (logs or {}).get("loss"))
         self.state["epoch"].assign(epoch + 1)
-        self.managers["resume"].save(checkpoint_number=epoch + 1)
+        leftovers.save_checkpoint(self.managers["resume"], epoch + 1)
 
     def _log(self, step, logs, results):
         """Training's Keras logs and learning rate under TRAIN_SPLIT; the official metrics under EVAL_SPLIT, tagged

@@ -55,8 +55,10 @@ is not: first what keeps the run's recipe (`--gradient-accumulation-steps`, `--r
 smaller global batch, a shorter sequence), and ends with the `albert-tf pretrain` flags of a configuration that fits.
 
 **Time**: step time = executed FLOPs / (MFU × peak), with the peak of the topology (the table's bf16 peak per chip
-times its chips); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
-forward of the blocks. `--mfu` is thus the fraction of the peak that the matrix units sustain.
+times its chips; on `--topology cpu` this machine's float32 matmul rate, measured when the plan is made:
+`host_matmul_flops`); the executed FLOPs are the step's FLOPs plus, with `--remat`, the recomputed
+forward of the blocks. `--mfu` is thus the fraction of the peak that the matrix units sustain (a CPU's step
+sustained 0.59 to 0.83 of TensorFlow's float32 matmul rate in docs/benchmarks.md, so the default 0.5 errs long).
 
 **Learning rate for other batch sizes**: the plan keeps the run's learning rate (the recipe's, the one given, or
 pretrain's default) and prints the scaled one beside it as a note: square-root scaling from the paper's 0.00176 at batch 4096,
@@ -67,6 +69,7 @@ where LAMB's authors needed far less. It is a starting point, not a tuned value.
 """
 import math
 import os
+import time
 
 from albert_tf import run_config
 from albert_tf.runtime.devices import (CPU_TOPOLOGY, GENERATIONS, HBM_USABLE_FRACTION, PAPER_GENERATION,
@@ -88,6 +91,7 @@ FLOPS_RULE = ("FLOPs per step = 3 x forward (backward = 2 x forward); forward = 
               "Softmax, LayerNorm, GELU, gathers and the optimizer are not counted.")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
 GIB = 2 ** 30
+YEAR_SECONDS = 365.25 * 86400
 
 
 # ---------------------------------------------------------------------------------------------- parameters
@@ -223,6 +227,23 @@ def host_need_bytes(config, global_batch, seq_length, max_predictions=PAPER["max
         accumulation_steps=accumulation_steps)
 
 
+def host_matmul_flops(size=1024, seconds=0.25):
+    """This machine's float32 matmul rate in FLOP/s, all its cores: the fastest of back-to-back `size`³ NumPy
+    matmuls over about `seconds` (at least three), the peak a `plan --topology cpu` times a step against. NumPy's
+    BLAS and TensorFlow's oneDNN ran a float32 2048³ matmul within 25 % of each other on the project's CPUs; a bf16
+    rate (AMX) is not measured. A busy machine measures low: its plan's times are its own."""
+    import numpy as np  # pylint: disable=import-outside-toplevel  (the plan imports no NumPy for a TPU slice)
+
+    a = np.full((size, size), 0.5, np.float32)
+    b = np.full((size, size), 0.25, np.float32)
+    best, start, runs = float("inf"), time.perf_counter(), 0
+    while runs < 3 or time.perf_counter() - start < seconds:
+        began = time.perf_counter()
+        np.matmul(a, b)
+        best, runs = min(best, time.perf_counter() - began), runs + 1
+    return 2 * size ** 3 / best
+
+
 def host_usable_fraction(total):
     """The share of a machine of `total` bytes that the model's estimate may take (the rest: the overhead, and the
     allocator's slack over the bytes in use), as `estimate`'s usable_fraction for --topology cpu."""
@@ -259,9 +280,7 @@ def _check_estimate_arguments(config, global_batch, seq_length, max_predictions,
     _check_positive(batch_size=global_batch, max_seq_length=seq_length, max_predictions=max_predictions, cores=cores,
                     gradient_accumulation_steps=accumulation_steps)
     check_split(global_batch, cores, accumulation_steps, topology)
-    if seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {seq_length} exceeds the config's max_position_embeddings "
-                         f"{config.max_position_embeddings}")
+    config.check_seq_length(seq_length)
     if max_predictions > seq_length:
         raise ValueError(f"--max-predictions {max_predictions} exceeds --max-seq-length {seq_length}")
     if dtype not in DTYPE_BYTES:
@@ -503,7 +522,9 @@ def _duration_text(seconds):
         return f"{seconds / 60:.3g} min"
     if seconds < 3 * 86400:
         return f"{seconds / 3600:.3g} h"
-    return f"{seconds / 86400:.3g} days"
+    if seconds < 3 * YEAR_SECONDS:
+        return f"{seconds / 86400:.3g} days"
+    return f"{seconds / YEAR_SECONDS:,.0f} years"
 
 
 def summary_line(plan):
@@ -538,6 +559,8 @@ def _where(plan):
 def _peak_note(plan):
     """Where the peak comes from: "v5litepod-256: TPU v5e, 197 TFLOP/s bf16 per chip, 1 TensorFlow device per
     chip" (the device table's row), or the devices alone."""
+    if plan["topology"] == CPU_TOPOLOGY:
+        return "this machine's float32 matmul rate, measured now"
     if plan["generation"] is None:
         return f"{plan['cores']} {plan['device']}s"
     g = GENERATIONS[plan["generation"]]
@@ -599,17 +622,19 @@ def report(plan, run_lines=()):
         lines += ["", f"time: {_duration_text(plan['step_time_s'])} per step at MFU {plan['mfu']:g} of "
                       f"{_flops_text(plan['peak_flops'])}/s peak ({_peak_note(plan)})"
                   + (" including the recomputed forward" if plan["remat"] else "")]
-        if plan["total_time_s"] is not None and plan["recommended"] is None:  # else: the recommended plan's total
+        option = plan["recommended"]
+        if plan["total_time_s"] is not None and (option is None or "steps" in option):  # else: the option's total
             lines.append(f"      {plan['steps']:,} steps: {total_text(plan['total_time_s'])}")
     lines += ["", learning_rate_note(plan), *run_lines]
     option = plan["recommended"]
     if option is not None:
-        time = ""
+        time, steps = "", option.get("steps", plan["steps"])  # an option of another length says its own
         if plan["peak_flops"] is not None:
             step = option["executed_flops_per_step"] / (plan["mfu"] * plan["peak_flops"])
             time = f", {_duration_text(step)} per step" + (
-                f", {plan['steps']:,} steps: {total_text(step * plan['steps'])}" if plan["steps"] else "")
-        lines += ["", f"{'fits' if plan['fits'] else 'fits instead'}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
+                f", {steps:,} steps: {total_text(step * steps)}" if steps else "")
+        heading = option.get("heading") or ("fits" if plan["fits"] else "fits instead")
+        lines += ["", f"{heading}: {option['hbm_per_core_bytes'] / GIB:.2f} GiB "
                       f"per {unit}{time}{'' if option['keeps_global_batch'] else ' (a different global batch)'}:",
                   "  " + (plan.get("pretrain_command") or pretrain_flags(option))]
     return "\n".join(lines)

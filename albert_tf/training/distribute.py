@@ -63,14 +63,29 @@ def create_strategy(tpu=None, cpu_replicas=None, environ=None, collective_timeou
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
         pipelines = input_pipelines(environ.get(PIPELINES_ENV, "per-worker"), cpu_replicas)
         if pipelines == 1:
-            return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
-        return PipelinesInputStrategy(devices, pipelines, cross_device_ops=tf.distribute.ReductionToOneDevice())
+            return tf.distribute.MirroredStrategy(devices, cross_device_ops=cpu_replica_sums())
+        return PipelinesInputStrategy(devices, pipelines, cross_device_ops=cpu_replica_sums())
     if tf.config.list_physical_devices("GPU"):
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()
 
 
 PIPELINES_ENV = "ALBERT_TF_INPUT_PIPELINES"
+
+
+@host_xla.jit_function(autograph=False)
+def fixed_order_sum(values):
+    """The sum of `values` (a list of tensors of one shape and dtype) as a reduction over their stacking: its order
+    is fixed by the list's, whatever else holds the inputs (one kernel where the host has XLA)."""
+    return tf.reduce_sum(tf.stack(values), axis=0)
+
+
+def cpu_replica_sums():
+    """The cross-device ops of `--cpu-replicas`: every replica's value gathered on one device and summed by
+    `fixed_order_sum`. ReductionToOneDevice's default sum, TensorFlow's AddN, adds first whichever input buffer it
+    can reuse, and which one that is depends on what other ops still hold: with three or more replicas the
+    rounding of the gradient sums, and so the weights, could vary between identical runs (docs/numerics.md)."""
+    return tf.distribute.ReductionToOneDevice(accumulation_fn=lambda values: fixed_order_sum(list(values)))
 
 
 def split_cpu(replicas):

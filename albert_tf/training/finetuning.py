@@ -30,6 +30,7 @@ ends the run with one line naming the last whole epoch and its checkpoint, exit 
 import dataclasses
 import json
 import math
+import re
 import sys
 import time
 
@@ -37,7 +38,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import files, run_config
+from albert_tf import files, layout, run_config
 from albert_tf.checkpoints import handles
 from albert_tf.config import config_path
 from albert_tf.files import atomic_write_text, check_input_file, check_output_dir
@@ -54,7 +55,7 @@ from albert_tf.training import distribute
 from albert_tf.training.callbacks import EpochEnd, ProgressLog, StopOnSignal
 from albert_tf.training.collapse import CollapseWatch, handle_collapse
 from albert_tf.training.optimizers import make_optimizer
-from albert_tf.training.run import runtime_lost
+from albert_tf.training.run import remove_leftovers, runtime_lost
 from albert_tf.training.schedules import WarmupPolynomialDecay
 
 
@@ -323,6 +324,15 @@ def finish(cfg: FinetuneConfig, setup, model, state, managers, started, watch=No
                           export=path)
 
 
+def leftover_places(output):
+    """Where a killed run of `output` leaves temporaries (training.run.remove_leftovers): the files it writes
+    atomically and its checkpoints' (its export's: serving.saved_model, under the export's own lock)."""
+    out = FinetuneDir(output)
+    names = (layout.FINETUNE_RECORD_FILE, layout.EVAL_RESULTS_FILE, layout.EPOCH_HISTORY_FILE, lock.LOCK_FILE)
+    return ((out.path, "|".join(re.escape(n) for n in names), False), (out.checkpoints, None, True),
+            (out.best, re.escape(layout.CONFIG_FILE), True))
+
+
 def run(cfg: FinetuneConfig, exits) -> FinetuneResult:
     """Fine-tunes as `cfg` says; returns the FinetuneResult. `exits` (the CLI): a second SIGINT aborts the process at
     once. The global random generators the run seeds are given back as they were (runtime.random_state)."""
@@ -337,7 +347,8 @@ def _run(cfg: FinetuneConfig, exits) -> FinetuneResult:
     inputs = read_inputs(cfg)
     # The lock before the strategy, as pretrain: a second client started by mistake on a TPU is refused before it
     # connects to the TPU under the running job.
-    with lock.output_lock(cfg.output, "--output"):  # one run per output directory (albert_tf.runtime.lock)
+    with lock.output_lock(cfg.output, "--output") as held:  # one run per output directory (albert_tf.runtime.lock)
+        remove_leftovers(held, leftover_places(cfg.output))
         try:
             setup = prepare(cfg, inputs)
             return fine_tune(cfg, started, setup, exits)

@@ -28,6 +28,7 @@ loss. Exit codes: albert_tf/runtime/exit_codes.py.
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 
@@ -41,8 +42,8 @@ from albert_tf.data.pretraining_input import (changed_files, check_records, data
                                               record_counts)
 from albert_tf.files import check_input_file, check_output_dir, exists, read_text
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
-from albert_tf.runtime import devices, exit_codes, lock, precision, random_state
-from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult
+from albert_tf.runtime import devices, exit_codes, leftovers, lock, precision, random_state
+from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult, check_cpu_run
 from albert_tf.settings.run_length import steps_for_hours
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
@@ -52,7 +53,7 @@ from albert_tf.training.batch_plan import BatchPlan, plan_batches
 from albert_tf.training.loop import LoopLength, MetricsLog, Progress, evaluate, make_train_loop
 from albert_tf.training.pretrain_step import (EVAL_KEYS, SUM_KEYS, build_model_and_optimizer, make_eval_step,
                                               make_train_step, metrics_from_sums)
-from albert_tf.training.run import runtime_lost
+from albert_tf.training.run import remove_leftovers, runtime_lost
 from albert_tf.training.schedules import make_schedule
 
 PROGRESS_SECONDS = 20.0   # a progress line at least this often (loop.Progress)
@@ -74,9 +75,7 @@ def check_inputs(config: PretrainConfig, model_config):
     an AlbertConfig) against the flags, the vocabulary, the records, the model dir's own config and --init's model.
     Returns ({flag: {file: size at start}} for --train-data, each --phase-data and --eval-data, --init's InitSource
     or None)."""
-    if config.max_seq_length > model_config.max_position_embeddings:
-        raise ValueError(f"--max-seq-length {config.max_seq_length} exceeds the config's max_position_embeddings "
-                         f"{model_config.max_position_embeddings}")
+    model_config.check_seq_length(config.max_seq_length)
     if config.spm_model:
         vocabulary.check_vocabulary(model_config, config.spm_model)
     sizes = {"--train-data": check_records(config.train_data, "--train-data", config, model_config.vocab_size)}
@@ -91,7 +90,8 @@ def check_inputs(config: PretrainConfig, model_config):
     vocabulary.check_same_vocabulary(config.model_dir, config.spm_model)  # the vocabulary is part of the model
     spm_model = config.spm_model or vocabulary.spm_model_path(config.model_dir)
     for flag, files in sizes.items():  # records tokenized with another vocabulary are refused
-        note = pretraining_input.check_record_vocabulary(list(files), flag, spm_model)
+        note = pretraining_input.check_record_vocabulary(list(files), flag, spm_model,
+                                                         config.allow_unchecked_records)
         if note:
             messages.say("note", note, "pretrain")
     return sizes, source
@@ -184,21 +184,6 @@ def restore(manager, model, config: PretrainConfig, source):
             raise ValueError(f"--init {config.init}: {e}") from None
         return f"initialized the weights from {path}"
     return None
-
-
-# PretrainConfig's defaults of these fields are the paper's pod run (read from the fields, not written again here)
-POD_DEFAULTS = {name: run_config.default_for(PretrainConfig, name) for name in ("batch_size", "num_train_steps")}
-
-
-def check_cpu_run(config: PretrainConfig):
-    """Refuses a run on this machine's CPU left at the pod recipe's batch and steps (4096 x 125,000: weeks here):
-    one line asking for both, and where to size them."""
-    if all(getattr(config, name) == value for name, value in POD_DEFAULTS.items()):
-        raise ValueError(
-            f"--batch-size {config.batch_size} and --num-train-steps {config.num_train_steps:,} are the pod recipe's "
-            "defaults (weeks of training on a CPU); give both for this machine, e.g. --batch-size 32 "
-            "--num-train-steps 2000 --num-warmup-steps 200 (`albert-tf plan --config CONFIG --topology cpu "
-            "--batch-size B --num-train-steps N` says what fits and how long it takes)")
 
 
 def check_host_memory(config: PretrainConfig, model_config, batch: BatchPlan, dtype, total=None):
@@ -337,28 +322,18 @@ def save(config: PretrainConfig, setup, manager, step):
                                      **{HOURS_RECORD_KEY: setup.budget_steps})
     managers = [manager] + ([setup.step_manager] if setup.step_manager is not None
                             and step % config.save_checkpoints_steps == 0 else [])
-    for each in managers:
-        try:
-            each.save(checkpoint_number=step)
-        except tf.errors.OpError:  # a full disk: the half-written save goes, the last complete one stays
-            remove_partial_save(each.directory, step)
-            raise
+    for each in managers:  # a failed save (a full disk) leaves nothing: the last complete one stays
+        leftovers.save_checkpoint(each, step)
     if not setup.chief:  # other workers take part in the save but keep nothing
         tf.io.gfile.rmtree(manager.directory)
 
 
-def remove_partial_save(directory, step):
-    """Removes what a failed save of `step` left in `directory` (TensorFlow's CKPT_temp directory, the files of a
-    checkpoint the `checkpoint` state file does not name): the state file still names the last complete save."""
-    prefix = os.path.join(directory, f"ckpt-{step}")
-    for path in tf.io.gfile.glob(prefix + "_temp*") + tf.io.gfile.glob(prefix + ".*"):
-        try:
-            if tf.io.gfile.isdir(path):
-                tf.io.gfile.rmtree(path)
-            else:
-                tf.io.gfile.remove(path)
-        except tf.errors.OpError:
-            pass
+def leftover_places(model_dir):
+    """Where a killed run of `model_dir` leaves temporaries (training.run.remove_leftovers): the files it writes
+    atomically and its checkpoints', at the top; the step saves' in steps/."""
+    names = (*layout.ModelDir.names(), os.path.basename(vocabulary.casing_path(layout.SPM_FILE)), lock.LOCK_FILE)
+    return ((model_dir, "|".join(re.escape(n) for n in names), True),
+            (layout.ModelDir(model_dir).step_checkpoints, None, True))
 
 
 def run_steps(train_loop, iterator, num_steps, training, clock=time.time):
@@ -676,7 +651,8 @@ def _run(config: PretrainConfig, exits, clock=time.time):
         check_before_lock(config)
         # The lock before the strategy: a second client started by mistake on a TPU is refused before it connects
         # to the TPU and initializes (resets) it under the running job.
-        with lock.output_lock(config.model_dir, "--model-dir"):  # one run per model dir (albert_tf.runtime.lock)
+        with lock.output_lock(config.model_dir, "--model-dir") as held:  # one run per model dir (runtime.lock)
+            remove_leftovers(held, leftover_places(config.model_dir))
             try:
                 setup = prepare(config)
                 stop.reinstall()  # after the strategy: a multi-worker one installs TensorFlow's own SIGTERM handler

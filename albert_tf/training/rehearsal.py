@@ -325,10 +325,11 @@ def lost_after_step(text):
     return int(match.group(1)) if match else None
 
 
-def wait_for_checkpoint(started, model_dir, timeout):
-    """Waits until the chief has written a checkpoint while every worker runs; its step, or None if none came."""
+def wait_for_checkpoint(started, model_dir, timeout, newer_than=None):
+    """Waits until the chief has written a checkpoint (of a step after `newer_than`, when given) while every worker
+    runs; its step, or None if none came."""
     deadline = time.time() + timeout
-    while saved_step(model_dir) is None:
+    while saved_step(model_dir) is None or (newer_than is not None and saved_step(model_dir) <= newer_than):
         if time.time() > deadline or any(proc.poll() is not None for proc, _ in started):
             return None
         time.sleep(0.1)
@@ -354,9 +355,11 @@ def exit_times(started, since, timeout):
     return [(*ended[i], noticed.get(i)) for i in range(len(started))]
 
 
-def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=120, timeout=900, replicas=1):
-    """A host lost mid-run, rehearsed: N workers (of `replicas` CPU replicas each) run; `kill_delay` s after the chief's first checkpoint the last
-    worker is SIGKILLed (no signal handler runs, as when a TPU host goes away). The chief must exit within
+def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=120, timeout=900, replicas=1,
+                  after_second_save=False):
+    """A host lost mid-run, rehearsed: N workers (of `replicas` CPU replicas each) run; `kill_delay` s after the
+    chief's first checkpoint (with `after_second_save`: after its second, so that the kill lands mid-run at any
+    speed of the machine, a save by the clock before it) the last worker is SIGKILLed (no signal handler runs, as when a TPU host goes away). The chief must exit within
     `exit_bound` s with exit_codes.RUNTIME_LOST (the coordination service notices the missing heartbeats and
     aborts the collectives; --collective-timeout-secs bounds a hung peer), then all N workers are started again and
     must resume from the latest checkpoint and finish (exit 0). Returns a report: seconds from the kill to each
@@ -373,6 +376,12 @@ def lose_a_worker(pretrain_args, workers, work_dir, kill_delay=3.0, exit_bound=1
         fail("the workers ended (or hung) before the chief's first checkpoint: nothing to lose")
         exit_times(first, time.time(), 0)  # (kills those still running)
         return report
+    if after_second_save:
+        report["second_saved_step"] = wait_for_checkpoint(first, model_dir, timeout, newer_than=report["first_saved_step"])
+        if report["second_saved_step"] is None:
+            fail("the workers ended (or hung) before the chief's second checkpoint: nothing to lose")
+            exit_times(first, time.time(), 0)
+            return report
     time.sleep(kill_delay)
     state = os.path.join(model_dir, CHECKPOINT_STATE_FILE)
     report["checkpoint_age_at_kill_s"] = round(time.time() - os.path.getmtime(state), 1)

@@ -11,6 +11,7 @@ TPU / runtime or a peer worker goes away (runtime_lost). The loops stay each job
 multi-step loop (TPU iterations per loop, exact resume), fine-tuning's Keras `model.fit` and its callbacks.
 
     runtime_lost(job, error, position, latest)  the RuntimeLost (exit 76) of a run whose runtime went away
+    remove_leftovers(held, places)              what a killed earlier run of the run directory left, removed
     progress_line(step, total_steps, ...)       the progress line (stderr) of both jobs; PROGRESS_LINE parses it
     Events(run_dir, chief)                      TensorBoard scalars, one folder per split (layout.SPLITS)
 """
@@ -20,6 +21,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from albert_tf import layout
+from albert_tf.runtime import leftovers
 from albert_tf.runtime.exit_codes import RuntimeLost
 from albert_tf.runtime.signals import duration_text
 from albert_tf.training import distribute
@@ -27,6 +29,16 @@ from albert_tf.training import distribute
 
 # ---------------------------------------------------------------------------------------------- runtime lost
 UNITS = {"pretrain": "step", "finetune": "epoch"}  # what each job completes and resumes from
+
+
+def remove_leftovers(held, places):
+    """Removes what a killed earlier run of the run directory left (albert_tf.runtime.leftovers) and says so in one
+    note. `held`: the directory's lock, held (None: a worker that holds none removes nothing); `places`: (folder,
+    a regular expression of the names written there atomically or None, whether it holds checkpoints)."""
+    if held is None:
+        return
+    leftovers.note([found for folder, names, checkpoints in places
+                    for found in leftovers.remove(folder, names, checkpoints)])
 
 
 def runtime_lost(job, error, position, latest_checkpoint):
