@@ -10,4 +10,6 @@
     releases      Google's released weights by name, downloaded, checked and cached
     tensors       checkpoint tensors by name: Google's and Hugging Face's names → our variables
     export_to     `albert-tf convert --to hf|keras-hub`, through to_hf and to_keras_hub
+    hf_tokenizer  Hugging Face tokenizer files of a SentencePiece vocabulary, and the vocabulary back from
+                  tokenizer.json (no TensorFlow)
 """

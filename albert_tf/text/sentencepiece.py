@@ -73,7 +73,8 @@ def canonical_order(ids, root, power):
     Such pieces commute ("==" + "====" == "====" + "=="), so any order of a run is a segmentation of the same
     text with the same score: SentencePiece's Viterbi meets an exact tie and breaks it by its implementation
     (pip `sentencepiece` >= 0.2.2 one way; <= 0.2.1 and the copy inside TF Text the other). Sorting the runs makes
-    the result independent of that choice; ascending is what pip >= 0.2.2 gives. The in-graph twin is
+    the result independent of that choice; ascending is what pip >= 0.2.2 gives when the float32 sums are equal
+    (which of the two sums rounds higher often decides instead: docs/tokenization.md). The in-graph twin is
     `InGraphTokenizer.canonical_order`. Ties between segmentations that are not rearrangements of each other would
     need two different sums of float32 scores to be exactly equal; none occurs on the Python documentation (see
     docs/tokenization.md).
