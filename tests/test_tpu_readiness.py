@@ -253,8 +253,9 @@ def resolver_calls(monkeypatch):
 
 
 def _pretrain_args(tpu, **paths):
+    # albert_tiny's 128 positions: --tpu's pod default (512) is refused before TensorFlow (jobs.pretrain.preflight)
     args = {"--config": "albert_tiny", "--train-data": "gs://bucket/data/train-*", "--model-dir": "gs://bucket/m",
-            "--tpu": tpu}
+            "--tpu": tpu, "--max-seq-length": 128}
     args.update(paths)
     return ["pretrain"] + [str(x) for kv in args.items() for x in kv]
 
