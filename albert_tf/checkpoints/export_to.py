@@ -5,7 +5,6 @@ import json
 
 from albert_tf import files
 from albert_tf.checkpoints import to_hf, to_keras_hub
-from albert_tf.checkpoints.hf_tokenizer import unexpressed_rules  # noqa: F401  (convert --to hf's note)
 from albert_tf.checkpoints.load import load_model
 from albert_tf.runtime import leftovers
 from albert_tf.text import vocabulary

@@ -28,12 +28,12 @@ def preflight(config):
 
 
 def _convert_outward(config):
-    from albert_tf.checkpoints import export_to  # pylint: disable=import-outside-toplevel  (TensorFlow)
+    from albert_tf.checkpoints import export_to, hf_tokenizer  # pylint: disable=import-outside-toplevel  (TensorFlow)
 
     written, parameters, encoder, spm_model = export_to.export(config.init, config.to, config.output,
                                                                spm_model=config.spm_model, cased=config.cased)
     if config.to == "hf" and spm_model:
-        say("note", export_to.unexpressed_rules(spm_model))
+        say("note", hf_tokenizer.unexpressed_rules(spm_model))
     print(f"wrote {config.output} ({config.to}: {', '.join(written)}): {parameters:,} parameters "
           f"({encoder:,} in the encoder)")
     return ConvertResult(config.output, parameters, encoder)
