@@ -201,6 +201,7 @@ def test_sigterm_mid_run_saves_within_the_bound_then_resume_is_bit_exact(pretrai
     ph.assert_bit_exact(long_uninterrupted, model_dir, LONG)
 
 
+@pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
 def test_sigint_saves_with_one_line_and_exits_130(pretrain_data, tmp_path):
     model_dir = tmp_path / "interrupted"
     proc, out, err, _ = stop_after_first_call(pretrain_data, model_dir, tmp_path, signal.SIGINT)
@@ -558,6 +559,7 @@ def test_truncated_records_are_refused_before_anything_is_written(pretrain_data,
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
 
 
+@pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
 def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, tmp_path, capsys):
     model_dir = tmp_path / "done"
     first = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2, eval_data=str(
@@ -601,6 +603,7 @@ def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(pretrain_dat
 
 
 # ------------------------------------------------------------------------------------------ from Python
+@pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
 def test_pretrain_from_python_equals_the_cli_and_returns_its_result(pretrain_data, tmp_path, cli):
     """albert_tf.pretrain(config) trains exactly as `albert-tf pretrain` with the same flags (the CLI's run must
     agree, bit for bit), returns the last metrics row (the one metrics.jsonl holds), writes
@@ -638,6 +641,7 @@ def test_bfloat16_trains_as_float32_does_within_tolerance(pretrain_data, tmp_pat
         assert rows["bfloat16"][key] == pytest.approx(rows["float32"][key], rel=0.03), key
 
 
+@pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
 def test_pretrain_on_a_worker_thread_installs_no_signal_handler(pretrain_data, tmp_path):
     """From a thread (as a notebook's background job runs it) the run installs no handler: Python allows them on
     the main thread only. The handlers seen during the run are the process's own."""
@@ -797,6 +801,7 @@ def test_a_bfloat16_run_leaves_the_global_dtype_policy_as_it_was(pretrain_data, 
     assert keras.mixed_precision.global_policy().name == before
 
 
+@pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
 def test_step_saves_are_kept_apart_from_the_rotation(pretrain_data, tmp_path):
     """--keep-checkpoint-max 1 keeps one checkpoint in the model dir, while the saves of every
     --save-checkpoints-steps step stay in MODEL_DIR/steps (all of them, or the newest N, or none with 0); each is a
