@@ -84,7 +84,8 @@ def write_saved_model(module, output_base, signatures, version=None, overwrite=F
     Args:
       module: the tf.Module to save (it must track every variable and resource the signatures use).
       output_base: BASE (local or gs://).
-      signatures: {name: concrete function}, as for tf.saved_model.save.
+      signatures: {name: concrete function, or tf.function with an input signature}, as for tf.saved_model.save
+        (a tf.function is traced once, in the save; a concrete function traced before is traced again there).
       version: an int >= 1, or None for `next_version(output_base)`.
       overwrite: replace an existing BASE/version (otherwise that is a ValueError).
       warmup_requests: None, or a list of serialized tensorflow.serving.PredictionLog records written to

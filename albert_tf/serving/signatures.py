@@ -82,8 +82,7 @@ def encoder_signatures(encoder, tokenizer, seq_length=128):
         return outputs(inputs)
 
     module.serving_default, module.text, module.encode = serving_default, text, encode
-    # serving_default goes in as the tf.function (not a concrete function): only then does tf.saved_model.save
-    # record its default argument in SignatureDef.defaults.
-    signatures = {"serving_default": serving_default, "text": text.get_concrete_function(),
-                  "encode": encode.get_concrete_function()}
-    return module, signatures
+    # The tf.functions, not concrete functions: only then does tf.saved_model.save record serving_default's default
+    # argument in SignatureDef.defaults, and each is traced once, inside the save (a concrete function traced
+    # before it is traced again there: the save's context is part of a trace's key).
+    return module, {"serving_default": serving_default, "text": text, "encode": encode}
