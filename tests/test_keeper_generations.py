@@ -49,6 +49,10 @@ NEWEST = [
      "queue --accelerator-type=v4-32 --runtime-version=", 4),
     ("v4-8", "us-central2-b", {"reserved": True}, "tpu-vm-tf-2.18.0-pjrt-v5p-and-below",
      "create --accelerator-type=v4-8 --version=", 1),
+    ("v5p-16", "us-east5-a", {}, "tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below",  # queued on demand; not 2.19 for v5e
+     "queue --accelerator-type=v5p-16 --runtime-version=", 2),
+    ("v5p-8", "us-east5-a", {"spot": True}, "tpu-vm-tf-2.18.0-pjrt-v5p-and-below",  # own suffix; not 2.21
+     "queue --accelerator-type=v5p-8 --runtime-version=", 1),
 ]
 NEWER = ("tpu-vm-tf-2.20.0-pjrt", "tpu-vm-tf-2.20.0-pod-pjrt")  # what the zone offers after the first create
 
@@ -100,6 +104,7 @@ def test_a_zone_without_a_suitable_image_is_one_line_before_anything_is_made(tmp
     ("v3-32", "europe-west4-a", "tpu-vm-tf-2.17.1-pod-pjrt"),   # an older one, not in the zone's newest
     ("v5litepod-16", "us-west4-a", "tpu-vm-base"),              # a base image: not TensorFlow's, passes
     ("v4-32", "us-central2-b", "tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below"),
+    ("v5p-16", "us-east5-a", "tpu-vm-tf-2.18.0-pod-pjrt"),            # unsuffixed, not the zone's own-suffix choice
 ])
 def test_image_forces_one_and_the_zone_is_not_asked(tmp_path, clock, accelerator, zone, image):
     fake = FakeGcloud(clock, zone=zone)
