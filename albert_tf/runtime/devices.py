@@ -32,7 +32,7 @@ class Generation:  # pylint: disable=too-many-instance-attributes
     cores_per_chip: int     # TensorCores per chip
     devices_per_chip: int   # TensorFlow devices per chip (the replicas of TPUStrategy)
     chips_per_host: int     # chips per TPU VM host (the smallest slices have fewer)
-    hbm_per_chip: int       # bytes of HBM per chip
+    hbm_per_chip: int       # bytes of HBM per chip: Google's "GB" read as GiB (below)
     peak_per_chip: float    # dense bf16 FLOP/s per chip
     image_suffixes: tuple   # hardware suffixes of its TensorFlow images (unsuffixed images are for any generation)
     provisioning: str       # how a slice is made
@@ -64,6 +64,9 @@ class Generation:  # pylint: disable=too-many-instance-attributes
         return [f"{self.prefix}-{n}" for n in self.sizes]
 
 
+# Google's pages give HBM in "GB" (v5e 16 GB, v5p 95 GB); the table reads them as GiB, as the chips report themselves:
+# Google's tpu-info and XLA's out-of-memory messages give 15.75 GiB (v5e) and 95.74 GiB (v5p) per chip free to XLA,
+# more than 16e9 and 95e9 bytes (14.9 and 88.5 GiB) would allow.
 TPU_VM_CREATE = "gcloud compute tpus tpu-vm create (Spot: queued resources)"
 QUEUED_RESOURCES = "gcloud compute tpus queued-resources create"
 GENERATIONS = {g.name: g for g in (
