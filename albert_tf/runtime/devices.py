@@ -69,6 +69,8 @@ class Generation:  # pylint: disable=too-many-instance-attributes
 # Google's pages give HBM in "GB" (v5e 16 GB, v5p 95 GB); the table reads them as GiB, as the chips report themselves:
 # Google's tpu-info and XLA's out-of-memory messages give 15.75 GiB (v5e) and 95.74 GiB (v5p) per chip free to XLA,
 # more than 16e9 and 95e9 bytes (14.9 and 88.5 GiB) would allow.
+
+# What others report of v4 pods: its row's status and the one line plan and the keeper print for a v4 pod slice.
 V4_PODS = ("on the tf-2.18 images (a segfault at import, github.com/tensorflow/tensorflow/issues/82208) and tf-2.19 "
            "(the TPU system does not start, github.com/tensorflow/tensorflow/issues/93618)")
 TPU_VM_CREATE = "gcloud compute tpus tpu-vm create (Spot: queued resources)"
