@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from albert_tf.cloud import images
+from albert_tf.runtime import devices
 from helpers import REPO
 
 USAGE_PAGES = ("data.md", "pretraining.md", "tpu.md", "fine-tuning.md", "serving.md", "planning.md",
@@ -162,3 +164,24 @@ def test_the_development_log_pattern():
     for text in ('preds.answers["56ddde6b9a695914005b9628"]', "tensorflow/serving#2267", "U+1CCD6", "1.33e-5",
                  "2,325 GiB", "v3-512", "the issues page"):
         assert not _HISTORY.search(text), text
+
+
+_IMAGE_NAME = re.compile(r"\btpu-vm-tf-\d+\.\d+\.\d+[a-z0-9-]*")
+TPU_PAGES = (os.path.join("tpu", "README.md"), os.path.join("docs", "tpu.md"))
+
+
+@pytest.mark.parametrize("page", TPU_PAGES)
+def test_the_tpu_pages_name_no_image_the_package_would_not_pick(page):
+    """A TensorFlow image the runbook names carries a release the keeper picks from (images.TPU_TENSORFLOW): an older
+    default left in a page is stale."""
+    named = sorted({m.rstrip("-") for m in _IMAGE_NAME.findall(_read(page))})
+    assert named, page
+    outside = [n for n in named if devices.parse_image(n) is None or not images.in_range(devices.parse_image(n))]
+    assert not outside, f"{page} names images outside TensorFlow {images.TPU_TENSORFLOW}: {outside}"
+
+
+def test_the_runbook_names_every_fixed_default_image():
+    """tpu/README.md names the image create_tpu.sh takes for one host and for a pod of each supported generation."""
+    text = _read(os.path.join("tpu", "README.md"))
+    defaults = {images.default_image(hosts, g) for g in devices.SUPPORTED for hosts in (1, 2)}
+    assert not [d for d in sorted(defaults) if f"`{d}`" not in text]
