@@ -307,7 +307,7 @@ def prepare_export(workdir, config_path, seq_length, vocab_size, seed, dtype="fl
     trained on generated text, a pretrained-model directory of random weights with config_path's sizes (its
     vocab_size replaced by the vocabulary's) and its `albert-tf export --dtype DTYPE` at `seq_length` without
     warm-up records. Returns (export path, spm path, model config path, export bytes)."""
-    from albert_tf.serving.export import export_encoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder_export import export_encoder  # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
