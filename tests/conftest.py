@@ -80,7 +80,7 @@ def builtin_spm_model(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("builtin_spm")
     write_builtin_corpus(str(d / "corpus.txt"))
-    return train_vocab(str(d / "corpus.txt"), str(d / "spm"), vocab_size=2000)["model"]
+    return train_vocab(str(d / "corpus.txt"), str(d / "spm"), vocab_size=2000).model
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
-"""The raw-text SQuAD and RACE SavedModels (albert_tf.tasks.squad.export, tasks.race.export), loaded in a fresh
-process (TensorFlow and TF Text only), answer as the in-process Keras model + the Python featurizer and post-processing (albert_tf.tasks) do."""
+"""The raw-text SQuAD and RACE SavedModels (albert_tf.tasks.squad.squad_export, tasks.race.race_export), loaded in a
+fresh process (TensorFlow and TF Text only), answer as the in-process Keras model + the Python featurizer and
+post-processing (albert_tf.tasks) do."""
 import json
 import os
 import random
@@ -9,10 +10,10 @@ import pytest
 
 import helpers
 from albert_tf.serving.saved_model import TASK_CONFIG_ASSET
-from albert_tf.tasks.race.export import export_race
+from albert_tf.tasks.race.race_export import export_race
 from albert_tf.tasks.race.finetune import race_dataset
 from albert_tf.tasks.race.in_graph import race_inputs
-from albert_tf.tasks.squad.export import export_squad
+from albert_tf.tasks.squad.squad_export import export_squad
 from albert_tf.tasks.squad.in_graph import featurize_squad, squad_answers, squad_windows
 from albert_tf.text import in_graph
 from albert_tf.tasks import race, squad
