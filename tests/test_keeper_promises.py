@@ -320,13 +320,14 @@ ON_WORKER = os.path.join(REPO, "albert_tf", "cloud", "on_worker.sh")
 
 
 def on_worker_run(tmp_path, command, **env):
-    """Starts `command` under on_worker.sh with `env`; (the status line once it is not "running", seconds to it)."""
+    """Starts `command` under on_worker.sh with `env`; (the status line once it is not "running", seconds to it, at
+    most 45: the hangs below last 60 s or more, their bounds 1 s, and a loaded machine's bash takes its time)."""
     run_dir = str(tmp_path / "run")
     environ = dict(os.environ, **env)
     subprocess.run(["bash", ON_WORKER, "start", run_dir, "gs://b/logs", "--", "bash", "-c", command], env=environ,
                    check=True, capture_output=True, timeout=30)
     started = time.time()
-    while time.time() - started < 20:
+    while time.time() - started < 45:
         status = subprocess.run(["bash", ON_WORKER, "status", run_dir], capture_output=True, text=True, timeout=30,
                                 check=False).stdout.splitlines()[0]
         if status.startswith("stopped"):  # "never started" until the supervisor has written its pid
@@ -345,15 +346,15 @@ def test_k12_a_wedged_log_copy_on_worker_0_is_bounded(tmp_path):
     (tools / "gcloud").chmod(0o755)
     status, seconds = on_worker_run(tmp_path, "echo trained", PATH=f"{tools}:{os.environ['PATH']}",
                                     LOG_COPY_TIMEOUT="1")
-    assert status == "stopped 0" and seconds < 15
+    assert status == "stopped 0" and seconds < 40
 
 
 def test_k12_a_teardown_that_hangs_after_the_exit_code_is_bounded(tmp_path):
     """pretrain wrote its exit code (3) to $ALBERT_TF_EXIT_FILE, then hangs in Python's teardown, deaf to SIGTERM:
     killed $TEARDOWN_SECONDS later, and the status is the code it wrote."""
-    status, seconds = on_worker_run(tmp_path, 'echo 3 > "$ALBERT_TF_EXIT_FILE"; trap "" TERM; sleep 30',
+    status, seconds = on_worker_run(tmp_path, 'echo 3 > "$ALBERT_TF_EXIT_FILE"; trap "" TERM; sleep 60',
                                     TEARDOWN_SECONDS="1")
-    assert status == "stopped 3" and seconds < 15
+    assert status == "stopped 3" and seconds < 40
     assert "teardown did not end within 1s of its exit code: killed" in (tmp_path / "run" / "pretrain.log").read_text()
 
 
