@@ -273,18 +273,21 @@ def test_the_promises_hold_over_1000_more_random_sequences(tmp_path):
     check_many(1000, 4747, tmp_path)
 
 
-def test_a_delete_that_failed_is_not_the_end(tmp_path):
-    """Sequence 309 of seed 4747, which the slow run once reported as breaking P4: an unhealthy slice's replacing
-    delete answered 503, so the slice stayed; the keeper read it again, relaunched there, waited for `stopped 0` and
-    only then deleted it. The checker had counted the failed delete as the final one; it now counts what a delete
-    took away. The keeper's own record of it: one failed delete, then the run to its end on the same slice."""
+def test_a_failed_replacing_delete_is_tried_again_and_done_waits_on_the_new_slice(tmp_path):
+    """Sequence 309 of seed 4747, once reported by the slow run as breaking P4 (the checker then counted a delete
+    that answered 503 as the final one; it counts what a delete took away). What it showed of the keeper: the
+    recreation of the unhealthy slice answered 503, and the keeper, which said "trying again", forgot its decision,
+    counted the unhealthy polls from one again and relaunched on the slice it had judged unable to run. Now the
+    next poll deletes it again, the slice is made anew, and "done" deletes that one once its run stopped 0 (P4)."""
     world = run_sequence(Sequence(capacity="preemptible", start="new", allow_replace=False,
-                          events=[(24, "describe_outage", 6), (28, "delete_503", 0), (59, "unhealthy", 0)]),
+                                  events=[(24, "describe_outage", 6), (28, "delete_503", 0), (59, "unhealthy", 0)]),
                          tmp_path)
-    failed = [d for d in world.deletes if d["failed"]]
-    assert len(failed) == 1 and failed[0]["state"] == "READY" and not world.creates[1:]
-    last = world.deletes[-1]
-    assert not last["failed"] and last["run"] == {"steps": STEPS, "end": 0}
+    failed, again, final = world.deletes
+    assert failed["failed"] and failed["state"] == "READY"
+    calls = [short(c) for c in world.cloud.calls]
+    assert calls[failed["call"]:again["call"] - 1] == ["ls", "describe"]  # one poll later, no status, no relaunch
+    assert not again["failed"] and world.creates[1:] == [again["call"] + 1]
+    assert not final["failed"] and final["run"] == {"steps": STEPS, "end": 0}
 
 
 def test_a_broken_promise_is_caught_and_shrunk(tmp_path, monkeypatch):

@@ -397,7 +397,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def cannot_run(self, node, latest):
         """Whether a READY slice's health report (decisions.unhealthy) has said it cannot run at
         LOST_RUNS_BEFORE_RECREATE polls in a row with no new checkpoint; only an owned slice (or --allow-replace)
-        is then recreated: another's is noted and left (P1)."""
+        is then recreated: another's is noted and left (P1). The count lasts until a create (a new slice): a
+        replacing delete that failed is tried again at the next poll, with no run relaunched on the slice."""
         signs = decisions.unhealthy(node.health, node.symptoms)
         if signs is None:
             self.sick = None
@@ -409,9 +410,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.say(f"TPU {self.c.name} reports {signs}{detail} ({self.sick[0]} polls in a row with no new checkpoint)")
         if self.sick[0] < decisions.LOST_RUNS_BEFORE_RECREATE or not (self.state.owned or self.c.allow_replace):
             return False
-        self.sick = None
-        self.say(f"TPU {self.c.name} reported {signs} at {decisions.LOST_RUNS_BEFORE_RECREATE} polls with no new "
-                 "checkpoint: the slice cannot make progress")
+        self.say(f"TPU {self.c.name} reported {signs} at {self.sick[0]} polls with no new checkpoint: the slice "
+                 "cannot make progress")
         return True
 
     def claim(self, node):
@@ -542,7 +542,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         st.owned, st.requested_at, st.node_id, st.create_time = True, self.clock.time(), "", ""
         self.save()
         self.say(f"TPU {self.c.name} {why}: {'queueing' if st.spec.queued else 'creating'} it ({st.spec.text})")
-        self.tools_checked, self.relaunches, self.lost_runs = False, 0, 0  # a new slice: a new count
+        self.tools_checked, self.relaunches, self.lost_runs, self.sick = False, 0, 0, None  # a new slice: new counts
         self.create_in_flight = True
         result = self.cloud.create(st.spec, {LABEL: run_label(st.run_id)})
         self.create_in_flight = False
