@@ -1,5 +1,5 @@
 """The keeper's promises (docs/tpu.md, "The keeper's promises": P1-P5), one scenario per way a week-long run lost
-money or days (issue 47's K1-K11), each through the public call `keep_alive(KeepAliveConfig(...))` against the
+money or days (issue 47's K1-K12), each through the public call `keep_alive(KeepAliveConfig(...))` against the
 in-process fake gcloud (tests/fake_gcloud.py) with a fake clock; K2 in a second process, which gets real signals.
 Random orders of the same events: tests/test_keeper_simulation.py."""
 import json

@@ -4,7 +4,8 @@ cloud preempts or loses the slice, the zone's versions list fails at start, the 
 or announces maintenance, describe and ssh fail for a while (transient errors, rate limits, timeouts, login
 banners), creates find no capacity, queued resources fail, a stranger's node of the same name appears, a delete
 answers 503, a run loses its TPU, the laptop sleeps (the clock jumps) or a signal arrives (SIGINT, SIGTERM, SIGHUP).
-After every call and at the end the promises are checked; a failing sequence is shrunk to a minimal one and printed
+Whose node a delete takes (P1) and a create's label (P5) are checked as each call is made, the rest over the record
+of calls when the keeper has ended; a failing sequence is shrunk to a minimal one and printed
 as a reproducer (`run_sequence(Sequence(...))`).
 
 500 sequences (seed 47) in the default suite; `-m slow` runs 1,000 more (about 50 s). The scenarios
