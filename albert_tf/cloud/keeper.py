@@ -183,6 +183,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.tools_checked = False
         self.requeues, self.requeue_at = 0, None  # a FAILED queued resource's backoff
         self.finished_since = None  # the last checkpoint is there: waiting for worker 0's `stopped 0`
+        self.unfinished = ""  # done without `stopped 0`: what happened instead (on_finished)
         self.progress = None  # (the newest step, when it was first seen) while worker 0 says "running"
         self.sick = None  # [polls in a row reporting unhealthy, the newest step when they began]
         self.maintenance = ""  # the last upcoming maintenance noted
@@ -207,7 +208,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             if line:
                 self.say(line)
             self.defer_signals()
-            return Outcome(code, self.clean_up(code == exit_codes.DONE, keep))
+            last = self.clean_up(code == exit_codes.DONE, keep)
+            if code == exit_codes.DONE and self.unfinished:
+                last = f"{self.unfinished_line()}; {last.removeprefix('done: ')}"
+            return Outcome(code, last)
         finally:
             self.restore_signals(previous)
             self.release()
@@ -360,20 +364,40 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def on_finished(self, node):
         """The last checkpoint is there: done once worker 0 says `stopped 0` (pretrain's final eval, its steps/
         copy and the last log copy come after that checkpoint), or when the slice is not READY, or after
-        --settle-timeout of waiting."""
+        --settle-timeout of waiting. Done without `stopped 0` (another code, the host gone, no answer, the slice
+        lost) records in `unfinished` what happened, for the last line: a relaunch would not redo what may be
+        missing (pretrain finds the run complete and exits 0)."""
         done = Stop(f"done: {self.s.model_dir} has its checkpoint of step {self.c.num_train_steps}", exit_codes.DONE)
-        if node is None or node.state != "READY":
+        if node is None:
+            raise done
+        if node.state != "READY":
+            self.unfinished = f"TPU {self.c.name} was {node.state} before worker 0 said how pretrain ended"
             raise done
         now = self.clock.time()
         self.finished_since = now if self.finished_since is None else self.finished_since
-        status, _ = worker.parse_status(self.cloud.ssh(worker.status_command()).stdout)
+        status, last = worker.parse_status(self.cloud.ssh(worker.status_command()).stdout)
         if status == decisions.RUNNING or status is None:
             if now - self.finished_since <= self.c.settle_timeout:
                 self.say(f"the last checkpoint is there; pretrain on {self.c.name} is "
                          f"{'still running' if status else 'not answering'}: waiting for it to finish")
                 return min(self.c.poll, 60.0)
             self.say(f"pretrain on {self.c.name} did not finish within {flag('settle_timeout')} of its last checkpoint")
+            self.unfinished = (f"pretrain on {self.c.name} did not say it stopped within {flag('settle_timeout')} "
+                               "of its last checkpoint")
+        elif status not in (exit_codes.DONE, decisions.NEVER_STARTED):
+            self.say(f"pretrain on {self.c.name} stopped {status} after its last checkpoint: {last or 'no log line'} "
+                     f"(log: {worker.RUN_DIR}/pretrain.log on worker 0, {self.launch.log_url}/)")
+            self.unfinished = f"pretrain on {self.c.name} stopped {status} after its last checkpoint"
         raise done
+
+    def unfinished_line(self):
+        """The start of the last line of a run done without worker 0's `stopped 0`: what may be missing, and how
+        to check."""
+        metrics = layout.ModelDir(self.s.model_dir).metrics
+        return (f"done, but {self.unfinished}: the checkpoint of step {self.c.num_train_steps} is complete; the "
+                f"final eval row of {metrics}, the steps/ copy and the last log copy in {self.launch.log_url}/ may "
+                "be missing, and a relaunch would not redo them (pretrain finds the run complete; check with: "
+                f"gcloud storage cat {metrics} | tail -n 2)")
 
     # ------------------------------------------------------------------------------------------ the slice
     def on_node(self, node, latest):
