@@ -4,9 +4,11 @@ cloud preempts or loses the slice, the zone's versions list fails at start, the 
 or announces maintenance, describe and ssh fail for a while (transient errors, rate limits, timeouts, login
 banners), creates find no capacity, queued resources fail, a stranger's node of the same name appears, a delete
 answers 503, a run loses its TPU, the last run stops with another code than 0 after its checkpoint, the laptop
-sleeps (the clock jumps) or a signal arrives (SIGINT, SIGTERM, SIGHUP). Whose node a delete takes (P1) and a
-create's label (P5) are checked as each call is made, the rest over the record of calls when the keeper has
-ended; a failing sequence is shrunk to a minimal one and printed as a reproducer (`run_sequence(Sequence(...))`).
+sleeps (the clock jumps), a signal arrives (SIGINT, SIGTERM, SIGHUP) or a second keeper starts on the same state
+file (it must exit 77 having made no call about the slice and leave the file as it was). Whose node a delete
+takes (P1) and a create's label (P5) are checked as each call is made, the rest over the record of calls when the
+keeper has ended; a failing sequence is shrunk to a minimal one and printed as a reproducer
+(`run_sequence(Sequence(...))`).
 
 500 sequences (seed 47) in the default suite; `-m slow` runs 1,000 more (about 50 s). The scenarios
 one by one:
@@ -21,7 +23,7 @@ import pytest
 from albert_tf.cloud.keeper import LABEL, read_state, run_label
 from albert_tf.jobs import keep_alive as job
 from albert_tf.runtime import exit_codes
-from fake_gcloud import FakeClock, FakeGcloud, short
+from fake_gcloud import PREFLIGHT, FakeClock, FakeGcloud, short
 
 pytestmark = pytest.mark.usefixtures("keeper_worker_env")
 ZONE = "europe-west4-a"
@@ -29,7 +31,7 @@ STEPS = 12
 SETTLE = 1800.0
 EVENTS = ("preempt", "vanish", "describe_outage", "rate_limit", "ssh_outage", "banner", "no_capacity", "queue_failed",
           "stranger", "delete_503", "lost_run", "clock_jump", "signal", "versions_outage",
-          "unhealthy", "maintenance", "final_failure")
+          "unhealthy", "maintenance", "final_failure", "second_keeper")
 LOST = ("PREEMPTED", "TERMINATED")
 MAX_CALLS = 1500
 
@@ -83,6 +85,8 @@ class World:
             self.due.setdefault(call, []).append((event, parameter))
         self.deletes, self.creates, self.signalled = [], [], False
         self.label = None
+        self.config = None  # the keeper's KeepAliveConfig: a second keeper is started with it
+        self.second_keepers = 0
 
     def __call__(self, args, timeout):
         """The runner the keeper calls: the fake cloud's answer, recorded."""
@@ -131,6 +135,8 @@ class World:
             c.node["upcomingMaintenance"] = {"type": "SCHEDULED", "maintenanceStatus": "PENDING"}
         elif event == "final_failure":  # the run that writes the last checkpoint stops with another code than 0
             c.runs.append({"steps": STEPS, "end": parameter, "polls": 1})
+        elif event == "second_keeper":
+            self.start_second_keeper()
         elif event == "clock_jump":
             self.clock.now += parameter
         elif event == "signal":
@@ -138,6 +144,27 @@ class World:
             if callable(handler):  # the keeper's (or Python's Ctrl-C) handler; before the keeper runs: not sent
                 self.signalled = True
                 handler(getattr(signal, parameter), None)
+
+    def start_second_keeper(self):
+        """P5: a second keeper on the same state file, started while the first runs, exits 77 having made no call
+        about the slice (its own cloud sees only the launch's preflight) and leaving the state file as it was."""
+        before = self.state_bytes()
+        other = FakeGcloud(self.clock, steps=STEPS)
+        result = job.keep_alive(self.config, runner=other, clock=self.clock, say=lambda line: None)
+        calls = [short(c) for c in other.calls]
+        if result.exit_code != exit_codes.LOCK_HELD or calls != PREFLIGHT:
+            raise Violation(f"P5: a second keeper on the state file ended {result.exit_code} after {calls}")
+        if self.state_bytes() != before:
+            raise Violation("P5: a second keeper changed the first one's state file")
+        self.second_keepers += 1
+
+    def state_bytes(self):
+        """The state file's bytes (None before the keeper first writes it: at its versions call)."""
+        try:
+            with open(self.state_file, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
 
     def our_label(self):
         state = read_state(self.state_file) if self.label is None else None
@@ -194,7 +221,7 @@ def start(world, tmp_path):
 def run_sequence(seq, tmp_path):
     """Runs the keeper through `seq`; raises Violation (with the promise's name) when a promise is broken."""
     world = World(seq, str(tmp_path / f"state-{random.random()}"))
-    config = start(world, tmp_path)
+    config = world.config = start(world, tmp_path)
     notes = []
     try:
         result = job.keep_alive(config, runner=world, clock=world.clock, say=notes.append)
@@ -335,3 +362,38 @@ def test_a_queued_delete_leaves_a_strangers_node_of_the_same_name(tmp_path):
     calls = [short(c) for c in world.cloud.calls]
     assert calls[65] == "queued delete" and world.deletes[-1] == {**world.deletes[-1], "call": 66, "state": None}
     assert world.cloud.node["labels"] == {"owner": "someone-else"} and "delete" not in calls
+
+
+def test_the_final_delete_of_a_spot_slice_leaves_a_strangers_node_of_the_same_name(tmp_path):
+    """Sequence 113 of seed 4747 (once the second keeper was added), the stranger moved to the first failed
+    describe: the final delete of the keeper's Spot slice answered 503, then went through, then describe failed for
+    a while. At each try the keeper deleted its queued resource (gone) and then a node of the slice's name by
+    itself, which took a stranger's node made meanwhile (P1). After a describe that failed it now describes again
+    before any delete, and deletes a node by itself only when describe shows it is the keeper's."""
+    world = run_sequence(Sequence(capacity="spot", start="new", allow_replace=False,
+                                  events=[(42, "lost_run", 0), (67, "delete_503", 0), (79, "describe_outage", 10),
+                                          (80, "stranger", 0)]), tmp_path)
+    assert world.cloud.node["labels"] == {"owner": "someone-else"}
+    assert [d["state"] for d in world.deletes] == ["READY", "READY"]  # the 503, then the delete that went through
+
+
+def test_a_describe_outage_while_done_waits_for_worker_0_is_waited_on(tmp_path):
+    """Sequence 354 of seed 47 (once the second keeper was added): the last checkpoint is listed, worker 0 does not
+    answer, then describe fails for three polls. The keeper took the failed describe for a slice gone, ended done
+    and deleted the READY slice while its run still ran. It now waits on it as at any poll: worker 0 answers
+    `stopped 69`, and the last line says what may be missing (P4)."""
+    world = run_sequence(Sequence(capacity="preemptible", start="owned", allow_replace=False,
+                                  events=[(35, "final_failure", 69), (65, "ssh_outage", 8),
+                                          (85, "describe_outage", 10)]), tmp_path)
+    final = world.deletes[-1]
+    assert final["state"] == "READY" and final["run"] == {"steps": STEPS, "end": 69, "polls": 0}
+
+
+def test_a_second_keeper_that_is_not_refused_is_caught(tmp_path, monkeypatch):
+    """The checker of P5: a keeper that takes no lock on its state file lets the second keeper run."""
+    from albert_tf.cloud import keeper  # pylint: disable=import-outside-toplevel
+
+    run_sequence(Sequence("on-demand", "new", False, [(10, "second_keeper", 0)]), tmp_path)
+    monkeypatch.setattr(keeper.Keeper, "take_lock", lambda self: None)
+    with pytest.raises(Violation, match="P5: a second keeper"):
+        run_sequence(Sequence("on-demand", "new", False, [(10, "second_keeper", 0)]), tmp_path)

@@ -335,7 +335,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         if latest is not None:
             self.latest = max(latest, self.latest or 0)
         node, failed = self.describe()
-        if latest is not None and latest >= self.c.num_train_steps:
+        finished = latest is not None and latest >= self.c.num_train_steps
+        if finished and (node is not None or failed.failure == NOT_FOUND):  # a failed describe: waited on as ever
             return self.on_finished(node)
         if node is not None:
             self.not_found, self.create_pending = 0, False
@@ -364,11 +365,13 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def on_finished(self, node):
         """The last checkpoint is there: done once worker 0 says `stopped 0` (pretrain's final eval, its steps/
         copy and the last log copy come after that checkpoint), or when the slice is not READY, or after
-        --settle-timeout of waiting. Done without `stopped 0` (another code, the host gone, no answer, the slice
-        lost) records in `unfinished` what happened, for the last line: a relaunch would not redo what may be
-        missing (pretrain finds the run complete and exits 0)."""
+        --settle-timeout of waiting (`node` None: not found). Done without `stopped 0` (another code, the host gone,
+        no answer, the slice lost) records in `unfinished` what happened, for the last line: a relaunch would not
+        redo what may be missing (pretrain finds the run complete and exits 0)."""
         done = Stop(f"done: {self.s.model_dir} has its checkpoint of step {self.c.num_train_steps}", exit_codes.DONE)
         if node is None:
+            if self.finished_since is not None:  # it was waiting for worker 0's word
+                self.unfinished = f"TPU {self.c.name} was not found before worker 0 said how pretrain ended"
             raise done
         if node.state != "READY":
             self.unfinished = f"TPU {self.c.name} was {node.state} before worker 0 said how pretrain ended"
@@ -718,13 +721,15 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
 
     def delete_confirmed(self):
         """Deletes the slice until describe says not found (its queued resource too), with backoff, for at most
-        FINAL_DELETE_SECONDS. True: deleted; False: there was nothing to delete; None: not confirmed gone."""
+        FINAL_DELETE_SECONDS. True: deleted; False: there was nothing to delete; None: not confirmed gone. After a
+        describe that failed the next try describes first: a node of the slice's name made meanwhile may be a
+        stranger's (P1)."""
         first, longest = decisions.FINAL_DELETE_BACKOFF
-        deadline, pause, deleted = self.clock.time() + decisions.FINAL_DELETE_SECONDS, first, False
+        deadline, pause, deleted, delete = self.clock.time() + decisions.FINAL_DELETE_SECONDS, first, False, True
         while True:
-            result = self.delete_slice()
-            deleted = deleted or result.ok
-            if result.ok or result.failure == NOT_FOUND:
+            result = self.delete_slice() if delete else None
+            deleted = deleted or bool(result and result.ok)
+            if result is None or result.ok or result.failure == NOT_FOUND:
                 node, failed = self.cloud.describe()
                 gone = (node is None and failed.failure == NOT_FOUND) or (node is not None and not self.ours(node))
                 if gone and self.state.spec.queued:
@@ -732,6 +737,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
                     gone = failed is not None and failed.failure == NOT_FOUND
                 if gone:
                     return deleted
+                delete = failed is None or failed.failure == NOT_FOUND
             else:
                 self.say(f"the delete failed ({result.failure}: {result.line}): trying again in {pause:g}s")
             if self.clock.time() + pause > deadline:
