@@ -232,6 +232,24 @@ def test_p4_a_run_that_stops_badly_after_its_last_checkpoint_is_done_with_what_m
                               "gs://b/albert/logs/albert_base/)") for n in notes), notes[-4:]
 
 
+def test_p4_a_slice_gone_while_done_waits_for_worker_0_is_named_in_the_last_line(cloud, clock, tmp_path):
+    """P4. The last checkpoint is listed while the run still says "running"; before the next poll the slice is
+    gone: the keeper ends done, and its last line says worker 0 never said how the run ended."""
+    owned(tmp_path, cloud)
+    cloud.checkpoints = [2, 4, 6]
+    cloud.run = {"polls": 5, "end": 0}
+
+    def vanish(args):
+        if short(args) == "ls" and cloud.run["polls"] < 5:  # the poll after the first "running"
+            cloud.node = None
+    cloud.hook = vanish
+    result, notes, calls = keep(cloud, clock, tmp_path)
+    assert result.exit_code == exit_codes.DONE and calls.count("ssh status") == 1, notes[-3:]
+    assert result.line.startswith("done, but TPU pod was not found before worker 0 said how pretrain ended: the "
+                                  "checkpoint of step 6 is complete;")
+    assert result.line.endswith("; nothing is left billing (TPU pod does not exist)")
+
+
 def test_k8_one_keeper_per_state_file_and_never_a_strangers_node(cloud, clock, tmp_path):
     """P5, P1. A second keeper on the same state file, started while the first runs, exits 77 touching nothing.
     A stranger's node that appears as the keeper creates one (ALREADY_EXISTS) is not adopted: not deleted."""
