@@ -11,7 +11,9 @@ every call, and answers as scripted:
               "transient" (fails, not made), "timeout_made" (times out, but the node is made)
   statuses    per status ssh: "timeout" (a wedged ssh), "refused" (port 22 blocked) or "banner" (the status after
               a login banner); when none is left, the run's own status
-  deletes     per delete (tpu-vm or queued): a failure class ("5xx") or None (deleted)
+  deletes     per delete (tpu-vm or queued): a failure class ("5xx") or None (deleted); a queued delete (--force)
+              takes the node with it only when the node belongs to the queued resource (its `queuedResource`, as
+              the API says: made by a queue request, or so made by a test), not a stranger's node of the same name
   queued_failures  how many queue requests end FAILED (with `queued_error`, its failedData message) before one
               is provisioned
   hook        called with each call's words before it is answered (a test's events: a signal, a stranger's node)
@@ -99,11 +101,14 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
     offered: tuple | None = None
 
     def make_node(self, state="READY", accelerator_type="v3-32", version="tpu-vm-tf-2.18.0-pod-pjrt",
-                  capacity="on-demand", labels=None):
+                  capacity="on-demand", labels=None, queued=False):
+        """The node; `queued`: made by the queued resource (deleted with it)."""
         self.next_id += 1
         self.node = {"state": state, "acceleratorType": accelerator_type, "runtimeVersion": version,
                      "schedulingConfig": {capacity: True} if capacity != "on-demand" else {},
                      "id": str(self.next_id), "createTime": "2027-01-15T08:00:00Z", "labels": dict(labels or {})}
+        if queued:
+            self.node["queuedResource"] = f"projects/{self.project}/locations/{self.zone}/queuedResources/pod"
         self.run = None
 
     # ------------------------------------------------------------------------------------------ the runner
@@ -189,7 +194,7 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             self.queued = "ACTIVE"
         labels = dict(pair.split("=", 1) for pair in value["--labels"].split(",")) if "--labels" in value else {}
         self.make_node("READY", value["--accelerator-type"],
-                       value.get("--version") or value["--runtime-version"], capacity, labels)
+                       value.get("--version") or value["--runtime-version"], capacity, labels, queued)
         return gcloud.timed_out(args, timeout) if answer == "timeout_made" else self.ok(args)
 
     def delete(self, args, timeout):
@@ -215,7 +220,9 @@ class FakeGcloud:  # pylint: disable=too-many-instance-attributes
             answer = self.deletes.pop(0) if self.deletes else None
             if answer:
                 return self.error(args, answer)
-            self.queued, self.node = None, None
+            self.queued = None
+            if self.node is not None and self.node.get("queuedResource"):
+                self.node = None
             return self.ok(args)
         state = self.queued_states.pop(0) if self.queued_states else self.queued
         self.queued = state

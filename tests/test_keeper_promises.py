@@ -1,5 +1,5 @@
 """The keeper's promises (docs/tpu.md, "The keeper's promises": P1-P5), one scenario per way a week-long run lost
-money or days (issue 47's K1-K11), each through the public call `keep_alive(KeepAliveConfig(...))` against the
+money or days (issue 47's K1-K12), each through the public call `keep_alive(KeepAliveConfig(...))` against the
 in-process fake gcloud (tests/fake_gcloud.py) with a fake clock; K2 in a second process, which gets real signals.
 Random orders of the same events: tests/test_keeper_simulation.py."""
 import json
@@ -197,6 +197,57 @@ def test_k7_done_waits_for_worker_0_to_stop_0(cloud, clock, tmp_path):
     assert result.exit_code == exit_codes.DONE, notes[-3:]
     assert seen == [{"polls": 0, "end": 0}]  # deleted after the run had stopped
     assert calls.count("ssh status") == 4
+
+
+@pytest.mark.parametrize("run, said", [
+    ({"polls": 1, "end": 76, "message": "TPU lost in the final evaluation"},
+     "pretrain on pod stopped 76 after its last checkpoint"),
+    ({"polls": 0, "end": "unknown"}, "pretrain on pod stopped unknown after its last checkpoint"),
+    ({"polls": 10 ** 6, "end": 0}, "pretrain on pod did not say it stopped within --settle-timeout of its last "
+                                   "checkpoint"),
+    ({"polls": 0, "end": 0, "state": "PREEMPTED"}, "TPU pod was PREEMPTED before worker 0 said how pretrain ended"),
+])
+def test_p4_a_run_that_stops_badly_after_its_last_checkpoint_is_done_with_what_may_be_missing(
+        cloud, clock, tmp_path, run, said):
+    """P4. The last checkpoint is listed, then worker 0's run stops 76 (its final eval lost the TPU), goes down with
+    its host, never says it stopped within --settle-timeout, or the slice is preempted first. A relaunch would not
+    help (pretrain finds the run complete and exits 0 without the final eval): the keeper ends done and deletes the
+    slice, and its last line says that the checkpoint is complete but what pretrain writes after it may be missing,
+    and how to check."""
+    run = dict(run)
+    owned(tmp_path, cloud, state=run.pop("state", "READY"))
+    cloud.checkpoints = [2, 4, 6]
+    cloud.run = run
+    result, notes, calls = keep(cloud, clock, tmp_path, settle_timeout=600.0)
+    assert result.exit_code == exit_codes.DONE, notes[-3:]
+    assert not cloud.launches and deletes(calls) == ["delete"] and cloud.node is None
+    assert result.line == (
+        f"done, but {said}: the checkpoint of step 6 is complete; the final eval "
+        f"row of {MODEL_DIR}/metrics.jsonl, the steps/ copy and the last log copy in gs://b/albert/logs/albert_base/ "
+        f"may be missing, and a relaunch would not redo them (pretrain finds the run complete; check with: gcloud "
+        f"storage cat {MODEL_DIR}/metrics.jsonl | tail -n 2); TPU pod deleted (describe: not found): nothing is "
+        "left billing")
+    if run.get("message"):
+        assert any(n.endswith(": TPU lost in the final evaluation (log: albert_tf_run/pretrain.log on worker 0, "
+                              "gs://b/albert/logs/albert_base/)") for n in notes), notes[-4:]
+
+
+def test_p4_a_slice_gone_while_done_waits_for_worker_0_is_named_in_the_last_line(cloud, clock, tmp_path):
+    """P4. The last checkpoint is listed while the run still says "running"; before the next poll the slice is
+    gone: the keeper ends done, and its last line says worker 0 never said how the run ended."""
+    owned(tmp_path, cloud)
+    cloud.checkpoints = [2, 4, 6]
+    cloud.run = {"polls": 5, "end": 0}
+
+    def vanish(args):
+        if short(args) == "ls" and cloud.run["polls"] < 5:  # the poll after the first "running"
+            cloud.node = None
+    cloud.hook = vanish
+    result, notes, calls = keep(cloud, clock, tmp_path)
+    assert result.exit_code == exit_codes.DONE and calls.count("ssh status") == 1, notes[-3:]
+    assert result.line.startswith("done, but TPU pod was not found before worker 0 said how pretrain ended: the "
+                                  "checkpoint of step 6 is complete;")
+    assert result.line.endswith("; nothing is left billing (TPU pod does not exist)")
 
 
 def test_k8_one_keeper_per_state_file_and_never_a_strangers_node(cloud, clock, tmp_path):

@@ -62,6 +62,25 @@ def test_an_owned_slice_that_reports_it_cannot_run_is_recreated(cloud, clock, tm
     assert any(n.endswith("the slice cannot make progress") for n in notes)
 
 
+def test_a_failed_delete_of_an_unhealthy_slice_is_tried_again_at_the_next_poll(cloud, clock, tmp_path):
+    """P3. The recreation's delete answers 503: the slice is still the one that cannot run, so the next poll
+    deletes it again (the note's "trying again in 60s"), with no status asked and no run relaunched on it and no
+    three polls counted anew; then it is made again and the run finishes on the new one."""
+    owned(tmp_path, cloud)
+    cloud.node.update(UNHEALTHY)
+    cloud.checkpoints = [2]
+    cloud.run = {"polls": 10 ** 6, "end": 0}
+    cloud.deletes = ["5xx"]
+    result, notes, calls = keep(cloud, clock, tmp_path)
+    assert result.exit_code == exit_codes.DONE, notes[-3:]
+    first = calls.index("delete")
+    assert calls[first:first + 4] == ["delete", "ls", "describe", "delete"]
+    assert calls[first + 4].startswith("create") and deletes(calls) == ["delete", "delete", "delete"]
+    assert notes.count("TPU pod reported UNHEALTHY_TENSORFLOW, MESH_BUILD_FAIL at 4 polls with no new checkpoint: "
+                       "the slice cannot make progress") == 1
+    assert sum(n.startswith("the delete failed (transient") for n in notes) == 1
+
+
 def test_another_s_unhealthy_slice_and_maintenance_are_only_noted(cloud, clock, tmp_path):
     """P1. A slice the keeper did not make reports itself unhealthy for many polls: never deleted. Upcoming
     maintenance is noted once. UNHEALTHY_MAINTENANCE resumes by itself: not counted."""

@@ -183,6 +183,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.tools_checked = False
         self.requeues, self.requeue_at = 0, None  # a FAILED queued resource's backoff
         self.finished_since = None  # the last checkpoint is there: waiting for worker 0's `stopped 0`
+        self.unfinished = ""  # done without `stopped 0`: what happened instead (on_finished)
         self.progress = None  # (the newest step, when it was first seen) while worker 0 says "running"
         self.sick = None  # [polls in a row reporting unhealthy, the newest step when they began]
         self.maintenance = ""  # the last upcoming maintenance noted
@@ -207,7 +208,10 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
             if line:
                 self.say(line)
             self.defer_signals()
-            return Outcome(code, self.clean_up(code == exit_codes.DONE, keep))
+            last = self.clean_up(code == exit_codes.DONE, keep)
+            if code == exit_codes.DONE and self.unfinished:
+                last = f"{self.unfinished_line()}; {last.removeprefix('done: ')}"
+            return Outcome(code, last)
         finally:
             self.restore_signals(previous)
             self.release()
@@ -331,7 +335,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         if latest is not None:
             self.latest = max(latest, self.latest or 0)
         node, failed = self.describe()
-        if latest is not None and latest >= self.c.num_train_steps:
+        finished = latest is not None and latest >= self.c.num_train_steps
+        if finished and (node is not None or failed.failure == NOT_FOUND):  # a failed describe: waited on as ever
             return self.on_finished(node)
         if node is not None:
             self.not_found, self.create_pending = 0, False
@@ -360,20 +365,42 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def on_finished(self, node):
         """The last checkpoint is there: done once worker 0 says `stopped 0` (pretrain's final eval, its steps/
         copy and the last log copy come after that checkpoint), or when the slice is not READY, or after
-        --settle-timeout of waiting."""
+        --settle-timeout of waiting (`node` None: not found). Done without `stopped 0` (another code, the host gone,
+        no answer, the slice lost) records in `unfinished` what happened, for the last line: a relaunch would not
+        redo what may be missing (pretrain finds the run complete and exits 0)."""
         done = Stop(f"done: {self.s.model_dir} has its checkpoint of step {self.c.num_train_steps}", exit_codes.DONE)
-        if node is None or node.state != "READY":
+        if node is None:
+            if self.finished_since is not None:  # it was waiting for worker 0's word
+                self.unfinished = f"TPU {self.c.name} was not found before worker 0 said how pretrain ended"
+            raise done
+        if node.state != "READY":
+            self.unfinished = f"TPU {self.c.name} was {node.state} before worker 0 said how pretrain ended"
             raise done
         now = self.clock.time()
         self.finished_since = now if self.finished_since is None else self.finished_since
-        status, _ = worker.parse_status(self.cloud.ssh(worker.status_command()).stdout)
+        status, last = worker.parse_status(self.cloud.ssh(worker.status_command()).stdout)
         if status == decisions.RUNNING or status is None:
             if now - self.finished_since <= self.c.settle_timeout:
                 self.say(f"the last checkpoint is there; pretrain on {self.c.name} is "
                          f"{'still running' if status else 'not answering'}: waiting for it to finish")
                 return min(self.c.poll, 60.0)
             self.say(f"pretrain on {self.c.name} did not finish within {flag('settle_timeout')} of its last checkpoint")
+            self.unfinished = (f"pretrain on {self.c.name} did not say it stopped within {flag('settle_timeout')} "
+                               "of its last checkpoint")
+        elif status not in (exit_codes.DONE, decisions.NEVER_STARTED):
+            self.say(f"pretrain on {self.c.name} stopped {status} after its last checkpoint: {last or 'no log line'} "
+                     f"(log: {worker.RUN_DIR}/pretrain.log on worker 0, {self.launch.log_url}/)")
+            self.unfinished = f"pretrain on {self.c.name} stopped {status} after its last checkpoint"
         raise done
+
+    def unfinished_line(self):
+        """The start of the last line of a run done without worker 0's `stopped 0`: what may be missing, and how
+        to check."""
+        metrics = layout.ModelDir(self.s.model_dir).metrics
+        return (f"done, but {self.unfinished}: the checkpoint of step {self.c.num_train_steps} is complete; the "
+                f"final eval row of {metrics}, the steps/ copy and the last log copy in {self.launch.log_url}/ may "
+                "be missing, and a relaunch would not redo them (pretrain finds the run complete; check with: "
+                f"gcloud storage cat {metrics} | tail -n 2)")
 
     # ------------------------------------------------------------------------------------------ the slice
     def on_node(self, node, latest):
@@ -397,7 +424,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
     def cannot_run(self, node, latest):
         """Whether a READY slice's health report (decisions.unhealthy) has said it cannot run at
         LOST_RUNS_BEFORE_RECREATE polls in a row with no new checkpoint; only an owned slice (or --allow-replace)
-        is then recreated: another's is noted and left (P1)."""
+        is then recreated: another's is noted and left (P1). The count lasts until a create (a new slice): a
+        replacing delete that failed is tried again at the next poll, with no run relaunched on the slice."""
         signs = decisions.unhealthy(node.health, node.symptoms)
         if signs is None:
             self.sick = None
@@ -409,9 +437,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         self.say(f"TPU {self.c.name} reports {signs}{detail} ({self.sick[0]} polls in a row with no new checkpoint)")
         if self.sick[0] < decisions.LOST_RUNS_BEFORE_RECREATE or not (self.state.owned or self.c.allow_replace):
             return False
-        self.sick = None
-        self.say(f"TPU {self.c.name} reported {signs} at {decisions.LOST_RUNS_BEFORE_RECREATE} polls with no new "
-                 "checkpoint: the slice cannot make progress")
+        self.say(f"TPU {self.c.name} reported {signs} at {self.sick[0]} polls with no new checkpoint: the slice "
+                 "cannot make progress")
         return True
 
     def claim(self, node):
@@ -542,7 +569,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         st.owned, st.requested_at, st.node_id, st.create_time = True, self.clock.time(), "", ""
         self.save()
         self.say(f"TPU {self.c.name} {why}: {'queueing' if st.spec.queued else 'creating'} it ({st.spec.text})")
-        self.tools_checked, self.relaunches, self.lost_runs = False, 0, 0  # a new slice: a new count
+        self.tools_checked, self.relaunches, self.lost_runs, self.sick = False, 0, 0, None  # a new slice: new counts
         self.create_in_flight = True
         result = self.cloud.create(st.spec, {LABEL: run_label(st.run_id)})
         self.create_in_flight = False
@@ -694,13 +721,15 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
 
     def delete_confirmed(self):
         """Deletes the slice until describe says not found (its queued resource too), with backoff, for at most
-        FINAL_DELETE_SECONDS. True: deleted; False: there was nothing to delete; None: not confirmed gone."""
+        FINAL_DELETE_SECONDS. True: deleted; False: there was nothing to delete; None: not confirmed gone. After a
+        describe that failed the next try describes first: a node of the slice's name made meanwhile may be a
+        stranger's (P1)."""
         first, longest = decisions.FINAL_DELETE_BACKOFF
-        deadline, pause, deleted = self.clock.time() + decisions.FINAL_DELETE_SECONDS, first, False
+        deadline, pause, deleted, delete = self.clock.time() + decisions.FINAL_DELETE_SECONDS, first, False, True
         while True:
-            result = self.delete_slice()
-            deleted = deleted or result.ok
-            if result.ok or result.failure == NOT_FOUND:
+            result = self.delete_slice() if delete else None
+            deleted = deleted or bool(result and result.ok)
+            if result is None or result.ok or result.failure == NOT_FOUND:
                 node, failed = self.cloud.describe()
                 gone = (node is None and failed.failure == NOT_FOUND) or (node is not None and not self.ours(node))
                 if gone and self.state.spec.queued:
@@ -708,6 +737,7 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
                     gone = failed is not None and failed.failure == NOT_FOUND
                 if gone:
                     return deleted
+                delete = failed is None or failed.failure == NOT_FOUND
             else:
                 self.say(f"the delete failed ({result.failure}: {result.line}): trying again in {pause:g}s")
             if self.clock.time() + pause > deadline:
