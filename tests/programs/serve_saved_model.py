@@ -1,10 +1,11 @@
 """Serves a SavedModel's signatures in a fresh process that imports only TensorFlow and TF Text, as a model server
 holds an export (no albert_tf: it must not be needed). `helpers.serve_in_fresh_process` runs it:
 
-    python tests/programs/serve_saved_model.py PATH CALLS_JSON INPUTS_NPZ OUT_NPZ
+    python tests/programs/serve_saved_model.py CALLS_JSON INPUTS_NPZ OUT_NPZ
 
-CALLS_JSON is {name: [loader, signature]}; INPUTS_NPZ holds each call's inputs as "name/input" (strings as str);
-OUT_NPZ receives each call's outputs as "name/output" (strings as str). Loaders:
+CALLS_JSON is {name: [PATH, loader, signature]} (PATH: the SavedModel's directory); INPUTS_NPZ holds each call's
+inputs as "name/input" (strings as str); OUT_NPZ receives each call's outputs as "name/output" (strings as str).
+Loaders:
   tf2            tf.saved_model.load(PATH).signatures[signature]: every input given
   tf2-function   the restored tf.function of that name: inputs with a default may be left out
   tf1            TF Serving's SavedModelBundle: a TF1 session (restore + init op), then Session.run of the
@@ -33,14 +34,14 @@ def _tf1_session(path, signature_name, inputs):
                            {signature.inputs[k].name: v for k, v in inputs.items()})
 
 
-def main(path, calls_json, inputs_path, out_path):
-    stored, results, model = np.load(inputs_path), {}, None
-    for name, (loader, signature) in json.loads(calls_json).items():
+def main(calls_json, inputs_path, out_path):
+    stored, results, models = np.load(inputs_path), {}, {}
+    for name, (path, loader, signature) in json.loads(calls_json).items():
         inputs = {key.split("/", 1)[1]: stored[key] for key in stored.files if key.split("/", 1)[0] == name}
         if loader == "tf1":
             outputs = _tf1_session(path, signature, inputs)
         elif loader in ("tf2", "tf2-function"):
-            model = model or tf.saved_model.load(path)
+            model = models[path] = models.get(path) or tf.saved_model.load(path)
             function = model.signatures[signature] if loader == "tf2" else getattr(model, signature)
             outputs = function(**{k: tf.constant(v) for k, v in inputs.items()})
         else:
