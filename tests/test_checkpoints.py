@@ -154,6 +154,28 @@ def test_convert_hf_without_spiece_model_builds_the_vocabulary_from_tokenizer_js
     assert built.lower_case and not built.keep_accents
 
 
+def test_init_from_a_directory_without_spiece_model_reads_the_vocabulary_of_its_tokenizer_json(
+        tmp_path, tiny_spm_model, corpus_file, monkeypatch):
+    """`--init` / from_pretrained of a transformers 5 directory (tokenizer.json, no spiece.model) gets the vocabulary
+    `convert --from hf` would build, cached once per tokenizer.json (before: no vocabulary, and finetune refused it);
+    a changed tokenizer.json gets a new entry."""
+    from albert_tf.checkpoints.handles import resolve_init  # pylint: disable=import-outside-toplevel
+    from albert_tf.text import AlbertTokenizer  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setenv("ALBERT_TF_CACHE", str(tmp_path / "cache"))
+    hf_dir = _hf_dir_without_spiece(str(tmp_path / "hf"), tiny_spm_model)
+    source = resolve_init(hf_dir)
+    assert source.kind == "hf" and source.spm_model.startswith(str(tmp_path / "cache")) and source.lower_case
+    with open(corpus_file, encoding="utf-8") as f:
+        texts = f.read().splitlines() + EQUALITY_TEXTS + ["9,000, 12,5, a,b 3,"]
+    assert AlbertTokenizer(source.spm_model).encode(texts) == AlbertTokenizer(tiny_spm_model).encode(texts)
+    assert resolve_init(hf_dir).spm_model == source.spm_model  # read from the cache the second time
+    os.utime(os.path.join(hf_dir, "tokenizer.json"), ns=(1, 1))
+    assert resolve_init(hf_dir).spm_model != source.spm_model
+    assert sorted(os.listdir(tmp_path / "cache" / "vocabularies")) == sorted(
+        os.path.basename(os.path.dirname(p)) for p in (source.spm_model, resolve_init(hf_dir).spm_model))
+
+
 @pytest.mark.parametrize("model, message", [
     ({"type": "WordPiece", "vocab": {"[UNK]": 0}}, "model type 'WordPiece', expected 'Unigram'"),
     ({"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0]]}, "expected ALBERT's"),

@@ -18,6 +18,7 @@ A sample of the documentation in the default suite; the whole selection (every 1
 lines) under -m slow. No TensorFlow: CI runs this module in its development environment (transformers 5) and in a
 small environment with transformers 4.57 (.ci/run). Without transformers or the documentation it is skipped, except
 under CI=1."""
+import json
 import math
 import os
 import re
@@ -188,6 +189,31 @@ def test_hf_tokenizers_give_our_ids_on_the_documentation(tmp_path, record_proper
     spm_model = _vocabulary(str(tmp_path), lines, 8000)
     os.makedirs(tmp_path / "hf")
     _check(transformers, spm_model, str(tmp_path / "hf"), _with_texts(lines), record_property, "documentation")
+
+
+# A hand-made vocabulary (after the special pieces): SentencePiece segments "▁0," as "▁0" + "," (-4 against "▁" +
+# "0," at -7), "▁1," as "▁" + "1," (-4 against "▁1" + "," at -6.5, the best without "1,"), and "▁1,0" as "▁1" +
+# ",0" (-5.5 against "▁" + "1," + "0" at -7).
+HAND_PIECES = [("\u2581", -2.0), (",", -2.0), ("0", -3.0), ("1", -3.0), ("\u25810", -2.0), ("\u25811", -4.5),
+               ("0,", -5.0), ("1,", -2.0), (",0", -1.0), ("\u2581x", -1.0), ("\u2581y", -1.0)]
+
+
+def test_a_digit_comma_piece_starts_a_word_of_its_own_only_where_sentencepiece_picks_it(tmp_path):
+    """tokenizer.json splits "1," off "▁1," (so its lowered score gives "1" + ","), but not "0," off "▁0," nor "1,"
+    off "▁1,0", where SentencePiece picks no digit-comma piece."""
+    _require_transformers()
+    import tokenizers  # pylint: disable=import-outside-toplevel  (transformers' own dependency)
+
+    vocab = [[piece, 0.0] for piece in hf_tokenizer.SPECIAL_PIECES] + [list(p) for p in HAND_PIECES]
+    written = {"model": {"type": "Unigram", "unk_id": 1, "vocab": vocab}}
+    (tmp_path / hf_tokenizer.HF_TOKENIZER_FILE).write_text(json.dumps(written), encoding="utf-8")
+    spm_model = hf_tokenizer.spm_from_hf(str(tmp_path))
+    theirs = tokenizers.Tokenizer.from_str(json.dumps(hf_tokenizer.tokenizer_json(spm_model, True, False)))
+    ours = AlbertTokenizer(spm_model, lower_case=True, keep_accents=False)
+    for text, pieces in [("x 0, y", ["\u2581x", "\u25810", ",", "\u2581y"]),
+                         ("x 1, y", ["\u2581x", "\u2581", "1", ",", "\u2581y"]), ("1,0", ["\u25811", ",0"])]:
+        assert ours.encode_as_pieces(text) == pieces
+        assert theirs.encode(text, add_special_tokens=False).ids == ours.encode(text), text
 
 
 def test_the_export_names_what_transformers_cannot_express_with_counts(sample):

@@ -38,6 +38,20 @@ def test_train_loop_runs_n_steps_and_sums_over_replicas_and_steps():
     assert loop.experimental_get_tracing_count() == 2  # one per value of the Python argument (2.0, 1.0)
 
 
+def test_a_per_step_loop_returns_each_steps_values_in_its_own_entry():
+    """per_step=5: entry i of a call's vector is the call's step i (zeros past num_steps); a NaN step leaves the
+    other entries finite (the host names the step)."""
+    strategy = tf.distribute.get_strategy()
+    values = [1.5, 2.25, float("nan"), 4.0, 8.0, 16.0]
+    loop = make_train_loop(strategy, lambda x: {"x": x, "twice": 2.0 * x}, ("x", "twice"), per_step=5)
+    iterator = iter(tf.data.Dataset.from_tensor_slices(tf.constant(values)))
+    first = {k: v.numpy().tolist() for k, v in loop(iterator, tf.constant(2)).items()}
+    assert first == {"x": [1.5, 2.25, 0.0, 0.0, 0.0], "twice": [3.0, 4.5, 0.0, 0.0, 0.0]}
+    second = loop(iterator, tf.constant(4))["x"].numpy()
+    assert np.isnan(second[0]) and second[1:].tolist() == [4.0, 8.0, 16.0, 0.0]
+    assert loop.experimental_get_tracing_count() == 1
+
+
 def test_the_loop_sums_on_each_replica_and_reduces_once_per_call():
     """Per call: Σ over steps and replicas equals numpy's sums over the call's examples; inside the loop's body
     each replica only adds to its accumulators (AssignAddVariableOp) and nothing is summed across replicas (no

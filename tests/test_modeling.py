@@ -114,6 +114,7 @@ PAPER_COUNTS = {  # issue 2: encoder incl. pooler / pretrainer incl. MLM and SOP
 }
 
 
+@pytest.mark.stack_agnostic  # parameter arithmetic; building models is covered on the TPU-side stacks by the rest
 @pytest.mark.parametrize("preset", sorted(PAPER_COUNTS))
 def test_paper_parameter_counts(preset, monkeypatch):
     import keras  # pylint: disable=import-outside-toplevel

@@ -20,6 +20,15 @@ SEQ, PRED, FILES = 32, 5, 4
 V4_SHAPE = rehearsal.rehearsal_shape("v4-32")
 
 
+def write_config(directory):
+    """The slow tests' model: helpers' one-layer PRETRAIN_TINY, written as DIRECTORY/albert_config.json (its path).
+    albert_tiny's two groups of layers cost every worker a longer first call (tracing and compiling the step on
+    each replica), and what these tests check is the workers, not the model."""
+    path = str(directory / "albert_config.json")
+    ph.PRETRAIN_TINY.to_json_file(path)
+    return path
+
+
 @pytest.mark.slow  # five TensorFlow processes (a reference alongside 2 workers, then 2 workers): ~3-5 minutes
 def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path):
     """2 workers of one replica: stopped together, resumed, equal to one process of 2 replicas, each fed as its
@@ -28,7 +37,7 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
     for f in range(FILES):
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
     ph.write_records(str(tmp_path / "eval-0.tfrecord"), 21, SEQ, PRED, seed=99)  # one file, 2 workers: split by record
-    args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
+    args = ["--config", write_config(tmp_path), "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
             "--eval-data", str(tmp_path / "eval-*"), "--eval-batch-size", 8,
             "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 24, "--num-warmup-steps", 2,
             "--steps-per-loop", 2, "--save-checkpoints-steps", 4, "--learning-rate", 0.01]
@@ -54,28 +63,30 @@ def test_two_workers_stop_together_resume_and_equal_the_one_process_run(tmp_path
 @pytest.mark.slow  # two launches of 2 workers (compiles of a minute or more each on this shared machine)
 def test_a_v4_shaped_host_lost_mid_run_ends_the_others_with_76_and_the_relaunch_resumes(tmp_path):
     """2 workers x 4 CPU replicas (v4-32's 4 chips per host, on 2 hosts). SIGKILL to worker 1 (no handler runs: a
-    host that goes away) 1 s after the chief's second checkpoint (a save every 5 s by the clock), so that the kill
-    lands mid-run however fast the machine (a fixed delay after the first let a fast CI machine finish every step
-    first): the chief exits 76 within seconds (the coordination service's heartbeats; the collectives are bounded by
-    --collective-timeout-secs besides); the relaunch of both workers resumes from the last checkpoint and
-    finishes."""
+    host that goes away) 0.5 s after the chief's second checkpoint: the chief exits 76 within seconds (the
+    coordination service's heartbeats; the collectives are bounded by --collective-timeout-secs besides); the
+    relaunch of both workers resumes from the last checkpoint and finishes. Saves come every second by the clock
+    and every 20 steps: the first is the clock's (after the first call, which compiles), and the second comes by
+    step 20 however fast the machine, so the kill lands mid-run (by step 20 plus the steps of about a second, of
+    80) without a run of hundreds of steps to outlast a clock on a fast machine."""
     for f in range(FILES):
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
-    save_secs = 5
-    args = ["--config", "albert_tiny", "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
-            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", 240, "--num-warmup-steps", 2,
-            "--steps-per-loop", 10, "--save-checkpoints-steps", 100000, "--save-checkpoints-secs", save_secs,
+    save_secs, save_steps, steps = 1, 20, 80
+    args = ["--config", write_config(tmp_path), "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
+            "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", steps, "--num-warmup-steps", 2,
+            "--steps-per-loop", 10, "--save-checkpoints-steps", save_steps, "--save-checkpoints-secs", save_secs,
             "--learning-rate", 0.01, "--collective-timeout-secs", 30]
     workers, replicas = V4_SHAPE
-    report = rehearsal.lose_a_worker([str(a) for a in args], workers, str(tmp_path / "runs"), kill_delay=1.0,
+    report = rehearsal.lose_a_worker([str(a) for a in args], workers, str(tmp_path / "runs"), kill_delay=0.5,
                                      exit_bound=60, replicas=replicas, after_second_save=True)
     print(f"worker loss: {json.dumps(report)}")
     assert report["failures"] == [], report
     assert (workers, replicas) == (2, 4) and report["replicas"] == [8, 8]
     assert report["exit_codes"] == [76, -9] and report["seconds_to_exit"][0] <= 60
-    # saved by the clock after the first checkpoint, so the loss is bounded by the save interval and one call
+    # the first save is the clock's (off the 20-step grid): saves by the clock bound the loss
+    assert report["first_saved_step"] % save_steps != 0
     assert report["saved_step"] >= report["second_saved_step"] > report["first_saved_step"]
-    assert report["checkpoint_age_at_kill_s"] <= save_secs + 10 and report["saved_step"] < 240
+    assert report["checkpoint_age_at_kill_s"] <= save_secs + 10 and report["saved_step"] < steps
     assert report["resumed_step"] == report["saved_step"] and report["steps_lost"] >= 0
 
 

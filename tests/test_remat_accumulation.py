@@ -127,24 +127,34 @@ def test_bad_accumulation_steps_are_refused(data_dir, tmp_path):
 # ------------------------------------------------------------------------------------------ the CLI, 4 replicas
 # 6 steps of 16 examples on 4 replicas, one dropout stream everywhere (dropout masks are drawn per stream, and
 # --remat's default on CPU is 1, else 2). --gradient-accumulation-steps runs with --no-dropout on both sides: dropout
-# masks depend on the micro-batch shape.
+# masks depend on the micro-batch shape. The accumulated run is killed after its first checkpoint and resumed: its
+# weights at the end are those of an uninterrupted run only if both the accumulation and the resume are right, so
+# one run (two processes) serves both tests below.
 CLI_RUNS = {"plain": [], "remat": ["--remat"], "plain_nd": ["--no-dropout"],
             "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}
+KILLED_AND_RESUMED = ("accumulated",)
 
 
 @pytest.fixture(scope="module")
 def cli_run(data_dir, tmp_path_factory):
-    """cli_run(name) -> (model dir, CompletedProcess) of `albert-tf pretrain` with CLI_RUNS[name]'s flags in a fresh
-    process, run once per module on first use: the two tests below share "plain_nd" and "accumulated" (their
-    xdist_group keeps them on one worker under `--dist loadgroup`)."""
+    """cli_run(name) -> (model dir, [CompletedProcess], step of the last checkpoint when killed or None) of `albert-tf
+    pretrain` with CLI_RUNS[name]'s flags in fresh processes, run once per module on first use: one process to the
+    end, or for KILLED_AND_RESUMED one SIGKILLed (from the outside) as soon as it has written a checkpoint and the
+    same command again, which resumes. The two tests below share the runs (their xdist_group keeps them on one worker
+    under `--dist loadgroup`)."""
     root, done = tmp_path_factory.mktemp("cli_runs"), {}
 
     def run(name):
         if name not in done:
-            model_dir = root / name
-            proc = ph.run_cli("pretrain", cli_args(data_dir, model_dir, name))
-            assert "on 4 replica(s) (MirroredStrategy)" in proc.stdout
-            done[name] = model_dir, proc
+            model_dir, procs, killed_at = root / name, [], None
+            args = cli_args(data_dir, model_dir, name)
+            if name in KILLED_AND_RESUMED:
+                procs.append(ph.run_cli_killed_when("pretrain", args, model_dir / "checkpoint"))
+                latest = tf.train.latest_checkpoint(str(model_dir))
+                killed_at = int(latest.rsplit("-", 1)[1]) if latest else None
+            procs.append(ph.run_cli("pretrain", args))
+            assert all("on 4 replica(s) (MirroredStrategy)" in proc.stdout for proc in procs)
+            done[name] = model_dir, procs, killed_at
         return done[name]
     return run
 
@@ -157,10 +167,10 @@ def cli_args(data_dir, model_dir, name):
 @pytest.mark.xdist_group("remat_cli")
 def test_cli_remat_and_accumulation_under_four_cpu_replicas(cli_run):
     """16 examples per step on 4 replicas: plain; --remat (dropout on: same masks); --gradient-accumulation-steps 2
-    with --remat (--no-dropout on both sides)."""
+    with --remat (--no-dropout on both sides; that run is the killed and resumed one of the test below)."""
     runs = {name: cli_run(name)[0] for name in CLI_RUNS}
-    out = cli_run("accumulated")[1].stdout
-    assert "2 accumulated micro-batches of 2 per replica" in out and "remat" in out
+    for proc in cli_run("accumulated")[1]:
+        assert "2 accumulated micro-batches of 2 per replica" in proc.stdout and "remat" in proc.stdout
     ph.assert_same_checkpoint(runs["plain"], runs["remat"], 6)
     ph.assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 6)
     for a, b in (("plain", "remat"), ("plain_nd", "accumulated")):
@@ -171,17 +181,14 @@ def test_cli_remat_and_accumulation_under_four_cpu_replicas(cli_run):
 
 @pytest.mark.slow  # fresh TensorFlow processes
 @pytest.mark.xdist_group("remat_cli")
-def test_cli_accumulated_run_resumed_equals_uninterrupted(data_dir, tmp_path, cli_run):
+def test_cli_accumulated_run_resumed_equals_uninterrupted(cli_run):
     """An accumulated run (4 replicas, 2 micro-batches each, --remat) killed (from the outside) after its first
-    checkpoint and restarted sees the same data and ends with the same weights as an uninterrupted accumulated run,
-    and as a one-batch run of the same global batch."""
-    uninterrupted, one_batch, killed = cli_run("accumulated")[0], cli_run("plain_nd")[0], tmp_path / "killed"
-    proc = ph.run_cli_killed_when("pretrain", cli_args(data_dir, killed, "accumulated"), killed / "checkpoint")
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    killed_at = int(tf.train.latest_checkpoint(str(killed)).rsplit("-", 1)[1])
-    assert killed_at < 6
-    resumed = ph.run_cli("pretrain", cli_args(data_dir, killed, "accumulated"))
+    checkpoint and restarted sees the same data and ends with the same weights as an uninterrupted one-batch run of
+    the same global batch."""
+    one_batch = cli_run("plain_nd")[0]
+    killed, (killed_proc, resumed), killed_at = cli_run("accumulated")
+    assert killed_proc.returncode == -signal.SIGKILL, killed_proc.stderr
+    assert killed_at is not None and killed_at < 6
     assert f"at step {killed_at}" in resumed.stdout
-    ph.assert_same_checkpoint(uninterrupted, killed, 6)
-    ph.assert_same_checkpoint(one_batch, uninterrupted, 6)
+    ph.assert_same_checkpoint(one_batch, killed, 6)
     assert sorted(ph.train_metrics(killed)) == [2, 4, 6]

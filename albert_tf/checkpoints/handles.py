@@ -25,7 +25,8 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import pretrained, releases, tensors
+from albert_tf import files
+from albert_tf.checkpoints import hf_tokenizer, pretrained, releases, tensors
 from albert_tf.config import CONFIG_FILE, AlbertConfig
 from albert_tf.serving.saved_model import ASSETS_EXTRA, SAVED_MODEL_FILE, keras_weights, latest_version
 from albert_tf.text import vocabulary
@@ -101,19 +102,45 @@ def _release_source(name):
                       tensors.release_casing("tf1", files.directory, None, files.spm_model))
 
 
+def _cache_key(path, file):
+    """A cache entry's name for FILE of directory PATH: the directory and the file's size and time."""
+    stat = tf.io.gfile.stat(file)
+    return hashlib.sha256(f"{os.path.abspath(path)}|{stat.length}|{stat.mtime_nsec}".encode()).hexdigest()[:16]
+
+
+def _hf_vocabulary(path):
+    """The SentencePiece model of Hugging Face directory PATH: its spiece.model; else (what transformers 5's
+    save_pretrained writes) one built from its tokenizer.json (hf_tokenizer.spm_from_hf, as `convert --from hf`
+    does) into the cache, keyed by the directory and tokenizer.json's size and time; neither file: None. A
+    tokenizer.json no SentencePiece model holds: ValueError (one line)."""
+    own = os.path.join(path, hf_tokenizer.HF_SPM_FILE)
+    if tf.io.gfile.exists(own):
+        return own
+    tokenizer_json = os.path.join(path, hf_tokenizer.HF_TOKENIZER_FILE)
+    if not tf.io.gfile.exists(tokenizer_json):
+        return None
+    built = os.path.join(releases.cache_dir(), "vocabularies", f"hf-json--{_cache_key(path, tokenizer_json)}",
+                         hf_tokenizer.HF_SPM_FILE)
+    if not tf.io.gfile.exists(built):
+        spm_bytes = hf_tokenizer.spm_from_hf(path)
+        tf.io.gfile.makedirs(os.path.dirname(built))
+        with files.atomic_output(built) as f:
+            f.write(spm_bytes)
+    return built
+
+
 def _hf_source(path):
-    """A Hugging Face ALBERT directory: its config.json, spiece.model and tokenizer_config.json's casing. When that
-    keeps accents (which a SentencePiece model without a record of ours does not say), the vocabulary is a recorded
-    copy in the cache (keyed by the directory and the model's size and time), so every reader tokenizes alike."""
+    """A Hugging Face ALBERT directory: its config.json, vocabulary (`_hf_vocabulary`) and tokenizer_config.json's
+    casing. When that keeps accents (which a SentencePiece model without a record of ours does not say), the
+    vocabulary is a recorded copy in the cache (keyed by the directory and the model's size and time), so every
+    reader tokenizes alike."""
     config = tensors.config_from_hf(os.path.join(path, "config.json"))
-    spm_model = os.path.join(path, "spiece.model")
-    if not tf.io.gfile.exists(spm_model):
+    spm_model = _hf_vocabulary(path)
+    if spm_model is None:
         return InitSource("hf", path, config, None, None)
     lower_case = tensors.release_casing("hf", path, None, spm_model)
     if tensors.release_accents("hf", path, spm_model):
-        stat = tf.io.gfile.stat(spm_model)
-        key = hashlib.sha256(f"{os.path.abspath(path)}|{stat.length}|{stat.mtime_nsec}".encode()).hexdigest()
-        copy = os.path.join(releases.cache_dir(), "vocabularies", f"hf-dir--{key[:16]}")
+        copy = os.path.join(releases.cache_dir(), "vocabularies", f"hf-dir--{_cache_key(path, spm_model)}")
         if not tf.io.gfile.exists(os.path.join(copy, vocabulary.SPM_FILE)):
             pretrained.write_files(copy, config, spm_model, lower_case=lower_case, keep_accents=True)
         spm_model = os.path.join(copy, vocabulary.SPM_FILE)

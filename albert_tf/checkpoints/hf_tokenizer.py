@@ -19,7 +19,9 @@ docs/fine-tuning.md gives how often on real text):
   * the digit-comma rule (albert_tf.text.sentencepiece): a piece such as "3," that SentencePiece picks is replaced by
     the pieces of "3" and ","; tokenizers' Unigram model gives one id per piece it picks, so tokenizer.json lowers
     such pieces' scores by 100 (transformers' own converter does the same), which picks the best segmentation
-    without them: often, not always, the same ids;
+    without them, and makes such a piece a word of its own at a word's start where SentencePiece must pick it
+    (`digit_comma_starts`). Inside a word ("635," as "63" + "5,") SentencePiece's pick depends on the best
+    segmentation of the whole word, which no normalizer or pre-tokenizer computes: often, not always, the same ids;
   * SentencePiece (the AlbertTokenizer of transformers 4) meets ties between orders of pieces that are powers of one
     string ("=" + "====" and "====" + "=") and breaks them by float32 rounding; albert_tf puts each such run in
     ascending order (`canonical_order`), as tokenizers' exact sums do;
@@ -117,8 +119,9 @@ def normalizer_steps(charsmap, composes, lower_case, keep_accents):
 
 def tokenizer_json(spm_model, lower_case, keep_accents):
     """tokenizer.json (the `tokenizers` library's file, what AutoTokenizer and transformers 4's AlbertTokenizerFast
-    load): `normalizer_steps`, a Metaspace pre-tokenizer, [CLS] a [SEP] (b [SEP]) and a Unigram model of the
-    SentencePiece model's pieces and scores, the digit-comma pieces' lowered by DIGIT_COMMA_PENALTY."""
+    load): `normalizer_steps`, a Metaspace pre-tokenizer (then a Split of `digit_comma_starts`), [CLS] a [SEP]
+    (b [SEP]) and a Unigram model of the SentencePiece model's pieces and scores, the digit-comma pieces' lowered by
+    DIGIT_COMMA_PENALTY."""
     tokenizer = AlbertTokenizer(spm_model, lower_case=lower_case)
     sp = tokenizer._sp  # pylint: disable=protected-access  (scores: SentencePiece's own)
     vocab = []
@@ -129,11 +132,9 @@ def tokenizer_json(spm_model, lower_case, keep_accents):
     composes = proto_field(spec, 1).decode("utf-8", "replace") in NFKC_RULES
     charsmap = proto_field(spec, 2)
     metaspace = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
-    digit_comma = sorted((p for p, _ in vocab if is_digit_comma(p)), key=lambda p: (-len(p), p))
+    starts = digit_comma_starts(sp, [p for p, _ in vocab])
     pre_tokenizer = metaspace
-    if digit_comma:  # each such piece at a word's start a word of its own: "▁" + "3," -> "▁", "3", ","
-        starts = "|".join(_escape(p) if p.startswith(SPIECE_UNDERLINE) else f"(?<={SPIECE_UNDERLINE}){_escape(p)}"
-                          for p in digit_comma)
+    if starts:  # "▁" + "3," -> "▁", "3," (then "3", ",": the piece's score is lowered)
         pre_tokenizer = {"type": "Sequence", "pretokenizers": [
             metaspace, {"type": "Split", "pattern": {"Regex": starts}, "behavior": "Isolated", "invert": False}]}
     cls, sep = {"id": "[CLS]", "type_id": 0}, {"id": "[SEP]", "type_id": 0}
@@ -157,6 +158,27 @@ def tokenizer_json(spm_model, lower_case, keep_accents):
         "decoder": metaspace,
         "model": {"type": "Unigram", "unk_id": 1, "vocab": vocab, "byte_fallback": False},
     }
+
+
+def digit_comma_starts(sp, pieces):
+    """The Split pattern (Oniguruma, on Metaspace's words) that makes a digit-comma piece at a word's start a word of
+    its own, only where SentencePiece `sp` must pick it: it picks it for the word of the piece's text alone ("▁3,"
+    as "▁" + "3,", not "▁3" + ","), and no piece of `pieces` runs on from the comma into the next character (so
+    every segmentation ends a piece at the comma, and the word's start is segmented as that word alone). Elsewhere
+    the best segmentation without such pieces stands. None when no piece qualifies.
+
+    Splitting every such piece off a word's start splits "0," off "▁0," where SentencePiece may pick "▁0" + ","
+    (docs/fine-tuning.md gives how often)."""
+    after_comma = sorted({p[i + 1] for p in pieces for i in range(len(p) - 1) if p[i] == ","})
+    unless = f"(?!{'|'.join(map(_escape, after_comma))})" if after_comma else ""
+    found = []
+    for piece in sorted((p for p in pieces if is_digit_comma(p)), key=lambda p: (-len(p), p)):
+        alone = sp.encode(piece.lstrip(SPIECE_UNDERLINE), out_type=str)
+        if piece.startswith(SPIECE_UNDERLINE) and alone[:1] == [piece]:
+            found.append(_escape(piece) + unless)
+        elif not piece.startswith(SPIECE_UNDERLINE) and alone[:2] == [SPIECE_UNDERLINE, piece]:
+            found.append(f"(?<={SPIECE_UNDERLINE}){_escape(piece)}{unless}")
+    return "|".join(found) or None
 
 
 def _escape(text):
@@ -331,4 +353,4 @@ def _charsmap(values):
 
 __all__ = ["TOKENIZER_FILES", "tokenizer_json", "tokenizer_config", "special_tokens_map", "write_tokenizer_files",
            "unexpressed_rules", "spm_from_hf", "write_json", "tokenizer_files", "json_bytes", "proto_field",
-           "is_digit_comma"]
+           "is_digit_comma", "digit_comma_starts"]

@@ -1,7 +1,8 @@
 """Pieces of a training run that pretraining, fine-tuning and the benchmarks share.
 
     make_train_loop(strategy, step_fn, sum_keys)   N steps in one compiled call (the original's iterations_per_loop),
-                                                    metric sums kept on the devices, reduced once per call
+                                                    metric sums (or per-step values) kept on the devices, reduced
+                                                    once per call
     LoopLength(cap, target_seconds)                 how many steps the next call runs: about target_seconds of wall
     evaluate(eval_loop, dataset, num_steps)         metric sums over an eval set (the loop compiled once per run)
     MetricsLog(model_dir, chief)                    TensorBoard scalars (run.Events) + metrics.jsonl + a log line
@@ -23,35 +24,45 @@ from albert_tf.training.run import Events, progress_line
 
 
 # ---------------------------------------------------------------------------------------------- compiled loops
-def make_train_loop(strategy, step_fn, sum_keys):
-    """A tf.function `loop(iterator, num_steps, *args) → {key: float32 scalar}` that runs `num_steps` steps of
+def make_train_loop(strategy, step_fn, sum_keys, per_step=None):
+    """A tf.function `loop(iterator, num_steps, *args) → {key: float32}` that runs `num_steps` steps of
     `strategy.run(step_fn, (next(iterator), *args))` in one compiled call and returns each `sum_keys` value summed
-    over replicas and steps. `num_steps` is a tensor (one trace for any count); each distinct Python value among
-    `args` (e.g. the dropout switch) traces once.
+    over replicas: a scalar summed over the call's steps too, or with `per_step` (an int ≥ every `num_steps` the
+    loop is called with) a float32 [per_step] vector whose entry i is step i's value (entries from `num_steps` on
+    are 0). `num_steps` is a tensor (one trace for any count); each distinct Python value among `args` (e.g. the
+    dropout switch) traces once.
 
-    The sums stay on the devices during the call: each replica adds its step's values to its own accumulators
+    Per-step values let the host sum a metrics row in step order, the same float additions however the row's steps
+    were split into calls (the call lengths follow the wall clock: LoopLength); float32 sums over each call's steps
+    would round differently for a different split, so two runs of one seed would log different losses.
+
+    The values stay on the devices during the call: each replica adds its step's values to its own accumulators
     (float32 variables, one per key, made here under `strategy.scope()`: ON_READ, so a replica's update touches its
     own copy only), set to zero when the call starts and read once when it ends, which sums them over replicas (on
     a TPU pod one transfer per call, where a reduction per step costs a round trip to the host every step). Call it
     on every worker of a multi-worker run at the same point (its variables are made together). One step at a time
     (the while loop's parallel_iterations 1): a step's ops, its updates included, end before the next step reads
     its batch, so an input error (a changed file) stops the call with the steps before it whole."""
+    shape = [] if per_step is None else [int(per_step)]
     with strategy.scope():
-        totals = {k: tf.Variable(0.0, trainable=False, name=f"sum_{k}", dtype=tf.float32,
+        totals = {k: tf.Variable(tf.zeros(shape), trainable=False, name=f"sum_{k}", dtype=tf.float32,
                                  synchronization=tf.VariableSynchronization.ON_READ,
                                  aggregation=tf.VariableAggregation.SUM) for k in sum_keys}
 
-    def accumulate(batch, *args):
+    def accumulate(index, batch, *args):
         sums = step_fn(batch, *args)
         for k in sum_keys:
-            totals[k].assign_add(tf.cast(sums[k], tf.float32))
+            value = tf.cast(sums[k], tf.float32)
+            if per_step is not None:  # into entry `index` alone (a non-finite value stays in its own entry)
+                value = tf.where(tf.equal(tf.range(per_step), index), value, 0.0)
+            totals[k].assign_add(value)
 
     def loop(iterator, num_steps, *args):
         for total in totals.values():
-            total.assign(0.0)
-        for _ in tf.range(num_steps):
+            total.assign(tf.zeros(shape))
+        for index in tf.range(num_steps):
             tf.autograph.experimental.set_loop_options(parallel_iterations=1)
-            strategy.run(accumulate, args=(next(iterator), *args))
+            strategy.run(accumulate, args=(index, next(iterator), *args))
         return {k: tf.identity(totals[k].read_value()) for k in sum_keys}
 
     return tf.function(loop)

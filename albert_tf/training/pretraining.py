@@ -337,32 +337,40 @@ def leftover_places(model_dir):
 
 
 def run_steps(train_loop, iterator, num_steps, training, clock=time.time):
-    """One compiled call of `num_steps` steps. Returns (sums {key: float}, seconds by `clock`)."""
+    """One compiled call of `num_steps` steps. Returns (a list of `num_steps` dicts, step by step, {key: float}: each
+    step's sums over replicas, seconds by `clock`)."""
     start = clock()
-    sums = {k: float(v) for k, v in train_loop(iterator, tf.constant(num_steps), training).items()}
-    return sums, clock() - start
+    values = {k: v.numpy()[:num_steps].tolist() for k, v in train_loop(iterator, tf.constant(num_steps),
+                                                                        training).items()}
+    seconds = clock() - start
+    return [{k: values[k][i] for k in values} for i in range(num_steps)], seconds
 
 
-def non_finite(sums, first, last, manager):
-    """The error line for a call whose loss is not finite (steps first..last), or None."""
-    metrics = metrics_from_sums(sums)
-    if all(v == v and abs(v) != float("inf") for v in metrics.values()):
-        return None
-    steps = f"step {last}" if first == last else f"steps {first}..{last}"
-    return (f"albert-tf pretrain: error: non-finite loss in {steps} ({metrics}); stopped without saving, the last "
-            f"checkpoint ({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate or check the data.")
+def non_finite(steps, first, manager):
+    """The error line for a call whose loss is not finite (`steps`: its per-step sums, the first of them step
+    `first`), naming the first step whose loss is not, or None."""
+    for step, sums in enumerate(steps, first):
+        metrics = metrics_from_sums(sums)
+        if not all(v == v and abs(v) != float("inf") for v in metrics.values()):
+            return (f"albert-tf pretrain: error: non-finite loss at step {step} ({metrics}); stopped without saving, "
+                    f"the last checkpoint ({manager.latest_checkpoint or 'none'}) is intact. Lower --learning-rate "
+                    "or check the data.")
+    return None
 
 
 class TrainRow:
     """The sums of the steps since the last `train` row of the metrics log (a row every --steps-per-loop steps, at
-    checkpoints, evaluations and the end; its steps may span several compiled calls)."""
+    checkpoints, evaluations and the end; its steps may span several compiled calls). The per-step values are added
+    in step order (float64), so a row is the same however its steps were split into calls."""
 
     def __init__(self):
         self.sums, self.steps, self.seconds = {}, 0, 0.0
 
-    def add(self, sums, steps, seconds):
-        self.sums = {k: self.sums.get(k, 0.0) + v for k, v in sums.items()}
-        self.steps, self.seconds = self.steps + steps, self.seconds + seconds
+    def add(self, steps, seconds):
+        """`steps`: one call's per-step sums (run_steps), in order; `seconds`: the call's wall time."""
+        for sums in steps:
+            self.sums = {k: self.sums.get(k, 0.0) + v for k, v in sums.items()}
+        self.steps, self.seconds = self.steps + len(steps), self.seconds + seconds
 
     def metrics(self, seq_length, batch, learning_rate, flops_per_example, peak_flops):
         """The row: metrics_from_sums plus learning rate, mean grad norm and throughput of the calls (`batch`: the
@@ -477,7 +485,8 @@ def phase_loop(config: PretrainConfig, setup, model, optimizer, step):
         one, setup.model_config, one.train_data, batch.global_batch, True, skip_global_batches=step - first,
         counts=counts, known_counts=(list(sizes), known))))  # positioned, not skipped
     loop = make_train_loop(setup.strategy, make_train_step(
-        model, optimizer, batch.global_batch, setup.jit, batch.accumulation_steps), SUM_KEYS)
+        model, optimizer, batch.global_batch, setup.jit, batch.accumulation_steps), SUM_KEYS,
+        per_step=config.steps_per_loop)  # LoopLength's cap: no call runs more steps
     if config.phases:
         print(f"phase {phase.seq_length}:{phase.fraction:g}: steps {first + 1}..{end} at sequence length "
               f"{phase.seq_length}, global batch {batch.global_batch}", flush=True)
@@ -540,11 +549,11 @@ def train(config: PretrainConfig, setup, model, optimizer, schedule, manager, st
         try:
             while True:
                 progress.doing(f"steps {step + 1}..{step + num_steps} running")
-                sums, seconds = run_steps(current.loop, current.iterator, num_steps, training, clock)
+                per_step, seconds = run_steps(current.loop, current.iterator, num_steps, training, clock)
                 watchdog.beat()
                 stop.at_once = None  # trained: from now on a signal saves first
                 lengths.record(num_steps, seconds)
-                error = non_finite(sums, step + 1, step + num_steps, manager)
+                error = non_finite(per_step, step + 1, manager)
                 if error:
                     print(error, file=sys.stderr, flush=True)
                     return result(config, "non-finite", step, manager, rows, exit_code=exit_codes.NON_FINITE)
@@ -553,7 +562,7 @@ def train(config: PretrainConfig, setup, model, optimizer, schedule, manager, st
                     config, undecided = decide_hours(config, setup, schedule, step, seconds / num_steps), False
                     progress.total_steps, current.end = config.num_train_steps, config.num_train_steps  # one phase
                 progress.advanced(step)
-                row.add(sums, num_steps, seconds)
+                row.add(per_step, seconds)
                 done = step >= config.num_train_steps
                 metrics = row.metrics(current.phase.seq_length, current.batch, float(schedule(step - 1)),
                                       current.flops_per_example, setup.peak_flops)  # (before a phase switch)

@@ -13,12 +13,15 @@ from albert_tf import cli
 from albert_tf.training import pretraining
 
 
-def per_step_reduction_loop(strategy, step_fn, sum_keys):
+def per_step_reduction_loop(strategy, step_fn, sum_keys, per_step=None):
     def loop(iterator, num_steps, *args):
-        sums = {k: tf.constant(0.0) for k in sum_keys}
-        for _ in tf.range(num_steps):
+        sums = {k: tf.zeros([per_step] if per_step else []) for k in sum_keys}
+        for index in tf.range(num_steps):
             per_replica = strategy.run(step_fn, args=(next(iterator), *args))
-            sums = {k: sums[k] + strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
+            reduced = {k: strategy.reduce("sum", per_replica[k], axis=None) for k in sum_keys}
+            if per_step:
+                reduced = {k: tf.where(tf.range(per_step) == index, v, 0.0) for k, v in reduced.items()}
+            sums = {k: sums[k] + reduced[k] for k in sum_keys}
         return sums
     return tf.function(loop)
 
