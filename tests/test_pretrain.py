@@ -595,11 +595,17 @@ def test_truncated_records_are_refused_before_anything_is_written(pretrain_data,
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
 
 
+def file_bytes(directory):
+    """{path under `directory`: its bytes} for every file below it."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
 @pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
 def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, eval_run, capsys):
     directory, first = eval_run  # 4 steps, evaluated
     assert first.status == "done" and first.metrics and first.eval_metrics
     written = (directory / "model" / "metrics.jsonl").read_text()
+    files = file_bytes(directory / "model")
     capsys.readouterr()
     result = albert_tf.pretrain(eval_run_config(pretrain_data, directory))
     assert (result.status, result.step, result.exit_code) == ("complete", 4, 0)
@@ -608,6 +614,8 @@ def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, eval_run, c
     out = capsys.readouterr().out
     assert "already complete at step 4" in out and "train step" not in out
     assert (directory / "model" / "metrics.jsonl").read_text() == written  # no row added
+    after = file_bytes(directory / "model")  # nothing written (eval_run's other tests read the same files)
+    assert sorted(after) == sorted(files) and [name for name in files if after[name] != files[name]] == []
 
 
 def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(pretrain_data, tmp_path, capsys):
