@@ -44,7 +44,7 @@ _LAZY = {
     "AlbertSpanQA": "albert_tf.modeling.span_qa",
     "AlbertMultipleChoice": "albert_tf.modeling.multiple_choice",
     "AlbertPreprocessor": "albert_tf.modeling.preprocessor",
-    "export_task_model": "albert_tf.tasks.export",
+    "export_task_model": "albert_tf.tasks.task_model_export",
     **jobs.public_names(),  # every job's call, config and result: albert_tf.pretrain(PretrainConfig(...)), ...
 }
 

@@ -307,7 +307,7 @@ def prepare_export(workdir, config_path, seq_length, vocab_size, seed, dtype="fl
     trained on generated text, a pretrained-model directory of random weights with config_path's sizes (its
     vocab_size replaced by the vocabulary's) and its `albert-tf export --dtype DTYPE` at `seq_length` without
     warm-up records. Returns (export path, spm path, model config path, export bytes)."""
-    from albert_tf.serving.export import export_encoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder_export import export_encoder  # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.data.vocab import train_vocab  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.pretrainer import AlbertPretrainer  # pylint: disable=import-outside-toplevel
@@ -319,7 +319,7 @@ def prepare_export(workdir, config_path, seq_length, vocab_size, seed, dtype="fl
         f.write("\n".join(make_texts(20000, seed)) + "\n")
         f.write("\n".join(" ".join(rng.choice(sum(_WORDS.values(), [])) + str(i) for i in range(12))
                           for _ in range(2000)) + "\n")  # enough distinct strings for a few thousand pieces
-    spm = train_vocab(corpus, os.path.join(workdir, "spm"), vocab_size=vocab_size)["model"]
+    spm = train_vocab(corpus, os.path.join(workdir, "spm"), vocab_size=vocab_size).model
     config = AlbertConfig.from_json_file(config_path).to_dict()
     config["vocab_size"] = AlbertTokenizer(spm).vocab_size
     model_config = os.path.join(workdir, "model_config.json")

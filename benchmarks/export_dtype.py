@@ -52,7 +52,7 @@ def main(args):
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.serving.export import export_encoder  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder_export import export_encoder  # pylint: disable=import-outside-toplevel
 
     sentences = read_sentences(args.text, args.sentences)
     outputs = {}

@@ -91,7 +91,7 @@ def main():
         builtin_corpus.write_builtin_corpus(corpus)
         spm = os.path.join(work, "spm.model")
         if not os.path.exists(spm):  # a re-run in the same work dir reuses it
-            spm = train_vocab(corpus, os.path.join(work, "spm"), vocab_size=2000)["model"]
+            spm = train_vocab(corpus, os.path.join(work, "spm"), vocab_size=2000).model
         config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
             vocab_size=AlbertTokenizer(spm).vocab_size, **({} if args.tiny else task["config"]))
     results = {name: [] for name, *_ in arms}

@@ -50,7 +50,7 @@ def main():
     sizes = write_document_task(os.path.join(work, "task"), seed=12345)
     corpus = os.path.join(work, "corpus.txt")
     write_builtin_corpus(corpus)
-    spm = train_vocab(corpus, os.path.join(work, "spm"), vocab_size=2000)["model"]
+    spm = train_vocab(corpus, os.path.join(work, "spm"), vocab_size=2000).model
     config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
         vocab_size=AlbertTokenizer(spm).vocab_size)
     print(f"task: {sizes['train']} train / {sizes['dev']} dev sentences", flush=True)

@@ -55,12 +55,12 @@ def child(mode, corpus, prefix, vocab_size):
         spm.SentencePieceTrainer.train = lambda **kw: train(**dict(kw, max_sentence_length=vocab.LINE_LIMIT))
     start = time.time()
     try:
-        stats = vocab.train_vocab(corpus, prefix, vocab_size=vocab_size,
-                                  line_limit=vocab.LINE_LIMIT if mode == "split" else 1 << 40)
+        result = vocab.train_vocab(corpus, prefix, vocab_size=vocab_size,
+                                   line_limit=vocab.LINE_LIMIT if mode == "split" else 1 << 40)
     except ValueError as e:  # e.g. drop: too little text left for the vocabulary size
         print(json.dumps({"error": str(e)}))
         return
-    print(json.dumps({"seconds": time.time() - start, "split_lines": stats["split_lines"]}))
+    print(json.dumps({"seconds": time.time() - start, "split_lines": result.stats["split_lines"]}))
 
 
 def run_child(mode, corpus, prefix, vocab_size):

@@ -23,6 +23,10 @@ ZONE_VERSIONS = {
     "us-central2-b": ("tpu-vm-tf-2.16.1-pod-pjrt", "tpu-vm-tf-2.17.1-pod-pjrt", "tpu-vm-tf-2.18.0-pjrt-v5p-and-below",
                       "tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below", "tpu-vm-tf-2.19.0-pod-pjrt-v5p-and-below",
                       "tpu-vm-tf-2.19.0-pod-pjrt-v5e-and-v6", *BASE),
+    # v5p: its own suffix and an unsuffixed image at 2.18, a newer one for v5e only, one too new
+    "us-east5-a": ("tpu-vm-tf-2.17.1-pod-pjrt", "tpu-vm-tf-2.18.0-pjrt", "tpu-vm-tf-2.18.0-pjrt-v5p-and-below",
+                   "tpu-vm-tf-2.18.0-pod-pjrt", "tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below",
+                   "tpu-vm-tf-2.19.0-pod-pjrt-v5e-and-v6", "tpu-vm-tf-2.21.0-pjrt", *BASE),
     # nothing TensorFlow 2.18 to 2.20 (an old zone)
     "us-central1-b": ("tpu-vm-tf-2.16.1-pjrt", "tpu-vm-tf-2.17.0-pod-pjrt", "tpu-vm-tf-2.17.1-pjrt", *BASE),
 }

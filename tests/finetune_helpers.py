@@ -91,34 +91,6 @@ def write_squad_answer_words(directory, version="1.1", num_train=384, num_dev=96
     return directory
 
 
-def write_squad(directory, version_2=False, num_train=24, num_dev=12, seed=0):
-    """train-/dev-v1.1.json (or v2.0) holding generated paragraphs: "Which word is about X?" answered by the cue
-    word of X's set (v2: every third question asks about a set the paragraph lacks: unanswerable). Returns the
-    directory."""
-    rng = random.Random(seed)
-    os.makedirs(directory, exist_ok=True)
-    version = "v2.0" if version_2 else "v1.1"
-    for split, n in (("train", num_train), ("dev", num_dev)):
-        paragraphs = []
-        for i in range(n):
-            label = rng.randint(0, 1)
-            context = " ".join(cue_sentence(rng, label) for _ in range(rng.randint(1, 3)))
-            cue = next(w for w in context.lower().replace(".", " ").split() if w in CUES[label])
-            start = context.lower().index(cue)
-            qa = {"id": f"{split}{i}", "question": f"Which word is about {('nature', 'computing')[label]}?",
-                  "answers": [{"text": context[start:start + len(cue)], "answer_start": start}]}
-            if version_2:
-                qa["is_impossible"] = i % 3 == 2
-                if qa["is_impossible"]:
-                    qa["question"] = f"Which word is about {('computing', 'nature')[label]}?"
-                    qa["answers"] = []
-            paragraphs.append({"context": context, "qas": [qa]})
-        data = {"version": version, "data": [{"title": "generated", "paragraphs": paragraphs}]}
-        with open(os.path.join(directory, f"{split}-{version}.json"), "w", encoding="utf-8") as f:
-            json.dump(data, f)
-    return directory
-
-
 def write_race_answer_words(directory, num_files=48, num_dev_files=16, questions_per_file=2, seed=0):
     """RACE's layout (train|dev|test/{middle,high}/N.txt, one JSON object a file) of the generated answer-word
     task: the article holds one answer word per question, the right option is that word, the three others are
@@ -144,23 +116,4 @@ def write_race_answer_words(directory, num_files=48, num_dev_files=16, questions
                 json.dump({"id": f"{level}{i}.txt", "article": article,
                            "questions": ["Which of these words is in the passage?"] * questions_per_file,
                            "options": options, "answers": letters}, f)
-    return directory
-
-
-def write_race(directory, num_train=16, num_dev=8, seed=0):
-    """RACE's layout (RACE/{train,dev}/{middle,high}/N.txt): an article of cue sentences, "The text is about _."
-    with options the four cue sets' words (the right one from the article's set). Returns the directory."""
-    rng = random.Random(seed)
-    for split, n in (("train", num_train), ("dev", num_dev)):
-        for level in ("middle", "high"):
-            folder = os.path.join(directory, "RACE", split, level)
-            os.makedirs(folder, exist_ok=True)
-            for i in range(n // 2):
-                label = rng.randint(0, 1)
-                options = ["nature", "computing", "music", "history"]
-                article = " ".join(cue_sentence(rng, label) for _ in range(rng.randint(2, 4)))
-                data = {"article": article, "questions": ["The text is about _.", "What is it about?"],
-                        "options": [options, options], "answers": ["AB"[label]] * 2, "id": f"{level}{i}.txt"}
-                with open(os.path.join(folder, f"{i}.txt"), "w", encoding="utf-8") as f:
-                    json.dump(data, f)
     return directory

@@ -1,12 +1,16 @@
 """The documentation holds together: every relative link in the Markdown files resolves (file and #anchor), README.md
-stays short and links every usage page, docs/README.md indexes every page, and no user-facing page carries a
-development log (commit hashes, dates, issue numbers)."""
+stays short and links every usage page, docs/README.md indexes every page, no user-facing page carries a
+development log (commit hashes, dates, issue numbers), and the docstring of each package of albert_tf/ names each of
+its modules (read with `ast`, nothing imported)."""
+import ast
 import os
 import re
 import sys
 
 import pytest
 
+from albert_tf.cloud import images
+from albert_tf.runtime import devices
 from helpers import REPO
 
 USAGE_PAGES = ("data.md", "pretraining.md", "tpu.md", "fine-tuning.md", "serving.md", "planning.md",
@@ -14,6 +18,8 @@ USAGE_PAGES = ("data.md", "pretraining.md", "tpu.md", "fine-tuning.md", "serving
 README_MAX_LINES = 250
 # Pages a user reads.
 USER_FACING = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs", os.path.join("tpu", "README.md"))
+
+PACKAGE = os.path.join(REPO, "albert_tf")
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")
@@ -162,3 +168,66 @@ def test_the_development_log_pattern():
     for text in ('preds.answers["56ddde6b9a695914005b9628"]', "tensorflow/serving#2267", "U+1CCD6", "1.33e-5",
                  "2,325 GiB", "v3-512", "the issues page"):
         assert not _HISTORY.search(text), text
+
+
+_IMAGE_NAME = re.compile(r"\btpu-vm-tf-\d+\.\d+\.\d+[a-z0-9-]*")
+TPU_PAGES = (os.path.join("tpu", "README.md"), os.path.join("docs", "tpu.md"))
+
+
+@pytest.mark.parametrize("page", TPU_PAGES)
+def test_the_tpu_pages_name_no_image_the_package_would_not_pick(page):
+    """A TensorFlow image the runbook names carries a release the keeper picks from (images.TPU_TENSORFLOW): an older
+    default left in a page is stale."""
+    named = sorted({m.rstrip("-") for m in _IMAGE_NAME.findall(_read(page))})
+    assert named, page
+    outside = [n for n in named if devices.parse_image(n) is None or not images.in_range(devices.parse_image(n))]
+    assert not outside, f"{page} names images outside TensorFlow {images.TPU_TENSORFLOW}: {outside}"
+
+
+def test_the_runbook_names_every_fixed_default_image():
+    """tpu/README.md names the image create_tpu.sh takes for one host and for a pod of each supported generation."""
+    text = _read(os.path.join("tpu", "README.md"))
+    defaults = {images.default_image(hosts, g) for g in devices.SUPPORTED for hosts in (1, 2)}
+    assert not [d for d in sorted(defaults) if f"`{d}`" not in text]
+
+
+# The names a line of a package's module list starts with: "    name   what it holds", "    a, b, c   ...", "    sub/".
+_LISTED = re.compile(r"^\s+((?:[\w/]+, )*[\w/]+)(?=\s|$)")
+
+
+def unnamed_modules(package_dir, dotted):
+    """The modules and subpackages of the package at `package_dir` (import path `dotted`) that its docstring does not
+    name: neither at the start of one of its indented lines (alone or in a list "a, b, c"; a subpackage as "sub/")
+    nor as DOTTED.NAME."""
+    with open(os.path.join(package_dir, "__init__.py"), encoding="utf-8") as f:
+        docstring = ast.get_docstring(ast.parse(f.read()), clean=False) or ""
+    listed = {name.rstrip("/") for line in docstring.splitlines() for match in [_LISTED.match(line)] if match
+              for name in match.group(1).split(", ")}
+    modules = sorted(n[:-3] for n in os.listdir(package_dir) if n.endswith(".py") and n != "__init__.py")
+    modules += sorted(n for n in os.listdir(package_dir)
+                      if os.path.isfile(os.path.join(package_dir, n, "__init__.py")))
+    return [m for m in modules if m not in listed and not re.search(rf"\b{re.escape(dotted)}\.{m}\b", docstring)]
+
+
+def _packages():
+    """(directory, import path) of every package below albert_tf/ (the top package's docstring is the public API;
+    README's code map lists its modules)."""
+    return [(folder, os.path.relpath(folder, REPO).replace(os.sep, "."))
+            for folder, dirs, files in os.walk(PACKAGE) if folder != PACKAGE and "__init__.py" in files
+            and not dirs.sort()]
+
+
+@pytest.mark.parametrize("package_dir, dotted", _packages(), ids=[dotted for _, dotted in _packages()])
+def test_a_packages_docstring_names_its_modules(package_dir, dotted):
+    missing = unnamed_modules(package_dir, dotted)
+    assert not missing, f"{dotted}'s docstring does not name {missing}"
+
+
+def test_an_unnamed_module_is_found(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "__init__.py").write_text("")
+    for name in ("listed", "in_a_list", "dotted", "only_in_prose"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "__init__.py").write_text('"""A package.\n\n    listed    one\n    in_a_list, other   two\n'
+                                          '    sub/      three\n\nSee pkg.dotted; only_in_prose is not listed."""\n')
+    assert unnamed_modules(str(tmp_path), "pkg") == ["only_in_prose"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import helpers
-from albert_tf.serving.export import export_encoder
+from albert_tf.serving.encoder_export import export_encoder
 from albert_tf.serving.saved_model import WARMUP_FILE
 from albert_tf.serving.signatures import OUTPUT_NAMES
 from albert_tf.cli import main as cli_main
@@ -146,7 +146,7 @@ def test_bfloat16_export_is_near_the_float32_export(model_dirs, exported, tmp_pa
 
 def test_auto_dtype_is_the_faster_on_this_machine(model_dirs, monkeypatch, tmp_path):
     """--dtype auto on a CPU: the dtype whose probe rate is higher; an explicit dtype is kept; a bad one named."""
-    from albert_tf.serving.export import export_dtype  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving.encoder_export import export_dtype  # pylint: disable=import-outside-toplevel
     from albert_tf.runtime.precision import AUTO_ENV  # pylint: disable=import-outside-toplevel
 
     monkeypatch.delenv(AUTO_ENV, raising=False)  # the suite pins auto to float32 (tests/conftest.py)

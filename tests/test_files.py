@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder, files
 from albert_tf.checkpoints import pretrained
-from albert_tf.serving.export import export_encoder
+from albert_tf.serving.encoder_export import export_encoder
 from albert_tf.serving.saved_model import TASK_CONFIG_ASSET, write_task_export
 from albert_tf.text import AlbertTokenizer
 from helpers import REPO, SMALL

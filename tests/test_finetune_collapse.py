@@ -64,24 +64,26 @@ def test_auto_keeps_float32_for_the_original_optimizer_and_never_changes_an_expl
 @pytest.mark.slow
 def test_the_default_optimizer_does_not_collapse_where_the_original_does(tmp_path, capsys, builtin_spm_model):
     """The collapse of docs/fine-tuning-quality.md ("Collapse"), through `albert_tf.finetune` in float32: the
-    few-label task, a 4-layer 256-wide random init (seed 0), 15 epochs of 16 steps at lr 1e-3, seed 0. With the
-    original's AdamWeightDecay the run ends predicting one class (here: 0.62 after the first epoch, then the
-    majority-class rate for good, reported as a collapse; at 3e-4 the same happens in some seeds only, and which
-    ones depends on the last bit of the arithmetic); with the default optimizer (bias-corrected), from the same init
-    on the same batches, it does not collapse and ends above 0.78 (0.84 and 0.83 in seeds 0 and 1 here)."""
+    few-label task, a 4-layer 256-wide random init (seed 2), 8 epochs of 16 steps at lr 1e-3 (a warm-up of 24
+    steps, as the benchmark's 15 epochs have), seed 2. With the original's AdamWeightDecay the run ends predicting
+    one class (here: 0.58 after the first epoch, then the majority-class rate for good, reported as a collapse;
+    seeds 0 and 1 never leave the majority-class rate, and which seeds learn first depends on the last bit of the
+    arithmetic); with the default optimizer (bias-corrected), from the same init on the same batches, it does not
+    collapse and ends above 0.78 (0.80 in seeds 0, 1 and 2 here)."""
     import albert_tf  # pylint: disable=import-outside-toplevel
     from albert_tf.data.builtin_corpus import write_few_label_task  # pylint: disable=import-outside-toplevel
 
     data = write_few_label_task(str(tmp_path / "task"))
-    init = fh.save_random_init(str(tmp_path / "init"), builtin_spm_model, seed=0, hidden_size=256,
+    init = fh.save_random_init(str(tmp_path / "init"), builtin_spm_model, seed=2, hidden_size=256,
                                intermediate_size=1024, embedding_size=128)
     runs = {}
     for optimizer in ("adamw-original", None):
         output = tmp_path / f"out-{optimizer}"
         settings = {} if optimizer is None else {"optimizer": optimizer}
         albert_tf.finetune(albert_tf.FinetuneConfig(
-            task="sst2", data_dir=data, init=init, output=str(output), epochs=15, batch_size=16, max_seq_length=64,
-            learning_rate=1e-3, warmup_proportion=0.1, classifier_dropout=0.1, seed=0, dtype="float32", **settings))
+            task="sst2", data_dir=data, init=init, output=str(output), epochs=8, batch_size=16, max_seq_length=64,
+            learning_rate=1e-3, warmup_proportion=0.1875, classifier_dropout=0.1, seed=2, dtype="float32",
+            **settings))
         report = json.loads((output / "eval_results.json").read_text())
         history = json.loads((output / "epoch_history.json").read_text())["epochs"]
         record = json.loads((output / "finetune_config.json").read_text())

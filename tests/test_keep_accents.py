@@ -26,9 +26,9 @@ def tokenizer(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp("accents")
     path = directory / "corpus.txt"
     path.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
-    stats = train_vocab(str(path), str(directory / "spm"), vocab_size="auto", keep_accents=request.param,
-                        lower_case=False)
-    return AlbertTokenizer(stats["model"])  # the record decides: cased, and whether accents are kept
+    result = train_vocab(str(path), str(directory / "spm"), vocab_size="auto", keep_accents=request.param,
+                         lower_case=False)
+    return AlbertTokenizer(result.model)  # the record decides: cased, and whether accents are kept
 
 
 def test_the_record_decides_the_normalization(tokenizer):

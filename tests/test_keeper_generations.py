@@ -49,6 +49,10 @@ NEWEST = [
      "queue --accelerator-type=v4-32 --runtime-version=", 4),
     ("v4-8", "us-central2-b", {"reserved": True}, "tpu-vm-tf-2.18.0-pjrt-v5p-and-below",
      "create --accelerator-type=v4-8 --version=", 1),
+    ("v5p-16", "us-east5-a", {}, "tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below",  # queued on demand; not 2.19 for v5e
+     "queue --accelerator-type=v5p-16 --runtime-version=", 2),
+    ("v5p-8", "us-east5-a", {"spot": True}, "tpu-vm-tf-2.18.0-pjrt-v5p-and-below",  # own suffix; not 2.21
+     "queue --accelerator-type=v5p-8 --runtime-version=", 1),
 ]
 NEWER = ("tpu-vm-tf-2.20.0-pjrt", "tpu-vm-tf-2.20.0-pod-pjrt")  # what the zone offers after the first create
 
@@ -77,6 +81,25 @@ def test_the_newest_suitable_image_of_the_zone_is_chosen_once_and_kept(tmp_path,
         assert env["TPU_NAME"] == "local" and env["TF_PLUGGABLE_DEVICE_LIBRARY_PATH"] == "/lib/libtpu.so"
 
 
+@pytest.mark.parametrize("accelerator, zone, pod_of_v4", [
+    ("v4-32", "us-central2-b", True), ("v4-8", "us-central2-b", False), ("v3-32", "europe-west4-a", False),
+    ("v5p-16", "us-east5-a", False)])
+def test_a_v4_pod_slice_is_said_once_to_be_reported_broken_and_made_all_the_same(tmp_path, clock, accelerator, zone,
+                                                                                 pod_of_v4):
+    """One note naming the reports of v4 pods failing on the tf-2.18 and tf-2.19 images (TensorFlow's issues 82208
+    and 93618), then the slice made and the run done as on any generation."""
+    fake = FakeGcloud(clock, zone=zone)
+    result, notes, calls = keep(fake, tmp_path, type=accelerator, spot=True)
+    assert result.exit_code == exit_codes.DONE, notes[-3:]
+    assert f"queue --accelerator-type={accelerator} --runtime-version=" in " ".join(calls)
+    said = [note for note in notes if "reported broken" in note]
+    if not pod_of_v4:
+        assert not said
+        return
+    assert len(said) == 1 and said[0].startswith(f"note: {accelerator} is a TPU v4 pod slice (4 hosts)")
+    assert all(f"github.com/tensorflow/tensorflow/issues/{n}" in said[0] for n in (82208, 93618))
+
+
 @pytest.mark.parametrize("accelerator, zone, offered", [
     ("v3-32", "us-central1-b", None),   # only TensorFlow 2.16 and 2.17
     ("v5litepod-16", "us-central1-b", None),
@@ -100,6 +123,7 @@ def test_a_zone_without_a_suitable_image_is_one_line_before_anything_is_made(tmp
     ("v3-32", "europe-west4-a", "tpu-vm-tf-2.17.1-pod-pjrt"),   # an older one, not in the zone's newest
     ("v5litepod-16", "us-west4-a", "tpu-vm-base"),              # a base image: not TensorFlow's, passes
     ("v4-32", "us-central2-b", "tpu-vm-tf-2.18.0-pod-pjrt-v5p-and-below"),
+    ("v5p-16", "us-east5-a", "tpu-vm-tf-2.18.0-pod-pjrt"),            # unsuffixed, not the zone's own-suffix choice
 ])
 def test_image_forces_one_and_the_zone_is_not_asked(tmp_path, clock, accelerator, zone, image):
     fake = FakeGcloud(clock, zone=zone)

@@ -17,7 +17,7 @@ The layers, top to bottom (a package may import only from layers below its own, 
     files, layout, messages                local / gs:// file access; run-directory names; the message prefix
 
 checkpoints sits above serving because it loads encoders from exports (`load_encoder`), which serving writes; the
-export driver (serving/export.py) reads a model dir's config through `albert_tf.config`. The one upward arrow
+export driver (serving/encoder_export.py) reads a model dir's config through `albert_tf.config`. The one upward arrow
 allowed is modeling → checkpoints: `from_pretrained` / `save_pretrained` (modeling/base.py, modeling/task_model.py),
 through checkpoints.handles and checkpoints.pretrained, which import no modeling code. Reading the package
 root's `__version__` is no arrow (Python runs albert_tf/__init__.py before any of its modules).

@@ -417,3 +417,21 @@ def test_the_paper_run_on_every_generation(cli, topology, devices_, hosts, unit,
     command = text.rstrip().splitlines()[-1]
     assert command.startswith("  albert-tf pretrain --recipe paper_v2 --config albert_xxlarge")
     assert ("--remat" in command) == remat and (f"--gradient-accumulation-steps {steps}" in command) == (steps > 1)
+
+
+# The public reports of v4 pods failing on the tf-2.18 and tf-2.19 images, as issue threads of TensorFlow.
+V4_POD_REPORTS = ("github.com/tensorflow/tensorflow/issues/82208", "github.com/tensorflow/tensorflow/issues/93618")
+
+
+@pytest.mark.parametrize("topology, pod_of_v4", [("v4-128", True), ("v4-16", True), ("v4-8", False),
+                                                 ("v3-512", False), ("v5p-128", False), ("v5litepod-256", False)])
+def test_a_v4_pod_slice_is_planned_with_one_line_naming_the_reports_of_broken_v4_pods(cli, topology, pod_of_v4):
+    """A note, not a refusal: the plan is printed as for any slice, after one line naming both reports."""
+    code, out, _ = cli("plan", "--config", "albert_base", "--topology", topology, "--recipe", "paper_v2")
+    assert code == 0 and out.rstrip().splitlines()[-1].startswith("  albert-tf pretrain ")
+    noted = [line for line in out.splitlines() if line.startswith("note:")]
+    if not pod_of_v4:
+        assert not noted
+        return
+    assert len(noted) == 1 and out.startswith(f"note: {topology} is a TPU v4 pod slice (")
+    assert all(report in noted[0] for report in V4_POD_REPORTS) and "tf-2.18" in noted[0] and "tf-2.19" in noted[0]

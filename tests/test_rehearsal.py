@@ -68,10 +68,10 @@ def test_a_v4_shaped_host_lost_mid_run_ends_the_others_with_76_and_the_relaunch_
     relaunch of both workers resumes from the last checkpoint and finishes. Saves come every second by the clock
     and every 20 steps: the first is the clock's (after the first call, which compiles), and the second comes by
     step 20 however fast the machine, so the kill lands mid-run (by step 20 plus the steps of about a second, of
-    80) without a run of hundreds of steps to outlast a clock on a fast machine."""
+    160) without a run of thousands of steps to outlast a clock on a fast machine."""
     for f in range(FILES):
         ph.write_records(str(tmp_path / f"train-{f}.tfrecord"), 64, SEQ, PRED, seed=f)
-    save_secs, save_steps, steps = 1, 20, 80
+    save_secs, save_steps, steps = 1, 20, 160
     args = ["--config", write_config(tmp_path), "--train-data", str(tmp_path / "train-*"), "--max-seq-length", SEQ,
             "--max-predictions", PRED, "--batch-size", 8, "--num-train-steps", steps, "--num-warmup-steps", 2,
             "--steps-per-loop", 10, "--save-checkpoints-steps", save_steps, "--save-checkpoints-secs", save_secs,

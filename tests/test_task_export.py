@@ -1,5 +1,6 @@
-"""The raw-text SQuAD and RACE SavedModels (albert_tf.tasks.squad.export, tasks.race.export), loaded in a fresh
-process (TensorFlow and TF Text only), answer as the in-process Keras model + the Python featurizer and post-processing (albert_tf.tasks) do."""
+"""The raw-text SQuAD and RACE SavedModels (albert_tf.tasks.squad.squad_export, tasks.race.race_export), loaded in a
+fresh process (TensorFlow and TF Text only), answer as the in-process Keras model + the Python featurizer and
+post-processing (albert_tf.tasks) do."""
 import json
 import os
 import random
@@ -9,10 +10,10 @@ import pytest
 
 import helpers
 from albert_tf.serving.saved_model import TASK_CONFIG_ASSET
-from albert_tf.tasks.race.export import export_race
+from albert_tf.tasks.race.race_export import export_race
 from albert_tf.tasks.race.finetune import race_dataset
 from albert_tf.tasks.race.in_graph import race_inputs
-from albert_tf.tasks.squad.export import export_squad
+from albert_tf.tasks.squad.squad_export import export_squad
 from albert_tf.tasks.squad.in_graph import featurize_squad, squad_answers, squad_windows
 from albert_tf.text import in_graph
 from albert_tf.tasks import race, squad
@@ -397,56 +398,3 @@ def test_race_export_equals_keras_model_in_a_fresh_process(tokenizer, race_expor
     np.testing.assert_allclose(served["tf1"]["probabilities"], probabilities, atol=1e-5, rtol=0)
     ops = helpers.op_types(path)
     assert not helpers.unregistered_ops(ops), f"ops a TF Serving build may lack: {helpers.unregistered_ops(ops)}"
-
-
-# ------------------------------------------------------------------------------------ albert-tf finetune
-@pytest.mark.slow
-@pytest.mark.parametrize("task", ["squad1", "squad2", "race"])
-def test_finetune_writes_the_task_export(task, tmp_path, tiny_spm_model):
-    """finetune --task squad1|squad2|race writes OUT/export/1; its answers to the dev set score what
-    eval_results.json says (v2: at the dev threshold it stored)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (its ops)
-
-    import finetune_helpers as fh  # pylint: disable=import-outside-toplevel
-
-    init = fh.save_random_init(str(tmp_path / "init"), tiny_spm_model)
-    data = fh.write_race(str(tmp_path / "data")) if task == "race" else \
-        fh.write_squad(str(tmp_path / "data"), version_2=task == "squad2")
-    out = tmp_path / "out"
-    helpers.run_cli("finetune", ["--task", task, "--data-dir", data, "--init", init, "--output", out, "--epochs", 1,
-                                 "--batch-size", 8, "--max-seq-length", SEQ, "--learning-rate", 1e-3, "--seed", 1])
-    results = json.loads((out / "eval_results.json").read_text())["dev"]
-    path = str(out / "export" / "1")
-    config = json.loads(open(os.path.join(path, "assets.extra", TASK_CONFIG_ASSET)).read())
-    model = tf.saved_model.load(path).signatures["serving_default"]
-    if task == "race":
-        examples = race.read_examples(data, "dev")
-        got = model(article=tf.constant([e.article for e in examples]),
-                    question=tf.constant([e.question for e in examples]),
-                    options=tf.constant([list(e.options) for e in examples]))
-        assert race.compute_metrics(got["label"].numpy(), examples)["accuracy"] == pytest.approx(
-            results["accuracy"])
-        assert config["max_qa_length"] == SEQ // 2
-        return
-    version = "v2.0" if task == "squad2" else "v1.1"
-    examples = squad.read_examples(os.path.join(data, f"dev-{version}.json"), version_2_with_negative=task == "squad2")
-    question, context = tf.constant([e.question for e in examples]), tf.constant([e.context for e in examples])
-    got = model(question=question, context=context)
-    answers = [a.decode("utf-8") for a in got["answer"].numpy()]
-    assert (config["doc_stride"], config["max_query_length"]) == (SEQ // 2, SEQ // 2 - 4)
-    # the export holds the best epoch's model: Python post-processing of its logits scores eval_results.json
-    windows = tf.saved_model.load(path).signatures["windows"](question=question, context=context)
-    features = squad.featurize(examples, AlbertTokenizer(tiny_spm_model), max_seq_length=SEQ, doc_stride=SEQ // 2,
-                               max_query_length=SEQ // 2 - 4)
-    threshold = config["null_score_diff_threshold"]
-    want = squad.postprocess(examples, features, windows["start_logits"].numpy(), windows["end_logits"].numpy(),
-                             version_2_with_negative=task == "squad2", null_score_diff_threshold=threshold)
-    assert answers == [want.answers[e.qas_id] for e in examples]
-    if task == "squad1":
-        assert squad.evaluate(examples, want.answers)["f1"] == pytest.approx(results["f1"])
-    else:  # the threshold is the dev set's best_f1_thresh
-        assert threshold == results["best_f1_thresh"]
-        scores = squad.evaluate(examples, want.best_span_answers, na_probs=want.null_score_diff, na_prob_thresh=0.0,
-                                version_2_with_negative=True)
-        assert scores["best_f1"] == pytest.approx(results["best_f1"])

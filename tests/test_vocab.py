@@ -87,14 +87,14 @@ def test_trained_model_python_equals_in_graph(cli_model):
 def test_same_seed_same_bytes(corpus_dir, tmp_path):
     outputs = []
     for run in range(2):
-        stats = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / f"run{run}"), vocab_size=120,
-                            max_sentences=300, seed=5)
-        assert stats["sampled"] == 300
-        outputs.append([pathlib.Path(stats[k]).read_bytes() for k in ("model", "vocab")])
+        result = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / f"run{run}"), vocab_size=120,
+                             max_sentences=300, seed=5)
+        assert result.stats["sampled"] == 300
+        outputs.append([pathlib.Path(path).read_bytes() for path in (result.model, result.vocab)])
     assert outputs[0] == outputs[1]
     other = train_vocab(str(corpus_dir / "part-*.txt"), str(tmp_path / "other"), vocab_size=120,
                         max_sentences=300, seed=6)
-    assert pathlib.Path(other["model"]).read_bytes() != outputs[0][0]  # a different sample
+    assert pathlib.Path(other.model).read_bytes() != outputs[0][0]  # a different sample
 
 
 def test_vocab_file_matches_sentencepiece_writer(tiny_spm_model):
@@ -106,8 +106,8 @@ def test_vocab_file_matches_sentencepiece_writer(tiny_spm_model):
 
 
 def test_cased_vocab_keeps_uppercase(corpus_dir, tmp_path):
-    stats = train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "cased"), vocab_size=120, lower_case=False)
-    with open(stats["vocab"], encoding="utf-8") as f:
+    result = train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "cased"), vocab_size=120, lower_case=False)
+    with open(result.vocab, encoding="utf-8") as f:
         pieces = [line.split("\t")[0] for line in f]
     assert any(ch.isupper() for piece in pieces for ch in piece)  # sentences start with a capital
 
@@ -181,14 +181,14 @@ def test_tf_io_gfile_paths_in_and_out(corpus_dir):
 
     tf.io.gfile.makedirs("ram://vocab_in")
     tf.io.gfile.copy(str(corpus_dir / "part-0.txt"), "ram://vocab_in/part-0.txt", overwrite=True)
-    stats = train_vocab("ram://vocab_in/*.txt", "ram://vocab_out/spm", vocab_size=120)
-    assert stats["files"] == ["ram://vocab_in/part-0.txt"]
+    result = train_vocab("ram://vocab_in/*.txt", "ram://vocab_out/spm", vocab_size=120)
+    assert result.stats["files"] == ["ram://vocab_in/part-0.txt"]
     assert sorted(tf.io.gfile.listdir("ram://vocab_out")) == ["spm.casing.json", "spm.model", "spm.vocab"]
     local = train_vocab(str(corpus_dir / "part-0.txt"), str(corpus_dir.parent / "local_spm"), vocab_size=120)
-    with tf.io.gfile.GFile("ram://vocab_out/spm.model", "rb") as f, open(local["model"], "rb") as g:
+    with tf.io.gfile.GFile("ram://vocab_out/spm.model", "rb") as f, open(local.model, "rb") as g:
         assert f.read() == g.read()
     tok = AlbertTokenizer("ram://vocab_out/spm.model")
-    assert tok.encode("the river") == AlbertTokenizer(local["model"]).encode("the river")
+    assert tok.encode("the river") == AlbertTokenizer(local.model).encode("the river")
     with pytest.raises(FileNotFoundError, match="SentencePiece model ram://vocab_out/none.model not found"):
         AlbertTokenizer("ram://vocab_out/none.model")
 
@@ -216,8 +216,8 @@ def test_sampling_memory_does_not_grow_with_the_corpus(tmp_path):
 def test_cased_vocab_is_recorded_and_contradicting_flags_are_refused(corpus_dir, tmp_path):
     """Issue 19 item 6: `vocab --cased` records lower_case false; a flag agreeing with the record, or none, gives
     the record; a contradicting flag names both."""
-    stats = train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "cased"), vocab_size=120, lower_case=False)
-    assert stats["casing"] == str(tmp_path / "cased.casing.json") and read_casing(stats["model"]) is False
+    result = train_vocab(str(corpus_dir / "part-0.txt"), str(tmp_path / "cased"), vocab_size=120, lower_case=False)
+    assert result.casing == str(tmp_path / "cased.casing.json") and read_casing(result.model) is False
     assert read_casing(str(tmp_path / "absent.model")) is None
     assert [resolve_lower_case(False, flag, "X") for flag in (None, True)] == [False, False]
     assert [resolve_lower_case(None, flag, "X") for flag in (None, True, False)] == [True, False, True]
@@ -277,9 +277,9 @@ def test_vocab_size_auto_fits_a_chinese_corpus(tmp_path):
     sample, _ = sample_sentences([str(corpus)], 10_000)
     needed = _spm_required_pieces(sample)
     assert required_characters(sample) + RESERVED_IDS == needed > 2000
-    stats = train_vocab(str(corpus), str(tmp_path / "auto"), vocab_size="auto")
-    assert stats["auto"] >= needed * 1.25 and stats["auto"] % 1000 == 0
-    assert AlbertTokenizer(stats["model"]).vocab_size >= needed
+    result = train_vocab(str(corpus), str(tmp_path / "auto"), vocab_size="auto")
+    assert result.stats["auto"] >= needed * 1.25 and result.stats["auto"] % 1000 == 0
+    assert AlbertTokenizer(result.model).vocab_size >= needed
     with pytest.raises(ValueError) as refused:
         train_vocab(str(corpus), str(tmp_path / "small"), vocab_size=1000)
     message = str(refused.value)

@@ -36,11 +36,11 @@ def _vocab_args(corpus, prefix, *more):
 
 def test_the_record_holds_the_models_fingerprint_and_normalization(corpus, tmp_path):
     """Before: the record held only {"lower_case": ...}, nothing tied it to its model."""
-    stats = train_vocab(corpus, str(tmp_path / "spm"), vocab_size=120, keep_accents=True)
-    with open(stats["casing"], encoding="utf-8") as f:
-        assert json.load(f) == {"lower_case": True, "keep_accents": True, "sha256": _sha256(stats["model"])}
-    assert stats["sha256"] == _sha256(stats["model"])
-    assert AlbertTokenizer(stats["model"]).fingerprint == _sha256(stats["model"])
+    result = train_vocab(corpus, str(tmp_path / "spm"), vocab_size=120, keep_accents=True)
+    with open(result.casing, encoding="utf-8") as f:
+        assert json.load(f) == {"lower_case": True, "keep_accents": True, "sha256": _sha256(result.model)}
+    assert result.stats["sha256"] == _sha256(result.model)
+    assert AlbertTokenizer(result.model).fingerprint == _sha256(result.model)
 
 
 def test_vocab_over_an_existing_prefix_needs_overwrite(cli, corpus, tmp_path):
@@ -88,15 +88,15 @@ def test_a_record_of_another_model_is_refused(corpus, tmp_path):
     model, and the tokenizer refuses to guess."""
     first = train_vocab(corpus, str(tmp_path / "a"), vocab_size=120)
     second = train_vocab(corpus, str(tmp_path / "b"), vocab_size=120, seed=9, max_sentences=50)
-    os.replace(second["casing"], first["casing"])
+    os.replace(second.casing, first.casing)
     with pytest.raises(ValueError, match=r"a\.casing\.json belongs to another SentencePiece model"):
-        AlbertTokenizer(first["model"])
+        AlbertTokenizer(first.model)
 
 
 def test_records_and_model_dirs_carry_the_fingerprint(corpus, tmp_path, capsys):
     """create-data's record-count index names the vocabulary it tokenized with; pretrain's model dir gets the
     record with the fingerprint (the TFRecord features are unchanged)."""
-    spm = train_vocab(corpus, str(tmp_path / "spm"), vocab_size=120, lower_case=False)["model"]
+    spm = train_vocab(corpus, str(tmp_path / "spm"), vocab_size=120, lower_case=False).model
     create_pretraining_data(corpus, spm, str(tmp_path / "data" / "train"), progress=False)
     found = record_index.vocabulary_of(record_index.index_path(str(tmp_path / "data" / "train")))
     assert found == {"sha256": _sha256(spm), "lower_case": False, "keep_accents": False}
@@ -113,8 +113,8 @@ def test_pretrain_refuses_records_of_another_vocabulary(corpus, tmp_path):
     """Before: records made with one spm.model trained without complaint under another of the same size."""
     import albert_tf  # pylint: disable=import-outside-toplevel
 
-    first = train_vocab(corpus, str(tmp_path / "a"), vocab_size=120)["model"]
-    other = train_vocab(corpus, str(tmp_path / "b"), vocab_size=120, seed=9, max_sentences=50)["model"]
+    first = train_vocab(corpus, str(tmp_path / "a"), vocab_size=120).model
+    other = train_vocab(corpus, str(tmp_path / "b"), vocab_size=120, seed=9, max_sentences=50).model
     options = dict(max_seq_length=helpers.PRETRAIN_SEQ, max_predictions=helpers.PRETRAIN_PRED)
     create_pretraining_data(corpus, first, str(tmp_path / "data" / "train"), progress=False,
                             options=InstanceOptions(**options))
@@ -150,8 +150,8 @@ def test_shards_copied_without_their_index_are_refused(corpus, tmp_path, cli):
     vocabulary trained with only a note. Now pretrain exits 2 with one line naming the shard and the index it
     lacks, before the model dir gets a file; with the index copied along the records are checked, and the other
     vocabulary's refused."""
-    first = train_vocab(corpus, str(tmp_path / "a"), vocab_size=120)["model"]
-    other = train_vocab(corpus, str(tmp_path / "b"), vocab_size=120, seed=9, max_sentences=50)["model"]
+    first = train_vocab(corpus, str(tmp_path / "a"), vocab_size=120).model
+    other = train_vocab(corpus, str(tmp_path / "b"), vocab_size=120, seed=9, max_sentences=50).model
     options = InstanceOptions(max_seq_length=helpers.PRETRAIN_SEQ, max_predictions=helpers.PRETRAIN_PRED)
     create_pretraining_data(corpus, first, str(tmp_path / "data" / "train"), progress=False, options=options)
     os.makedirs(tmp_path / "copy")

@@ -9,7 +9,8 @@
                   pretrained-model directory
     releases      Google's released weights by name, downloaded, checked and cached
     tensors       checkpoint tensors by name: Google's and Hugging Face's names → our variables
-    export_to     `albert-tf convert --to hf|keras-hub`, through to_hf and to_keras_hub
+    export_to     `albert-tf convert --to hf|keras-hub`
+    to_hf, to_keras_hub   the directories it writes for transformers and for keras-hub
     hf_tokenizer  Hugging Face tokenizer files of a SentencePiece vocabulary, and the vocabulary back from
                   tokenizer.json (no TensorFlow)
 """

@@ -44,7 +44,7 @@ from albert_tf.runtime import leftovers, lock
 from albert_tf.settings.defaults import SEED
 from albert_tf.settings.vocab_config import (  # noqa: F401  (their one home)
     CONTROL_SYMBOLS, DEFAULT_MAX_SENTENCES, DEFAULT_VOCAB_SIZE, LINE_LIMIT, RESERVED_IDS, USER_DEFINED_SYMBOLS,
-    check_vocab_size)
+    VocabResult, check_vocab_size)
 from albert_tf.text import normalize, vocabulary
 
 CHARACTER_COVERAGE = 0.99995
@@ -198,9 +198,11 @@ def train_vocab(input_pattern, output_prefix, vocab_size=DEFAULT_VOCAB_SIZE, low
         own limit is raised to the longest sentence it is given, so none is skipped.
       progress: called with a text as reading and training go (vocab_trainer.Progress prints it), or None.
     Returns:
-      dict: files, lines, sentences, sampled, split_lines, text_bytes, sampled_bytes, longest (see
-        `sample_sentences`), replaced_bytes, replaced_bytes_per_file, model, vocab, casing (paths), vocab_size (the
-        trained model's pieces), auto (the size `auto` asked for, else None).
+      a VocabResult (albert_tf.settings.vocab_config, what `albert_tf.vocab` returns): the paths of model, vocab and
+        casing, vocab_size (the trained model's pieces) and `stats`, a dict: files, lines, sentences, sampled,
+        split_lines, text_bytes, sampled_bytes, longest (see `sample_sentences`), replaced_bytes,
+        replaced_bytes_per_file, model, vocab, casing, vocab_size, auto (the size `auto` asked for, else None),
+        keep_accents, sha256 (the model's fingerprint).
     Raises:
       FileNotFoundError: the glob matches no file.
       ValueError: an output prefix that is a directory or holds a vocabulary (without overwrite), a UTF-16 /
@@ -300,7 +302,7 @@ def _train(files, input_pattern, output_prefix, vocab_size, lower_case, keep_acc
     outputs = write_vocabulary(output_prefix, model.getvalue(), lower_case, keep_accents)
     stats.update(files=files, vocab_size=len(vocab_lines(model.getvalue()).splitlines()), auto=auto,
                  keep_accents=bool(keep_accents), sha256=vocabulary.record.fingerprint(model.getvalue()), **outputs)
-    return stats
+    return VocabResult(stats["model"], stats["vocab"], stats["casing"], stats["vocab_size"], stats)
 
 
 def summary_lines(stats, cased):

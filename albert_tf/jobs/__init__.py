@@ -1,5 +1,9 @@
 """The jobs: one module per `albert-tf` command, each a typed Python call first and a command line second.
 
+The job modules, one per command (the command's spelling has - for _):
+
+    vocab, create_data, pretrain, finetune, convert, plan, export, keep_alive, quickstart
+
 A job module `albert_tf/jobs/NAME.py` holds
 
     name(config)         the Python call: `albert_tf.name(NameConfig(...)) -> NameResult`; bad input raises

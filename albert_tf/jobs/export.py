@@ -1,5 +1,5 @@
-"""`albert-tf export`: a SavedModel for TF Serving that takes raw text (the work: albert_tf/serving/export.py and
-albert_tf/serving/signatures.py).
+"""`albert-tf export`: a SavedModel for TF Serving that takes raw text (the work:
+albert_tf/serving/encoder_export.py and albert_tf/serving/signatures.py).
 
     result = albert_tf.export(albert_tf.ExportConfig(init="work/model", output="work/export"))
     result.path                                     # work/export/1, ready for TF Serving
@@ -30,7 +30,7 @@ def export(config):
     """Exports as `config` (an ExportConfig) says; prints the path written. Returns an ExportResult."""
     preflight(config)
     from albert_tf.checkpoints import handles  # pylint: disable=import-outside-toplevel  (TensorFlow)
-    from albert_tf.serving import export as work  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving import encoder_export as work  # pylint: disable=import-outside-toplevel
 
     files.check_output_dir(config.output, "--output")  # gs:// too, as the run reads them
     if config.spm_model:

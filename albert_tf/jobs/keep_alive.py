@@ -25,7 +25,7 @@ from albert_tf.cloud import decisions, gcloud, images, tpu_node, worker
 from albert_tf.cloud.keeper import LAUNCH_NOTE, Clock, Keeper, Launch, Settings
 from albert_tf.jobs import pretrain as pretrain_job
 from albert_tf.runtime import exit_codes
-from albert_tf.runtime.devices import parse_topology, topology_hosts
+from albert_tf.runtime.devices import parse_topology, pod_note, topology_hosts
 from albert_tf.settings.keeper_config import KeepAliveConfig, KeepAliveResult
 from albert_tf.settings.pretrain_config import PretrainConfig, over_recipe, read_recipe
 
@@ -90,6 +90,8 @@ def keep_alive(config, runner=gcloud.run, clock=None, say=None):
     if config.print_service:
         print(service_unit(config))
         return KeepAliveResult(exit_codes.DONE, "service unit printed", config.state_file)
+    if config.type and (pods := pod_note(parse_topology(config.type))):
+        say(pods)  # a slice of a generation whose pods others report broken: said, not refused
     if config.hang_factor is not None or config.kill_after is not None:
         say("--hang-factor and --kill-after are no longer used: pretrain's own --step-timeout ends a hung run")
     if config.dry_run:

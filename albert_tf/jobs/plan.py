@@ -173,6 +173,8 @@ def plan(config):
                                               "heading": f"a run of about {CPU_RUN_HOURS:g} h on this machine"}
     elif cfg.topology == devices.CPU_TOPOLOGY and not cfg.recipe:
         estimate["note"] = CPU_RECIPE_NOTE
+    elif cfg.topology != devices.CPU_TOPOLOGY and (pods := devices.pod_note(devices.parse_topology(cfg.topology))):
+        estimate["note"] = pods  # a slice of a generation whose pods others report broken
     recommended = None
     option = sized_estimate and sized_estimate["recommended"]
     if option and (len(sized_estimate["phases"]) == 1 or option["keeps_global_batch"]):

@@ -26,22 +26,22 @@ def preflight(config):
 
 def vocab(config):
     """Trains the vocabulary `config` (a VocabConfig) describes; prints progress lines and warnings on stderr, the
-    summary lines on stdout. Returns a VocabResult. Ctrl-C stops the training at once (it runs in a child process),
-    with nothing written."""
+    summary lines on stdout. Returns the driver's VocabResult (data.vocab.train_vocab's). Ctrl-C stops the training
+    at once (it runs in a child process), with nothing written."""
     progress = vocab_trainer.Progress()  # stderr: the sampling's counts, then the trainer's stage
     try:
-        stats = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
-                                           lower_case=not config.cased, max_sentences=config.max_sentences,
-                                           seed=config.seed, keep_accents=config.keep_accents,
-                                           overwrite=config.overwrite, progress=progress)
+        result = vocab_training.train_vocab(config.input, config.output_prefix, vocab_size=config.vocab_size,
+                                            lower_case=not config.cased, max_sentences=config.max_sentences,
+                                            seed=config.seed, keep_accents=config.keep_accents,
+                                            overwrite=config.overwrite, progress=progress)
     finally:
         progress.end()
-    lines, warnings = vocab_training.summary_lines(stats, bool(config.cased))
+    lines, warnings = vocab_training.summary_lines(result.stats, bool(config.cased))
     for line in warnings:
         print(line, file=sys.stderr)
     for line in lines:
         print(line)
-    return VocabResult(stats["model"], stats["vocab"], stats["casing"], stats["vocab_size"], stats)
+    return result
 
 
 __all__ = ["VocabConfig", "VocabResult", "vocab", "preflight"]

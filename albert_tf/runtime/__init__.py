@@ -2,6 +2,7 @@
 
     exit_codes    the commands' exit codes, one meaning each, and the errors that carry them (LockHeld, RuntimeLost)
     lock          one run per output directory (.albert_tf.lock, local and gs://), the held-locks list
+    leftovers     what a killed earlier run left in its output (temporaries, checkpoint parts), removed under its lock
     signals       SIGTERM / SIGINT as a request to stop (StopSignal); the duration format of progress lines
     cluster       who is chief (one rule, from TF_CONFIG or a strategy)
     xla_flags     the XLA flags `import albert_tf` sets before anything compiles

@@ -32,7 +32,7 @@ class Generation:  # pylint: disable=too-many-instance-attributes
     cores_per_chip: int     # TensorCores per chip
     devices_per_chip: int   # TensorFlow devices per chip (the replicas of TPUStrategy)
     chips_per_host: int     # chips per TPU VM host (the smallest slices have fewer)
-    hbm_per_chip: int       # bytes of HBM per chip
+    hbm_per_chip: int       # bytes of HBM per chip: Google's "GB" read as GiB (below)
     peak_per_chip: float    # dense bf16 FLOP/s per chip
     image_suffixes: tuple   # hardware suffixes of its TensorFlow images (unsuffixed images are for any generation)
     provisioning: str       # how a slice is made
@@ -40,6 +40,8 @@ class Generation:  # pylint: disable=too-many-instance-attributes
     status: str
     refused: str = ""
     kinds: tuple = ()       # other names a device of it reports (matched by peak_flops_for)
+    pod_reports: str = ""   # what others report of its pods ("reported broken by others on ..."): plan and the
+                            # keeper say it of a pod slice in one line (a note, not a refusal)
 
     @property
     def label(self):
@@ -64,6 +66,13 @@ class Generation:  # pylint: disable=too-many-instance-attributes
         return [f"{self.prefix}-{n}" for n in self.sizes]
 
 
+# Google's pages give HBM in "GB" (v5e 16 GB, v5p 95 GB); the table reads them as GiB, as the chips report themselves:
+# Google's tpu-info and XLA's out-of-memory messages give 15.75 GiB (v5e) and 95.74 GiB (v5p) per chip free to XLA,
+# more than 16e9 and 95e9 bytes (14.9 and 88.5 GiB) would allow.
+
+# What others report of v4 pods: its row's status and the one line plan and the keeper print for a v4 pod slice.
+V4_PODS = ("on the tf-2.18 images (a segfault at import, github.com/tensorflow/tensorflow/issues/82208) and tf-2.19 "
+           "(the TPU system does not start, github.com/tensorflow/tensorflow/issues/93618)")
 TPU_VM_CREATE = "gcloud compute tpus tpu-vm create (Spot: queued resources)"
 QUEUED_RESOURCES = "gcloud compute tpus queued-resources create"
 GENERATIONS = {g.name: g for g in (
@@ -76,9 +85,8 @@ GENERATIONS = {g.name: g for g in (
                f"{TESTED_HERE}; reported working by others: v3-8 on TensorFlow 2.16.1 and 2.18.0 ({EXAMPLES_2025})"),
     Generation("v4", "v4", "cores", (8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 4096), 2, 1, 4, 32 * GIB,
                275e12, ("-v5p-and-below", "-v4"), TPU_VM_CREATE, ("us-central2-b",),
-               f"{TESTED_HERE}; reported broken by others: pods on the tf-2.18 images (a segfault at import, "
-               "github.com/tensorflow/tensorflow/issues/82208) and tf-2.19 (the TPU system does not start, "
-               "github.com/tensorflow/tensorflow/issues/93618)"),
+               f"{TESTED_HERE}; reported broken by others: pods {V4_PODS}",
+               pod_reports=f"reported broken by others {V4_PODS}"),
     Generation("v5e", "v5litepod", "chips", (1, 4, 8, 16, 32, 64, 128, 256), 1, 1, 8, 16 * GIB, 197e12,
                ("-v5e-and-v6",), QUEUED_RESOURCES, ("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a"),
                f"{TESTED_HERE}; reported working by others: TensorFlow 2.16.1 and 2.18.0 on v5litepod-4, -8 and -16 "
@@ -114,6 +122,16 @@ class Slice:
     @property
     def devices_per_host(self):
         return self.devices // self.hosts
+
+
+def pod_note(found):
+    """The one line a pod slice (a Slice of more than one host) of a generation with reports about its pods gets from
+    plan and the keeper, naming them (a note: nothing refuses the slice); "" otherwise."""
+    if found.hosts == 1 or not found.generation.pod_reports:
+        return ""
+    label = found.generation.label
+    return (f"note: {found.name} is a {label} pod slice ({found.hosts} hosts), and {label} pods are "
+            f"{found.generation.pod_reports}; nothing refuses it: a short run shows whether this one starts")
 
 
 def generation_of_type(name):

@@ -1,11 +1,12 @@
 """SavedModels in TF Serving's layout, written atomically: BASE/N/ with assets.extra/ (configs, warm-up requests).
 
-Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.export) and the
-fine-tuned tasks' (classifier, SQuAD, RACE: albert_tf.tasks.*.export). N is the next free integer unless a version is
-given; an existing version is replaced only with overwrite. The SavedModel is written under a hidden temp name in
-BASE and moved to BASE/N when complete (albert_tf.files.atomic_directory): locally one rename, so a server watching
-BASE never sees half a model; on gs:// an ordered copy with saved_model.pb last (and an old version's saved_model.pb
-removed first), so a server that keys on saved_model.pb, as TF Serving does, never sees half a model either.
+Every export goes through `write_saved_model`: the encoder's (`albert-tf export`, albert_tf.serving.encoder_export)
+and the fine-tuned tasks' (albert_tf.tasks.glue.classifier_export, tasks.squad.squad_export,
+tasks.race.race_export). N is the next free integer unless a version is given; an existing version is replaced only
+with overwrite. The SavedModel is written under a hidden temp name in BASE and moved to BASE/N when complete
+(albert_tf.files.atomic_directory): locally one rename, so a server watching BASE never sees half a model; on gs://
+an ordered copy with saved_model.pb last (and an old version's saved_model.pb removed first), so a server that keys
+on saved_model.pb, as TF Serving does, never sees half a model either.
 An export holds BASE's lock (BASE/.albert_tf.lock, albert_tf.runtime.lock) from choosing N to moving BASE/N into
 place: a second export into the same BASE at the same time is refused (exit 77) instead of both writing BASE/1, and
 a version that appears meanwhile all the same (another tool) is never replaced without overwrite. An export that

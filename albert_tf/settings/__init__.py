@@ -14,6 +14,8 @@ calls, the command-line extras and the registry. No TensorFlow.
     plan_config          PlanConfig, PlanResult
     keeper_config        KeepAliveConfig, KeepAliveResult
     quickstart_config    QuickstartConfig, QuickstartResult
+    run_length           a pretraining run's length and its sequence-length phases (--phases, --budget-tokens,
+                         --budget-hours), as arithmetic that pretrain and plan share
     defaults             the defaults several commands share (the paper's pretraining, the masking, the seed)
     casing               cased_option, the one --cased / --uncased
 """

@@ -4,6 +4,8 @@
     AlbertTokenizer                        albert_tf.text.sentencepiece (Python, plus `.in_graph` / `tf_*`)
     read_text_record, write_text_record    albert_tf.text.record: the vocabulary's record (casing, accents,
                                            fingerprint)
+    SPM_FILE, check_vocabulary             albert_tf.text.vocabulary: a model's vocabulary files and the checks
+                                           that a vocabulary fits a config
     segment_lengths, truncated_lengths     albert_tf.text.segments: [CLS] a [SEP] (b [SEP]), the one rule for a
                                            row without a second segment
     InGraphTokenizer, OffsetEncoder        albert_tf.text.in_graph (TensorFlow + tensorflow-text; imported on use)

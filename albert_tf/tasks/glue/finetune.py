@@ -5,7 +5,7 @@ import numpy as np
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks import glue
 from albert_tf.tasks.base import FinetuneTask, accuracy_metrics
-from albert_tf.tasks.glue.export import export_classifier
+from albert_tf.tasks.glue.classifier_export import export_classifier
 from albert_tf.tasks.pipelines import pack_dataset, predict_in_order
 
 

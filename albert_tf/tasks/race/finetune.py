@@ -7,7 +7,7 @@ from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks import race
 from albert_tf.tasks.base import FinetuneTask, accuracy_metrics
 from albert_tf.tasks.pipelines import featurized_batches, predict_in_order
-from albert_tf.tasks.race.export import export_race
+from albert_tf.tasks.race.race_export import export_race
 from albert_tf.tasks.race.in_graph import race_inputs
 
 
@@ -72,7 +72,7 @@ class RaceFinetune(FinetuneTask):
         return {"dev": {k: float(v) for k, v in race.compute_metrics(logits, self.dev["dev"]).items()}}
 
     def export(self, model, tokenizer, results, output_base):  # pylint: disable=unused-argument
-        """OUT/export/N: article, question, options [B, 4] in (albert_tf.tasks.race.export). Returns the path."""
+        """OUT/export/N: article, question, options [B, 4] in (albert_tf.tasks.race.race_export). Returns the path."""
         seq = self.budget.max_seq_length
         return export_race(model, tokenizer, output_base, seq, max_qa_length=self.max_qa_length(seq))
 

@@ -8,7 +8,7 @@ from albert_tf.modeling.span_qa import AlbertSpanQA
 from albert_tf.tasks import squad
 from albert_tf.tasks.base import FinetuneTask
 from albert_tf.tasks.pipelines import array_dataset, predict_in_order
-from albert_tf.tasks.squad.export import export_squad
+from albert_tf.tasks.squad.squad_export import export_squad
 from albert_tf.tasks.squad.in_graph import featurize_squad
 
 
@@ -85,7 +85,7 @@ class SquadFinetune(FinetuneTask):
         return {"dev": {k: float(v) for k, v in result.items()}}
 
     def export(self, model, tokenizer, results, output_base):
-        """OUT/export/N: question and context in, the answer out (albert_tf.tasks.squad.export); v2 keeps the dev
+        """OUT/export/N: question and context in, the answer out (albert_tf.tasks.squad.squad_export); v2 keeps the dev
         set's best_f1_thresh as its no-answer threshold. Returns the path."""
         threshold = results["dev"]["best_f1_thresh"] if self.v2 else 0.0
         seq = self.budget.max_seq_length

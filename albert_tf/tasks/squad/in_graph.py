@@ -1,5 +1,5 @@
 """SQuAD featurization and answer extraction in the graph: the twins of albert_tf.tasks.squad's Python `featurize` and
-`postprocess`, used by fine-tuning's tf.data pipeline and by the SQuAD export (tasks/squad/export.py).
+`postprocess`, used by fine-tuning's tf.data pipeline and by the SQuAD export (tasks/squad/squad_export.py).
 
 Windows: [CLS] question (first max_query_length tokens) [SEP] context window [SEP]; windows of
 L - len(question) - 3 tokens every doc_stride tokens; a span's start must lie where its window gives the token the

@@ -1,7 +1,7 @@
 """`albert_tf.export_task_model`: the raw-text SavedModel of a task model trained in a notebook, with the signatures
-and assets of `albert-tf finetune`'s exports (the classifier's: albert_tf.tasks.glue.export)."""
+and assets of `albert-tf finetune`'s exports (the classifier's: albert_tf.tasks.glue.classifier_export)."""
 from albert_tf.modeling.classifier import AlbertClassifier
-from albert_tf.tasks.glue.export import export_classifier
+from albert_tf.tasks.glue.classifier_export import export_classifier
 
 
 def export_task_model(model, output, pairs=True, tokenizer=None, seq_length=None, version=None, overwrite=False):
