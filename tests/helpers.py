@@ -707,7 +707,8 @@ def serve_in_fresh_process(path, calls, work_dir):
     (tests/programs/serve_saved_model.py; it fails if albert_tf gets imported).
 
     Args:
-      path: the SavedModel directory.
+      path: the SavedModel directory, or {call name: SavedModel directory}: one process (TensorFlow imported once)
+        answers the calls of several SavedModels.
       calls: {name: (loader, signature, {input: array or list; strings as str})}; loader "tf2" (the loaded
         object's .signatures), "tf2-function" (its restored tf.function of that name: defaults apply) or "tf1"
         (TF Serving's way: a TF1 session, Session.run of the SignatureDef).
@@ -723,8 +724,10 @@ def serve_in_fresh_process(path, calls, work_dir):
     out = os.path.join(work_dir, "serve_outputs.npz")
     np.savez(inputs_path, **inputs)
     script = program_path("serve_saved_model")
+    paths = path if isinstance(path, dict) else dict.fromkeys(calls, path)
     result = subprocess.run(
-        [sys.executable, script, path, json.dumps({n: [c[0], c[1]] for n, c in calls.items()}), inputs_path, out],
+        [sys.executable, script, json.dumps({n: [str(paths[n]), c[0], c[1]] for n, c in calls.items()}), inputs_path,
+         out],
         capture_output=True, text=True, check=False, cwd=work_dir, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-3000:]
     served = dict(np.load(out))

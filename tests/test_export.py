@@ -23,7 +23,10 @@ TEXTS = ["The river runs past the old city.", "", "Café naïve résumé 3.0, 7,
 
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tiny_spm_model):
-    """{"uncased": DIR, "cased": DIR}: pretrained-model directories of a tiny random model with the tiny spm."""
+    """{"uncased": DIR, "cased": DIR}: pretrained-model directories of a tiny random model with the tiny spm; the
+    cased one's vocabulary is recorded as cased (spm.casing.json), the uncased one's has no record."""
+    from albert_tf.text import vocabulary  # pylint: disable=import-outside-toplevel
+
     out = {}
     for name in ("uncased", "cased"):
         d = tmp_path_factory.mktemp(name)
@@ -31,15 +34,17 @@ def model_dirs(tmp_path_factory, tiny_spm_model):
         cfg["vocab_size"] = AlbertTokenizer(tiny_spm_model).vocab_size
         AlbertPretrainer(AlbertConfig.from_dict(cfg)).save_pretrained(str(d / "model"), spm_model=tiny_spm_model)
         out[name] = str(d / "model")
+    vocabulary.write_casing(os.path.join(out["cased"], "spm.model"), False)
     return out
 
 
 @pytest.fixture(scope="module")
 def exported(model_dirs, tmp_path_factory):
+    """{"uncased": BASE/1, "cased": BASE/1} at length 32: the uncased one by the --uncased flag (no record), with
+    TF Serving's warm-up records; the cased one without a flag: its vocabulary's record decides."""
     base = tmp_path_factory.mktemp("export") / "base"
-    paths = {name: export_encoder(d, str(base / name), seq_length=32, warmup=False, cased=name != "uncased")
-             for name, d in model_dirs.items()}
-    return paths
+    return {"uncased": export_encoder(model_dirs["uncased"], str(base / "uncased"), seq_length=32, cased=False),
+            "cased": export_encoder(model_dirs["cased"], str(base / "cased"), seq_length=32, warmup=False)}
 
 
 def _keras_outputs(model_dir, texts, lower_case, texts_b=None):
@@ -54,7 +59,8 @@ def _keras_outputs(model_dir, texts, lower_case, texts_b=None):
 def serve_in_fresh_process(path, requests, tmp_path):
     """{request name: {output: array}} of serving_default from a process importing only tensorflow and
     tensorflow_text. requests: {name: (loader "tf2" | "tf1", texts_a, texts_b or None)}; TF2 without text_b calls
-    the restored function (text_b's default), with it the signature (which wants both)."""
+    the restored function (text_b's default), with it the signature (which wants both). path: the export, or
+    {request name: export}."""
     calls = {}
     for name, (loader, texts_a, texts_b) in requests.items():
         inputs = {"text_a": texts_a} if texts_b is None else {"text_a": texts_a, "text_b": texts_b}
@@ -78,16 +84,26 @@ def assert_served_equals_keras(served, model_dir, lower_case, texts_a, texts_b=N
     return max(float(np.abs(served[key] - value).max()) for key, value in expected.items())
 
 
+NO_B = ["", " ", "\u0301", "\t"]  # no second segment (albert_tf.text.segments): [CLS] a [SEP]
+FRESH_REQUESTS = {  # both loaders a server may use (TF2 object graph; TF1 session as TF Serving's)
+    "uncased": {"tf2": ("tf2", TEXTS, None), "tf1": ("tf1", TEXTS, None), "tf2_pair": ("tf2", TEXTS, TEXTS[::-1]),
+                "tf1_pair": ("tf1", TEXTS, TEXTS[::-1]), "tf1_no_b": ("tf1", TEXTS[:4], NO_B)},
+    "cased": {"tf2": ("tf2", TEXTS, None), "tf1": ("tf1", TEXTS, None)}}
+
+
+@pytest.fixture(scope="module")
+def served_fresh(exported, tmp_path_factory):
+    """{export name: {request: outputs}}: FRESH_REQUESTS answered by one fresh process (TensorFlow imported once)."""
+    requests = {f"{name}.{r}": request for name, named in FRESH_REQUESTS.items() for r, request in named.items()}
+    served = serve_in_fresh_process({key: exported[key.split(".")[0]] for key in requests}, requests,
+                                    tmp_path_factory.mktemp("served"))
+    return {name: {r: served[f"{name}.{r}"] for r in named} for name, named in FRESH_REQUESTS.items()}
+
+
 @pytest.mark.parametrize("name", ["uncased", "cased"])
-def test_fresh_process_serving_equals_keras_model(name, model_dirs, exported, tmp_path):
+def test_fresh_process_serving_equals_keras_model(name, model_dirs, served_fresh):
     """Both loaders a server may use (TF2 object graph; TF1 session as TF Serving's), text_b absent and given."""
-    texts_b = list(reversed(TEXTS))
-    requests = {"tf2": ("tf2", TEXTS, None), "tf1": ("tf1", TEXTS, None)}
-    if name == "uncased":
-        no_b = ["", " ", "\u0301", "\t"]  # no second segment (albert_tf.text.segments): [CLS] a [SEP]
-        requests.update({"tf2_pair": ("tf2", TEXTS, texts_b), "tf1_pair": ("tf1", TEXTS, texts_b),
-                         "tf1_no_b": ("tf1", TEXTS[:4], no_b)})
-    served = serve_in_fresh_process(exported[name], requests, tmp_path)
+    requests, served = FRESH_REQUESTS[name], served_fresh[name]
     for request, (_, texts_a, b) in requests.items():
         diff = assert_served_equals_keras(served[request], model_dirs[name], name == "uncased", texts_a, b)
         print(f"{name} {request}: served vs in-process max|diff| {diff:.2e}")
@@ -283,9 +299,12 @@ def test_a_second_export_into_a_base_in_use_is_refused(model_dirs, tmp_path, cap
         assert code == 77 and captured.out == ""
         assert len(captured.err.strip().splitlines()) == 1 and "in use by another run" in captured.err
         assert os.listdir(base) == [lock.LOCK_FILE]
-    assert cli_main(["export", "--init", model_dirs["uncased"], "--output", str(base), "--no-warmup",
-                     "--max-seq-length", "16"]) == 0
-    assert sorted(os.listdir(base)) == ["1"]  # the lock is gone with the run
+    # the lock is gone with the run (and BASE, which it made): the next export takes it (as the fixture's exports
+    # did, leaving their version only)
+    assert not base.exists()
+    with lock.DirectoryLock(str(base), "--output"):
+        assert os.listdir(base) == [lock.LOCK_FILE]
+    assert not base.exists()
 
 
 def test_the_export_carries_the_vocabularys_record(model_dirs, exported):
@@ -347,27 +366,25 @@ def test_resolve_init_reads_model_dirs_export_versions_and_bases(model_dirs, exp
             assert source.config.to_dict() == model_config.to_dict()
             with open(source.spm_model, "rb") as f:
                 assert f.read() == spm_bytes
-    source = resolve_init(model_dirs["cased"])
+    source = resolve_init(model_dirs["uncased"])  # no record
     assert (source.kind, source.lower_case) == ("model_dir", None)
-    assert source.spm_model == os.path.join(model_dirs["cased"], "spm.model")
+    assert source.spm_model == os.path.join(model_dirs["uncased"], "spm.model")
     with pytest.raises(FileNotFoundError, match=r"--init .*nothing: no such directory"):
         resolve_init(str(tmp_path / "nothing"))
-    # A vocabulary recorded as cased: export follows it, and --uncased contradicting it is refused.
-    cased_dir = str(tmp_path / "cased_model")
-    AlbertPretrainer(model_config).save_pretrained(cased_dir, spm_model=tiny_spm_model)
-    vocabulary.write_casing(os.path.join(cased_dir, "spm.model"), False)
-    assert resolve_init(cased_dir).lower_case is False
-    path = export_encoder(cased_dir, str(tmp_path / "base"), seq_length=16, warmup=False)
-    assert resolve_init(path).lower_case is False
-    code = cli_main(["export", "--init", cased_dir, "--output", str(tmp_path / "b2"), "--uncased", "--no-warmup"])
+    # A vocabulary recorded as cased: export follows it (exported["cased"], made without a flag, is cased: above),
+    # and --uncased contradicting it is refused.
+    assert vocabulary.read_casing(os.path.join(model_dirs["cased"], "spm.model")) is False
+    assert resolve_init(model_dirs["cased"]).lower_case is False
+    code = cli_main(["export", "--init", model_dirs["cased"], "--output", str(tmp_path / "b2"), "--uncased",
+                     "--no-warmup"])
     assert code == 2 and not (tmp_path / "b2").exists()
 
 
-def test_warmup_records_parse_back_with_the_official_protos(model_dirs, tmp_path):
+def test_warmup_records_parse_back_with_the_official_protos(exported):
     prediction_log_pb2 = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    path = export_encoder(model_dirs["uncased"], str(tmp_path / "base"), seq_length=16)
+    path = exported["uncased"]  # exported with warm-up records, as `export` does by default
     records = list(tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE)).as_numpy_iterator())
     seen = []
     for record in records:

@@ -347,17 +347,16 @@ def _rows_without_text_b(spec, rows):
     return rows + extra
 
 
-@pytest.mark.parametrize("task", [t if t in ("qqp", "mnli", "stsb") else pytest.param(t, marks=pytest.mark.slow)
-                                  for t in PAIR_TASKS])
-def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_model):
-    """A pair task's export (loaded as TF Serving loads it: a TF1 session in a fresh process) answers a row whose
-    text_b is "", " " or omitted (the signature's default) exactly as the fine-tuned model answers the ids the
-    training pipeline made for that row; [CLS] a [SEP] [SEP] (the old serving packing) would answer otherwise."""
+def _export_rows_without_text_b(task, directory, tiny_spm_model):
+    """A pair task's train.tsv with two rows without text_b (`_rows_without_text_b`), read and batched by the task's
+    training pipeline, and a tiny classifier's export of the task: {"text_b": the reader's text_b of the two rows,
+    "trained": the pipeline's ids of them, "packed": AlbertTokenizer.pack's of their text_a alone, "want": the
+    model's answers to "trained", "old": its answer to the old serving packing [CLS] a [SEP] [SEP], "path": the
+    export, "calls": the requests for serve_in_fresh_process, "output": the output to compare}."""
     import types  # pylint: disable=import-outside-toplevel
 
     import keras  # pylint: disable=import-outside-toplevel
 
-    import helpers  # pylint: disable=import-outside-toplevel
     from albert_tf import AlbertClassifier, AlbertConfig, configs_dir  # pylint: disable=import-outside-toplevel
     from albert_tf.modeling.encoder import AlbertEncoder  # pylint: disable=import-outside-toplevel
     from albert_tf.tasks.glue.finetune import GlueFinetune  # pylint: disable=import-outside-toplevel
@@ -366,35 +365,69 @@ def test_rows_without_text_b_are_served_as_trained(task, tmp_path, tiny_spm_mode
     spec = glue.SPECS[task]
     for name, rows in FILES.items():
         if name.startswith(spec.folder + "/"):
-            _write(str(tmp_path / name), _rows_without_text_b(spec, rows) if name.endswith("train.tsv") else rows)
-    finetune = GlueFinetune(str(tmp_path / spec.folder), task)
-    assert [e.text_b for e in finetune.train[-2:]] == [None, " "]
+            _write(str(directory / name), _rows_without_text_b(spec, rows) if name.endswith("train.tsv") else rows)
+    finetune = GlueFinetune(str(directory / spec.folder), task)
     tokenizer = AlbertTokenizer(tiny_spm_model)
     finetune.budget = types.SimpleNamespace(max_seq_length=16, batch_size=2, length_bucket=0)
     order = np.arange(len(finetune.train) - 2, len(finetune.train), dtype=np.int64)
     trained, _ = next(iter(finetune.train_dataset(tokenizer, order)))
     trained = {k: v.numpy() for k, v in trained.items()}
-    np.testing.assert_array_equal(trained["input_word_ids"],
-                                  np.stack([tokenizer.pack(LONG_A, seq_length=16)["input_word_ids"]] * 2))
 
     keras.utils.set_random_seed(0)
     config = AlbertConfig.from_json_file(os.path.join(configs_dir(), "albert_tiny.json")).replace(
         vocab_size=tokenizer.vocab_size, initializer_range=0.2)  # 10x the usual: outputs that tell ids apart
     model = AlbertClassifier(AlbertEncoder(config), spec.num_labels, dropout=0.0)
-    path = finetune.export(model, tokenizer, {}, str(tmp_path / "export"))
-    output = "score" if spec.num_labels == 1 else "probabilities"
+    path = finetune.export(model, tokenizer, {}, str(directory / "export"))
 
     def answer(inputs):
         logits = np.asarray(model(inputs, training=False))
         return logits[:, 0] if spec.num_labels == 1 else np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
 
-    want = answer(trained)
     ids = [tokenizer.cls_id] + tokenizer.encode(LONG_A)[:13] + [tokenizer.sep_id] * 2  # pair packing, empty b
     old = {"input_word_ids": np.array([ids], np.int32), "input_mask": np.ones([1, 16], np.int32),
            "input_type_ids": np.array([[0] * 15 + [1]], np.int32)}
-    assert np.abs(answer(old)[0] - want[0]).max() > 1e-3  # 100x the tolerance below
     calls = {"given": ("tf1", "serving_default", {"text_a": np.array([LONG_A] * 2), "text_b": np.array(["", " "])}),
              "omitted": ("tf1", "serving_default", {"text_a": np.array([LONG_A] * 2)})}  # the SignatureDef's default
-    served = helpers.serve_in_fresh_process(path, calls, str(tmp_path))  # one fresh process: TF imported once
-    for name in calls:
-        np.testing.assert_allclose(served[name][output], want, atol=1e-5, rtol=0, err_msg=name)
+    return {"text_b": [e.text_b for e in finetune.train[-2:]], "trained": trained,
+            "packed": tokenizer.pack(LONG_A, seq_length=16)["input_word_ids"], "want": answer(trained),
+            "old": answer(old), "path": path, "calls": calls, "output": "score" if spec.num_labels == 1 else
+            "probabilities"}
+
+
+ROWS_TASKS = ("qqp", "mnli", "stsb")  # the default suite's: two and three classes, regression; the others: slow
+
+
+@pytest.fixture(scope="module")
+def rows_served(tmp_path_factory, tiny_spm_model):
+    """{task: (_export_rows_without_text_b's dict, {call: outputs})} for ROWS_TASKS, whose exports one fresh
+    process serves (TensorFlow imported once)."""
+    import helpers  # pylint: disable=import-outside-toplevel
+
+    directory = tmp_path_factory.mktemp("rows_without_text_b")
+    made = {task: _export_rows_without_text_b(task, directory / task, tiny_spm_model) for task in ROWS_TASKS}
+    calls = {f"{task}.{name}": call for task, m in made.items() for name, call in m["calls"].items()}
+    served = helpers.serve_in_fresh_process({key: made[key.split(".")[0]]["path"] for key in calls}, calls,
+                                            str(directory))
+    return {task: (m, {name: served[f"{task}.{name}"] for name in m["calls"]}) for task, m in made.items()}
+
+
+@pytest.mark.parametrize("task", [t if t in ROWS_TASKS else pytest.param(t, marks=pytest.mark.slow)
+                                  for t in PAIR_TASKS])
+def test_rows_without_text_b_are_served_as_trained(task, request, tmp_path, tiny_spm_model):
+    """A pair task's export (loaded as TF Serving loads it: a TF1 session in a fresh process) answers a row whose
+    text_b is "", " " or omitted (the signature's default) exactly as the fine-tuned model answers the ids the
+    training pipeline made for that row; [CLS] a [SEP] [SEP] (the old serving packing) would answer otherwise.
+    ROWS_TASKS are served together (rows_served); another task in a fresh process of its own."""
+    import helpers  # pylint: disable=import-outside-toplevel
+
+    if task in ROWS_TASKS:
+        made, served = request.getfixturevalue("rows_served")[task]
+    else:
+        made = _export_rows_without_text_b(task, tmp_path, tiny_spm_model)
+        served = helpers.serve_in_fresh_process(made["path"], made["calls"], str(tmp_path))
+    assert made["text_b"] == [None, " "]
+    np.testing.assert_array_equal(made["trained"]["input_word_ids"], np.stack([made["packed"]] * 2))
+    want = made["want"]
+    assert np.abs(made["old"][0] - want[0]).max() > 1e-3  # 100x the tolerance below
+    for name in made["calls"]:
+        np.testing.assert_allclose(served[name][made["output"]], want, atol=1e-5, rtol=0, err_msg=name)

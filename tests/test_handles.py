@@ -4,6 +4,7 @@ and a Hugging Face directory, each checked against the numpy reference forward p
 
 No test downloads: the release is a tarball laid out as Google's, put into the cache by hand (releases/NAME.tar.gz,
 which the cache unpacks), with $ALBERT_TF_RELEASES_URL pointing at a closed loopback port, so any download fails."""
+import contextlib
 import io
 import os
 import shutil
@@ -33,7 +34,8 @@ def _tarball(directory):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, tiny_spm_model):
     """{"weights", "cache", handle kind: handle}: one set of random weights as a release (in the cache), a Hugging
-    Face directory, a model dir converted from it and an export of that; plus `warm`: PRETRAIN_TINY's weights as a
+    Face directory, a model dir converted from it and an export of the Hugging Face directory (`export --init
+    HF_DIR`, at length 24: test_export_init_takes_any_handle checks it); plus `warm`: PRETRAIN_TINY's weights as a
     second release and a Hugging Face directory, for pretrain's warm start."""
     import albert_tf  # pylint: disable=import-outside-toplevel
 
@@ -55,22 +57,31 @@ def world(tmp_path_factory, tiny_spm_model):
     write_hf_checkpoint(str(root / "hf_model"), CFG, encoder_only)  # an AlbertModel: no heads
     model_dir = albert_tf.convert(albert_tf.ConvertConfig(source="hf", checkpoint=str(root / "hf"),
                                                           output=str(root / "model"))).output
-    version = albert_tf.export(albert_tf.ExportConfig(init=model_dir, output=str(root / "export"),
-                                                      max_seq_length=16, no_warmup=True)).path
+    with _offline(cache):
+        version = albert_tf.export(albert_tf.ExportConfig(init=str(root / "hf"), output=str(root / "export"),
+                                                          max_seq_length=24, no_warmup=True)).path
     return {"weights": weights, "warm": warm, "cache": str(cache), "model_dir": model_dir,
             "export_base": str(root / "export"), "export_version": version, "release": RELEASE,
             "hf": str(root / "hf"), "hf_model": str(root / "hf_model"), "warm_hf": str(root / "warm_hf")}
 
 
-@pytest.fixture
-def offline(world, monkeypatch):
-    """The world's cache as the cache, and a releases URL where nothing listens."""
+@contextlib.contextmanager
+def _offline(cache):
+    """`cache` as the cache, and a releases URL where nothing listens."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setenv("ALBERT_TF_CACHE", world["cache"])
-    monkeypatch.setenv("ALBERT_TF_RELEASES_URL", f"http://127.0.0.1:{port}")
-    return world
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ALBERT_TF_CACHE", str(cache))
+        patch.setenv("ALBERT_TF_RELEASES_URL", f"http://127.0.0.1:{port}")
+        yield
+
+
+@pytest.fixture
+def offline(world):
+    """The world's cache as the cache, and a releases URL where nothing listens."""
+    with _offline(world["cache"]):
+        yield world
 
 
 def _reference(weights, cfg=CFG):
@@ -166,12 +177,17 @@ def test_a_bad_handle_is_one_line_naming_it_and_what_was_expected(offline, tmp_p
 # ------------------------------------------------------------------------------------------------ --init
 @pytest.mark.parametrize("kind", ["release", "hf", "export_version"])
 def test_export_init_takes_any_handle(offline, tmp_path, kind):
-    """export --init: a release name and a Hugging Face directory are exported; an export is exported again (here
-    at another length); the export's encoder gives the reference's outputs."""
+    """export --init: a release name and a Hugging Face directory are exported (the Hugging Face directory's export
+    is the world's); an export is exported again (here at another length); the export's encoder gives the
+    reference's outputs."""
     import albert_tf  # pylint: disable=import-outside-toplevel
 
-    path = albert_tf.export(albert_tf.ExportConfig(init=offline[kind], output=str(tmp_path / "out"),
-                                                   max_seq_length=24, no_warmup=True)).path
+    if kind == "hf":
+        path = offline["export_version"]  # albert_tf.export(ExportConfig(init=HF_DIR, max_seq_length=24)): world
+    else:
+        path = albert_tf.export(albert_tf.ExportConfig(init=offline[kind], output=str(tmp_path / "out"),
+                                                       max_seq_length=24 if kind == "release" else 16,
+                                                       no_warmup=True)).path
     batch, expected = _reference(offline["weights"])
     assert _encoder_diff(albert_tf.load_encoder(path)(batch, training=False), expected, batch["input_mask"]) < 1e-5
     with open(os.path.join(path, "assets.extra", "spm.model"), "rb") as a, \

@@ -89,6 +89,15 @@ def tiny(tmp_path_factory, script_spm):
     return str(directory), model, inputs, outputs
 
 
+@pytest.fixture(scope="module")
+def tiny_export(tiny, tmp_path_factory):
+    """`albert-tf export` of `tiny`'s model dir (BASE/1, at SEQ): the encoder alone."""
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    return albert_tf.export(albert_tf.ExportConfig(init=tiny[0], output=str(tmp_path_factory.mktemp("export")),
+                                                   max_seq_length=SEQ, no_warmup=True)).path
+
+
 def _convert(init, to, output, **kwargs):
     import albert_tf  # pylint: disable=import-outside-toplevel
 
@@ -148,14 +157,10 @@ def test_hf_file_holds_exactly_what_transformers_holds(tiny, tmp_path):
     assert {name: tuple(t.shape) for name, t in written.items()} == expected
 
 
-def test_hf_encoder_only_export_is_an_albert_model(tiny, tmp_path):
+def test_hf_encoder_only_export_is_an_albert_model(tiny, tiny_export, tmp_path):
     """An `albert-tf export` holds the encoder: written as AlbertModel's file (no heads, no `albert.` prefix)."""
-    import albert_tf  # pylint: disable=import-outside-toplevel
-
-    directory, _, inputs, ours = tiny
-    export = albert_tf.export(albert_tf.ExportConfig(init=directory, output=str(tmp_path / "export"),
-                                                     max_seq_length=SEQ))
-    _convert(export.path, "hf", tmp_path / "hf")
+    _, _, inputs, ours = tiny
+    _convert(tiny_export, "hf", tmp_path / "hf")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["architectures"] == ["AlbertModel"]
     torch = _require("torch")
@@ -327,6 +332,22 @@ def test_variants_match_on_both_sides(script_spm, tmp_path, changes):
     assert max(diffs.values()) < 1e-5, diffs
 
 
+@pytest.fixture(scope="module")
+def refused_models(script_spm, tmp_path_factory):
+    """changes -> a model dir of TINY with those config changes (`_random_model`), made once for the cases that
+    convert it to both targets."""
+    made = {}
+
+    def model_dir(changes):
+        key = json.dumps(changes, sort_keys=True)
+        if key not in made:
+            made[key] = tmp_path_factory.mktemp("refused") / "model"
+            _random_model(script_spm, made[key], **changes)
+        return made[key]
+
+    return model_dir
+
+
 @pytest.mark.parametrize("changes, target, message", [
     (dict(sharing="attention"), "hf", "cannot hold sharing='attention'"),
     (dict(sharing="ffn"), "keras-hub", "cannot hold sharing='ffn'"),
@@ -338,10 +359,9 @@ def test_variants_match_on_both_sides(script_spm, tmp_path, changes):
     (dict(sharing="none", num_hidden_groups=1), "keras-hub", "cannot hold sharing='none'"),
     (dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0), "keras-hub", "has one dropout rate"),
 ])
-def test_what_a_target_cannot_hold_is_refused_in_one_line(script_spm, tmp_path, changes, target, message):
-    _random_model(script_spm, tmp_path / "model", **changes)
+def test_what_a_target_cannot_hold_is_refused_in_one_line(refused_models, tmp_path, changes, target, message):
     with pytest.raises(ValueError, match=message) as caught:
-        _convert(tmp_path / "model", target, tmp_path / "out")
+        _convert(refused_models(changes), target, tmp_path / "out")
     assert "\n" not in str(caught.value)
     assert not os.path.exists(tmp_path / "out")
 
@@ -391,7 +411,7 @@ def test_albert_base_shaped_random_model_matches_on_both_sides(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ one call
-def test_load_pretrained_takes_any_handle_in_one_call(tiny, tmp_path, monkeypatch):
+def test_load_pretrained_takes_any_handle_in_one_call(tiny, tiny_export, tmp_path, monkeypatch):
     """albert_tf.load_pretrained: a Hugging Face directory is read as it is (nothing written into it, nor into the
     cache) and gives albert_tf's own outputs; an export gives its encoder; a hub id (hf:OWNER/NAME) is read from
     what huggingface_hub fetched (here a stand-in: no network in tests)."""
@@ -409,9 +429,7 @@ def test_load_pretrained_takes_any_handle_in_one_call(tiny, tmp_path, monkeypatc
     for name in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
         np.testing.assert_allclose(np.asarray(got[name]), ours[name], atol=1e-5, err_msg=name)
 
-    export = albert_tf.export(albert_tf.ExportConfig(init=directory, output=str(tmp_path / "export"),
-                                                     max_seq_length=32, no_warmup=True)).path
-    encoder = albert_tf.load_pretrained(export)
+    encoder = albert_tf.load_pretrained(tiny_export)
     assert isinstance(encoder, albert_tf.AlbertEncoder)
     np.testing.assert_allclose(np.asarray(encoder(inputs, training=False)["pooled_output"]), ours["pooled_output"],
                                atol=1e-5)

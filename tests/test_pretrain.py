@@ -381,26 +381,39 @@ def test_tpu_with_local_paths_is_refused(pretrain_data, tmp_path):
     assert "--train-data" in err and "gs://" in err
 
 
-def test_init_loads_the_weights(pretrain_data, tmp_path):
-    init_dir = tmp_path / "init"
-    assert albert_tf.pretrain(ph.pretrain_config(pretrain_data, init_dir, steps=2)).exit_code == 0
+def eval_run_config(pretrain_data, directory):
+    """4 steps with an eval set (checkpoints and evaluations at 2 and 4) and a vocabulary, into DIRECTORY/model."""
+    return ph.pretrain_config(pretrain_data, directory / "model", steps=4, max_eval_steps=2,
+                              eval_data=pretrain_data / "eval.tfrecord", spm_model=directory / "spm1000.model",
+                              allow_unchecked_records=True)  # generated: no index
+
+
+@pytest.fixture(scope="module")
+def eval_run(pretrain_data, tmp_path_factory, tiny_spm_model):
+    """A finished run of eval_run_config: (its directory, the PretrainResult). The tests that use it only read it
+    (a re-run of a finished run writes nothing)."""
+    directory = tmp_path_factory.mktemp("eval_run")
+    ph.resize_spm(tiny_spm_model, TINY.vocab_size, str(directory / "spm1000.model"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        return directory, albert_tf.pretrain(eval_run_config(pretrain_data, directory))
+
+
+def test_init_loads_the_weights(pretrain_data, eval_run, tmp_path):
+    init_dir = eval_run[0] / "model"  # eval_run_config: 4 steps
     model_dir = tmp_path / "from_init"
     # Learning rate 0: after one step the weights are still exactly the initial ones.
     result = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=1, init=init_dir, learning_rate=0))
     assert (result.status, result.step, result.exit_code) == ("done", 1, 0)
-    init, got = ph.checkpoint_values(init_dir, 2), ph.checkpoint_values(model_dir, 1)
+    init, got = ph.checkpoint_values(init_dir, 4), ph.checkpoint_values(model_dir, 1)
     model_names = [n for n in init if n.startswith("model/")]
     assert model_names
     for name in model_names:
         np.testing.assert_array_equal(got[name], init[name], err_msg=name)
 
 
-def test_eval_and_summaries_are_written(pretrain_data, tmp_path, tiny_spm_model):
-    model_dir = tmp_path / "with_eval"
-    spm_model = ph.resize_spm(tiny_spm_model, TINY.vocab_size, str(tmp_path / "spm1000.model"))
-    result = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=4, max_eval_steps=2,
-                                                   eval_data=pretrain_data / "eval.tfrecord", spm_model=spm_model,
-                                                   allow_unchecked_records=True))  # generated: no index
+def test_eval_and_summaries_are_written(eval_run):
+    directory, result = eval_run
+    model_dir = directory / "model"
     assert result.exit_code == 0
     rows = [json.loads(line) for line in open(model_dir / "metrics.jsonl", encoding="utf-8")]
     evals = [r for r in rows if r["split"] == "eval"]
@@ -448,12 +461,13 @@ def test_masked_lm_prob_sets_the_pipelines_masking_budget(pretrain_data, tmp_pat
 
     # The budget per row, by hand: min(max_predictions, max(1, round(tokens * prob))); n-gram spans may stop
     # one short of it, never past it.
+    masked_at = {}
     for prob, max_predictions in ((0.15, PRED), (0.5, SEQ)):
-        masked, lengths = masked_per_row(prob, max_predictions)
+        masked, lengths = masked_at[prob, max_predictions] = masked_per_row(prob, max_predictions)
         budget = np.minimum(max_predictions, np.maximum(1, np.round(lengths * prob)))
         assert (masked <= budget).all() and (masked >= budget - 2).all() and masked.sum() >= 0.8 * budget.sum()
     low, _ = masked_per_row(0.15, SEQ)
-    high, _ = masked_per_row(0.5, SEQ)
+    high, _ = masked_at[0.5, SEQ]
     assert high.sum() > 2.5 * low.sum()
 
 
@@ -581,21 +595,27 @@ def test_truncated_records_are_refused_before_anything_is_written(pretrain_data,
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
 
 
+def file_bytes(directory):
+    """{path under `directory`: its bytes} for every file below it."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
 @pytest.mark.stack_agnostic  # Python above TensorFlow: covered on the TPU-side stacks by the tests around it
-def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, tmp_path, capsys):
-    model_dir = tmp_path / "done"
-    first = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2, eval_data=str(
-        pretrain_data / "eval.tfrecord"), max_eval_steps=1))
+def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, eval_run, capsys):
+    directory, first = eval_run  # 4 steps, evaluated
     assert first.status == "done" and first.metrics and first.eval_metrics
+    written = (directory / "model" / "metrics.jsonl").read_text()
+    files = file_bytes(directory / "model")
     capsys.readouterr()
-    result = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=2, eval_data=str(
-        pretrain_data / "eval.tfrecord"), max_eval_steps=1))
-    assert (result.status, result.step, result.exit_code) == ("complete", 2, 0)
+    result = albert_tf.pretrain(eval_run_config(pretrain_data, directory))
+    assert (result.status, result.step, result.exit_code) == ("complete", 4, 0)
     # the final metrics, as the run that trained them returned them (before: {}; README's example raised KeyError)
     assert result.metrics == pytest.approx(first.metrics) and result.eval_metrics == pytest.approx(first.eval_metrics)
     out = capsys.readouterr().out
-    assert "already complete at step 2" in out and "train step" not in out
-    assert len(ph.train_metrics(model_dir)) == 1
+    assert "already complete at step 4" in out and "train step" not in out
+    assert (directory / "model" / "metrics.jsonl").read_text() == written  # no row added
+    after = file_bytes(directory / "model")  # nothing written (eval_run's other tests read the same files)
+    assert sorted(after) == sorted(files) and [name for name in files if after[name] != files[name]] == []
 
 
 def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(pretrain_data, tmp_path, capsys):

@@ -4,7 +4,7 @@ keras-hub (to_keras_hub.py), with its vocabulary and casing."""
 import json
 
 from albert_tf import files
-from albert_tf.checkpoints import to_hf, to_keras_hub
+from albert_tf.checkpoints import handles, to_hf, to_keras_hub
 from albert_tf.checkpoints.load import load_model
 from albert_tf.runtime import leftovers
 from albert_tf.text import vocabulary
@@ -25,14 +25,15 @@ def keep_accents(spm_model):
 def export(init, target, output, spm_model=None, cased=None):
     """Writes the model of `init` for `target` ("hf" or "keras-hub") into the new directory `output`; `spm_model`:
     the vocabulary when `init` holds none (else `init`'s); `cased`: the --cased/--uncased flag, weighed against the
-    vocabulary's record. What the target cannot hold is refused (ValueError, one line) before anything is
-    written. Returns (the file names written, the parameters written, those of the encoder among them: for
-    keras-hub the backbone, which holds no pretraining heads), counted as the target's own loader counts them,
-    and the vocabulary written (None without one)."""
+    vocabulary's record. What the target cannot hold is refused (ValueError, one line) from the handle's config,
+    before the model is read and anything is written. Returns (the file names written, the parameters written,
+    those of the encoder among them: for keras-hub the backbone, which holds no pretraining heads), counted as the
+    target's own loader counts them, and the vocabulary written (None without one)."""
     if target not in ("hf", "keras-hub"):
         raise ValueError(f"--to must be 'hf' or 'keras-hub', got {target!r}")
-    model, source = load_model(init)
-    (to_hf.check_hf if target == "hf" else to_keras_hub.check_keras_hub)(source.config)
+    source = handles.resolve_init(init, flag="--init")
+    (to_hf.check_hf if target == "hf" else to_keras_hub.check_keras_hub)(source.config)  # before the model is read
+    model, source = load_model(source)
     spm_model = spm_model or source.spm_model
     if spm_model:
         vocabulary.check_vocabulary(source.config, spm_model)

@@ -22,10 +22,11 @@ def load_encoder(path, dropout=True):
 
 
 def load_model(path, flag="--init"):
-    """(model, InitSource) for any handle: an AlbertPretrainer when the handle's checkpoint holds a whole
-    pretrainer (a model dir, a release, a Hugging Face AlbertForPreTraining), else its AlbertEncoder (an export, a
-    Hugging Face AlbertModel, an encoder's or a task model's checkpoint)."""
-    source = handles.resolve_init(path, flag=flag)
+    """(model, InitSource) for any handle, or for its InitSource (handles.resolve_init's, when the caller has read
+    it already): an AlbertPretrainer when the handle's checkpoint holds a whole pretrainer (a model dir, a release,
+    a Hugging Face AlbertForPreTraining), else its AlbertEncoder (an export, a Hugging Face AlbertModel, an
+    encoder's or a task model's checkpoint)."""
+    source = path if isinstance(path, handles.InitSource) else handles.resolve_init(path, flag=flag)
     if source.kind != "export":
         pretrainer = AlbertPretrainer(source.config)
         try:

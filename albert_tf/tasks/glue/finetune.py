@@ -4,7 +4,7 @@ import numpy as np
 
 from albert_tf.modeling.classifier import AlbertClassifier
 from albert_tf.tasks import glue
-from albert_tf.tasks.base import FinetuneTask
+from albert_tf.tasks.base import FinetuneTask, accuracy_metrics
 from albert_tf.tasks.glue.classifier_export import export_classifier
 from albert_tf.tasks.pipelines import pack_dataset, predict_in_order
 
@@ -35,7 +35,7 @@ class GlueFinetune(FinetuneTask):
     def loss_and_metrics(self):
         if self.regression:
             return keras.losses.MeanSquaredError(), []
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), accuracy_metrics()
 
     def sample_inputs(self, tokenizer, n):
         """The first n training examples' model inputs (Python tokenizer: no tf.data pipeline before training's,

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks import race
-from albert_tf.tasks.base import FinetuneTask
+from albert_tf.tasks.base import FinetuneTask, accuracy_metrics
 from albert_tf.tasks.pipelines import featurized_batches, predict_in_order
 from albert_tf.tasks.race.race_export import export_race
 from albert_tf.tasks.race.in_graph import race_inputs
@@ -55,7 +55,7 @@ class RaceFinetune(FinetuneTask):
         return AlbertMultipleChoice(encoder, race.NUM_CHOICES, dropout=self.budget.classifier_dropout)
 
     def loss_and_metrics(self):
-        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True), accuracy_metrics()
 
     def sample_inputs(self, tokenizer, n):
         seq = self.budget.max_seq_length

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from albert_tf.tasks.race import data as race
 from albert_tf.tasks.race.data import NUM_CHOICES
-from albert_tf.text.in_graph import clean_utf8
+from albert_tf.text.in_graph import clean_utf8, row_positions
 
 
 def race_inputs(tokenizer, article, question, options, seq_length, max_qa_length):
@@ -21,18 +21,22 @@ def race_inputs(tokenizer, article, question, options, seq_length, max_qa_length
         option = tf.reshape(options, [-1])                                                     # [B·4]
     question = tf.repeat(question, NUM_CHOICES)
     parts = tf.strings.split(question, "_")                                                    # ragged [B·4, P]
-    is_last = tf.ragged.range(parts.row_lengths()) == parts.row_lengths()[:, tf.newaxis] - 1
-    filler = tf.where(is_last.flat_values, "", tf.gather(option, parts.value_rowids()))
+    count = parts.row_lengths()
+    is_last = row_positions(count) == tf.repeat(count - 1, count)
+    filler = tf.where(is_last, "", tf.gather(option, parts.value_rowids()))
     filled = tf.strings.reduce_join(parts.with_flat_values(tf.strings.join([parts.flat_values, filler])), axis=-1)
     appended = tf.strings.join([question, option], separator=" ")
     has_blank = tf.strings.regex_full_match(question, "(?s).*_.*")
     endings = tokenizer.tf_encode(tf.where(has_blank, filled, appended))
-    endings = tf.ragged.boolean_mask(endings, tf.ragged.range(endings.row_lengths())
-                                     >= endings.row_lengths()[:, tf.newaxis] - max_qa_length)
+    count = endings.row_lengths()
+    endings = tf.ragged.boolean_mask(endings, endings.with_flat_values(
+        row_positions(count) >= tf.repeat(count - max_qa_length, count)))
     article_ids = tokenizer.in_graph.encode_prefix(article, seq_length - 3)  # at most L - 3 ids are kept
     article_ids = tf.gather(article_ids, tf.repeat(tf.range(tf.size(article)), NUM_CHOICES))
     keep = seq_length - 3 - endings.row_lengths()
-    article_ids = tf.ragged.boolean_mask(article_ids, tf.ragged.range(article_ids.row_lengths()) < keep[:, None])
+    count = article_ids.row_lengths()
+    article_ids = tf.ragged.boolean_mask(article_ids, article_ids.with_flat_values(
+        row_positions(count) < tf.repeat(keep, count)))
 
     def column(value):
         return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([tf.size(option), 1]), tf.constant(value, tf.int32)))

@@ -26,7 +26,7 @@ def race_signatures(model, tokenizer, seq_length, max_qa_length):
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "label": tf.argmax(logits, -1, output_type=tf.int32)}
 
     module.serving_default = serving_default
-    return module, {"serving_default": serving_default.get_concrete_function()}
+    return module, {"serving_default": serving_default}  # traced once, in the save (signatures.encoder_signatures)
 
 
 def export_race(model, tokenizer, output_base, seq_length, max_qa_length, version=None, overwrite=False):

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from albert_tf.tasks.squad import data as squad
 from albert_tf.tasks.squad.scoring import MAX_ANSWER_LENGTH, N_BEST
-from albert_tf.text.in_graph import make_offset_encoder
+from albert_tf.text.in_graph import make_offset_encoder, row_positions
 from albert_tf.text.normalize import unicode_classes
 
 
@@ -37,7 +37,7 @@ def _squad_windows(encoder, tokenizer, question, context, seq_length, doc_stride
     (int [B]), `context` holds each distinct context once and question b's is context[context_rows[b]]."""
     squad.check_window_sizes(seq_length, doc_stride, max_query_length)
     query = encoder.tokenizer.encode(question)
-    query = tf.ragged.boolean_mask(query, tf.ragged.range(query.row_lengths()) < max_query_length)
+    query = tf.ragged.boolean_mask(query, query.with_flat_values(row_positions(query.row_lengths()) < max_query_length))
     context_ids, span_start, span_end = encoder.encode_with_offsets(context)
     if context_rows is not None:  # each distinct context tokenized once
         context_ids, span_start, span_end = (tf.gather(t, context_rows) for t in (context_ids, span_start, span_end))

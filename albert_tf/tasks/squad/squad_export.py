@@ -62,8 +62,8 @@ def squad_signatures(model, tokenizer, seq_length, doc_stride=128, max_query_len
         return dict(windows, start_logits=start_logits, end_logits=end_logits)
 
     module.serving_default, module.windows = serving_default, windows_signature
-    return module, {"serving_default": serving_default.get_concrete_function(),
-                    "windows": windows_signature.get_concrete_function()}
+    # the tf.functions: each traced once, in the save (see albert_tf.serving.signatures.encoder_signatures)
+    return module, {"serving_default": serving_default, "windows": windows_signature}
 
 
 def export_squad(model, tokenizer, output_base, seq_length, doc_stride, max_query_length,
