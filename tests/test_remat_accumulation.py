@@ -129,7 +129,7 @@ def test_bad_accumulation_steps_are_refused(data_dir, tmp_path):
 # --remat's default on CPU is 1, else 2). --gradient-accumulation-steps runs with --no-dropout on both sides: dropout
 # masks depend on the micro-batch shape. The accumulated run is killed after its first checkpoint and resumed: its
 # weights at the end are those of an uninterrupted run only if both the accumulation and the resume are right, so
-# one run (two processes) serves both tests below.
+# one run (two processes) serves both checks of the test below.
 CLI_RUNS = {"plain": [], "remat": ["--remat"], "plain_nd": ["--no-dropout"],
             "accumulated": ["--no-dropout", "--gradient-accumulation-steps", "2", "--remat"]}
 KILLED_AND_RESUMED = ("accumulated",)
@@ -140,8 +140,7 @@ def cli_run(data_dir, tmp_path_factory):
     """cli_run(name) -> (model dir, [CompletedProcess], step of the last checkpoint when killed or None) of `albert-tf
     pretrain` with CLI_RUNS[name]'s flags in fresh processes, run once per module on first use: one process to the
     end, or for KILLED_AND_RESUMED one SIGKILLed (from the outside) as soon as it has written a checkpoint and the
-    same command again, which resumes. The two tests below share the runs (their xdist_group keeps them on one worker
-    under `--dist loadgroup`)."""
+    same command again, which resumes."""
     root, done = tmp_path_factory.mktemp("cli_runs"), {}
 
     def run(name):
@@ -164,31 +163,23 @@ def cli_args(data_dir, model_dir, name):
 
 
 @pytest.mark.slow  # fresh TensorFlow processes
-@pytest.mark.xdist_group("remat_cli")
 def test_cli_remat_and_accumulation_under_four_cpu_replicas(cli_run):
     """16 examples per step on 4 replicas: plain; --remat (dropout on: same masks); --gradient-accumulation-steps 2
-    with --remat (--no-dropout on both sides; that run is the killed and resumed one of the test below)."""
+    with --remat (--no-dropout on both sides). The accumulated run is killed (from the outside) after its first
+    checkpoint and restarted: it sees the same data and ends with the same weights as the one-batch run of the same
+    global batch. (One test, not two sharing a module fixture: under xdist the second one ran on another worker or
+    after the fixture's teardown and started the runs again.)"""
     runs = {name: cli_run(name)[0] for name in CLI_RUNS}
-    for proc in cli_run("accumulated")[1]:
+    killed, (killed_proc, resumed), killed_at = cli_run("accumulated")
+    for proc in (killed_proc, resumed):
         assert "2 accumulated micro-batches of 2 per replica" in proc.stdout and "remat" in proc.stdout
+    assert killed_proc.returncode == -signal.SIGKILL, killed_proc.stderr
+    assert killed_at is not None and killed_at < 6
+    assert f"at step {killed_at}" in resumed.stdout
+    assert sorted(ph.train_metrics(killed)) == [2, 4, 6]
     ph.assert_same_checkpoint(runs["plain"], runs["remat"], 6)
     ph.assert_same_checkpoint(runs["plain_nd"], runs["accumulated"], 6)
     for a, b in (("plain", "remat"), ("plain_nd", "accumulated")):
         for step in (2, 6):
             np.testing.assert_allclose(ph.train_metrics(runs[b])[step]["loss"],
                                        ph.train_metrics(runs[a])[step]["loss"], rtol=1e-5)
-
-
-@pytest.mark.slow  # fresh TensorFlow processes
-@pytest.mark.xdist_group("remat_cli")
-def test_cli_accumulated_run_resumed_equals_uninterrupted(cli_run):
-    """An accumulated run (4 replicas, 2 micro-batches each, --remat) killed (from the outside) after its first
-    checkpoint and restarted sees the same data and ends with the same weights as an uninterrupted one-batch run of
-    the same global batch."""
-    one_batch = cli_run("plain_nd")[0]
-    killed, (killed_proc, resumed), killed_at = cli_run("accumulated")
-    assert killed_proc.returncode == -signal.SIGKILL, killed_proc.stderr
-    assert killed_at is not None and killed_at < 6
-    assert f"at step {killed_at}" in resumed.stdout
-    ph.assert_same_checkpoint(one_batch, killed, 6)
-    assert sorted(ph.train_metrics(killed)) == [2, 4, 6]
