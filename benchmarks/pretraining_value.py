@@ -534,45 +534,163 @@ def _recipe():
     return RECIPES["cpu_small"]["values"]
 
 
-def pretraining_argv(work, steps, quick, seed, sets=()):
+# Levers of quality per compute (docs/pretraining.md "What each lever buys"): each an arm of pretrain flags over
+# the recipe, trained on the tokens of the recipe's run of --pretrain-steps steps (the same step cost, hence the
+# same wall time, except for the phases: a step at 32 costs less). "recipe" is the recipe itself.
+LEVERS = {
+    "recipe": (),
+    "linear": ("--schedule", "linear"),
+    "one-cycle": ("--schedule", "one-cycle"),
+    "wsd": ("--schedule", "wsd", "--decay-start", "0.8", "--decay-length", "0.2"),
+    "mask25": ("--masked-lm-prob", "0.25", "--max-predictions", "16"),
+    "mask30": ("--masked-lm-prob", "0.3", "--max-predictions", "20"),
+    "phases": ("--phases", "32:0.9,64:0.1"),
+}
+SEQ = 64  # the recipe's sequence length (create-data's records)
+
+
+def lever_phases(lever):
+    """The lever's --phases ([albert_tf.settings.run_length.Phase]), or None."""
+    flags = LEVERS[lever]
+    if "--phases" not in flags:
+        return None
+    from albert_tf.settings.run_length import parse_phases  # pylint: disable=import-outside-toplevel
+
+    return parse_phases(flags[flags.index("--phases") + 1])
+
+
+def lever_steps(lever, steps, batch):
+    """The steps of the lever's run on the tokens of `steps` recipe steps (batch x SEQ each): `steps`, or with
+    --phases the fewest whose tokens reach them (albert_tf.settings.run_length.steps_for_tokens, as pretrain's
+    --budget-tokens decides)."""
+    phases = lever_phases(lever)
+    if phases is None:
+        return steps
+    from albert_tf.settings.run_length import steps_for_tokens  # pylint: disable=import-outside-toplevel
+
+    return steps_for_tokens(phases, steps * batch * SEQ, batch)
+
+
+def tokens_at(lever, step, batch):
+    """Pretraining tokens after `step` steps of the lever's run (albert_tf.settings.run_length.tokens_of)."""
+    phases = lever_phases(lever)
+    if phases is None:
+        return step * batch * SEQ
+    from albert_tf.settings.run_length import tokens_of  # pylint: disable=import-outside-toplevel
+
+    return tokens_of(phases, step, batch)
+
+
+def model_dir_of(work, lever):
+    """WORK/model for the recipe, WORK/model-LEVER for a lever."""
+    return os.path.join(work, "model" if lever == "recipe" else f"model-{lever}")
+
+
+def pretraining_argv(work, steps, quick, seed, sets=(), lever="recipe"):
     """`albert-tf pretrain --recipe cpu_small` for `steps` steps: the recipe's warm-up share (412 of 6600) and a
     kept step checkpoint at every eighth of the run (MODEL_DIR/steps/); --quick: QUICK_MODEL, batch 32; `sets`
-    ("KEY=VALUE" strings) go to pretrain's --set after the recipe's model (and QUICK_MODEL), so they win."""
+    ("KEY=VALUE" strings) go to pretrain's --set after the recipe's model (and QUICK_MODEL), so they win. A `lever`
+    (LEVERS) adds its flags; with --phases the run is --budget-tokens of `steps` recipe steps, its shorter phase's
+    records WORK/data32/ (`pretrain` makes them)."""
     recipe = _recipe()
-    warmup = max(1, round(steps * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
+    batch = 32 if quick else recipe["batch_size"]
+    total = lever_steps(lever, steps, batch)
+    warmup = max(1, round(total * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
+    length = ["--num-train-steps", str(steps)] if lever_phases(lever) is None else [
+        "--budget-tokens", str(steps * batch * SEQ),
+        *[w for p in lever_phases(lever) if p.seq_length != SEQ
+          for w in ("--phase-data", f"{p.seq_length}={os.path.join(work, f'data{p.seq_length}', 'train*')}")]]
     argv = ["pretrain", "--recipe", "cpu_small", "--config", PRESET,
-            "--train-data", os.path.join(work, "data", "train*"), "--model-dir", os.path.join(work, "model"),
-            "--spm-model", os.path.join(work, "spm.model"), "--num-train-steps", str(steps),
-            "--num-warmup-steps", str(warmup), "--save-checkpoints-steps", str(max(1, steps // 8)),
+            "--train-data", os.path.join(work, "data", "train*"), "--model-dir", model_dir_of(work, lever),
+            "--spm-model", os.path.join(work, "spm.model"), *length,
+            "--num-warmup-steps", str(warmup), "--save-checkpoints-steps", str(max(1, total // 8)),
             "--keep-step-checkpoints", "8", "--seed", str(seed)]
     if quick:
         argv += [w for k, v in QUICK_MODEL.items() for w in ("--set", f"{k}={v}")]
-        argv += ["--batch-size", "32", "--steps-per-loop", str(max(1, steps // 8)), "--dtype", "float32"]
-    return argv + [w for kv in sets for w in ("--set", kv)]
+        argv += ["--batch-size", "32", "--steps-per-loop", str(max(1, total // 8)), "--dtype", "float32"]
+    return argv + list(LEVERS[lever]) + [w for kv in sets for w in ("--set", kv)]
 
 
-def pretrain(work, corpus, steps, quick, seed, sets=()):
-    """vocab → create-data --no-mask → pretrain --recipe cpu_small in work/. Returns (model dir, pretraining
-    seconds)."""
+def _sha256(path):
+    import hashlib  # pylint: disable=import-outside-toplevel
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _make_data(work, corpus, quick, seed, lengths):
+    """vocab → create-data --no-mask at each of `lengths` (WORK/data/ at SEQ, WORK/dataL/ otherwise), each step
+    skipped when WORK/made.json says it was made from these corpus bytes with this seed and size (a second lever in
+    the same --work-dir trains on the same vocabulary and records)."""
+    from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
+
     vocab = QUICK_MODEL["vocab_size"] if quick else _recipe()["config_overrides"]["vocab_size"]
-    _step(["vocab", "--input", corpus, "--output-prefix", os.path.join(work, "spm"), "--vocab-size", str(vocab),
-           "--seed", str(seed), "--overwrite"])
-    _step(["create-data", "--input", corpus, "--spm-model", os.path.join(work, "spm.model"), "--output",
-           os.path.join(work, "data", "train"), "--max-seq-length", "64", "--max-predictions", "10", "--no-mask",
-           "--seed", str(seed), "--overwrite", "--workers", "2"])
+    stamp = {"corpus_sha256": _sha256(corpus), "seed": seed, "vocab_size": vocab}
+    made_path = os.path.join(work, "made.json")
+    made = {}
+    if os.path.exists(made_path):
+        with open(made_path, encoding="utf-8") as f:
+            made = json.load(f)
+    if {k: made.get(k) for k in stamp} != stamp:
+        made = dict(stamp, lengths=[])
+        _step(["vocab", "--input", corpus, "--output-prefix", os.path.join(work, "spm"), "--vocab-size", str(vocab),
+               "--seed", str(seed), "--overwrite"])
+        atomic_write_text(made_path, json.dumps(made) + "\n")
+    else:
+        print(f"vocabulary: {work}/spm.model, made from this corpus with seed {seed} (made.json): reused", flush=True)
+    for length in lengths:
+        if length in made["lengths"]:
+            print(f"records at {length}: reused (made.json)", flush=True)
+            continue
+        out = os.path.join(work, "data" if length == SEQ else f"data{length}", "train")
+        _step(["create-data", "--input", corpus, "--spm-model", os.path.join(work, "spm.model"), "--output", out,
+               "--max-seq-length", str(length), "--max-predictions", "10", "--no-mask", "--seed", str(seed),
+               "--overwrite", "--workers", "2"])
+        made["lengths"] = sorted(made["lengths"] + [length])
+        atomic_write_text(made_path, json.dumps(made) + "\n")
+
+
+def time_record_path(model_dir):
+    """Where pretrain's wall time is recorded: beside the model dir, WORK/pretraining_time.json for WORK/model,
+    WORK/pretraining_time-LEVER.json for WORK/model-LEVER."""
+    parent, name = os.path.split(os.path.abspath(model_dir))
+    return os.path.join(parent, TIME_RECORD if name == "model" else
+                        TIME_RECORD.replace(".json", name[len("model"):] + ".json"))
+
+
+def pretrain(work, corpus, steps, quick, seed, sets=(), lever="recipe"):
+    """vocab → create-data --no-mask → pretrain --recipe cpu_small (with the lever's flags) in work/. Returns (model
+    dir, pretraining seconds)."""
+    phases = lever_phases(lever)
+    _make_data(work, corpus, quick, seed, sorted({SEQ} | {p.seq_length for p in phases or ()}))
     load = common.load_average()
-    seconds = _step(pretraining_argv(work, steps, quick, seed, sets))
-    record = {"seconds": seconds, "steps": steps, "set": list(sets), "load_average_before": load,
+    seconds = _step(pretraining_argv(work, steps, quick, seed, sets, lever))
+    record = {"seconds": seconds, "steps": lever_steps(lever, steps, 32 if quick else _recipe()["batch_size"]),
+              "lever": lever, "flags": list(LEVERS[lever]), "set": list(sets), "load_average_before": load,
               "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
 
-    atomic_write_text(os.path.join(work, TIME_RECORD), json.dumps(record, indent=1) + "\n")
-    return os.path.join(work, "model"), seconds
+    model_dir = model_dir_of(work, lever)
+    atomic_write_text(time_record_path(model_dir), json.dumps(record, indent=1) + "\n")
+    return model_dir, seconds
+
+
+def recorded_lever(model_dir):
+    """The lever the run beside `model_dir` was pretrained with (its time record), "recipe" without one."""
+    path = time_record_path(model_dir)
+    if not os.path.exists(path):
+        return "recipe"
+    with open(path, encoding="utf-8") as f:
+        lever = json.load(f).get("lever", "recipe")
+    return lever if lever in LEVERS else "recipe"
 
 
 def recorded_pretraining_seconds(model_dir):
     """The pretraining wall time that `pretrain` recorded beside `model_dir` (WORK/TIME_RECORD), or None."""
-    path = os.path.join(os.path.dirname(os.path.abspath(model_dir)), TIME_RECORD)
+    path = time_record_path(model_dir)
     if not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as f:
@@ -582,17 +700,27 @@ def recorded_pretraining_seconds(model_dir):
 # ------------------------------------------------------------------------------------------ the ALBERT arms
 def run_checkpoints(model_dir):
     """[(step, checkpoint prefix)] of a pretraining run: of its kept step checkpoints (MODEL_DIR/steps/), those
-    nearest to 1/8, 1/4, 1/2 and all of the last one; without any, its latest checkpoint alone (step from the name)."""
+    nearest to 1/8, 1/4, 1/2 and all of the run, whose end is its latest checkpoint when that is past the last kept
+    one (a run whose steps are not a multiple of the save interval); without any, its latest checkpoint alone (step
+    from the name)."""
     from albert_tf.checkpoints import pretrained  # pylint: disable=import-outside-toplevel
     from albert_tf.layout import ModelDir  # pylint: disable=import-outside-toplevel
 
     kept = {}
     for index in glob.glob(os.path.join(ModelDir(model_dir).step_checkpoints, "ckpt-*.index")):
         kept[int(re.search(r"ckpt-(\d+)\.index$", index).group(1))] = index[:-len(".index")]
-    if not kept:
+    try:
         latest = pretrained.latest_checkpoint(model_dir)
-        match = re.search(r"ckpt-(\d+)$", latest)
-        return [(int(match.group(1)) if match else 0, latest)]
+    except FileNotFoundError:
+        if not kept:
+            raise
+        latest = None
+    match = latest and re.search(r"ckpt-(\d+)$", latest)
+    latest_step = int(match.group(1)) if match else 0
+    if not kept:
+        return [(latest_step, latest)]
+    if latest_step > max(kept):
+        kept[latest_step] = latest
     last = max(kept)
     wanted = sorted({min(kept, key=lambda s, f=fraction: (abs(s - f * last), s))
                      for fraction in (1 / 8, 1 / 4, 1 / 2, 1)})
@@ -678,6 +806,13 @@ def _parse_args(argv=None):
                         "(< 3 minutes)")
     p.add_argument("--init", default=None, help="evaluate this pretraining run's model dir (its step checkpoints "
                                                 "too) instead of pretraining")
+    p.add_argument("--lever", choices=sorted(LEVERS), default="recipe",
+                   help="pretrain with one lever's flags over the recipe, on the recipe run's tokens, into "
+                        "WORK/model-LEVER (default: the recipe itself, WORK/model); a second lever in the same "
+                        "--work-dir reuses the vocabulary and records: " + "; ".join(
+                            f"{k}: {' '.join(v)}" for k, v in LEVERS.items() if v))
+    p.add_argument("--probe-last", action="store_true",
+                   help="probe the last checkpoint only (not also those at 1/8, 1/4 and 1/2 of the run)")
     p.add_argument("--pretrain-only", action="store_true", help="stop after pretraining (evaluate later with --init)")
     p.add_argument("--corpus-dir", default=None, help=f"the kernel documentation (default: {CORPUS_GLOB})")
     p.add_argument("--task-dir", default=None, help=f"Python's library reference sources (default: {TASK_GLOB})")
@@ -707,6 +842,9 @@ def _parse_args(argv=None):
     p.add_argument("--corpus-mb", type=float, default=None, help="use only the first N MB of the corpus (--quick 1)")
     p.add_argument("--data-seed", type=int, default=0, help="seeds the dev split, vocabulary, data and pretraining")
     args = p.parse_args(argv)
+    if args.init and args.lever != "recipe":
+        p.error(f"--lever {args.lever}: chooses how this script pretrains; with --init {args.init} the run is "
+                "already made (its lever is in its time record)")
     if args.init and args.set:
         p.error(f"--set {' '.join(args.set)}: changes the model this script pretrains; with --init {args.init} the "
                 "model is that run's own (its albert_config.json)")
@@ -778,9 +916,10 @@ def main(argv=None):
         pretrain_seconds = recorded_pretraining_seconds(model_dir)
     else:
         model_dir, pretrain_seconds = pretrain(work, corpus, args.pretrain_steps, args.quick, args.data_seed,
-                                               args.set)
+                                               args.set, args.lever)
         print(f"pretraining wall time: {pretrain_seconds:.0f}s ({pretrain_seconds / 60:.1f} min) for "
-              f"{args.pretrain_steps} steps", flush=True)
+              f"{lever_steps(args.lever, args.pretrain_steps, 32 if args.quick else _recipe()['batch_size'])} steps"
+              + ("" if args.lever == "recipe" else f" (lever {args.lever})"), flush=True)
         if args.pretrain_only:
             print(f"pretrained: {model_dir}; evaluate it with --init {model_dir}")
             return
@@ -803,7 +942,7 @@ def evaluate(args, model_dir, corpus_documents, task):
     print(f"PPMI-SVD: {len(vocab)} words x {vectors.shape[1]} dimensions ({time.monotonic() - started:.0f}s)",
           flush=True)
     distributional = distributional_features(vocab, vectors)
-    checkpoints = run_checkpoints(model_dir)
+    checkpoints = run_checkpoints(model_dir)[-1:] if args.probe_last else run_checkpoints(model_dir)
     encoder = AlbertEncoder(config)
     step_weights = {}
     for step, path in checkpoints:
@@ -857,7 +996,8 @@ def _cell(values):
 def report(results, args, model_dir, pretrain_seconds, total_seconds):
     """The table (markdown) and the last line."""
     config, steps = results.pop("config"), results.pop("checkpoints")
-    tokens_per_step = 32 * 64 if args.quick else 128 * 64
+    lever = recorded_lever(model_dir)
+    batch = 32 if args.quick else _recipe()["batch_size"]
     print(f"\n8-way task (chance 0.125); model {config.num_hidden_layers} layers, {config.hidden_size} wide, "
           f"vocab {config.vocab_size}; {model_dir}; {args.seeds} seeds; dev accuracy mean ± std; the probes' L2 "
           f"of {','.join(f'{x:g}' for x in args.l2_grid)} chosen "
@@ -872,7 +1012,7 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
     for arm, kind, step in rows:
         if not any((arm, kind, step, n) in results for n in args.labels):
             continue
-        tokens = "–" if step is None else f"{step * tokens_per_step / 1e6:.1f}M (step {step})"
+        tokens = "–" if step is None else f"{tokens_at(lever, step, batch) / 1e6:.1f}M (step {step})"
         print(f"| {arm} | {kind} | {tokens} | " +
               " | ".join(_cell(results.get((arm, kind, step, n), [])) for n in args.labels) + " |")
     for kind in ("probe", "probe, all blocks", "probe, word embeddings", "fine-tuned"):
@@ -884,7 +1024,7 @@ def report(results, args, model_dir, pretrain_seconds, total_seconds):
                       f"{min(gains):+.3f}, per seed {' '.join(f'{g:+.3f}' for g in gains)}")
     wall = "not recorded (--init of a run without WORK/" + TIME_RECORD + ")" if pretrain_seconds is None else (
         f"{pretrain_seconds / 60:.1f} min")
-    print(f"pretraining wall time: {wall}; total {total_seconds / 60:.1f} min; load average "
+    print(f"pretraining wall time: {wall}; lever {lever}; total {total_seconds / 60:.1f} min; load average "
           f"{common.load_average():.2f} at the end")
     print(summary_line(results, steps[-1], args.labels), flush=True)
 

@@ -381,3 +381,55 @@ def test_the_last_line_from_hand_made_results():
     del results[("pretrained", "fine-tuned", 600, 128)]
     assert pv.summary_line(results, 600, [128]).startswith("labels=128 pretrained=0.3500 random=0.2250 ")
 
+
+
+def test_the_runs_end_is_its_latest_checkpoint_when_past_the_last_kept_one(tmp_path):
+    """A lever's run of 146 steps saves every 18: its kept step checkpoints end at 144, its last checkpoint is 146."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    model = tmp_path / "model"
+    (model / "steps").mkdir(parents=True)
+    for step in range(18, 145, 18):
+        (model / "steps" / f"ckpt-{step}.index").write_text("")
+    tf.train.Checkpoint(v=tf.Variable(1.0)).write(str(model / "ckpt-146"))
+    (model / "checkpoint").write_text('model_checkpoint_path: "ckpt-146"\nall_model_checkpoint_paths: "ckpt-146"\n')
+    assert [s for s, _ in pv.run_checkpoints(str(model))] == [18, 36, 72, 146]
+
+
+@pytest.mark.parametrize("lever", sorted(pv.LEVERS))
+def test_each_lever_reaches_pretrain_on_the_recipe_runs_tokens(lever, tmp_path, capsys):
+    """A lever's argv, parsed by pretrain's own CLI parser and settings: the recipe with the lever's flags, into
+    WORK/model-LEVER, on the tokens of the recipe's run of 800 steps (the phases: 32:0.9,64:0.1 over
+    --budget-tokens, the step count pretrain decides; every kept checkpoint an eighth of it)."""
+    from albert_tf.cli import build_parser  # pylint: disable=import-outside-toplevel
+    from albert_tf.jobs.pretrain import config_from_args  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings.run_length import tokens_of  # pylint: disable=import-outside-toplevel
+
+    argv = pv.pretraining_argv(str(tmp_path), 800, False, 0, (), lever)
+    config = config_from_args(build_parser(argv).parse_args(argv))
+    capsys.readouterr()
+    assert config.model_dir == str(tmp_path / ("model" if lever == "recipe" else f"model-{lever}"))
+    assert config.batch_size == 128 and config.max_seq_length == 64
+    phases = config.run_phases()
+    assert tokens_of(phases, config.num_train_steps, 128) >= 800 * 128 * 64
+    assert tokens_of(phases, config.num_train_steps - 1, 128) < 800 * 128 * 64
+    assert config.num_train_steps == pv.lever_steps(lever, 800, 128)
+    assert config.num_warmup_steps == round(config.num_train_steps * 412 / 6600)
+    assert config.save_checkpoints_steps == config.num_train_steps // 8
+    expected = {"linear": ("schedule", "linear"), "one-cycle": ("schedule", "one-cycle"),
+                "wsd": ("schedule", "wsd"), "mask25": ("masked_lm_prob", 0.25), "mask30": ("masked_lm_prob", 0.3)}
+    if lever in expected:
+        field, value = expected[lever]
+        assert getattr(config, field) == value
+    if lever == "phases":
+        assert [(p.seq_length, p.fraction) for p in phases] == [(32, 0.9), (64, 0.1)]
+        assert config.num_train_steps == 1455  # 800 * 64 / (0.9 * 32 + 0.1 * 64) = 1454.5
+    else:
+        assert config.num_train_steps == 800 and len(phases) == 1
+    assert pv.tokens_at(lever, config.num_train_steps, 128) == tokens_of(phases, config.num_train_steps, 128)
+
+
+def test_a_lever_with_init_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        pv._parse_args(["--init", "somewhere", "--lever", "linear"])
+    assert stop.value.code == 2 and "--lever linear" in capsys.readouterr().err
