@@ -545,6 +545,7 @@ LEVERS = {
     "mask25": ("--masked-lm-prob", "0.25", "--max-predictions", "16"),
     "mask30": ("--masked-lm-prob", "0.3", "--max-predictions", "20"),
     "phases": ("--phases", "32:0.9,64:0.1"),
+    "no-sop": ("--sop-weight", "0"),
 }
 SEQ = 64  # the recipe's sequence length (create-data's records)
 

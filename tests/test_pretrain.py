@@ -516,6 +516,60 @@ def test_train_step_has_static_shapes_and_compiles_with_xla_on_cpu(pretrain_data
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
 
 
+# ------------------------------------------------------------------------------------------ --sop-weight
+def test_the_sop_weight_scales_the_sentence_order_term_of_the_loss():
+    """pretraining_loss against numpy: Σ w·nll / (Σw + 1e-5) + W · Σ sop_nll / B for W 1, 0.4 and 0; the metric
+    sums do not depend on W; at W 0 no gradient reaches the SOP logits."""
+    from albert_tf.training.pretrain_step import pretraining_loss
+
+    rng = np.random.default_rng(5)
+    b, p, v = 4, 3, 7
+    mlm_logits, sop_logits = rng.normal(size=[b, p, v]), rng.normal(size=[b, 2])
+    ids, labels = rng.integers(0, v, [b, p]), rng.integers(0, 2, [b])
+    weights = (rng.random([b, p]) < 0.7).astype(np.float64)
+    batch = {"masked_lm_ids": tf.constant(ids, tf.int32), "masked_lm_weights": tf.constant(weights, tf.float32),
+             "sentence_order_labels": tf.constant(labels, tf.int32)}
+
+    def nll(logits, target):
+        logits = logits - logits.max(-1, keepdims=True)
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -np.take_along_axis(log_p, target[..., None], -1)[..., 0]
+
+    mlm_term = (weights * nll(mlm_logits, ids)).sum() / (weights.sum() + 1e-5)
+    sop_term = nll(sop_logits, labels).sum() / b
+    all_sums = []
+    for w in (1.0, 0.4, 0.0):
+        sop = tf.Variable(sop_logits, dtype=tf.float32)
+        with tf.GradientTape() as tape:
+            loss, sums = pretraining_loss({"mlm_logits": tf.constant(mlm_logits, tf.float32), "sop_logits": sop},
+                                          batch, b, tf.constant(weights.sum(), tf.float32), sop_weight=w)
+        np.testing.assert_allclose(float(loss), mlm_term + w * sop_term, rtol=1e-6)
+        grad = tape.gradient(loss, sop).numpy()
+        assert (np.abs(grad).max() == 0) == (w == 0.0), (w, grad)
+        all_sums.append({k: float(x) for k, x in sums.items()})
+    assert all_sums[0] == all_sums[1] == all_sums[2]
+
+
+def test_a_run_without_the_sop_term_leaves_the_sop_heads_bias_at_its_init(pretrain_data, tmp_path):
+    """--sop-weight 0 reaches the train step: no gradient reaches the SOP head, so its bias (no weight decay in LAMB)
+    stays at its initial zeros, while the run with the paper's weight moves it; the masked-LM side trains in both."""
+    from albert_tf.checkpoints import pretrained
+    from albert_tf.modeling.pretrainer import AlbertPretrainer
+
+    biases = {}
+    for weight in (0.0, 1.0):
+        model_dir = tmp_path / f"w{weight:g}"
+        result = albert_tf.pretrain(ph.pretrain_config(pretrain_data, model_dir, steps=4, sop_weight=weight))
+        assert result.exit_code == 0
+        model = AlbertPretrainer(AlbertConfig.from_json_file(str(pretrain_data / "albert_config.json")))
+        pretrained.restore(model, str(model_dir))
+        biases[weight] = model.sop_head.dense.bias.numpy()
+        rows = ph.train_metrics(model_dir)
+        assert rows[4]["masked_lm_loss"] < rows[2]["masked_lm_loss"] + 1.0  # (a row each 2 steps, both trained)
+    assert not biases[0.0].any(), biases[0.0]
+    assert np.abs(biases[1.0]).max() > 1e-4, biases[1.0]
+
+
 # ------------------------------------------------------------------------------------------ it learns
 def test_tiny_model_learns_sentence_order_and_masked_tokens(tmp_path):
     # Records whose order is learnable (see helpers.make_example) over a 16-id alphabet.

@@ -417,7 +417,8 @@ def test_each_lever_reaches_pretrain_on_the_recipe_runs_tokens(lever, tmp_path, 
     assert config.num_warmup_steps == round(config.num_train_steps * 412 / 6600)
     assert config.save_checkpoints_steps == config.num_train_steps // 8
     expected = {"linear": ("schedule", "linear"), "one-cycle": ("schedule", "one-cycle"),
-                "wsd": ("schedule", "wsd"), "mask25": ("masked_lm_prob", 0.25), "mask30": ("masked_lm_prob", 0.3)}
+                "wsd": ("schedule", "wsd"), "mask25": ("masked_lm_prob", 0.25), "mask30": ("masked_lm_prob", 0.3),
+                "no-sop": ("sop_weight", 0.0)}
     if lever in expected:
         field, value = expected[lever]
         assert getattr(config, field) == value

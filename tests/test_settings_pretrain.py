@@ -40,6 +40,8 @@ INVALID = [
     ("pretrain", {"keep_step_checkpoints": -1}, "--keep-step-checkpoints must be >= 0, got -1"),
     ("pretrain", {"masked_lm_prob": 1.5, "dynamic_masking": True}, "--masked-lm-prob must be in (0, 1], got 1.5"),
     ("pretrain", {"masked_lm_prob": 0.0, "dynamic_masking": True}, "--masked-lm-prob must be in (0, 1], got 0.0"),
+    ("pretrain", {"sop_weight": -0.5}, "--sop-weight must be a finite number >= 0, got -0.5"),
+    ("pretrain", {"sop_weight": float("inf")}, "--sop-weight must be a finite number >= 0, got inf"),
     ("pretrain", {"masked_lm_prob": 0.3}, "--masked-lm-prob 0.3 needs --dynamic-masking: records made with masks "
                                           "carry their own (create-data --masked-lm-prob)"),
     ("pretrain", {"max_predictions": 600}, "--max-predictions 600 exceeds --max-seq-length 512"),

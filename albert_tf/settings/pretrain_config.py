@@ -124,6 +124,9 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
     masked_lm_prob: float = option(MASKED_LM_PROB, "with --dynamic-masking: the fraction of each sequence's tokens "
                                                    "masked (capped at --max-predictions); records made with masks "
                                                    "keep theirs", same_on_resume=True)
+    sop_weight: float = option(1.0, "the sentence-order loss's weight in the trained loss, MLM + W x SOP (the "
+                                    "paper's 1; 0 trains on MLM alone, the SOP head still measured and logged)",
+                               same_on_resume=True)
     init: str | None = option(None, "the pretrained model to start from, its encoder and heads (weights only: the "
                                     "optimizer starts afresh): a pretrained-model directory, a released model's name "
                                     "(albert_base_v2, hf:OWNER/NAME) or a Hugging Face AlbertForPreTraining "
@@ -226,9 +229,11 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
 
     def check_masking(self):
         """--masked-lm-prob's range, and that it changes only what --dynamic-masking masks (records made with masks
-        carry their own)."""
+        carry their own); --sop-weight's range."""
         if not 0 < self.masked_lm_prob <= 1:
             raise ValueError(f"--masked-lm-prob must be in (0, 1], got {self.masked_lm_prob}")
+        if not 0 <= self.sop_weight < float("inf"):
+            raise ValueError(f"--sop-weight must be a finite number >= 0, got {self.sop_weight}")
         default = run_config.default_for(self, "masked_lm_prob")
         if self.masked_lm_prob != default and not self.dynamic_masking:
             raise ValueError(f"--masked-lm-prob {self.masked_lm_prob} needs --dynamic-masking: records made with "

@@ -26,7 +26,7 @@ SUM_KEYS = LOSS_SUM_KEYS + ("grad_norm_sum",)
 EVAL_KEYS = LOSS_SUM_KEYS
 
 
-def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
+def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total, sop_weight=1.0):
     """This replica's share of the loss, and metric sums.
 
     Args:
@@ -35,9 +35,10 @@ def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
         optional `sentence_order_weights` float32 [b] (eval batches: 0 marks a padding example; default 1).
       global_batch_size: B, the batch summed over all replicas.
       mlm_weight_total: Σ masked_lm_weights over the global batch (a scalar, already summed over replicas).
+      sop_weight: W, the sentence-order term's weight (`pretrain --sop-weight`; the original's 1).
     Returns:
       (loss, sums): loss is a scalar whose sum over replicas is the global loss
-        Σ w·nll / (Σw + 1e-5) + Σ sop_nll / B (the original's 1e-5 guards an all-padding batch);
+        Σ w·nll / (Σw + 1e-5) + W · Σ sop_nll / B (the original's 1e-5 guards an all-padding batch);
         sums holds float32 scalars summed later over replicas and steps for the metrics.
     """
     ids, weights = batch["masked_lm_ids"], batch["masked_lm_weights"]
@@ -51,7 +52,8 @@ def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total):
     sop_weights = tf.ones_like(sop_nll) if sop_weights is None else sop_weights
     mlm_nll_sum = tf.reduce_sum(weights * mlm_nll)
     sop_nll_sum = tf.reduce_sum(sop_weights * sop_nll)
-    loss = mlm_nll_sum / (mlm_weight_total + 1e-5) + sop_nll_sum / float(global_batch_size)
+    sop_term = sop_nll_sum / float(global_batch_size)
+    loss = mlm_nll_sum / (mlm_weight_total + 1e-5) + (sop_term if sop_weight == 1.0 else sop_weight * sop_term)
 
     mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids), tf.float32)
     sop_correct = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels), tf.float32)
@@ -90,7 +92,7 @@ def _add_lists(totals, more):
 
 
 
-def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accumulation_steps=1):
+def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accumulation_steps=1, sop_weight=1.0):
     """Returns train_step(batch, training) → metric sums, to run in a replica context (strategy.run).
 
     batch: a per-replica pretraining batch, static shapes [b, L] / [b, P] / [b].
@@ -99,13 +101,14 @@ def make_train_step(model, optimizer, global_batch_size, jit_compile=False, accu
     one micro-batch's activations alive at a time), their gradients summed in float32; the loss normalizers are
     those of the whole global batch (Σw over all micro-batches and replicas, B), so the summed gradient is the
     gradient of the same loss, then clipped once and applied by one LAMB update.
+    `sop_weight`: the sentence-order term's weight in the loss (pretraining_loss); the sums are the same either way.
     """
     variables = model.trainable_variables
 
     def forward_backward(batch, mlm_weight_total, training):
         with tf.GradientTape() as tape, fused.training_step():  # training=False (no dropout) runs fused too
             outputs = model(batch, training=training)
-            loss, sums = pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total)
+            loss, sums = pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total, sop_weight)
         grads = tape.gradient(loss, variables)
         return [tf.convert_to_tensor(g) for g in grads], sums  # embedding gathers give IndexedSlices
 

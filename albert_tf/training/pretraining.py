@@ -485,7 +485,7 @@ def phase_loop(config: PretrainConfig, setup, model, optimizer, step):
         one, setup.model_config, one.train_data, batch.global_batch, True, skip_global_batches=step - first,
         counts=counts, known_counts=(list(sizes), known))))  # positioned, not skipped
     loop = make_train_loop(setup.strategy, make_train_step(
-        model, optimizer, batch.global_batch, setup.jit, batch.accumulation_steps), SUM_KEYS,
+        model, optimizer, batch.global_batch, setup.jit, batch.accumulation_steps, config.sop_weight), SUM_KEYS,
         per_step=config.steps_per_loop)  # LoopLength's cap: no call runs more steps
     if config.phases:
         print(f"phase {phase.seq_length}:{phase.fraction:g}: steps {first + 1}..{end} at sequence length "
