@@ -51,10 +51,11 @@ def make_train_loop(strategy, step_fn, sum_keys, per_step=None):
 
     def accumulate(index, batch, *args):
         sums = step_fn(batch, *args)
+        entry = None if per_step is None else tf.equal(tf.range(per_step), index)  # the step's entry, once
         for k in sum_keys:
             value = tf.cast(sums[k], tf.float32)
-            if per_step is not None:  # into entry `index` alone (a non-finite value stays in its own entry)
-                value = tf.where(tf.equal(tf.range(per_step), index), value, 0.0)
+            if entry is not None:  # into entry `index` alone (a non-finite value stays in its own entry)
+                value = tf.where(entry, value, 0.0)
             totals[k].assign_add(value)
 
     def loop(iterator, num_steps, *args):
