@@ -6,6 +6,8 @@ on an 8-way classification of passages from Python's library reference, at 32 to
     python benchmarks/pretraining_value.py --quick          # a tiny config on a 1 MB corpus slice
     python benchmarks/pretraining_value.py --init MODEL_DIR # evaluate an existing pretraining run (its steps/ too)
     python benchmarks/pretraining_value.py --set num_hidden_layers=4 --pretrain-steps 3700  # another model, an hour
+    python benchmarks/pretraining_value.py --lever wsd --pretrain-steps 1650 --work-dir W  # one lever (LEVERS) at a
+                                                            # quarter of the recipe's tokens: docs/pretraining.md
 
 Install first: `apt-get install linux-doc-6.12 python3-doc` (any linux-doc version; nothing is downloaded at run
 time; `--corpus-dir DIR` and `--task-dir DIR` read other copies).
