@@ -552,36 +552,38 @@ LEVERS = {
 SEQ = 64  # the recipe's sequence length (create-data's records)
 
 
-def lever_phases(lever):
-    """The lever's --phases ([albert_tf.settings.run_length.Phase]), or None."""
+def lever_phases_text(lever):
+    """The lever's --phases text, or None."""
     flags = LEVERS[lever]
-    if "--phases" not in flags:
-        return None
-    from albert_tf.settings.run_length import parse_phases  # pylint: disable=import-outside-toplevel
+    return flags[flags.index("--phases") + 1] if "--phases" in flags else None
 
-    return parse_phases(flags[flags.index("--phases") + 1])
+
+def lever_phases(lever):
+    """The lever run's phases ([albert_tf.settings.run_length.Phase]): its --phases, else one phase at SEQ."""
+    from albert_tf.settings.run_length import phases_or_one  # pylint: disable=import-outside-toplevel
+
+    return phases_or_one(lever_phases_text(lever), SEQ)
 
 
 def lever_steps(lever, steps, batch):
-    """The steps of the lever's run on the tokens of `steps` recipe steps (batch x SEQ each): `steps`, or with
-    --phases the fewest whose tokens reach them (albert_tf.settings.run_length.steps_for_tokens, as pretrain's
-    --budget-tokens decides)."""
-    phases = lever_phases(lever)
-    if phases is None:
-        return steps
+    """The steps of the lever's run on the tokens of `steps` recipe steps (batch x SEQ each): the fewest whose
+    tokens reach them (albert_tf.settings.run_length.steps_for_tokens, as pretrain's --budget-tokens decides;
+    `steps` itself without --phases)."""
     from albert_tf.settings.run_length import steps_for_tokens  # pylint: disable=import-outside-toplevel
 
-    return steps_for_tokens(phases, steps * batch * SEQ, batch)
+    return steps_for_tokens(lever_phases(lever), steps * batch * SEQ, batch)
 
 
 def tokens_at(lever, step, batch):
     """Pretraining tokens after `step` steps of the lever's run (albert_tf.settings.run_length.tokens_of)."""
-    phases = lever_phases(lever)
-    if phases is None:
-        return step * batch * SEQ
     from albert_tf.settings.run_length import tokens_of  # pylint: disable=import-outside-toplevel
 
-    return tokens_of(phases, step, batch)
+    return tokens_of(lever_phases(lever), step, batch)
+
+
+def batch_size(quick):
+    """The pretraining's global batch: the recipe's, --quick 32."""
+    return 32 if quick else _recipe()["batch_size"]
 
 
 def model_dir_of(work, lever):
@@ -596,10 +598,10 @@ def pretraining_argv(work, steps, quick, seed, sets=(), lever="recipe"):
     (LEVERS) adds its flags; with --phases the run is --budget-tokens of `steps` recipe steps, its shorter phase's
     records WORK/data32/ (`pretrain` makes them)."""
     recipe = _recipe()
-    batch = 32 if quick else recipe["batch_size"]
+    batch = batch_size(quick)
     total = lever_steps(lever, steps, batch)
     warmup = max(1, round(total * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
-    length = ["--num-train-steps", str(steps)] if lever_phases(lever) is None else [
+    length = ["--num-train-steps", str(steps)] if lever_phases_text(lever) is None else [
         "--budget-tokens", str(steps * batch * SEQ),
         *[w for p in lever_phases(lever) if p.seq_length != SEQ
           for w in ("--phase-data", f"{p.seq_length}={os.path.join(work, f'data{p.seq_length}', 'train*')}")]]
@@ -610,7 +612,7 @@ def pretraining_argv(work, steps, quick, seed, sets=(), lever="recipe"):
             "--keep-step-checkpoints", "8", "--seed", str(seed)]
     if quick:
         argv += [w for k, v in QUICK_MODEL.items() for w in ("--set", f"{k}={v}")]
-        argv += ["--batch-size", "32", "--steps-per-loop", str(max(1, total // 8)), "--dtype", "float32"]
+        argv += ["--batch-size", str(batch), "--steps-per-loop", str(max(1, total // 8)), "--dtype", "float32"]
     return argv + list(LEVERS[lever]) + [w for kv in sets for w in ("--set", kv)]
 
 
@@ -667,11 +669,10 @@ def time_record_path(model_dir):
 def pretrain(work, corpus, steps, quick, seed, sets=(), lever="recipe"):
     """vocab → create-data --no-mask → pretrain --recipe cpu_small (with the lever's flags) in work/. Returns (model
     dir, pretraining seconds)."""
-    phases = lever_phases(lever)
-    _make_data(work, corpus, quick, seed, sorted({SEQ} | {p.seq_length for p in phases or ()}))
+    _make_data(work, corpus, quick, seed, sorted({p.seq_length for p in lever_phases(lever)}))
     load = common.load_average()
     seconds = _step(pretraining_argv(work, steps, quick, seed, sets, lever))
-    record = {"seconds": seconds, "steps": lever_steps(lever, steps, 32 if quick else _recipe()["batch_size"]),
+    record = {"seconds": seconds, "steps": lever_steps(lever, steps, batch_size(quick)),
               "lever": lever, "flags": list(LEVERS[lever]), "set": list(sets), "load_average_before": load,
               "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
@@ -921,7 +922,7 @@ def main(argv=None):
         model_dir, pretrain_seconds = pretrain(work, corpus, args.pretrain_steps, args.quick, args.data_seed,
                                                args.set, args.lever)
         print(f"pretraining wall time: {pretrain_seconds:.0f}s ({pretrain_seconds / 60:.1f} min) for "
-              f"{lever_steps(args.lever, args.pretrain_steps, 32 if args.quick else _recipe()['batch_size'])} steps"
+              f"{lever_steps(args.lever, args.pretrain_steps, batch_size(args.quick))} steps"
               + ("" if args.lever == "recipe" else f" (lever {args.lever})"), flush=True)
         if args.pretrain_only:
             print(f"pretrained: {model_dir}; evaluate it with --init {model_dir}")
@@ -999,8 +1000,7 @@ def _cell(values):
 def report(results, args, model_dir, pretrain_seconds, total_seconds):
     """The table (markdown) and the last line."""
     config, steps = results.pop("config"), results.pop("checkpoints")
-    lever = recorded_lever(model_dir)
-    batch = 32 if args.quick else _recipe()["batch_size"]
+    lever, batch = recorded_lever(model_dir), batch_size(args.quick)
     print(f"\n8-way task (chance 0.125); model {config.num_hidden_layers} layers, {config.hidden_size} wide, "
           f"vocab {config.vocab_size}; {model_dir}; {args.seeds} seeds; dev accuracy mean ± std; the probes' L2 "
           f"of {','.join(f'{x:g}' for x in args.l2_grid)} chosen "

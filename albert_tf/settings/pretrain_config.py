@@ -160,6 +160,7 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
         --tpu the paths on Cloud Storage). The files are checked when the run starts."""
         run_config.check_minimum(self, POSITIVE_FIELDS, 1, "positive")
         run_config.check_minimum(self, NON_NEGATIVE_FIELDS, 0, ">= 0")
+        run_config.check_range(self, ("sop_weight",), lambda value: 0 <= value < float("inf"), "a finite number >= 0")
         self.check_masking()
         check_predictions(self)
         self.check_phases()
@@ -229,11 +230,9 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
 
     def check_masking(self):
         """--masked-lm-prob's range, and that it changes only what --dynamic-masking masks (records made with masks
-        carry their own); --sop-weight's range."""
+        carry their own)."""
         if not 0 < self.masked_lm_prob <= 1:
             raise ValueError(f"--masked-lm-prob must be in (0, 1], got {self.masked_lm_prob}")
-        if not 0 <= self.sop_weight < float("inf"):
-            raise ValueError(f"--sop-weight must be a finite number >= 0, got {self.sop_weight}")
         default = run_config.default_for(self, "masked_lm_prob")
         if self.masked_lm_prob != default and not self.dynamic_masking:
             raise ValueError(f"--masked-lm-prob {self.masked_lm_prob} needs --dynamic-masking: records made with "

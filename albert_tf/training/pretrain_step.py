@@ -52,8 +52,7 @@ def pretraining_loss(outputs, batch, global_batch_size, mlm_weight_total, sop_we
     sop_weights = tf.ones_like(sop_nll) if sop_weights is None else sop_weights
     mlm_nll_sum = tf.reduce_sum(weights * mlm_nll)
     sop_nll_sum = tf.reduce_sum(sop_weights * sop_nll)
-    sop_term = sop_nll_sum / float(global_batch_size)
-    loss = mlm_nll_sum / (mlm_weight_total + 1e-5) + (sop_term if sop_weight == 1.0 else sop_weight * sop_term)
+    loss = mlm_nll_sum / (mlm_weight_total + 1e-5) + sop_weight * sop_nll_sum / float(global_batch_size)
 
     mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), ids), tf.float32)
     sop_correct = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), labels), tf.float32)
