@@ -6,7 +6,7 @@ on an 8-way classification of passages from Python's library reference, at 32 to
     python benchmarks/pretraining_value.py --quick          # a tiny config on a 1 MB corpus slice
     python benchmarks/pretraining_value.py --init MODEL_DIR # evaluate an existing pretraining run (its steps/ too)
     python benchmarks/pretraining_value.py --set num_hidden_layers=4 --pretrain-steps 3700  # another model, an hour
-    python benchmarks/pretraining_value.py --lever wsd --pretrain-steps 1650 --work-dir W  # one lever (LEVERS) at a
+    python benchmarks/pretraining_value.py --lever mask25 --pretrain-steps 1650 --work-dir W  # one lever (LEVERS) at a
                                                             # quarter of the recipe's tokens: docs/pretraining.md
 
 Install first: `apt-get install linux-doc-6.12 python3-doc` (any linux-doc version; nothing is downloaded at run
@@ -538,12 +538,13 @@ def _recipe():
 
 # Levers of quality per compute (docs/pretraining.md "What each lever buys"): each an arm of pretrain flags over
 # the recipe, trained on the tokens of the recipe's run of --pretrain-steps steps (the same step cost, hence the
-# same wall time, except for the phases: a step at 32 costs less). "recipe" is the recipe itself.
+# same wall time, except for the phases: a step at 32 costs less). "recipe" is the recipe itself (warmup-stable-
+# decay); "polynomial" is its schedule before (the paper's, power 1).
 LEVERS = {
     "recipe": (),
+    "polynomial": ("--schedule", "polynomial"),
     "linear": ("--schedule", "linear"),
     "one-cycle": ("--schedule", "one-cycle"),
-    "wsd": ("--schedule", "wsd", "--decay-start", "0.8", "--decay-length", "0.2"),
     "mask25": ("--masked-lm-prob", "0.25", "--max-predictions", "16"),
     "mask30": ("--masked-lm-prob", "0.3", "--max-predictions", "20"),
     "phases": ("--phases", "32:0.9,64:0.1"),

@@ -672,6 +672,26 @@ def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, eval_run, c
     assert sorted(after) == sorted(files) and [name for name in files if after[name] != files[name]] == []
 
 
+def test_a_resume_with_another_schedule_says_which_settings_changed(pretrain_data, eval_run, capsys):
+    """The schedule is not kept on resume (a wsd run may be extended; a recipe's schedule may change between
+    releases), so a resume that changes it says so in one line naming each setting with its started value; the
+    same settings say nothing. (A finished run's re-run: it writes nothing, so eval_run stays as it was.)"""
+    directory, _ = eval_run
+    files = file_bytes(directory / "model")
+    capsys.readouterr()
+    albert_tf.pretrain(eval_run_config(pretrain_data, directory))
+    assert "another learning-rate schedule" not in capsys.readouterr().err
+    changed = dataclasses.replace(eval_run_config(pretrain_data, directory), schedule="wsd", decay_start=0.5,
+                                  learning_rate=0.002)
+    assert albert_tf.pretrain(changed).status == "complete"
+    notes = [line for line in capsys.readouterr().err.splitlines() if "another learning-rate schedule" in line]
+    assert notes == [f"albert-tf pretrain: note: {directory / 'model' / 'pretrain_config.json'}: resuming with another "
+                     "learning-rate schedule than the run started with: learning_rate 0.002 (started 0.01), "
+                     "schedule 'wsd' (started 'polynomial'), decay_start 0.5 (started 0.9); the rate follows it "
+                     "from the resumed step (give the started values to keep the run's)"]
+    assert file_bytes(directory / "model") == files
+
+
 def test_a_batch_this_machine_cannot_hold_is_refused_with_what_fits(pretrain_data, tmp_path, capsys):
 
     args = PretrainConfig(config="albert_base", train_data="d", model_dir=str(tmp_path / "m"), batch_size=4096,

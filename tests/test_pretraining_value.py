@@ -12,6 +12,8 @@ import sys
 import numpy as np
 import pytest
 
+from albert_tf.settings.pretrain_config import DECAY_LENGTH, DECAY_START
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 import pretraining_value as pv  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -416,12 +418,17 @@ def test_each_lever_reaches_pretrain_on_the_recipe_runs_tokens(lever, tmp_path, 
     assert config.num_train_steps == pv.lever_steps(lever, 800, 128)
     assert config.num_warmup_steps == round(config.num_train_steps * 412 / 6600)
     assert config.save_checkpoints_steps == config.num_train_steps // 8
-    expected = {"linear": ("schedule", "linear"), "one-cycle": ("schedule", "one-cycle"),
-                "wsd": ("schedule", "wsd"), "mask25": ("masked_lm_prob", 0.25), "mask30": ("masked_lm_prob", 0.3),
-                "no-sop": ("sop_weight", 0.0)}
+    expected = {"polynomial": ("schedule", "polynomial"), "linear": ("schedule", "linear"),
+                "one-cycle": ("schedule", "one-cycle"), "mask25": ("masked_lm_prob", 0.25),
+                "mask30": ("masked_lm_prob", 0.3), "no-sop": ("sop_weight", 0.0)}
     if lever in expected:
         field, value = expected[lever]
         assert getattr(config, field) == value
+    # the recipe's schedule (warmup-stable-decay from 80 % of the steps) unless the lever names another, whose run
+    # then has no wsd fields of the recipe's left over
+    schedule = expected[lever][1] if lever in ("polynomial", "linear", "one-cycle") else "wsd"
+    assert (config.schedule, config.decay_start, config.decay_length) == (
+        (schedule, 0.8, 0.2) if schedule == "wsd" else (schedule, DECAY_START, DECAY_LENGTH))
     if lever == "phases":
         assert [(p.seq_length, p.fraction) for p in phases] == [(32, 0.9), (64, 0.1)]
         assert config.num_train_steps == 1455  # 800 * 64 / (0.9 * 32 + 0.1 * 64) = 1454.5

@@ -13,8 +13,8 @@ import shlex
 
 from albert_tf import files, run_config
 from albert_tf.checkpoints import releases
-from albert_tf.settings.pretrain_config import (RECIPES, PretrainConfig, PretrainResult, over_recipe, read_recipe,
-                                                replaced_in_recipe)
+from albert_tf.settings.pretrain_config import (LENGTH_FIELDS, RECIPES, WSD_FIELDS, PretrainConfig, PretrainResult,
+                                                over_recipe, read_recipe, replaced_in_recipe)
 from albert_tf.text import vocabulary
 
 
@@ -84,9 +84,14 @@ def config_from_args(args):
                                        if k not in typed.get("config_overrides", {})}
     words = run_config.argv_of(PretrainConfig, {k: v for k, v in applied.items() if v is not False})
     line = shlex.join(words)
-    if replaced:  # the recipe's length, replaced by a typed one
-        line += " (its " + ", ".join(shlex.join(run_config.argv_of(PretrainConfig, {k: base[k]}))
-                                     for k in sorted(replaced)) + " replaced by the length typed)"
+    notes = []
+    for fields, why in ((LENGTH_FIELDS, "replaced by the length typed"),
+                        (WSD_FIELDS, f"dropped: --schedule {typed.get('schedule')} has no wsd decay")):
+        named = [shlex.join(run_config.argv_of(PretrainConfig, {k: base[k]})) for k in fields if k in replaced]
+        if named:
+            notes.append(f"its {', '.join(named)} {why}")
+    if notes:  # the recipe's length replaced by a typed one; its wsd decay under another schedule typed
+        line += " (" + "; ".join(notes) + ")"
     if line:
         print(f"recipe {args.recipe}: {line.strip()}", flush=True)
     return PretrainConfig(**over_recipe(base, typed))

@@ -41,6 +41,7 @@ SCHEDULES = ("polynomial", "linear", "one-cycle", "wsd")
 PRETRAIN_OPTIMIZERS = ("lamb", "adamw")
 # The fields that set a run's length: one of them (a budget replaces a recipe's --num-train-steps, and back)
 LENGTH_FIELDS = ("num_train_steps", "budget_tokens", "budget_hours")
+WSD_FIELDS = ("decay_start", "decay_length")  # the fields only --schedule wsd reads
 DECAY_START, DECAY_LENGTH = 0.9, 0.1  # --schedule wsd's decay: from 90 % of the steps, over the last 10 %
 HOURS_WARMUP = 2  # --budget-hours: the fewest warm-up steps (the step rate is measured within the warm-up)
 
@@ -366,16 +367,18 @@ RECIPES = {
     # hour the 2-layer model saw 1.8x the tokens and beat the 4-layer one at every label count. Re-masked every step
     # (a static mask on a laptop-sized corpus is memorised), no dropout (it only slows a model this far from fitting
     # its corpus), LAMB at 5e-3 (between the 1e-2 at batch 32 that trains the 128-wide model of DESIGN.md's measured
-    # facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up. Its --set gives every size of the model, so
-    # any --config preset yields the same model.
+    # facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up, the peak held to 80 % of the steps and a
+    # linear decay to 0 over the last 20 % (warmup-stable-decay: above the paper's polynomial decay in every seed,
+    # docs/pretraining.md "What each lever buys"). Its --set gives every size of the model, so any --config preset
+    # yields the same model.
     "cpu_small": {"description": "a pretraining a laptop can do in about an hour: 2 layers, 256 wide, E 128, "
                                  "8000-piece vocabulary, seq 64, batch 128, 6600 steps, dynamic masking (records "
-                                 "made with --no-mask)",
+                                 "made with --no-mask), warmup-stable-decay schedule",
                   "values": {"config_overrides": CPU_SMALL_MODEL,
                              "batch_size": 128, "max_seq_length": 64, "max_predictions": 10,
                              "dynamic_masking": True, "no_dropout": True, "learning_rate": 0.005,
                              "num_train_steps": 6600, "num_warmup_steps": 412, "save_checkpoints_steps": 600,
-                             "steps_per_loop": 50}},
+                             "steps_per_loop": 50, "schedule": "wsd", "decay_start": 0.8, "decay_length": 0.2}},
 }
 _FILE_FIELDS = ("description", "base", "flags")
 
@@ -402,10 +405,14 @@ def _read_file(recipe):
 
 def replaced_in_recipe(recipe_values, values):
     """The recipe's fields that `values` replace besides their own: a length (LENGTH_FIELDS: --num-train-steps or a
-    budget) given over a recipe replaces the recipe's length, whichever field holds it."""
-    if not any(name in values for name in LENGTH_FIELDS):
-        return set()
-    return {name for name in LENGTH_FIELDS if name in recipe_values and name not in values}
+    budget) given over a recipe replaces the recipe's length, whichever field holds it; a --schedule other than wsd
+    given over a recipe replaces the recipe's wsd decay (WSD_FIELDS), which only wsd reads."""
+    dropped = set()
+    if any(name in values for name in LENGTH_FIELDS):
+        dropped |= {name for name in LENGTH_FIELDS if name in recipe_values and name not in values}
+    if values.get("schedule", "wsd") != "wsd":
+        dropped |= {name for name in WSD_FIELDS if name in recipe_values and name not in values}
+    return dropped
 
 
 def over_recipe(recipe_values, values):
@@ -433,6 +440,7 @@ def read_recipe(recipe):
 
 __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
            "replaced_in_recipe", "SCHEDULES", "DECAY_START", "DECAY_LENGTH", "PRETRAIN_OPTIMIZERS", "LENGTH_FIELDS",
+           "WSD_FIELDS",
            "HOURS_WARMUP",
            "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
            "check_phase_lengths", "decide_length", "paper_warmup"]

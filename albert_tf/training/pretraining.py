@@ -258,8 +258,12 @@ def prepare(config: PretrainConfig):
         check_cpu_run(config)
     model_config = vocabulary.model_config(config.config, config.config_overrides, config.spm_model)
     data_sizes, source = check_inputs(config, model_config)
-    run_config.check_record(layout.ModelDir(config.model_dir).run_record, run_config.run_record(config),
-                            run_config.resume_names(config), "--model-dir")
+    record_path = layout.ModelDir(config.model_dir).run_record
+    recorded = run_config.check_record(record_path, run_config.run_record(config), run_config.resume_names(config),
+                                       "--model-dir")
+    note = schedule_change_note(config, recorded, record_path)
+    if note:
+        messages.say("note", note, "pretrain")
     batch = plan_batches(config, strategy.num_replicas_in_sync, on_tpu or use_gpu)
     choice = precision.choose(config.dtype, on_tpu, use_gpu, precision.probe_shape(
         batch.micro_batch, config.max_seq_length, model_config.hidden_size, model_config.intermediate_size))
@@ -425,6 +429,28 @@ def decide_hours(config: PretrainConfig, setup, schedule, step, seconds_per_step
     print(f"--budget-hours {config.budget_hours:g}: {seconds_per_step:.4g} s per step measured at step {step}: "
           f"{steps:,} steps", flush=True)
     return dataclasses.replace(config, num_train_steps=steps)
+
+
+# The fields the learning rate's schedule is made of: a resume may change them (a wsd run extended, a recipe whose
+# schedule changed between releases), and says so.
+SCHEDULE_FIELDS = ("learning_rate", "num_warmup_steps", "schedule", "poly_power", "decay_start", "decay_length")
+
+
+def schedule_change_note(config: PretrainConfig, recorded, path):
+    """The line a resumed run prints when its schedule's settings (SCHEDULE_FIELDS) differ from those its run record
+    at `path` was started with (`recorded`: the record, None for a new run), else None:
+
+        PATH: resuming with another learning-rate schedule than the run started with: schedule 'wsd' (started
+        'polynomial'); the rate follows it from the resumed step (give the started values to keep the run's)"""
+    if not recorded:
+        return None
+    now = dataclasses.asdict(config)
+    changed = [name for name in SCHEDULE_FIELDS if name in recorded and recorded[name] != now[name]]
+    if not changed:
+        return None
+    said = ", ".join(f"{name} {now[name]!r} (started {recorded[name]!r})" for name in changed)
+    return (f"{path}: resuming with another learning-rate schedule than the run started with: {said}; the rate "
+            "follows it from the resumed step (give the started values to keep the run's)")
 
 
 def recorded_hours(config: PretrainConfig, setup, schedule):
