@@ -548,22 +548,28 @@ LEVERS = {
     "mask25": ("--masked-lm-prob", "0.25", "--max-predictions", "16"),
     "mask30": ("--masked-lm-prob", "0.3", "--max-predictions", "20"),
     "phases": ("--phases", "32:0.9,64:0.1"),
+    "ramp": ("--phases", "64:0.25:{quarter},64:0.25:{half},64:0.5"),  # a batch-size ramp: B/4, B/2, then B
     "no-sop": ("--sop-weight", "0"),
 }
 SEQ = 64  # the recipe's sequence length (create-data's records)
 
 
-def lever_phases_text(lever):
+def lever_flags(lever, batch):
+    """The lever's pretrain flags for a run of global batch `batch` ({quarter} and {half} of it filled in)."""
+    return [word.format(quarter=batch // 4, half=batch // 2) for word in LEVERS[lever]]
+
+
+def lever_phases_text(lever, batch):
     """The lever's --phases text, or None."""
-    flags = LEVERS[lever]
+    flags = lever_flags(lever, batch)
     return flags[flags.index("--phases") + 1] if "--phases" in flags else None
 
 
-def lever_phases(lever):
+def lever_phases(lever, batch):
     """The lever run's phases ([albert_tf.settings.run_length.Phase]): its --phases, else one phase at SEQ."""
     from albert_tf.settings.run_length import phases_or_one  # pylint: disable=import-outside-toplevel
 
-    return phases_or_one(lever_phases_text(lever), SEQ)
+    return phases_or_one(lever_phases_text(lever, batch), SEQ)
 
 
 def lever_steps(lever, steps, batch):
@@ -572,14 +578,14 @@ def lever_steps(lever, steps, batch):
     `steps` itself without --phases)."""
     from albert_tf.settings.run_length import steps_for_tokens  # pylint: disable=import-outside-toplevel
 
-    return steps_for_tokens(lever_phases(lever), steps * batch * SEQ, batch)
+    return steps_for_tokens(lever_phases(lever, batch), steps * batch * SEQ, batch)
 
 
 def tokens_at(lever, step, batch):
     """Pretraining tokens after `step` steps of the lever's run (albert_tf.settings.run_length.tokens_of)."""
     from albert_tf.settings.run_length import tokens_of  # pylint: disable=import-outside-toplevel
 
-    return tokens_of(lever_phases(lever), step, batch)
+    return tokens_of(lever_phases(lever, batch), step, batch)
 
 
 def batch_size(quick):
@@ -602,9 +608,9 @@ def pretraining_argv(work, steps, quick, seed, sets=(), lever="recipe"):
     batch = batch_size(quick)
     total = lever_steps(lever, steps, batch)
     warmup = max(1, round(total * recipe["num_warmup_steps"] / recipe["num_train_steps"]))
-    length = ["--num-train-steps", str(steps)] if lever_phases_text(lever) is None else [
+    length = ["--num-train-steps", str(steps)] if lever_phases_text(lever, batch) is None else [
         "--budget-tokens", str(steps * batch * SEQ),
-        *[w for p in lever_phases(lever) if p.seq_length != SEQ
+        *[w for p in lever_phases(lever, batch) if p.seq_length != SEQ
           for w in ("--phase-data", f"{p.seq_length}={os.path.join(work, f'data{p.seq_length}', 'train*')}")]]
     argv = ["pretrain", "--recipe", "cpu_small", "--config", PRESET,
             "--train-data", os.path.join(work, "data", "train*"), "--model-dir", model_dir_of(work, lever),
@@ -614,7 +620,7 @@ def pretraining_argv(work, steps, quick, seed, sets=(), lever="recipe"):
     if quick:
         argv += [w for k, v in QUICK_MODEL.items() for w in ("--set", f"{k}={v}")]
         argv += ["--batch-size", str(batch), "--steps-per-loop", str(max(1, total // 8)), "--dtype", "float32"]
-    return argv + list(LEVERS[lever]) + [w for kv in sets for w in ("--set", kv)]
+    return argv + lever_flags(lever, batch) + [w for kv in sets for w in ("--set", kv)]
 
 
 def _sha256(path):
@@ -670,11 +676,11 @@ def time_record_path(model_dir):
 def pretrain(work, corpus, steps, quick, seed, sets=(), lever="recipe"):
     """vocab → create-data --no-mask → pretrain --recipe cpu_small (with the lever's flags) in work/. Returns (model
     dir, pretraining seconds)."""
-    _make_data(work, corpus, quick, seed, sorted({p.seq_length for p in lever_phases(lever)}))
+    _make_data(work, corpus, quick, seed, sorted({p.seq_length for p in lever_phases(lever, batch_size(quick))}))
     load = common.load_average()
     seconds = _step(pretraining_argv(work, steps, quick, seed, sets, lever))
     record = {"seconds": seconds, "steps": lever_steps(lever, steps, batch_size(quick)),
-              "lever": lever, "flags": list(LEVERS[lever]), "set": list(sets), "load_average_before": load,
+              "lever": lever, "flags": lever_flags(lever, batch_size(quick)), "set": list(sets), "load_average_before": load,
               "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
 
@@ -815,7 +821,8 @@ def _parse_args(argv=None):
                    help="pretrain with one lever's flags over the recipe, on the recipe run's tokens, into "
                         "WORK/model-LEVER (default: the recipe itself, WORK/model); a second lever in the same "
                         "--work-dir reuses the vocabulary and records: " + "; ".join(
-                            f"{k}: {' '.join(v)}" for k, v in LEVERS.items() if v))
+                            f"{k}: {' '.join(lever_flags(k, batch_size(False)))}" for k, v in LEVERS.items() if v)
+                        + " (the ramp's batches: a quarter and a half of the run's)")
     p.add_argument("--probe-last", action="store_true",
                    help="probe the last checkpoint only (not also those at 1/8, 1/4 and 1/2 of the run)")
     p.add_argument("--pretrain-only", action="store_true", help="stop after pretraining (evaluate later with --init)")

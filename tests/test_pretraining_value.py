@@ -432,6 +432,11 @@ def test_each_lever_reaches_pretrain_on_the_recipe_runs_tokens(lever, tmp_path, 
     if lever == "phases":
         assert [(p.seq_length, p.fraction) for p in phases] == [(32, 0.9), (64, 0.1)]
         assert config.num_train_steps == 1455  # 800 * 64 / (0.9 * 32 + 0.1 * 64) = 1454.5
+    elif lever == "ramp":  # the same length, batches 32, 64, 128 for a quarter, a quarter, a half of the steps
+        assert [(p.seq_length, p.fraction, p.batch_size) for p in phases] == [(64, 0.25, 32), (64, 0.25, 64),
+                                                                              (64, 0.5, 128)]
+        assert config.num_train_steps == 1164  # 800 * 128 / (0.25 * 32 + 0.25 * 64 + 0.5 * 128) = 1163.6
+        assert config.phase_data == {}
     else:
         assert config.num_train_steps == 800 and len(phases) == 1
     assert pv.tokens_at(lever, config.num_train_steps, 128) == tokens_of(phases, config.num_train_steps, 128)

@@ -150,3 +150,22 @@ def test_phases_switch_at_their_step_and_resume_bit_exact_at_the_switch_and_mid_
         first, resumed = stop_and_resume(monkeypatch, config(name), step)
         assert (first.status, first.step, resumed.status) == ("stopped", step, "done"), name
         ph.assert_bit_exact(tmp_path / "whole", tmp_path / name, STEPS)
+
+
+@pytest.mark.slow  # three tiny runs
+def test_a_batch_ramp_switches_batch_at_its_step_and_resumes_bit_exact_at_the_switch(pretrain_data, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """--phases 32:0.5:8,32:0.5 over 8 steps (--batch-size 16): one length, one set of records, steps 1..4 at
+    global batch 8 and 5..8 at 16, the second phase's data order drawn with the next seed. Stopped at the switch,
+    the run resumes to the uninterrupted run's final checkpoint, to the bit."""
+    def config(name):
+        return ph.pretrain_config(pretrain_data, tmp_path / name, steps=STEPS, steps_per_loop=1,
+                                  save_checkpoints_steps=STEPS, phases=f"{ph.PRETRAIN_SEQ}:0.5:8,{ph.PRETRAIN_SEQ}:0.5")
+
+    assert albert_tf.pretrain(config("whole")).status == "done"
+    out = capsys.readouterr().out
+    assert f"phase {ph.PRETRAIN_SEQ}:0.5: steps 1..4 at sequence length {ph.PRETRAIN_SEQ}, global batch 8" in out
+    assert f"phase {ph.PRETRAIN_SEQ}:0.5: steps 5..8 at sequence length {ph.PRETRAIN_SEQ}, global batch 16" in out
+    first, resumed = stop_and_resume(monkeypatch, config("at_switch"), STEPS // 2)
+    assert (first.status, first.step, resumed.status) == ("stopped", STEPS // 2, "done")
+    ph.assert_bit_exact(tmp_path / "whole", tmp_path / "at_switch", STEPS)

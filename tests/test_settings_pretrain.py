@@ -79,6 +79,10 @@ INVALID = [
     ("pretrain", {"phases": "16:0.9,512:0.1", "phase_data": {"16": "d16-*"}}, "--max-predictions 20 exceeds the "
                                                                               "phase length 16"),
     ("pretrain", {"phase_data": {"128": "d128-*"}}, "--phase-data needs --phases"),
+    ("pretrain", {"phases": "512:0.5,512:0.5"}, "--phases '512:0.5,512:0.5': a sequence length is given twice with "
+                                                "the same batch; give a length again only with another batch"),
+    ("pretrain", {"phases": "512:0.5:4096,512:0.5"}, "--phases: sequence length 512 comes twice with global batch "
+                                                     "4096 (a phase without BATCH has --batch-size)"),
     ("pretrain", {"tpu": "my-tpu"}, "--train-data data/train-*: with --tpu, data and the model dir must be on Cloud "
                                     "Storage (gs://...), because the TPU hosts cannot read this machine's local files"),
     ("pretrain", {"tpu": "my-tpu", "train_data": "gs://b/d-*", "model_dir": "gs://b/m", "init": "/local/model"},
@@ -167,6 +171,30 @@ def test_a_token_budget_decides_the_steps_and_replaces_a_recipes_length():
     assert (over.num_train_steps, over.budget_tokens) == (1000, 128 * 64 * 1000)
     assert PretrainConfig.from_recipe("paper_v2_phased", **base, num_train_steps=100000,
                                       phase_data={"128": "d"}).budget_tokens is None
+
+
+def test_a_batch_ramp_is_one_length_again_with_other_batches_each_repeat_drawn_anew():
+    """--phases 512:0.25:1024,512:0.25:2048,512:0.5 (--batch-size 4096): one length, no --phase-data, three batches;
+    the fewest steps whose tokens reach T (by hand: N=8 → 2·1024 + 2·2048 + 4·4096 = 22,528 examples of 512); each
+    repeat of the length draws its data order with the seed + its repeat count."""
+    from albert_tf.settings.run_length import repeat_index  # pylint: disable=import-outside-toplevel
+    from albert_tf.training.pretraining import phase_config  # pylint: disable=import-outside-toplevel
+
+    base = BASES["pretrain"][1]
+    ramp = PretrainConfig(**base, budget_tokens=22528 * 512, num_warmup_steps=1,
+                          phases="512:0.25:1024,512:0.25:2048,512:0.5")
+    assert ramp.num_train_steps == 8
+    assert [(p.batch_size, first, end) for p, first, end in ramp.phase_steps()] == [(1024, 0, 2), (2048, 2, 4),
+                                                                                     (4096, 4, 8)]
+    phases = ramp.run_phases()
+    assert [repeat_index(phases, i) for i in range(3)] == [0, 1, 2]
+    assert [phase_config(ramp, p, repeat_index(phases, i)).seed for i, p in enumerate(phases)] == [
+        ramp.seed, ramp.seed + 1, ramp.seed + 2]
+    assert [(c.batch_size, c.train_data) for c in (phase_config(ramp, p) for p in phases)] == [
+        (1024, ramp.train_data), (2048, ramp.train_data), (4096, ramp.train_data)]
+    mixed = [p for p, _, _ in PretrainConfig(**base, num_warmup_steps=1, phases="128:0.2:64,512:0.3,128:0.5",
+                                             phase_data={"128": "d128-*"}).phase_steps()]
+    assert [repeat_index(mixed, i) for i in range(3)] == [0, 0, 1]
 
 
 def test_masked_lm_prob_at_its_default_needs_no_dynamic_masking():

@@ -31,7 +31,8 @@ from albert_tf import run_config
 from albert_tf.run_config import option
 from albert_tf.runtime.signals import LOOP_SECONDS
 from albert_tf.settings.defaults import MASKED_LM_PROB, PAPER, SEED
-from albert_tf.settings.run_length import parse_phases, phase_bounds, run_phases, steps_for_tokens
+from albert_tf.settings.run_length import (check_run_batches, parse_phases, phase_bounds, run_phases,
+                                           steps_for_tokens)
 from albert_tf.settings.runtime_options import RuntimeOptions
 
 COLLECTIVE_TIMEOUT_SECS = 300.0  # multi-worker: the longest a worker waits for its peers in one collective
@@ -211,7 +212,7 @@ class PretrainConfig(RuntimeOptions):  # pylint: disable=too-many-instance-attri
             return
         phases = check_phase_lengths(self)
         longest = self.max_seq_length  # (the longest phase's)
-        wanted = sorted(str(p.seq_length) for p in phases if p.seq_length != longest)
+        wanted = sorted({str(p.seq_length) for p in phases if p.seq_length != longest})
         if sorted(self.phase_data) != wanted:
             raise ValueError(f"--phases {self.phases}: give the records of each shorter phase, --phase-data SEQ=GLOB "
                              f"for SEQ in {', '.join(wanted)} (got {', '.join(sorted(self.phase_data)) or 'none'})")
@@ -254,9 +255,10 @@ def check_predictions(config):
 
 def check_phase_lengths(config):
     """--phases of `config` (a PretrainConfig or a PlanConfig; run_length.parse_phases) with the longest phase at
-    --max-seq-length (--train-data's records) and --max-predictions within every phase's length. Returns the
-    phases."""
+    --max-seq-length (--train-data's records), --max-predictions within every phase's length and no length twice
+    with the same batch (run_length.check_run_batches). Returns the phases."""
     phases = parse_phases(config.phases)
+    check_run_batches(run_phases(config.phases, config.max_seq_length, config.batch_size))
     longest = max(p.seq_length for p in phases)
     if longest != config.max_seq_length:
         raise ValueError(f"--phases {config.phases}: the longest phase ({longest}) must be --max-seq-length "

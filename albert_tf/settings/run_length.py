@@ -3,6 +3,9 @@
 
     --phases 128:0.9,512:0.1         SEQ:FRACTION[:BATCH],...: each phase trains FRACTION of the steps at sequence
                                      length SEQ (and global batch BATCH; default --batch-size), in the order given
+    --phases 64:0.25:32,64:0.25:64,64:0.5
+                                     a batch-size ramp: a length again with another batch (repeat_index: the data
+                                     order of each repeat is drawn anew)
     phase_bounds(phases, steps)      [(first step, end step)] of each phase: the switch to phase i+1 is at step
                                      round(F × steps), F the fractions of phases 0..i summed, rounded half up
     tokens_of(phases, steps)         the tokens a run of `steps` steps trains on (batch × seq summed over its steps)
@@ -46,10 +49,28 @@ def parse_phases(text, flag="--phases"):
         phases.append(Phase(seq, fraction, batch))
     if abs(sum(p.fraction for p in phases) - 1.0) > 1e-6:
         raise ValueError(f"{flag} {text!r}: the fractions sum to {sum(p.fraction for p in phases):g}, not 1")
-    lengths = [p.seq_length for p in phases]
-    if len(set(lengths)) != len(lengths):
-        raise ValueError(f"{flag} {text!r}: a sequence length is given twice; give each length once")
+    shapes = [(p.seq_length, p.batch_size) for p in phases]
+    if len(set(shapes)) != len(shapes):
+        raise ValueError(f"{flag} {text!r}: a sequence length is given twice with the same batch; give a length "
+                         "again only with another batch (a batch-size ramp)")
     return phases
+
+
+def check_run_batches(phases, flag="--phases"):
+    """Refuses run phases (run_phases: each with its batch) in which a length comes twice with the same batch (a
+    BATCH equal to --batch-size given beside a phase without one)."""
+    shapes = [(p.seq_length, p.batch_size) for p in phases]
+    twice = sorted({shape for shape in shapes if shapes.count(shape) > 1})
+    if twice:
+        raise ValueError(f"{flag}: sequence length {twice[0][0]} comes twice with global batch {twice[0][1]} (a phase "
+                         "without BATCH has --batch-size); give a length again only with another batch")
+
+
+def repeat_index(phases, index):
+    """How many phases before phases[index] have its sequence length (0 for its first): a repeat reads the same
+    records, and pretrain draws its data order with the seed + this count, so it does not re-read the earlier
+    phase's examples in their order."""
+    return sum(p.seq_length == phases[index].seq_length for p in phases[:index])
 
 
 def round_half_up(value):
@@ -106,4 +127,4 @@ def run_phases(phases_text, seq_length, batch_size):
 
 
 __all__ = ["Phase", "parse_phases", "phase_bounds", "tokens_of", "steps_for_tokens", "steps_for_hours",
-           "phases_or_one", "run_phases", "round_half_up"]
+           "phases_or_one", "run_phases", "round_half_up", "check_run_batches", "repeat_index"]

@@ -44,7 +44,7 @@ from albert_tf.files import check_input_file, check_output_dir, exists, read_tex
 from albert_tf.layout import EVAL_SPLIT, TRAIN_SPLIT
 from albert_tf.runtime import devices, exit_codes, leftovers, lock, precision, random_state
 from albert_tf.settings.pretrain_config import PretrainConfig, PretrainResult, check_cpu_run
-from albert_tf.settings.run_length import steps_for_hours
+from albert_tf.settings.run_length import repeat_index, steps_for_hours
 from albert_tf.runtime.signals import LOOP_SECONDS, StopSignal, duration_text
 from albert_tf.runtime.watchdog import StepWatchdog, exit_lost
 from albert_tf.text import vocabulary
@@ -484,11 +484,13 @@ class PhaseLoop:
     flops_per_example: float
 
 
-def phase_config(config: PretrainConfig, phase):
-    """The config one phase reads its data and batch from: the run's at the phase's length, batch and records."""
+def phase_config(config: PretrainConfig, phase, repeat=0):
+    """The config one phase reads its data and batch from: the run's at the phase's length, batch and records;
+    the `repeat`-th phase at a length already trained (a batch-size ramp: run_length.repeat_index) draws its data
+    order with the seed + `repeat`, so it does not read the earlier phase's examples again in their order."""
     return dataclasses.replace(config, max_seq_length=phase.seq_length, batch_size=phase.batch_size,
                                train_data=config.phase_data_of(phase), phases=None, phase_data={},
-                               budget_tokens=None, budget_hours=None)
+                               budget_tokens=None, budget_hours=None, seed=config.seed + repeat)
 
 
 def phase_flag(config: PretrainConfig, phase):
@@ -500,8 +502,11 @@ def phase_loop(config: PretrainConfig, setup, model, optimizer, step):
     """The PhaseLoop of the phase that trains `step`: its data positioned at `step` − the phase's first step (the
     data order of a phase is a function of the seed and the step within it), its batch plan (the streams the
     model was built with must divide it), its train step and compiled loop."""
-    phase, first, end = next(p for p in config.phase_steps() if p[1] <= step < p[2])
-    one = dataclasses.replace(phase_config(config, phase), streams=setup.batch.streams)  # the model's streams
+    steps = config.phase_steps()
+    index = next(i for i, (_, first, end) in enumerate(steps) if first <= step < end)
+    phase, first, end = steps[index]
+    one = dataclasses.replace(phase_config(config, phase, repeat_index([p for p, _, _ in steps], index)),
+                              streams=setup.batch.streams)  # the model's streams
     batch = plan_batches(one, setup.batch.replicas, setup.on_tpu)
     counts = record_counts(one, one.train_data, setup.chief) if step > first else None
     sizes = setup.data_sizes[phase_flag(config, phase)]
