@@ -210,10 +210,10 @@ def test_k7_done_waits_for_worker_0_to_stop_0(cloud, clock, tmp_path):
 def test_p4_a_run_that_stops_badly_after_its_last_checkpoint_is_done_with_what_may_be_missing(
         cloud, clock, tmp_path, run, said):
     """P4. The last checkpoint is listed, then worker 0's run stops 76 (its final eval lost the TPU), goes down with
-    its host, never says it stopped within --settle-timeout, or the slice is preempted first. A relaunch would not
-    help (pretrain finds the run complete and exits 0 without the final eval): the keeper ends done and deletes the
-    slice, and its last line says that the checkpoint is complete but what pretrain writes after it may be missing,
-    and how to check."""
+    its host, never says it stopped within --settle-timeout, or the slice is preempted first. The keeper ends done
+    and deletes the slice (the checkpoint is complete; a re-run of pretrain evaluates a missing final eval on any
+    machine), and its last line says that what pretrain writes after the checkpoint may be missing, how to check,
+    and how to redo the evaluation."""
     run = dict(run)
     owned(tmp_path, cloud, state=run.pop("state", "READY"))
     cloud.checkpoints = [2, 4, 6]
@@ -224,9 +224,9 @@ def test_p4_a_run_that_stops_badly_after_its_last_checkpoint_is_done_with_what_m
     assert result.line == (
         f"done, but {said}: the checkpoint of step 6 is complete; the final eval "
         f"row of {MODEL_DIR}/metrics.jsonl, the steps/ copy and the last log copy in gs://b/albert/logs/albert_base/ "
-        f"may be missing, and a relaunch would not redo them (pretrain finds the run complete; check with: gcloud "
-        f"storage cat {MODEL_DIR}/metrics.jsonl | tail -n 2); TPU pod deleted (describe: not found): nothing is "
-        "left billing")
+        f"may be missing (check with: gcloud storage cat {MODEL_DIR}/metrics.jsonl | tail -n 2; the same pretrain "
+        "command, run again anywhere that reads the bucket, evaluates a missing final eval row); TPU pod deleted "
+        "(describe: not found): nothing is left billing")
     if run.get("message"):
         assert any(n.endswith(": TPU lost in the final evaluation (log: albert_tf_run/pretrain.log on worker 0, "
                               "gs://b/albert/logs/albert_base/)") for n in notes), notes[-4:]

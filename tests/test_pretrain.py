@@ -9,6 +9,7 @@ import json
 import glob
 import os
 import re
+import shutil
 import signal
 import time
 
@@ -670,6 +671,32 @@ def test_rerunning_a_finished_run_says_it_is_complete(pretrain_data, eval_run, c
     assert (directory / "model" / "metrics.jsonl").read_text() == written  # no row added
     after = file_bytes(directory / "model")  # nothing written (eval_run's other tests read the same files)
     assert sorted(after) == sorted(files) and [name for name in files if after[name] != files[name]] == []
+
+
+def test_rerunning_a_finished_run_whose_final_evaluation_is_missing_evaluates_it(pretrain_data, eval_run, tmp_path,
+                                                                                  capsys):
+    """A run whose process ended in its final evaluation (after the last checkpoint: a TPU lost there) is complete
+    without the eval row of its last step: the same command evaluates that checkpoint and writes the row the run
+    would have written (the same metrics as the original run's), then a re-run writes nothing."""
+    directory, first = eval_run
+    shutil.copytree(directory, tmp_path / "copy")
+    metrics = tmp_path / "copy" / "model" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    kept = [row for row in rows if (row["split"], row["step"]) != ("eval", 4)]
+    assert len(kept) == len(rows) - 1
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    capsys.readouterr()
+    result = albert_tf.pretrain(eval_run_config(pretrain_data, tmp_path / "copy"))
+    assert (result.status, result.step) == ("complete", 4)
+    assert "its evaluation at step 4 is missing" in capsys.readouterr().out
+    assert result.eval_metrics == pytest.approx(first.eval_metrics, rel=1e-6)
+    again = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert again[:-1] == kept and (again[-1]["split"], again[-1]["step"]) == ("eval", 4)
+    assert {k: v for k, v in again[-1].items() if k not in ("split", "step")} == pytest.approx(first.eval_metrics,
+                                                                                              rel=1e-6)
+    files = file_bytes(tmp_path / "copy" / "model")
+    assert albert_tf.pretrain(eval_run_config(pretrain_data, tmp_path / "copy")).status == "complete"
+    assert "is missing" not in capsys.readouterr().out and file_bytes(tmp_path / "copy" / "model") == files
 
 
 def test_a_resume_with_another_schedule_says_which_settings_changed(pretrain_data, eval_run, capsys):

@@ -399,8 +399,8 @@ class Keeper:  # pylint: disable=too-many-instance-attributes
         metrics = layout.ModelDir(self.s.model_dir).metrics
         return (f"done, but {self.unfinished}: the checkpoint of step {self.c.num_train_steps} is complete; the "
                 f"final eval row of {metrics}, the steps/ copy and the last log copy in {self.launch.log_url}/ may "
-                "be missing, and a relaunch would not redo them (pretrain finds the run complete; check with: "
-                f"gcloud storage cat {metrics} | tail -n 2)")
+                f"be missing (check with: gcloud storage cat {metrics} | tail -n 2; the same pretrain command, run "
+                "again anywhere that reads the bucket, evaluates a missing final eval row)")
 
     # ------------------------------------------------------------------------------------------ the slice
     def on_node(self, node, latest):

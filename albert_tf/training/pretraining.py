@@ -658,6 +658,27 @@ def recorded_rows(model_dir, step):
     return rows
 
 
+def final_eval_recorded(model_dir, step):
+    """Whether metrics.jsonl holds an eval row of `step` (a run whose process ended in its final evaluation, after
+    the last checkpoint, has none)."""
+    path = layout.ModelDir(model_dir).metrics
+    return exists(path) and any(
+        row.get("split") == EVAL_SPLIT and row.get("step") == step
+        for row in (json.loads(line) for line in read_text(path).splitlines() if line.strip()))
+
+
+def evaluate_final(config: PretrainConfig, setup, model, step):
+    """The evaluation a complete run is missing at its last step (`model` restored from that checkpoint), written
+    as the run would have written it; returns its metrics."""
+    print(f"its evaluation at step {step} is missing from {layout.ModelDir(config.model_dir).metrics}: evaluating "
+          "the final checkpoint", flush=True)
+    metrics = make_evaluation(config, setup, model, step)()
+    log = MetricsLog(config.model_dir, setup.chief)
+    log.write(EVAL_SPLIT, step, metrics)
+    log.close()
+    return metrics
+
+
 def result(config: PretrainConfig, status, step, manager, rows, exit_code=0):
     """The PretrainResult of a run that ends at `step` with `status`; `rows`: the last metrics rows by split."""
     return PretrainResult(status=status, step=step, model_dir=config.model_dir, checkpoint=manager.latest_checkpoint,
@@ -705,5 +726,8 @@ def _run(config: PretrainConfig, exits, clock=time.time):
                 print(f"the run in {config.model_dir} is already complete at step {step} (--num-train-steps "
                       f"{config.num_train_steps}): nothing to train; raise --num-train-steps to train further",
                       flush=True)
-                return result(config, "complete", step, manager, recorded_rows(config.model_dir, step))
+                rows = recorded_rows(config.model_dir, step)
+                if config.eval_data and not final_eval_recorded(config.model_dir, step):
+                    rows[EVAL_SPLIT] = evaluate_final(config, setup, model, step)
+                return result(config, "complete", step, manager, rows)
             return train(config, setup, model, optimizer, schedule, manager, stop, started, watchdog, clock)
