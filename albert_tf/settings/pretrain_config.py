@@ -442,7 +442,6 @@ def read_recipe(recipe):
 
 __all__ = ["PretrainConfig", "PretrainResult", "RECIPES", "CPU_SMALL_MODEL", "read_recipe", "over_recipe",
            "replaced_in_recipe", "SCHEDULES", "DECAY_START", "DECAY_LENGTH", "PRETRAIN_OPTIMIZERS", "LENGTH_FIELDS",
-           "WSD_FIELDS",
-           "HOURS_WARMUP",
+           "WSD_FIELDS", "HOURS_WARMUP",
            "COLLECTIVE_TIMEOUT_SECS", "POSITIVE_FIELDS", "NON_NEGATIVE_FIELDS", "PATH_FIELDS", "check_predictions",
            "check_phase_lengths", "decide_length", "paper_warmup"]
