@@ -57,6 +57,23 @@ def test_budget_tokens_decides_the_steps_as_pretrain_does(cli):
     assert p["tokens"] == 346_154 * 4096 * 128 + 38_462 * 4096 * 512 >= 125_000 * 4096 * 512
 
 
+def test_a_batch_ramp_is_planned_phase_by_phase_as_pretrain_counts_it(cli):
+    """--phases 128:0.25:16,128:0.25:32,128:0.5 at --batch-size 64 over 8 steps: 2 steps at batch 16, 2 at 32, 4 at
+    64 (tokens by hand); the largest phase by memory is the last; the text names it by length and batch."""
+    ramp = ("plan", "--config", "albert_base", "--topology", "v3-8", "--batch-size", "64", "--max-seq-length", "128",
+            "--phases", "128:0.25:16,128:0.25:32,128:0.5", "--num-train-steps", "8")
+    p = plan_json(cli, *ramp)
+    assert [(r["batch_size"], r["first_step"], r["steps"]) for r in p["phases"]] == [(16, 0, 2), (32, 2, 2),
+                                                                                     (64, 4, 4)]
+    assert p["tokens"] == (2 * 16 + 2 * 32 + 4 * 64) * 128 and p["largest_phase"] == 2
+    pretrain = PretrainConfig(config="albert_base", train_data="d", model_dir="m", batch_size=64, max_seq_length=128,
+                              phases="128:0.25:16,128:0.25:32,128:0.5", num_train_steps=8, num_warmup_steps=1)
+    assert [(ph.batch_size, first, end - first) for ph, first, end in pretrain.phase_steps()] == [
+        (r["batch_size"], r["first_step"], r["steps"]) for r in p["phases"]]
+    code, out, _ = cli(*ramp)
+    assert code == 0 and "phases (the flags fit the phase at seq 128, batch 64, the most memory per core" in out
+
+
 def test_budget_hours_are_steps_at_the_estimated_step_time(cli):
     p = plan_json(cli, "plan", "--config", "albert_base", "--topology", "v3-8", "--batch-size", "256",
                   "--max-seq-length", "128", "--budget-hours", "2", "--price-per-chip-hour", "3")
@@ -142,6 +159,7 @@ def test_phased_command_pastes_into_pretrain(cli):
                                                                 "(2 steps) disagree: give one"),
     (["--phases", "128:0.5,256:0.5"], "--phases 128:0.5,256:0.5: the longest phase (256) must be --max-seq-length"),
     (["--phases", "128:0.5,512:0.4"], "the fractions sum to 0.9, not 1"),
+    (["--phases", "512:0.5:4096,512:0.5"], "--phases: sequence length 512 comes twice with global batch 4096"),
     (["--topology", "cpu", "--budget-hours", "1"], "--budget-hours with --topology cpu"),
 ])
 def test_bad_input_is_one_line(cli, argv, message):

@@ -103,8 +103,9 @@ def run_lines(plan):
     lines = [""]
     rows = plan["phases"]
     if len(rows) > 1:
-        lines.append(f"phases (the flags fit phase {rows[plan['largest_phase']]['seq_length']}, the most memory per "
-                     f"{plan['device']}; its estimate is the one above):")
+        largest = rows[plan["largest_phase"]]
+        lines.append(f"phases (the flags fit the phase at seq {largest['seq_length']}, batch {largest['batch_size']}, "
+                     f"the most memory per {plan['device']}; its estimate is the one above):")
         for r in rows:
             fits = "" if r["fits"] is None else (", fits" if r["fits"] else ", DOES NOT FIT")
             lines.append(f"  seq {r['seq_length']:>5} batch {r['batch_size']:>6}: steps {r['first_step'] + 1:,}.."
