@@ -538,13 +538,13 @@ def _recipe():
 
 # Levers of quality per compute (docs/pretraining.md "What each lever buys"): each an arm of pretrain flags over
 # the recipe, trained on the tokens of the recipe's run of --pretrain-steps steps (the same step cost, hence the
-# same wall time, except for the phases: a step at 32 costs less). "recipe" is the recipe itself (warmup-stable-
-# decay); "polynomial" is its schedule before (the paper's, power 1).
+# same wall time, except for the phases and the ramp: a step at 32, or of a smaller batch, costs less). "recipe" is
+# the recipe itself.
 LEVERS = {
     "recipe": (),
-    "polynomial": ("--schedule", "polynomial"),
     "linear": ("--schedule", "linear"),
     "one-cycle": ("--schedule", "one-cycle"),
+    "wsd": ("--schedule", "wsd", "--decay-start", "0.8", "--decay-length", "0.2"),
     "mask25": ("--masked-lm-prob", "0.25", "--max-predictions", "16"),
     "mask30": ("--masked-lm-prob", "0.3", "--max-predictions", "20"),
     "phases": ("--phases", "32:0.9,64:0.1"),

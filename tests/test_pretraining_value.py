@@ -418,15 +418,14 @@ def test_each_lever_reaches_pretrain_on_the_recipe_runs_tokens(lever, tmp_path, 
     assert config.num_train_steps == pv.lever_steps(lever, 800, 128)
     assert config.num_warmup_steps == round(config.num_train_steps * 412 / 6600)
     assert config.save_checkpoints_steps == config.num_train_steps // 8
-    expected = {"polynomial": ("schedule", "polynomial"), "linear": ("schedule", "linear"),
-                "one-cycle": ("schedule", "one-cycle"), "mask25": ("masked_lm_prob", 0.25),
-                "mask30": ("masked_lm_prob", 0.3), "no-sop": ("sop_weight", 0.0)}
+    expected = {"linear": ("schedule", "linear"), "one-cycle": ("schedule", "one-cycle"),
+                "wsd": ("schedule", "wsd"), "mask25": ("masked_lm_prob", 0.25), "mask30": ("masked_lm_prob", 0.3),
+                "no-sop": ("sop_weight", 0.0)}
     if lever in expected:
         field, value = expected[lever]
         assert getattr(config, field) == value
-    # the recipe's schedule (warmup-stable-decay from 80 % of the steps) unless the lever names another, whose run
-    # then has no wsd fields of the recipe's left over
-    schedule = expected[lever][1] if lever in ("polynomial", "linear", "one-cycle") else "wsd"
+    # the recipe's schedule (the paper's polynomial decay) unless the lever names another
+    schedule = expected[lever][1] if lever in ("linear", "one-cycle", "wsd") else "polynomial"
     assert (config.schedule, config.decay_start, config.decay_length) == (
         (schedule, 0.8, 0.2) if schedule == "wsd" else (schedule, DECAY_START, DECAY_LENGTH))
     if lever == "phases":

@@ -149,34 +149,38 @@ def test_cpu_small_is_a_2_layer_256_wide_run_at_seq_64_whatever_the_preset(capsy
     assert counts["attention"] == 4 * (h * h + h) + 2 * h
 
 
-def test_cpu_small_holds_the_peak_to_80_percent_and_another_schedule_over_it_drops_the_decay(capsys):
-    """cpu_small's schedule is warmup-stable-decay (decay over the last 20 %); a --schedule other than wsd given over
-    it leaves no wsd field of the recipe behind (else it would be refused as '--decay-start 0.8 needs --schedule
-    wsd') and the recipe's line says so; one given with wsd keeps the recipe's other decay field, and a decay flag
-    with a non-wsd schedule is still refused."""
+def test_another_schedule_over_a_wsd_recipe_drops_its_decay(capsys, tmp_path):
+    """A recipe file of cpu_small with warmup-stable-decay (decay over the last 20 %): a --schedule other than wsd
+    given over it leaves no wsd field of the recipe behind (else it would be refused as '--decay-start 0.8 needs
+    --schedule wsd') and the recipe's line says so; one given with wsd keeps the recipe's other decay field, and a
+    decay flag with a non-wsd schedule is still refused."""
     from albert_tf.settings.pretrain_config import DECAY_LENGTH, DECAY_START  # pylint: disable=import-outside-toplevel
 
+    recipe = tmp_path / "wsd.json"
+    recipe.write_text(json.dumps({"base": "cpu_small", "flags": {"schedule": "wsd", "decay-start": 0.8,
+                                                                 "decay-length": 0.2}}))
+
     def pretrain_config(*argv):  # (config, the recipe's line) as `albert-tf pretrain` makes and prints them
-        config = jobs_pretrain.config_from_args(cli.build_parser(["pretrain"]).parse_args(["pretrain", *REQUIRED,
-                                                                                          *argv]))
+        config = jobs_pretrain.config_from_args(cli.build_parser(["pretrain"]).parse_args(
+            ["pretrain", *REQUIRED, "--recipe", str(recipe), *argv]))
         return config, capsys.readouterr().out.strip()
 
-    config, line = pretrain_config("--recipe", "cpu_small")
+    config, line = pretrain_config()
     assert (config.schedule, config.decay_start, config.decay_length) == ("wsd", 0.8, 0.2)
     assert "--schedule wsd --decay-start 0.8 --decay-length 0.2" in line and "dropped" not in line
     for schedule in ("polynomial", "linear", "one-cycle"):
-        config, line = pretrain_config("--recipe", "cpu_small", "--schedule", schedule)
+        config, line = pretrain_config("--schedule", schedule)
         assert (config.schedule, config.decay_start, config.decay_length) == (schedule, DECAY_START, DECAY_LENGTH)
         assert line.endswith(f"(its --decay-start 0.8, --decay-length 0.2 dropped: --schedule {schedule} has no "
                              "wsd decay)")
         config.check()
-    config, line = pretrain_config("--recipe", "cpu_small", "--schedule", "one-cycle", "--budget-tokens", "8192000")
+    config, line = pretrain_config("--schedule", "one-cycle", "--budget-tokens", "8192000")
     assert line.endswith("(its --num-train-steps 6600 replaced by the length typed; its --decay-start 0.8, "
                          "--decay-length 0.2 dropped: --schedule one-cycle has no wsd decay)")
-    config, _ = parse("--recipe", "cpu_small", "--schedule", "wsd", "--decay-start", "0.7")
+    config, _ = pretrain_config("--schedule", "wsd", "--decay-start", "0.7")
     assert (config.decay_start, config.decay_length) == (0.7, 0.2)
     with pytest.raises(ValueError, match="--decay-start 0.7 needs --schedule wsd"):
-        pretrain_config("--recipe", "cpu_small", "--schedule", "linear", "--decay-start", "0.7")
+        pretrain_config("--schedule", "linear", "--decay-start", "0.7")
 
 
 def test_typed_flags_win_over_cpu_small_and_set_changes_one_key(capsys):

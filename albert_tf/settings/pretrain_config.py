@@ -369,18 +369,16 @@ RECIPES = {
     # hour the 2-layer model saw 1.8x the tokens and beat the 4-layer one at every label count. Re-masked every step
     # (a static mask on a laptop-sized corpus is memorised), no dropout (it only slows a model this far from fitting
     # its corpus), LAMB at 5e-3 (between the 1e-2 at batch 32 that trains the 128-wide model of DESIGN.md's measured
-    # facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up, the peak held to 80 % of the steps and a
-    # linear decay to 0 over the last 20 % (warmup-stable-decay: above the paper's polynomial decay in every seed,
-    # docs/pretraining.md "What each lever buys"). Its --set gives every size of the model, so any --config preset
-    # yields the same model.
+    # facts and the paper's 1.76e-3 at batch 4096) with a 6 % warm-up. Its --set gives every size of the model, so
+    # any --config preset yields the same model.
     "cpu_small": {"description": "a pretraining a laptop can do in about an hour: 2 layers, 256 wide, E 128, "
                                  "8000-piece vocabulary, seq 64, batch 128, 6600 steps, dynamic masking (records "
-                                 "made with --no-mask), warmup-stable-decay schedule",
+                                 "made with --no-mask)",
                   "values": {"config_overrides": CPU_SMALL_MODEL,
                              "batch_size": 128, "max_seq_length": 64, "max_predictions": 10,
                              "dynamic_masking": True, "no_dropout": True, "learning_rate": 0.005,
                              "num_train_steps": 6600, "num_warmup_steps": 412, "save_checkpoints_steps": 600,
-                             "steps_per_loop": 50, "schedule": "wsd", "decay_start": 0.8, "decay_length": 0.2}},
+                             "steps_per_loop": 50}},
 }
 _FILE_FIELDS = ("description", "base", "flags")
 
