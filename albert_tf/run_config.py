@@ -408,6 +408,14 @@ def read_record(path):
         raise ValueError(f"{path}: not valid JSON ({e}); delete it or use a new output directory") from None
 
 
+def differing(recorded, current, names):
+    """[(name, current value, recorded value)] of the `names` (resume_names' form) whose values in `current`
+    (run_record, compared as it would read back from JSON) differ from those of the run record `recorded`; a name
+    one of them lacks is not compared."""
+    flat, now = _flat(recorded), _flat(json.loads(json.dumps(current)))
+    return [(n, now[n], flat[n]) for n in names if n in flat and n in now and flat[n] != now[n]]
+
+
 def check_record(path, current, names, flag, recorded=_UNREAD):
     """Refuses a run whose values `current` (run_record) differ from the run record at `path` (read here unless
     given as `recorded`; None: no record yet, a new run). `names`: what must agree (resume_names; "budget.x": the key
@@ -421,10 +429,9 @@ def check_record(path, current, names, flag, recorded=_UNREAD):
         recorded = read_record(path)
     if recorded is None:
         return None
-    flat, now = _flat(recorded), _flat(json.loads(json.dumps(current)))  # as it would read back
-    diff = [n for n in names if n in flat and n in now and flat[n] != now[n]]
+    diff = differing(recorded, current, names)
     if diff:
-        said = ", ".join(f"{n} {now[n]!r} (recorded {flat[n]!r})" for n in diff)
+        said = ", ".join(f"{n} {now!r} (recorded {then!r})" for n, now, then in diff)
         raise ValueError(f"{path}: the output directory holds a run with other settings: {said}; use a new {flag} "
                          "or the same settings")
     return recorded
@@ -464,6 +471,6 @@ def did_you_mean(words, flags):
 
 __all__ = ["did_you_mean", "option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given",
            "values_from_mapping", "check_fields", "run_record", "resume_names", "read_record", "write_record",
-           "check_record", "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named", "default_of",
-           "default_for", "check_minimum", "check_range", "POSITIVE", "FRACTION", "parse_key_value", "fields_of",
+           "check_record", "differing", "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named",
+           "default_of", "default_for", "check_minimum", "check_range", "POSITIVE", "FRACTION", "parse_key_value", "fields_of",
            "REQUIRED"]

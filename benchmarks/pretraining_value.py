@@ -676,11 +676,12 @@ def time_record_path(model_dir):
 def pretrain(work, corpus, steps, quick, seed, sets=(), lever="recipe"):
     """vocab → create-data --no-mask → pretrain --recipe cpu_small (with the lever's flags) in work/. Returns (model
     dir, pretraining seconds)."""
-    _make_data(work, corpus, quick, seed, sorted({p.seq_length for p in lever_phases(lever, batch_size(quick))}))
+    batch = batch_size(quick)
+    _make_data(work, corpus, quick, seed, sorted({p.seq_length for p in lever_phases(lever, batch)}))
     load = common.load_average()
     seconds = _step(pretraining_argv(work, steps, quick, seed, sets, lever))
-    record = {"seconds": seconds, "steps": lever_steps(lever, steps, batch_size(quick)),
-              "lever": lever, "flags": lever_flags(lever, batch_size(quick)), "set": list(sets), "load_average_before": load,
+    record = {"seconds": seconds, "steps": lever_steps(lever, steps, batch),
+              "lever": lever, "flags": lever_flags(lever, batch), "set": list(sets), "load_average_before": load,
               "load_average_after": common.load_average(), "cpu": common.cpu_model(), "cpus": os.cpu_count()}
     from albert_tf.files import atomic_write_text  # pylint: disable=import-outside-toplevel
 

@@ -49,20 +49,26 @@ def parse_phases(text, flag="--phases"):
         phases.append(Phase(seq, fraction, batch))
     if abs(sum(p.fraction for p in phases) - 1.0) > 1e-6:
         raise ValueError(f"{flag} {text!r}: the fractions sum to {sum(p.fraction for p in phases):g}, not 1")
-    shapes = [(p.seq_length, p.batch_size) for p in phases]
-    if len(set(shapes)) != len(shapes):
+    if repeated_shape(phases):
         raise ValueError(f"{flag} {text!r}: a sequence length is given twice with the same batch; give a length "
                          "again only with another batch (a batch-size ramp)")
     return phases
 
 
+def repeated_shape(phases):
+    """The smallest (seq_length, batch_size) that two of `phases` share (a batch of None, the run's, first), or
+    None."""
+    shapes = [(p.seq_length, p.batch_size) for p in phases]
+    return min((shape for shape in shapes if shapes.count(shape) > 1), default=None,
+               key=lambda shape: (shape[0], shape[1] or 0))
+
+
 def check_run_batches(phases, flag="--phases"):
     """Refuses run phases (run_phases: each with its batch) in which a length comes twice with the same batch (a
     BATCH equal to --batch-size given beside a phase without one)."""
-    shapes = [(p.seq_length, p.batch_size) for p in phases]
-    twice = sorted({shape for shape in shapes if shapes.count(shape) > 1})
+    twice = repeated_shape(phases)
     if twice:
-        raise ValueError(f"{flag}: sequence length {twice[0][0]} comes twice with global batch {twice[0][1]} (a phase "
+        raise ValueError(f"{flag}: sequence length {twice[0]} comes twice with global batch {twice[1]} (a phase "
                          "without BATCH has --batch-size); give a length again only with another batch")
 
 

@@ -258,10 +258,9 @@ def prepare(config: PretrainConfig):
         check_cpu_run(config)
     model_config = vocabulary.model_config(config.config, config.config_overrides, config.spm_model)
     data_sizes, source = check_inputs(config, model_config)
-    record_path = layout.ModelDir(config.model_dir).run_record
-    recorded = run_config.check_record(record_path, run_config.run_record(config), run_config.resume_names(config),
-                                       "--model-dir")
-    note = schedule_change_note(config, recorded, record_path)
+    record_path, current = layout.ModelDir(config.model_dir).run_record, run_config.run_record(config)
+    recorded = run_config.check_record(record_path, current, run_config.resume_names(config), "--model-dir")
+    note = schedule_change_note(current, recorded, record_path)
     if note:
         messages.say("note", note, "pretrain")
     batch = plan_batches(config, strategy.num_replicas_in_sync, on_tpu or use_gpu)
@@ -436,19 +435,17 @@ def decide_hours(config: PretrainConfig, setup, schedule, step, seconds_per_step
 SCHEDULE_FIELDS = ("learning_rate", "num_warmup_steps", "schedule", "poly_power", "decay_start", "decay_length")
 
 
-def schedule_change_note(config: PretrainConfig, recorded, path):
-    """The line a resumed run prints when its schedule's settings (SCHEDULE_FIELDS) differ from those its run record
-    at `path` was started with (`recorded`: the record, None for a new run), else None:
+def schedule_change_note(current, recorded, path):
+    """The line a resumed run prints when its schedule's settings (SCHEDULE_FIELDS of `current`, the run's
+    run_config.run_record) differ from those its run record at `path` was started with (`recorded`: the record,
+    None for a new run), else None:
 
         PATH: resuming with another learning-rate schedule than the run started with: schedule 'wsd' (started
         'polynomial'); the rate follows it from the resumed step (give the started values to keep the run's)"""
-    if not recorded:
-        return None
-    now = dataclasses.asdict(config)
-    changed = [name for name in SCHEDULE_FIELDS if name in recorded and recorded[name] != now[name]]
+    changed = recorded and run_config.differing(recorded, current, SCHEDULE_FIELDS)
     if not changed:
         return None
-    said = ", ".join(f"{name} {now[name]!r} (started {recorded[name]!r})" for name in changed)
+    said = ", ".join(f"{name} {now!r} (started {then!r})" for name, now, then in changed)
     return (f"{path}: resuming with another learning-rate schedule than the run started with: {said}; the rate "
             "follows it from the resumed step (give the started values to keep the run's)")
 
@@ -644,27 +641,28 @@ def train(config: PretrainConfig, setup, model, optimizer, schedule, manager, st
     return result(config, "done", step, manager, rows)
 
 
-def recorded_rows(model_dir, step):
-    """{split: the metrics of its last metrics.jsonl row at or before `step`} of a run found complete: what its
-    result carries, as the run that trained it returned."""
+def metric_rows(model_dir):
+    """The rows of the model dir's metrics.jsonl ({"split", "step", **metrics}), [] without the file."""
     path = layout.ModelDir(model_dir).metrics
     if not exists(path):
-        return {}
-    rows = {}
-    for line in read_text(path).splitlines():
-        row = json.loads(line) if line.strip() else {}
+        return []
+    return [json.loads(line) for line in read_text(path).splitlines() if line.strip()]
+
+
+def recorded_rows(rows, step):
+    """{split: the metrics of its last row at or before `step`} of a run found complete (`rows`: metric_rows):
+    what its result carries, as the run that trained it returned."""
+    last = {}
+    for row in rows:
         if row.get("split") in (TRAIN_SPLIT, EVAL_SPLIT) and row.get("step", step + 1) <= step:
-            rows[row["split"]] = {k: v for k, v in row.items() if k not in ("split", "step")}
-    return rows
+            last[row["split"]] = {k: v for k, v in row.items() if k not in ("split", "step")}
+    return last
 
 
-def final_eval_recorded(model_dir, step):
-    """Whether metrics.jsonl holds an eval row of `step` (a run whose process ended in its final evaluation, after
-    the last checkpoint, has none)."""
-    path = layout.ModelDir(model_dir).metrics
-    return exists(path) and any(
-        row.get("split") == EVAL_SPLIT and row.get("step") == step
-        for row in (json.loads(line) for line in read_text(path).splitlines() if line.strip()))
+def final_eval_recorded(rows, step):
+    """Whether `rows` (metric_rows) hold an eval row of `step` (a run whose process ended in its final evaluation,
+    after the last checkpoint, has none)."""
+    return any(row.get("split") == EVAL_SPLIT and row.get("step") == step for row in rows)
 
 
 def evaluate_final(config: PretrainConfig, setup, model, step):
@@ -726,8 +724,9 @@ def _run(config: PretrainConfig, exits, clock=time.time):
                 print(f"the run in {config.model_dir} is already complete at step {step} (--num-train-steps "
                       f"{config.num_train_steps}): nothing to train; raise --num-train-steps to train further",
                       flush=True)
-                rows = recorded_rows(config.model_dir, step)
-                if config.eval_data and not final_eval_recorded(config.model_dir, step):
+                written = metric_rows(config.model_dir)
+                rows = recorded_rows(written, step)
+                if config.eval_data and not final_eval_recorded(written, step):
                     rows[EVAL_SPLIT] = evaluate_final(config, setup, model, step)
                 return result(config, "complete", step, manager, rows)
             return train(config, setup, model, optimizer, schedule, manager, stop, started, watchdog, clock)
