@@ -539,17 +539,21 @@ def _recipe():
 # Levers of quality per compute (docs/pretraining.md "What each lever buys"): each an arm of pretrain flags over
 # the recipe, trained on the tokens of the recipe's run of --pretrain-steps steps (the same step cost, hence the
 # same wall time, except for the phases and the ramp: a step at 32, or of a smaller batch, costs less). "recipe" is
-# the recipe itself.
+# the recipe itself; "wsd-..." are combinations over wsd, the lever that won at a quarter of the tokens.
+_WSD = ("--schedule", "wsd", "--decay-start", "0.8", "--decay-length", "0.2")
+_PHASES = ("--phases", "32:0.9,64:0.1")
+_RAMP = ("--phases", "64:0.25:{quarter},64:0.25:{half},64:0.5")  # a batch-size ramp: B/4, B/2, then B
 LEVERS = {
     "recipe": (),
     "linear": ("--schedule", "linear"),
     "one-cycle": ("--schedule", "one-cycle"),
-    "wsd": ("--schedule", "wsd", "--decay-start", "0.8", "--decay-length", "0.2"),
+    "wsd": _WSD,
     "mask25": ("--masked-lm-prob", "0.25", "--max-predictions", "16"),
     "mask30": ("--masked-lm-prob", "0.3", "--max-predictions", "20"),
-    "phases": ("--phases", "32:0.9,64:0.1"),
-    "ramp": ("--phases", "64:0.25:{quarter},64:0.25:{half},64:0.5"),  # a batch-size ramp: B/4, B/2, then B
+    "phases": _PHASES,
     "no-sop": ("--sop-weight", "0"),
+    "wsd-ramp": _WSD + _RAMP,
+    "wsd-phases": _WSD + _PHASES,
 }
 SEQ = 64  # the recipe's sequence length (create-data's records)
 

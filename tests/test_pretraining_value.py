@@ -424,14 +424,15 @@ def test_each_lever_reaches_pretrain_on_the_recipe_runs_tokens(lever, tmp_path, 
     if lever in expected:
         field, value = expected[lever]
         assert getattr(config, field) == value
-    # the recipe's schedule (the paper's polynomial decay) unless the lever names another
-    schedule = expected[lever][1] if lever in ("linear", "one-cycle", "wsd") else "polynomial"
+    # the recipe's schedule (the paper's polynomial decay) unless the lever names another; "wsd-..." over wsd
+    schedule = "wsd" if lever.startswith("wsd") else expected[lever][1] if lever in ("linear", "one-cycle") else (
+        "polynomial")
     assert (config.schedule, config.decay_start, config.decay_length) == (
         (schedule, 0.8, 0.2) if schedule == "wsd" else (schedule, DECAY_START, DECAY_LENGTH))
-    if lever == "phases":
+    if lever in ("phases", "wsd-phases"):
         assert [(p.seq_length, p.fraction) for p in phases] == [(32, 0.9), (64, 0.1)]
         assert config.num_train_steps == 1455  # 800 * 64 / (0.9 * 32 + 0.1 * 64) = 1454.5
-    elif lever == "ramp":  # the same length, batches 32, 64, 128 for a quarter, a quarter, a half of the steps
+    elif lever == "wsd-ramp":  # the same length, batches 32, 64, 128 for a quarter, a quarter, a half of the steps
         assert [(p.seq_length, p.fraction, p.batch_size) for p in phases] == [(64, 0.25, 32), (64, 0.25, 64),
                                                                               (64, 0.5, 128)]
         assert config.num_train_steps == 1164  # 800 * 128 / (0.25 * 32 + 0.25 * 64 + 0.5 * 128) = 1163.6
