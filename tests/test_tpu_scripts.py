@@ -200,6 +200,22 @@ def test_install_overrides_and_refusals():
     assert result.returncode == 2 and "set ALBERT_TF_SOURCE" in result.stderr
 
 
+@pytest.mark.parametrize("script", ["install.sh", "launch_pretrain.sh"])
+@pytest.mark.parametrize("source", ["git+https://me:s3cret-token@example.com/a/albert_tf.git@v1",
+                                    "https://s3cret-token@example.com/albert_tf-0.1.0-py3-none-any.whl"])
+def test_a_credential_in_the_source_is_refused_before_gcloud_sees_it(script, source):
+    """The install goes to worker 0 on gcloud's command line, which gcloud's logs keep: a source URL carrying a
+    credential is refused, naming the variable without the credential, and nothing is run."""
+    for dry_run in (["--dry-run"], []):
+        result = run_script(script, *DRY_RUNS[script], *dry_run, env={"ALBERT_TF_SOURCE": source}, check=False)
+        assert result.returncode == 2 and not result.stdout, result
+        assert "s3cret-token" not in result.stderr and "ALBERT_TF_SOURCE " in result.stderr
+        assert "a credential in the URL" in result.stderr and "albert-tf keep-alive" in result.stderr
+    # a git URL naming a revision (an @ after the host) is no credential
+    words = install_words({"ALBERT_TF_SOURCE": "git+https://example.com/a/albert_tf.git@v1"})
+    assert "albert_tf[cloud-tpu] @ git+https://example.com/a/albert_tf.git@v1" in words
+
+
 def test_bucket_in_the_tpu_region():
     (create,) = commands("create_bucket.sh", *DRY_RUNS["create_bucket.sh"])
     assert create == ["gcloud", "storage", "buckets", "create", "gs://my-bucket", "--location=europe-west4",

@@ -133,6 +133,13 @@ install_command() {
       "$(quote "albert_tf is not installed on worker 0; set ALBERT_TF_SOURCE (a git URL or a wheel) or INSTALL_CMD")"
     return
   fi
+  # A credential in the URL (user:token@) would be on gcloud's command line, which gcloud's own logs keep
+  # (~/.config/gcloud/logs): refused. The keeper copies its launch to worker 0 in a private file instead.
+  if [[ $source =~ ^[A-Za-z+]+://[^/]*@ ]]; then
+    die "ALBERT_TF_SOURCE ${source%%://*}://...@${source#*@}: a credential in the URL would be on gcloud's command" \
+        "line and in gcloud's logs; expected a URL without one: a gs:// wheel (worker 0 reads it with its service" \
+        "account), or albert-tf keep-alive, which copies the install to worker 0 in a private file"
+  fi
   case $source in
     git+https://*|https://*.whl) requirement="albert_tf[cloud-tpu] @ $source" ;;
     gs://*.whl)
