@@ -472,5 +472,5 @@ def did_you_mean(words, flags):
 __all__ = ["did_you_mean", "option", "to_argv", "add_fields_as_arguments", "add_alias", "config_from_args", "given",
            "values_from_mapping", "check_fields", "run_record", "resume_names", "read_record", "write_record",
            "check_record", "differing", "add_to_record", "same_on_resume", "flag_of", "flag_for", "field_named",
-           "default_of", "default_for", "check_minimum", "check_range", "POSITIVE", "FRACTION", "parse_key_value", "fields_of",
-           "REQUIRED"]
+           "default_of", "default_for", "check_minimum", "check_range", "POSITIVE", "FRACTION", "parse_key_value",
+           "fields_of", "REQUIRED"]
